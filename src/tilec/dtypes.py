@@ -1,0 +1,65 @@
+"""Element types of the .tile language and their C++ spellings."""
+
+from __future__ import annotations
+
+import enum
+
+
+class DType(enum.Enum):
+    float16 = ("float16", "half", 16, "float")
+    bfloat16 = ("bfloat16", "__nv_bfloat16", 16, "float")
+    float32 = ("float32", "float", 32, "float")
+    float64 = ("float64", "double", 64, "float")
+    float8_e4m3 = ("float8_e4m3", "__nv_fp8_e4m3", 8, "float")
+    float8_e5m2 = ("float8_e5m2", "__nv_fp8_e5m2", 8, "float")
+    int8 = ("int8", "signed char", 8, "int")
+    int16 = ("int16", "short", 16, "int")
+    int32 = ("int32", "int", 32, "int")
+    int64 = ("int64", "long long", 64, "int")
+    uint8 = ("uint8", "unsigned char", 8, "uint")
+    uint16 = ("uint16", "unsigned short", 16, "uint")
+    uint32 = ("uint32", "unsigned int", 32, "uint")
+    uint64 = ("uint64", "unsigned long long", 64, "uint")
+    bool = ("bool", "bool", 8, "bool")
+
+    def __init__(self, tile_name: str, cname: str, bits: int, kind: str):
+        self.tile_name = tile_name
+        self.cname = cname
+        self.bits = bits
+        self.kind = kind
+
+    @property
+    def bytes(self) -> int:
+        return self.bits // 8
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_low_precision(self) -> bool:
+        """Types CUDA computes in float32 (f16, bf16, fp8)."""
+        return self.is_float and self.bits < 32
+
+    def __repr__(self) -> str:
+        return self.tile_name
+
+
+DTYPES: dict[str, DType] = {d.tile_name: d for d in DType}
+
+
+def promote(a: DType, b: DType) -> DType:
+    """Result type of a binary arithmetic operation (float wins, then the wider)."""
+    if a == b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    if a == DType.bool:
+        return b
+    if b == DType.bool:
+        return a
+    return a if a.bits >= b.bits else b

@@ -1,0 +1,367 @@
+"""Tile IR: the checked program, block-level, with tile ops still whole.
+
+Elaboration (elaborate.py) produces it from the syntax tree; the passes plan
+pipelines and infer layouts on it; lowering (lower.py) turns it into Thread IR.
+
+    kernel gemm(A: float16[M, K] global, B: float16[K, N] global, C: float16[M, N] global)
+      grid (ceildiv(N, 128), ceildiv(M, 128)) threads 128 as (bx, by)
+      A_shared: float16[128, 32] shared
+      C_local: float32[128, 128] fragment
+      fill C_local[0:128, 0:128] = 0.0
+      for k in pipelined(0, ceildiv(K, 32), stages=3):
+        copy A[by * 128 : +128, k * 32 : +32] -> A_shared[0:128, 0:32]
+        ...
+
+Nodes are frozen, slotted dataclasses with a span; analyses live in passes,
+never on the nodes. Expressions are shared with Thread IR (thread_ir.py).
+Literal types are settled by elaboration: a literal next to a typed operand
+takes that operand's type, as in TileLang.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from tilec.dtypes import DType
+from tilec.source import NO_SPAN, Span
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True, slots=True)
+class IntImm:
+    value: int
+    dtype: DType = DType.int32
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class FloatImm:
+    value: float  # may be +-inf for infinity(dtype)
+    dtype: DType = DType.float32
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BoolImm:
+    value: bool
+    dtype: DType = DType.bool
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+VarKind = Literal["block", "thread", "loop", "dim", "scalar", "let"]
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """A named scalar: block index, loop variable, symbolic dimension, scalar
+    kernel argument or an immutable `name = expr` binding. Identity is the
+    object (eq=False): two variables may share a name in different scopes."""
+
+    name: str
+    dtype: DType
+    kind: VarKind
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+# + - * / (true division on floats, C division on ints) // (floor) % (floor mod)
+# ** << >> & | ^ and or, comparisons == != < <= > >=
+BinOpName = Literal[
+    "+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^",
+    "and", "or", "==", "!=", "<", "<=", ">", ">=",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp:
+    op: BinOpName
+    a: Expr
+    b: Expr
+    dtype: DType
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class UnaryOp:
+    op: Literal["-", "~", "not"]
+    a: Expr
+    dtype: DType
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """`a if cond else b` and `if_then_else(cond, a, b)`."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    value: Expr
+    dtype: DType
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+# exp exp2 log log2 sqrt rsqrt tanh sigmoid erf floor ceil pow abs min max
+@dataclass(frozen=True, slots=True)
+class Call:
+    func: str
+    args: tuple[Expr, ...]
+    dtype: DType
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """`buf[i, j]`: one element of a buffer (any scope)."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    @property
+    def dtype(self) -> DType:
+        return self.buffer.dtype
+
+
+Expr: TypeAlias = IntImm | FloatImm | BoolImm | Var | BinOp | UnaryOp | Select | Cast | Call | Load
+
+# ---------------------------------------------------------------- buffers
+
+Scope = Literal["global", "shared", "fragment", "local", "var"]
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A tensor argument (global), an allocation (shared, fragment, local) or
+    an `alloc_var` scalar (scope "var", shape ()). Row-major; identity is the
+    object. Shapes of non-global buffers are constants after elaboration."""
+
+    name: str
+    shape: tuple[Expr, ...]
+    dtype: DType
+    scope: Scope
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    @property
+    def const_shape(self) -> tuple[int, ...]:
+        dims = []
+        for d in self.shape:
+            assert isinstance(d, IntImm), f"{self.name} has a symbolic shape"
+            dims.append(d.value)
+        return tuple(dims)
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A rectangular piece of a buffer: `starts` and `extents` per buffer
+    dimension. Elaboration resolves origin-only operands (`A[i, j]`) by taking
+    the extents of the other operand, right-aligned, padded with 1s. `kept`
+    lists the dimensions that were slices in the source; a scalar index makes
+    a dimension of extent 1 that is dropped when operand shapes are compared."""
+
+    buffer: Buffer
+    starts: tuple[Expr, ...]
+    extents: tuple[Expr, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class Alloc:
+    buffer: Buffer
+    init: Expr | None = None  # alloc_var(dtype, init)
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    var: Var
+    value: Expr
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """`buf[i, j] = value` (augmented forms are desugared); for an alloc_var
+    `x = value`, indices is ()."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    src: Region
+    dst: Region
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+GemmPolicy = Literal["Square", "FullRow", "FullCol"]
+
+
+@dataclass(frozen=True, slots=True)
+class Gemm:
+    """C (+)= op(A) @ op(B), op = transpose when the flag is set."""
+
+    a: Region
+    b: Region
+    c: Region
+    transpose_a: bool
+    transpose_b: bool
+    policy: GemmPolicy
+    clear_accum: bool
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """`fill(buf, value)`; `clear(buf)` is fill with 0."""
+
+    dst: Region
+    value: Expr
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+ReduceKind = Literal["max", "min", "sum", "abssum", "absmax"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    """dst = reduce(src) along `dim` (normalized to >= 0); dst has src's
+    shape with `dim` removed. With clear=False the old dst is folded in."""
+
+    kind: ReduceKind
+    src: Region
+    dst: Region
+    dim: int
+    clear: bool
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CumSum:
+    src: Region
+    dst: Region
+    dim: int
+    reverse: bool
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AtomicAdd:
+    """`atomic_add(dst, value)`: dst a region (whole tile) with value a region
+    of the same shape, or dst a single element (extents all 1) with value an
+    expression (`src` is None then)."""
+
+    dst: Region
+    src: Region | None
+    value: Expr | None
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+ForKind = Literal["serial", "unroll", "pipelined"]
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    var: Var
+    start: Expr
+    stop: Expr
+    step: Expr
+    kind: ForKind
+    body: tuple[Stmt, ...]
+    num_stages: int = 0  # pipelined only
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Parallel:
+    """`for i, j in Parallel(e0, e1)`: every (i, j) independent; extents constant."""
+
+    vars: tuple[Var, ...]
+    extents: tuple[int, ...]
+    body: tuple[Stmt, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Print:
+    value: Expr | Region
+    msg: str
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAssert:
+    cond: Expr
+    msg: str
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class UseSwizzle:
+    """Rasterize blocks in panels of `panel_size` (L2 reuse); order row|col."""
+
+    panel_size: int
+    order: Literal["row", "col"]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+Stmt: TypeAlias = (
+    Alloc | Let | Store | Copy | Gemm | Fill | Reduce | CumSum | AtomicAdd
+    | For | Parallel | If | Print | DeviceAssert | UseSwizzle
+)
+
+# ---------------------------------------------------------------- kernels
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One `kernel` of a file. `tensors` and `scalars` are the arguments in
+    source order; `dims` the symbolic dimensions in order of first
+    appearance (each an int32 argument of the launcher)."""
+
+    name: str
+    tensors: tuple[Buffer, ...]
+    scalars: tuple[Var, ...]
+    dims: tuple[Var, ...]
+    grid: tuple[Expr, ...]  # 1 to 3 extents, x first
+    block_vars: tuple[Var, ...]  # bx[, by[, bz]]
+    threads: int
+    body: tuple[Stmt, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    kernels: tuple[Kernel, ...]
+    files: tuple[str, ...]  # every .tile read, the main file first (for depfiles)
