@@ -172,9 +172,8 @@ class Buffer:
 class Region:
     """A rectangular piece of a buffer: `starts` and `extents` per buffer
     dimension. Elaboration resolves origin-only operands (`A[i, j]`) by taking
-    the extents of the other operand, right-aligned, padded with 1s. `kept`
-    lists the dimensions that were slices in the source; a scalar index makes
-    a dimension of extent 1 that is dropped when operand shapes are compared."""
+    the extents of the other operand, right-aligned, padded with 1s. A scalar index gives a
+    dimension of extent 1; operand shapes are compared with those dropped."""
 
     buffer: Buffer
     starts: tuple[Expr, ...]
