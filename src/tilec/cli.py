@@ -1,0 +1,402 @@
+"""The command line: `tilec build`, `tilec check`, `tilec --version`, `tilec --cmake-dir`.
+
+    tilec build examples/gemm.tile -o build/gemm.cu --arch sm_90a --cubin build/gemm.cubin
+    tilec build a.tile b.tile --out-dir gen/ -MD          # gen/a.cu gen/a.d gen/b.cu gen/b.d
+    tilec build k.tile -o k.cu --check                    # exit 1 + unified diff if k.cu is stale
+    tilec check examples/*.tile -D BLOCK=64
+
+Exit codes: 0 ok, 1 user error (diagnostics, bad options, --check mismatch),
+2 internal compiler error (a bug in tilec), 3 toolchain failure (nvcc, clang-format).
+
+Only click is imported up front: rich only when stderr is a terminal, the
+compiler's stages inside the driver, TVM never from here; `tilec check` and
+cache hits stay fast.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import click
+
+import tilec
+from tilec import driver
+from tilec.toolchain import ARCHES, ToolchainError
+
+OK, USER_ERROR, INTERNAL_ERROR, TOOLCHAIN_ERROR = 0, 1, 2, 3
+_SEVERITY = {OK: 0, USER_ERROR: 1, TOOLCHAIN_ERROR: 2, INTERNAL_ERROR: 3}
+
+
+def cmake_dir() -> str:
+    """Where TilecConfig.cmake lives (for `find_package(Tilec)`)."""
+    return os.path.join(os.path.dirname(os.path.abspath(tilec.__file__)), "cmake")
+
+
+def _print_cmake_dir(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(cmake_dir())
+        ctx.exit(0)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(tilec.__version__, prog_name="tilec", message="%(prog)s %(version)s")
+@click.option(
+    "--cmake-dir",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_print_cmake_dir,
+    help="Print the directory holding TilecConfig.cmake and exit.",
+)
+def cli() -> None:
+    """tilec: compile .tile GPU kernels to readable CUDA C++."""
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def _stderr_is_tty() -> bool:
+    return sys.stderr.isatty() and os.environ.get("NO_COLOR") is None
+
+
+def report(text: str) -> None:
+    """Diagnostics text on stderr, coloured only when stderr is a terminal."""
+    if not text:
+        return
+    if not _stderr_is_tty():
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.flush()
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    for line in text.rstrip("\n").split("\n"):
+        console.print(_colour_line(Text, line))
+
+
+def _colour_line(text_cls, line: str):
+    text = text_cls(line)
+    stripped = line.strip()
+    for word, style in ((": error:", "bold red"), (": warning:", "bold magenta"), (": note:", "bold blue")):
+        at = line.find(word)
+        if at >= 0:
+            text.stylize("bold", 0, at)
+            text.stylize(style, at + 2, at + len(word))
+    if line.startswith(("error:", "internal compiler error")):
+        text.stylize("bold red", 0, line.find(":") + 1)
+    if line.startswith("hint:"):
+        text.stylize("cyan")
+    if stripped.startswith("|") and set(stripped[1:].strip()) <= {"^", "~"} and "^" in stripped:
+        text.stylize("bold green", line.index("^"))
+    return text
+
+
+def report_exception(exc: BaseException, path: str) -> int:
+    """Print a CompileError / ToolchainError / anything else; return the exit code."""
+    from tilec.diagnostics import CompileError, render_all
+
+    if isinstance(exc, CompileError):
+        report(render_all(exc.diagnostics))
+        return USER_ERROR
+    if isinstance(exc, ToolchainError):
+        report(f"error: {exc}")
+        return TOOLCHAIN_ERROR
+    if isinstance(exc, OSError) and exc.filename is not None:
+        report(f"error: {exc.filename}: {exc.strerror}")
+        return USER_ERROR
+    tb = "".join(traceback.format_exception(exc, limit=-8))
+    report(
+        f"internal compiler error while compiling {path}: {type(exc).__name__}: {exc}\n"
+        "This is a bug in tilec, not in your program; please report it with the file that triggered it.\n" + tb
+    )
+    return INTERNAL_ERROR
+
+
+def worst(codes: Sequence[int]) -> int:
+    return max(codes, key=lambda c: _SEVERITY[c], default=OK)
+
+
+# ---------------------------------------------------------------- options
+
+
+def parse_defines(values: Sequence[str]) -> dict[str, str]:
+    defines: dict[str, str] = {}
+    for item in values:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or not name.isidentifier():
+            raise click.BadParameter(f"'{item}' is not NAME=VALUE", param_hint="-D")
+        if not value.strip():
+            raise click.BadParameter(f"'{item}' has an empty value", param_hint="-D")
+        defines[name] = value.strip()
+    return defines
+
+
+def define_option(f):
+    return click.option(
+        "-D",
+        "defines",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="Override a `param` of the kernel file (repeatable).",
+    )(f)
+
+
+def arch_option(f):
+    return click.option(
+        "--arch", type=click.Choice(ARCHES), default="sm_80", show_default=True, help="Target GPU architecture."
+    )(f)
+
+
+# ---------------------------------------------------------------- build
+
+
+@dataclass
+class Job:
+    """One input file of `tilec build` and where its outputs go."""
+
+    source: str
+    cu: str | None  # None: stdout (or a temporary file when only a binary is wanted)
+    header: str | None = None
+    depfile: str | None = None
+    binary: tuple[str, str] | None = None  # (kind, path)
+    written: list[str] = field(default_factory=list)
+
+    def outputs(self) -> list[str]:
+        paths = [self.cu, self.header, self.binary[1] if self.binary else None, self.depfile]
+        return [p for p in paths if p]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    defines: dict[str, str]
+    arch: str
+    emit: str
+    check: bool
+    cache: bool
+    werror: bool
+    phony: bool
+
+
+@cli.command()
+@click.argument("inputs", nargs=-1, required=True, metavar="IN.tile...")
+@click.option("-o", "--output", metavar="OUT.cu", help="Output file (one input); stdout if omitted.")
+@click.option("--out-dir", metavar="DIR", help="Write DIR/NAME.cu for each input NAME.tile (many inputs).")
+@arch_option
+@define_option
+@click.option("--emit", type=click.Choice(driver.EMITS), default="cuda", show_default=True, help="What to write.")
+@click.option("--header", metavar="OUT.h", help="Also write the launchers' C prototypes.")
+@click.option("--headers", is_flag=True, help="With --out-dir: also write DIR/NAME.h.")
+@click.option("--cubin", metavar="OUT.cubin", help="Also compile with nvcc to a cubin.")
+@click.option("--obj", metavar="OUT.o", help="Also compile with nvcc to an object file.")
+@click.option("--shared", metavar="OUT.so", help="Also compile with nvcc to a shared library.")
+@click.option("-MD", "make_deps", is_flag=True, help="Write a Make depfile (OUT.d, or the -MF path).")
+@click.option("-MF", "depfile", metavar="FILE.d", help="Depfile path (implies -MD).")
+@click.option("-MP", "phony", is_flag=True, help="Add a phony target per imported file (as gcc -MP).")
+@click.option("--check", is_flag=True, help="Compare with the existing output instead of writing: exit 1 + diff.")
+@click.option("--no-cache", is_flag=True, help="Do not use the content-hash build cache.")
+@click.option("--werror", is_flag=True, help="nvcc: treat warnings as errors.")
+@click.option("--time", "show_time", is_flag=True, help="Print the time spent per phase on stderr.")
+def build(
+    inputs: tuple[str, ...],
+    output: str | None,
+    out_dir: str | None,
+    arch: str,
+    defines: tuple[str, ...],
+    emit: str,
+    header: str | None,
+    headers: bool,
+    cubin: str | None,
+    obj: str | None,
+    shared: str | None,
+    make_deps: bool,
+    depfile: str | None,
+    phony: bool,
+    check: bool,
+    no_cache: bool,
+    werror: bool,
+    show_time: bool,
+) -> None:
+    """Compile .tile files to CUDA C++ (and optionally with nvcc)."""
+    binaries = [(k, p) for k, p in (("cubin", cubin), ("obj", obj), ("shared", shared)) if p]
+    jobs = plan_jobs(
+        inputs, output, out_dir, header, headers, binaries, make_deps or bool(depfile), depfile, emit, check
+    )
+    no_cache = no_cache or bool(os.environ.get("TILEC_NO_CACHE"))
+    opts = BuildOptions(parse_defines(defines), arch, emit, check, not no_cache, werror, phony)
+    codes = [run_job(job, opts) for job in jobs]
+    if show_time:
+        print_times()
+    raise SystemExit(worst(codes))
+
+
+def plan_jobs(
+    inputs: Sequence[str],
+    output: str | None,
+    out_dir: str | None,
+    header: str | None,
+    headers: bool,
+    binaries: list[tuple[str, str]],
+    make_deps: bool,
+    depfile: str | None,
+    emit: str,
+    check: bool,
+) -> list[Job]:
+    if len(binaries) > 1:
+        raise click.UsageError("give at most one of --cubin, --obj, --shared")
+    if binaries and emit != "cuda":
+        raise click.UsageError(f"--{binaries[0][0]} needs --emit cuda")
+    if out_dir is None:
+        return [_single_job(inputs, output, header, headers, binaries, make_deps, depfile, check)]
+    if output or header or depfile or binaries:
+        raise click.UsageError(
+            "--out-dir writes DIR/NAME.cu per input; -o, --header, -MF and --cubin/--obj/--shared "
+            "need a single input without --out-dir"
+        )
+    ext = {"cuda": ".cu", "tir": ".tir", "thread": ".thread"}[emit]
+    jobs, seen = [], {}
+    for src in inputs:
+        stem = os.path.splitext(os.path.basename(src))[0]
+        if stem in seen:
+            raise click.UsageError(f"{src} and {seen[stem]} would both write {stem}{ext} in {out_dir}")
+        seen[stem] = src
+        base = os.path.join(out_dir, stem)
+        jobs.append(Job(src, base + ext, base + ".h" if headers else None, base + ".d" if make_deps else None))
+    return jobs
+
+
+def _single_job(inputs, output, header, headers, binaries, make_deps, depfile, check) -> Job:
+    if len(inputs) != 1:
+        raise click.UsageError("several inputs need --out-dir DIR")
+    if headers:
+        raise click.UsageError("--headers goes with --out-dir; use --header OUT.h for one input")
+    if check and not output:
+        raise click.UsageError("--check needs -o OUT (the file to compare with)")
+    binary = binaries[0] if binaries else None
+    if make_deps and not depfile:
+        target = output or (binary[1] if binary else None)
+        if target is None:
+            raise click.UsageError("-MD needs -o OUT (the depfile is OUT.d) or -MF FILE.d")
+        depfile = os.path.splitext(target)[0] + ".d"
+    return Job(inputs[0], output, header, depfile, binary)
+
+
+def run_job(job: Job, opts: BuildOptions) -> int:
+    try:
+        result = driver.build(job.source, opts.defines, opts.arch, opts.emit, cache=opts.cache)
+        if opts.check:
+            return check_output(job, result.text)
+        write_job(job, result, opts)
+        return OK
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a report and an exit code
+        if not opts.check:
+            for path in job.outputs():
+                driver.remove_output(path)
+        return report_exception(exc, job.source)
+
+
+def write_job(job: Job, result: driver.Result, opts: BuildOptions) -> None:
+    if job.cu is None and job.binary is None:
+        sys.stdout.write(result.text)
+        sys.stdout.flush()
+    elif job.cu is not None:
+        driver.write_atomic(job.cu, result.text)
+    if job.header:
+        driver.write_atomic(job.header, driver.header_text(result.text, job.source))
+    if job.binary:
+        compile_binary(job, result.text, opts)
+    if job.depfile:
+        targets = [p for p in (job.cu, job.header, job.binary[1] if job.binary else None) if p]
+        driver.write_atomic(job.depfile, driver.depfile_text(targets, result.files, opts.phony))
+
+
+def compile_binary(job: Job, text: str, opts: BuildOptions) -> None:
+    from tilec import toolchain
+
+    kind, out = job.binary  # type: ignore[misc]
+    with driver.phase("nvcc"):
+        if job.cu is not None:
+            warnings = toolchain.run_nvcc(kind, job.cu, out, opts.arch, opts.werror)
+        else:
+            with tempfile.TemporaryDirectory(prefix="tilec-") as tmp:
+                cu = os.path.join(tmp, os.path.splitext(os.path.basename(job.source))[0] + ".cu")
+                driver.write_atomic(cu, text)
+                warnings = toolchain.run_nvcc(kind, cu, out, opts.arch, opts.werror)
+    report(warnings)
+
+
+def check_output(job: Job, text: str) -> int:
+    """--check: 0 when the file on disk equals `text`, else 1 and a unified diff on stdout."""
+    assert job.cu is not None
+    try:
+        with open(job.cu, encoding="utf-8", newline="") as f:
+            old = f.read()
+    except FileNotFoundError:
+        report(f"error: {job.cu} does not exist (tilec build {job.source} -o {job.cu} writes it)")
+        return USER_ERROR
+    if old == text:
+        return OK
+    diff = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        text.splitlines(keepends=True),
+        f"{job.cu} (on disk)",
+        f"{job.cu} (from {job.source})",
+    )
+    sys.stdout.writelines(diff)
+    sys.stdout.flush()
+    report(f"error: {job.cu} is out of date with {job.source} (rebuild it with tilec build)")
+    return USER_ERROR
+
+
+def print_times() -> None:
+    rows = "".join(f"  {name:<18} {secs * 1000:8.1f} ms\n" for name, secs in driver.TIMES.items())
+    sys.stderr.write("tilec: time per phase\n" + rows)
+
+
+# ---------------------------------------------------------------- check
+
+
+@cli.command()
+@click.argument("inputs", nargs=-1, required=True, metavar="FILE.tile...")
+@arch_option
+@define_option
+def check(inputs: tuple[str, ...], arch: str, defines: tuple[str, ...]) -> None:
+    """Parse and check .tile files without generating code."""
+    parsed = parse_defines(defines)
+    codes = []
+    for path in inputs:
+        try:
+            driver.check_file(path, parsed, arch)
+            codes.append(OK)
+        except Exception as exc:  # noqa: BLE001
+            codes.append(report_exception(exc, path))
+    raise SystemExit(worst(codes))
+
+
+# ---------------------------------------------------------------- entry
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry: click's usage errors are user errors (exit 1), not 2."""
+    try:
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="tilec", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        code = USER_ERROR
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted\n")
+        code = USER_ERROR
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else USER_ERROR
+    except BrokenPipeError:
+        code = OK
+    sys.exit(code or 0)

@@ -1,0 +1,282 @@
+"""The driver: one `.tile` file in, formatted text out, written atomically.
+
+    compile_file("examples/gemm.tile", {"BLOCK_M": "64"}, arch="sm_90a")
+      = elaborate_file  (parse, -D overrides, imports -> Tile IR Program)
+      -> compile_program (passes, lower, emit -> unformatted C++)
+      -> format_cpp      (pinned clang-format, shipped style)
+
+`build` adds a content-hash cache in front of that: the key is the main
+file's path and bytes, the defines, the arch, the emit kind and tilec itself;
+the entry records every `.tile` read (imports included) with its hash, so an
+unchanged rebuild reads a few files and never imports the compiler.
+
+Outputs are written through `write_atomic` (temporary file beside the target,
+then `os.replace`); `remove_output` deletes a stale output after a failure so
+Make cannot mistake it for an up-to-date file. Heavy modules (lark, TVM) are
+imported inside functions so `tilec --version` and cache hits stay cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import tilec
+
+EMITS = ("cuda", "tir", "thread")
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    text: str
+    files: tuple[str, ...]  # every .tile read, the main file first
+    cached: bool = False
+
+
+# ---------------------------------------------------------------- compiling
+
+# Seconds per phase of this process ("import front end", "elaborate", ...),
+# summed over files; `tilec build --time` prints it.
+TIMES: dict[str, float] = {}
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        TIMES[name] = TIMES.get(name, 0.0) + time.perf_counter() - start
+
+
+def elaborate(path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80"):
+    """Parse and check `path` -> tir.Program (raises CompileError)."""
+    if not os.path.isfile(path):
+        from tilec.diagnostics import error
+
+        reason = "is a directory" if os.path.isdir(path) else "no such file"
+        raise error(None, f"cannot read {path}: {reason}")
+    with phase("import front end"):
+        from tilec.elaborate import elaborate_file
+    with phase("elaborate"):
+        return elaborate_file(path, dict(defines or {}))
+
+
+def check_file(path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80"):
+    """What `tilec check` does: parse and elaborate, no code generation."""
+    return elaborate(path, defines, arch)
+
+
+def compile_program_text(program, arch: str = "sm_80", emit: str = "cuda") -> str:
+    with phase("import back end"):
+        from tilec.pipeline import compile_program
+    with phase("codegen"):
+        text = compile_program(program, arch, emit)
+    if emit == "cuda":
+        from tilec.format import format_cpp
+
+        with phase("clang-format"):
+            text = format_cpp(text)
+    return text
+
+
+def compile_file(path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80", emit: str = "cuda") -> str:
+    """The formatted CUDA C++ (or `--emit tir|thread` text) for one `.tile` file."""
+    return compile_program_text(elaborate(path, defines, arch), arch, emit)
+
+
+def build(
+    path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80", emit: str = "cuda", cache: bool = True
+) -> Result:
+    """compile_file plus the files read (for depfiles), through the cache."""
+    defines = dict(defines or {})
+    key = None
+    if cache:
+        with phase("cache lookup"):
+            key = _cache_key(path, defines, arch, emit)
+            hit = _cache_get(key) if key is not None else None
+        if hit is not None:
+            return hit
+    program = elaborate(path, defines, arch)
+    result = Result(compile_program_text(program, arch, emit), tuple(program.files) or (path,))
+    if key is not None:
+        _cache_put(key, result)
+    return result
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write `path` via a temporary file in the same directory and a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_output(tmp)
+        raise
+
+
+def remove_output(path: str | None) -> None:
+    """Delete a (stale) output; missing is fine."""
+    if path:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _make_escape(path: str) -> str:
+    return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+
+def depfile_text(targets: str | Sequence[str], files: Iterable[str], phony: bool = False) -> str:
+    """Make-format dependencies of `targets` on `files`, as `gcc -MD` writes
+    them (`phony` adds an empty rule per dependency, as `-MP` does). When the
+    first target is absolute the dependencies are made absolute too, so the
+    depfile means the same from any directory (CMake's DEPFILE)."""
+    targets = [targets] if isinstance(targets, str) else list(targets)
+    deps = list(dict.fromkeys(files))
+    if os.path.isabs(targets[0]):
+        deps = list(dict.fromkeys(os.path.abspath(d) for d in deps))
+    head = " ".join(_make_escape(t) for t in targets) + ":"
+    lines = [head + "".join(f" \\\n  {_make_escape(d)}" for d in deps)]
+    if phony:
+        lines += [f"\n{_make_escape(d)}:" for d in deps[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def header_text(cu_text: str, source: str) -> str:
+    """C prototypes of the launchers in `cu_text`, read from its ABI line."""
+    from tilec.dtypes import DTYPES
+    from tilec.runtime import parse_abi
+
+    kernels = parse_abi(cu_text)["kernels"]
+    scalar_types = {s["dtype"] for k in kernels for s in k.get("scalars", [])}
+    lines = [
+        f"// Generated by tilec {tilec.__version__} from {source}. Do not edit.",
+        "#pragma once",
+        "",
+        "#include <cuda_runtime.h>",
+        *[f"#include <{h}>" for t, h in _SCALAR_HEADERS.items() if t in scalar_types],
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+    ]
+    for kernel in kernels:
+        lines += ["", *_prototype(kernel, DTYPES)]
+    lines += ["", "#ifdef __cplusplus", '}  // extern "C"', "#endif", ""]
+    return "\n".join(lines)
+
+
+_SCALAR_HEADERS = {
+    "float16": "cuda_fp16.h",
+    "bfloat16": "cuda_bf16.h",
+    "float8_e4m3": "cuda_fp8.h",
+    "float8_e5m2": "cuda_fp8.h",
+}
+
+
+def _prototype(kernel: dict, dtypes: Mapping) -> list[str]:
+    name = kernel["name"]
+    args: list[tuple[str, str]] = []
+    for t in kernel.get("tensors", []):
+        shape = ", ".join(str(d) for d in t["shape"])
+        args.append((f"void* {t['name']}", f"device pointer, {t['dtype']}[{shape}], contiguous"))
+    for s in kernel.get("scalars", []):
+        args.append((f"{dtypes[s['dtype']].cname} {s['name']}", f"scalar {s['dtype']}"))
+    for d in kernel.get("dims", []):
+        args.append((f"int {d}", "symbolic dimension"))
+    args.append(("cudaStream_t stream", "stream to launch on"))
+    lines = [
+        f"// Launches kernel `{name}` on `stream`; returns the launch's cudaError_t (0 on success).",
+        f"int {name}(",
+    ]
+    for i, (decl, comment) in enumerate(args):
+        sep = ");" if i == len(args) - 1 else ","
+        lines.append(f"    {decl}{sep}  // {comment}")
+    return lines
+
+
+# ---------------------------------------------------------------- cache
+
+
+def cache_root() -> str:
+    """`$TILEC_CACHE`, else `$XDG_CACHE_HOME/tilec`, else ~/.cache/tilec."""
+    root = os.environ.get("TILEC_CACHE")
+    if root:
+        return root
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tilec")
+
+
+def _tilec_fingerprint() -> str:
+    """tilec's version plus size/mtime of its own files: an edited compiler
+    (editable install) never serves output of its older self."""
+    h = hashlib.sha256(tilec.__version__.encode())
+    pkg = os.path.dirname(os.path.abspath(tilec.__file__))
+    for dirpath, dirnames, filenames in os.walk(pkg):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".tmp")):
+                continue
+            st = os.stat(os.path.join(dirpath, name))
+            h.update(f"{os.path.relpath(os.path.join(dirpath, name), pkg)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _file_hash(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _cache_key(path: str, defines: Mapping[str, str], arch: str, emit: str) -> str | None:
+    main = _file_hash(path)
+    if main is None:
+        return None
+    blob = json.dumps(
+        [_tilec_fingerprint(), path, os.path.abspath(path), main, sorted(defines.items()), arch, emit],
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _cache_file(key: str) -> str:
+    return os.path.join(cache_root(), "build", key[:2], key + ".json")
+
+
+def _cache_get(key: str) -> Result | None:
+    try:
+        with open(_cache_file(key), encoding="utf-8") as f:
+            entry = json.load(f)
+        deps = entry["deps"]
+        if any(_file_hash(d["abs"]) != d["sha256"] for d in deps):
+            return None
+        return Result(entry["text"], tuple(d["path"] for d in deps), cached=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _cache_put(key: str, result: Result) -> None:
+    deps = [{"path": p, "abs": os.path.abspath(p), "sha256": _file_hash(p)} for p in result.files]
+    if any(d["sha256"] is None for d in deps):
+        return
+    try:
+        write_atomic(_cache_file(key), json.dumps({"deps": deps, "text": result.text}))
+    except OSError:
+        pass  # a read-only cache only costs speed

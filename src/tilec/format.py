@@ -1,0 +1,51 @@
+"""clang-format over generated C++: the last stage before the text is written.
+
+    extern "C" int gemm(half* A, half* B, half* C, int M, int N, int K, cudaStream_t stream) { dim3 g(...); ...
+
+becomes the same code laid out by the style file shipped with tilec
+(src/tilec/data/tilec.clang-format). The binary is the one from the pinned
+`clang-format` PyPI package, never whatever is on PATH: another release lays
+out code differently, and the output must be byte-identical on every machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+from tilec.toolchain import ToolchainError
+
+STYLE_FILE = os.path.join(os.path.dirname(__file__), "data", "tilec.clang-format")
+
+
+def clang_format_path() -> str:
+    """The pinned clang-format binary (`$TILEC_CLANG_FORMAT` overrides it)."""
+    override = os.environ.get("TILEC_CLANG_FORMAT")
+    if override:
+        return override
+    candidates = []
+    spec = importlib.util.find_spec("clang_format")
+    if spec is not None and spec.origin:
+        candidates.append(os.path.join(os.path.dirname(spec.origin), "data", "bin", "clang-format"))
+    candidates.append(os.path.join(os.path.dirname(sys.executable), "clang-format"))
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise ToolchainError(
+        "clang-format not found: tilec needs the pinned PyPI package (pip install 'clang-format==23.1.3'); "
+        "set TILEC_CLANG_FORMAT to use another binary"
+    )
+
+
+def format_cpp(text: str, filename: str = "kernel.cu") -> str:
+    """`text` formatted with tilec's style; `filename` only picks the language."""
+    cmd = [clang_format_path(), f"--style=file:{STYLE_FILE}", f"--assume-filename={filename}"]
+    try:
+        proc = subprocess.run(cmd, input=text.encode(), capture_output=True, check=False)
+    except OSError as exc:
+        raise ToolchainError(f"cannot run clang-format ({cmd[0]}): {exc}") from exc
+    if proc.returncode != 0:
+        raise ToolchainError(f"clang-format failed (exit {proc.returncode}):\n{proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode()

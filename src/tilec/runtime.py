@@ -1,0 +1,325 @@
+"""Load a tilec-generated `.cu` as Python callables taking torch tensors.
+
+    mod = tilec.runtime.load("build/gemm.cu")        # nvcc -shared, cached by content hash
+    mod.gemm(A, B, C)                                 # dims M, N, K inferred from the shapes
+
+This module imports only the standard library (torch is imported inside the
+functions that need it), and nothing else from tilec: it runs on the GPU
+machine, where lark, click, rich and TVM are absent, and may be copied there
+as a single file. It reads the ABI line every generated file carries on line 2
+
+    // tilec-abi: {"kernels": [{"name": "gemm", "tensors": [{"name": "A", "dtype": "float16",
+    //             "shape": ["M", "K"]}, ...], "scalars": [...], "dims": ["M", "N", "K"]}]}
+
+and calls the `extern "C" int NAME(tensors..., scalars..., dims..., stream)`
+launcher through ctypes on torch's current stream. Shared libraries are cached
+in `$TILEC_CACHE/so` (default ~/.cache/tilec/so) under a hash of the source,
+the nvcc flags and the nvcc version.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ABI_PREFIX = "// tilec-abi:"
+SHARED_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "-lineinfo")
+
+# tile dtype -> (torch dtype attribute, ctypes type for a scalar argument).
+# Scalars of 16/8-bit float types travel as their bit patterns: a 2-byte
+# struct such as `__half` is passed like an unsigned short in the C ABI.
+DTYPES: dict[str, tuple[str, Any]] = {
+    "float16": ("float16", ctypes.c_uint16),
+    "bfloat16": ("bfloat16", ctypes.c_uint16),
+    "float32": ("float32", ctypes.c_float),
+    "float64": ("float64", ctypes.c_double),
+    "float8_e4m3": ("float8_e4m3fn", ctypes.c_uint8),
+    "float8_e5m2": ("float8_e5m2", ctypes.c_uint8),
+    "int8": ("int8", ctypes.c_int8),
+    "int16": ("int16", ctypes.c_int16),
+    "int32": ("int32", ctypes.c_int32),
+    "int64": ("int64", ctypes.c_int64),
+    "uint8": ("uint8", ctypes.c_uint8),
+    "uint16": ("uint16", ctypes.c_uint16),
+    "uint32": ("uint32", ctypes.c_uint32),
+    "uint64": ("uint64", ctypes.c_uint64),
+    "bool": ("bool", ctypes.c_bool),
+}
+
+CUDA_ERRORS = {
+    1: "cudaErrorInvalidValue",
+    2: "cudaErrorMemoryAllocation",
+    3: "cudaErrorInitializationError",
+    9: "cudaErrorInvalidConfiguration",
+    35: "cudaErrorInsufficientDriver",
+    98: "cudaErrorInvalidDeviceFunction",
+    100: "cudaErrorNoDevice",
+    101: "cudaErrorInvalidDevice",
+    200: "cudaErrorInvalidKernelImage",
+    209: "cudaErrorNoKernelImageForDevice",
+    222: "cudaErrorUnsupportedPtxVersion",
+    400: "cudaErrorInvalidResourceHandle",
+    700: "cudaErrorIllegalAddress",
+    701: "cudaErrorLaunchOutOfResources",
+    710: "cudaErrorAssert",
+    715: "cudaErrorIllegalInstruction",
+    716: "cudaErrorMisalignedAddress",
+    719: "cudaErrorLaunchFailure",
+    720: "cudaErrorCooperativeLaunchTooLarge",
+    912: "cudaErrorInvalidClusterSize",
+    999: "cudaErrorUnknown",
+}
+
+
+# ---------------------------------------------------------------- ABI
+
+
+def parse_abi(text: str) -> dict:
+    """The JSON of the `// tilec-abi:` line (line 2 of a generated file)."""
+    for line in text.splitlines()[:5]:
+        if line.startswith(ABI_PREFIX):
+            abi = json.loads(line[len(ABI_PREFIX) :])
+            if not isinstance(abi, dict) or not isinstance(abi.get("kernels"), list):
+                raise ValueError("malformed tilec-abi line: no 'kernels' list")
+            return abi
+    raise ValueError("not a tilec-generated file: no '// tilec-abi:' line near the top")
+
+
+def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[str, int] | None = None) -> list[int]:
+    """Values of the kernel's symbolic dims, in ABI order, from the tensor
+    shapes (plus explicitly `given` ones); raises ValueError on a mismatch."""
+    name = kernel["name"]
+    bound: dict[str, int] = dict(given or {})
+    origin: dict[str, str] = {d: "keyword argument" for d in bound}
+    for tensor, shape in zip(kernel["tensors"], shapes, strict=True):
+        expected = tensor["shape"]
+        if len(shape) != len(expected):
+            raise ValueError(
+                f"{name}: tensor '{tensor['name']}' must have {len(expected)} dimensions "
+                f"({_shape_str(expected)}), got {len(shape)} ({_shape_str(shape)})"
+            )
+        for axis, (want, got) in enumerate(zip(expected, shape, strict=True)):
+            where = f"{tensor['name']}.shape[{axis}]"
+            if isinstance(want, int):
+                if want != got:
+                    raise ValueError(f"{name}: {where} must be {want}, got {got}")
+            elif want in bound:
+                if bound[want] != got:
+                    raise ValueError(f"{name}: {where} = {got} but {want} = {bound[want]} from {origin[want]}")
+            else:
+                bound[want], origin[want] = int(got), where
+    missing = [d for d in kernel.get("dims", []) if d not in bound]
+    if missing:
+        raise ValueError(f"{name}: cannot infer {', '.join(missing)} from the tensor shapes; pass them as keywords")
+    for d in kernel.get("dims", []):
+        if not -(2**31) <= bound[d] < 2**31:
+            raise ValueError(f"{name}: {d} = {bound[d]} does not fit in int32")
+    return [bound[d] for d in kernel.get("dims", [])]
+
+
+def _shape_str(shape: Sequence) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+# ---------------------------------------------------------------- building
+
+
+def find_nvcc() -> str:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
+            return os.path.join(root, "bin", "nvcc")
+    raise RuntimeError("nvcc not found: put the CUDA toolkit's bin/ on PATH or set CUDA_HOME")
+
+
+_nvcc_versions: dict[str, str] = {}
+
+
+def nvcc_version(nvcc: str) -> str:
+    if nvcc not in _nvcc_versions:
+        proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
+        _nvcc_versions[nvcc] = proc.stdout.strip()
+    return _nvcc_versions[nvcc]
+
+
+def gpu_arch() -> str:
+    """The current GPU's arch: sm_90a for (9, 0) (wgmma/TMA need the `a`), else sm_XY."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+
+
+def nvcc_flags(arch: str, extra_flags: Sequence[str] = ()) -> list[str]:
+    num = arch.removeprefix("sm_")
+    return [*SHARED_FLAGS, "-gencode", f"arch=compute_{num},code=sm_{num}", *extra_flags]
+
+
+def cache_key(source: str, flags: Sequence[str], nvcc_ver: str) -> str:
+    blob = json.dumps([source, list(flags), nvcc_ver], separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cache_dir() -> str:
+    root = os.environ.get("TILEC_CACHE")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "tilec")
+    return os.path.join(root, "so")
+
+
+def build_shared(source: str, arch: str, extra_flags: Sequence[str] = (), name: str = "kernel") -> str:
+    """Compile `source` to a cached shared library; returns its path."""
+    nvcc = find_nvcc()
+    flags = nvcc_flags(arch, extra_flags)
+    key = cache_key(source, flags, nvcc_version(nvcc))
+    out = os.path.join(cache_dir(), f"{_safe(name)}-{key[:24]}.so")
+    if os.path.exists(out):
+        return out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(out)) as tmp:
+        cu = os.path.join(tmp, f"{_safe(name)}.cu")
+        with open(cu, "w", encoding="utf-8") as f:
+            f.write(source)
+        so = os.path.join(tmp, "out.so")
+        proc = subprocess.run([nvcc, *flags, "-o", so, cu], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed on {name}.cu (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        os.replace(so, out)
+    return out
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "kernel"
+
+
+# ---------------------------------------------------------------- calling
+
+
+class Kernel:
+    """One launcher: `kernel(*tensors, *scalars, **dims)`."""
+
+    def __init__(self, lib: ctypes.CDLL, abi: Mapping):
+        self.abi = abi
+        self.name: str = abi["name"]
+        self.tensors: list[dict] = list(abi.get("tensors", []))
+        self.scalars: list[dict] = list(abi.get("scalars", []))
+        self.dims: list[str] = list(abi.get("dims", []))
+        self._fn = getattr(lib, self.name)
+        self._fn.restype = ctypes.c_int
+        self._fn.argtypes = (
+            [ctypes.c_void_p] * len(self.tensors)
+            + [DTYPES[s["dtype"]][1] for s in self.scalars]
+            + [ctypes.c_int32] * len(self.dims)
+            + [ctypes.c_void_p]
+        )
+
+    def __repr__(self) -> str:
+        args = [t["name"] for t in self.tensors] + [s["name"] for s in self.scalars]
+        return f"<tilec kernel {self.name}({', '.join(args)})>"
+
+    def __call__(self, *args: Any, **dims: int) -> None:
+        import torch
+
+        n_t, n_s = len(self.tensors), len(self.scalars)
+        if len(args) != n_t + n_s:
+            raise TypeError(f"{self!r} takes {n_t} tensors and {n_s} scalars, got {len(args)} arguments")
+        unknown = set(dims) - set(self.dims)
+        if unknown:
+            raise TypeError(f"{self.name}: unknown dims {sorted(unknown)} (dims: {self.dims})")
+        tensors, scalars = args[:n_t], args[n_t:]
+        device = self._check_tensors(torch, tensors)
+        dim_values = infer_dims(self.abi, [tuple(t.shape) for t in tensors], dims)
+        c_args = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+        c_args += [self._scalar(torch, s, v) for s, v in zip(self.scalars, scalars, strict=True)]
+        c_args += [ctypes.c_int32(v) for v in dim_values]
+        with torch.cuda.device(device):
+            stream = torch.cuda.current_stream(device).cuda_stream
+            status = self._fn(*c_args, ctypes.c_void_p(stream))
+        if status != 0:
+            raise RuntimeError(f"{self.name}: launch failed with {cuda_error_name(status)} ({status})")
+
+    def _check_tensors(self, torch: Any, tensors: Sequence[Any]) -> Any:
+        device = None
+        for spec, t in zip(self.tensors, tensors, strict=True):
+            what = f"{self.name}: argument '{spec['name']}'"
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
+            want = getattr(torch, DTYPES[spec["dtype"]][0])
+            if t.dtype != want:
+                raise TypeError(f"{what} must have dtype {want} ({spec['dtype']}), got {t.dtype}")
+            if t.device.type != "cuda":
+                raise ValueError(f"{what} must be on a CUDA device, got {t.device}")
+            if device is not None and t.device != device:
+                raise ValueError(f"{what} is on {t.device} but earlier tensors are on {device}")
+            device = t.device
+            if not t.is_contiguous():
+                raise ValueError(f"{what} must be contiguous (call .contiguous())")
+        return device if device is not None else torch.device("cuda", torch.cuda.current_device())
+
+    def _scalar(self, torch: Any, spec: Mapping, value: Any) -> Any:
+        dtype = spec["dtype"]
+        ctype = DTYPES[dtype][1]
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        if dtype == "bool":
+            return ctype(bool(value))
+        if dtype.startswith(("int", "uint")):
+            if isinstance(value, float) or not isinstance(value, int):
+                raise TypeError(f"{self.name}: scalar '{spec['name']}' ({dtype}) must be an int, got {value!r}")
+            return ctype(value)
+        if dtype in ("float32", "float64"):
+            return ctype(float(value))
+        bits = torch.tensor([float(value)], dtype=getattr(torch, DTYPES[dtype][0]))
+        raw = bits.view(torch.int16 if ctype is ctypes.c_uint16 else torch.uint8).item()
+        return ctype(raw & 0xFFFF)
+
+
+class Module:
+    """A loaded `.cu`: one callable attribute per kernel (`mod.gemm(...)`)."""
+
+    def __init__(self, so_path: str, abi: Mapping):
+        self.path = so_path
+        self.abi = abi
+        self._lib = ctypes.CDLL(so_path)
+        self.kernels: dict[str, Kernel] = {}
+        for k in abi["kernels"]:
+            self.kernels[k["name"]] = Kernel(self._lib, k)
+            setattr(self, k["name"], self.kernels[k["name"]])
+
+    def __repr__(self) -> str:
+        return f"<tilec module {self.path}: {', '.join(self.kernels)}>"
+
+
+def cuda_error_name(code: int) -> str:
+    return CUDA_ERRORS.get(code, f"cudaError {code}")
+
+
+def compile_source(
+    source: str, arch: str | None = None, extra_flags: Sequence[str] = (), name: str = "kernel"
+) -> Module:
+    """Build and load tilec-generated CUDA text."""
+    abi = parse_abi(source)
+    so = build_shared(source, arch or gpu_arch(), extra_flags, name)
+    return Module(so, abi)
+
+
+def load(cu_path_or_source: str | os.PathLike, arch: str | None = None, extra_flags: Sequence[str] = ()) -> Module:
+    """Build and load a generated `.cu` file (or its text)."""
+    text = str(cu_path_or_source) if not isinstance(cu_path_or_source, os.PathLike) else None
+    if text is not None and "\n" in text:
+        return compile_source(text, arch, extra_flags)
+    path = os.fspath(cu_path_or_source)
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    return compile_source(source, arch, extra_flags, os.path.splitext(os.path.basename(path))[0])
