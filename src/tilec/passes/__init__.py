@@ -1,0 +1,1 @@
+"""Passes on the Tile IR, one per module, run in the order pipeline.py lists."""

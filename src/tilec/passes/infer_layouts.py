@@ -1,0 +1,258 @@
+"""Infer a Fragment layout for every register tile and every Parallel loop.
+
+Three levels, as in TileLang:
+
+- strict: a gemm accumulator gets the accumulator layout of its shape;
+- common: layouts flow through reduce (the reduced dim becomes replication),
+  fragment-to-fragment copies, and Parallel loops (a loop takes the layout of
+  a fragment indexed by all its variables; every other fragment it touches
+  must then be placed to match) until nothing changes;
+- free: a fragment still without a layout gets the default (16-byte vectors
+  along the last dim), then propagation runs again.
+
+Before, no layouts:
+
+    C_local = alloc_fragment((128, 128), float32)
+    m = alloc_fragment((128,), float32)
+    gemm(A_s, B_s, C_local)
+    reduce_max(C_local, m, dim=1)
+
+After: C_local -> threads [8@0 x 16@1] vec [1, 1]; m -> threads [8@0 x 16] (a
+row maximum is replicated over the 16 threads sharing the row).
+
+A fragment that two statements want placed differently is a user error
+naming both statements, with the staging-through-shared hint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from tilec import layout as L
+from tilec import tir
+from tilec.diagnostics import Diagnostic, Note
+from tilec.source import Span
+
+
+@dataclass
+class Layouts:
+    buffers: dict[tir.Buffer, L.Fragment] = field(default_factory=dict)
+    loops: dict[int, L.Fragment] = field(default_factory=dict)  # id(tir.Parallel) -> layout
+    origin: dict[tir.Buffer, Span] = field(default_factory=dict)  # statement that fixed it
+
+
+class _Conflict(Exception):
+    def __init__(self, diag: Diagnostic):
+        self.diag = diag
+
+
+def infer_layouts(kernel: tir.Kernel) -> Layouts:
+    """Layouts of every fragment and Parallel loop of `kernel` (raises CompileError on conflict)."""
+    from tilec.diagnostics import CompileError
+
+    state = _State(kernel.threads, Layouts())
+    stmts = list(_walk(kernel.body))
+    try:
+        for s in stmts:
+            if isinstance(s, tir.Gemm):
+                state.set(s.c.buffer, L.accumulator(_shape2(s.c.buffer), kernel.threads), s.span)
+        while True:
+            while any([state.propagate(s) for s in stmts]):
+                pass
+            buf = _first_unplaced(stmts, state.out.buffers)
+            if buf is None:
+                break
+            state.set(buf, L.default(buf.const_shape, kernel.threads, buf.dtype.bytes), buf.span)
+        for s in stmts:
+            if isinstance(s, tir.Parallel) and id(s) not in state.out.loops:
+                state.out.loops[id(s)] = L.default(s.extents, kernel.threads, _loop_bytes(s))
+    except _Conflict as c:
+        raise CompileError([c.diag]) from None
+    return state.out
+
+
+def _shape2(buf: tir.Buffer) -> tuple[int, int]:
+    shape = buf.const_shape
+    return (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
+
+
+def _walk(stmts: tuple[tir.Stmt, ...]):
+    for s in stmts:
+        yield s
+        match s:
+            case tir.For() | tir.Parallel():
+                yield from _walk(s.body)
+            case tir.If():
+                yield from _walk(s.then)
+                yield from _walk(s.orelse)
+            case _:
+                pass
+
+
+def _first_unplaced(stmts: list[tir.Stmt], placed: dict[tir.Buffer, L.Fragment]) -> tir.Buffer | None:
+    for s in stmts:
+        if isinstance(s, tir.Alloc) and s.buffer.scope == "fragment" and s.buffer not in placed:
+            return s.buffer
+    return None
+
+
+def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Expr, ...], Span]]:
+    """Every (fragment, indices, span) read or written in a Parallel body."""
+    out: list[tuple[tir.Buffer, tuple[tir.Expr, ...], Span]] = []
+
+    def expr(e: tir.Expr) -> None:
+        match e:
+            case tir.Load(buf, idx):
+                if buf.scope == "fragment":
+                    out.append((buf, idx, e.span))
+                for i in idx:
+                    expr(i)
+            case tir.BinOp(_, a, b):
+                expr(a)
+                expr(b)
+            case tir.UnaryOp(_, a) | tir.Cast(a):
+                expr(a)
+            case tir.Select(c, a, b):
+                expr(c)
+                expr(a)
+                expr(b)
+            case tir.Call(_, args):
+                for a in args:
+                    expr(a)
+            case tir.IntImm() | tir.FloatImm() | tir.BoolImm() | tir.Var():
+                pass
+            case _:
+                assert_never(e)
+
+    def stmt(s: tir.Stmt) -> None:
+        match s:
+            case tir.Store(buf, idx, value):
+                if buf.scope == "fragment":
+                    out.append((buf, idx, s.span))
+                for i in idx:
+                    expr(i)
+                expr(value)
+            case tir.Let(_, value):
+                expr(value)
+            case tir.If(cond, then, orelse):
+                expr(cond)
+                for t in then + orelse:
+                    stmt(t)
+            case tir.For(body=body):
+                for t in body:
+                    stmt(t)
+            case tir.Print(value=value) if not isinstance(value, tir.Region):
+                expr(value)
+            case tir.DeviceAssert(cond=cond):
+                expr(cond)
+            case tir.AtomicAdd(dst=dst, value=value) if value is not None:
+                expr(value)
+                for i in dst.starts:
+                    expr(i)
+            case _:
+                pass
+
+    for s in loop.body:
+        stmt(s)
+    return out
+
+
+def _loop_bytes(loop: tir.Parallel) -> int:
+    """Element size that sets a loop's vector width: the widest element it touches."""
+    widest = 1
+    for s in _walk(loop.body):
+        if isinstance(s, tir.Store):
+            widest = max(widest, s.buffer.dtype.bytes)
+    return widest
+
+
+def _var_dims(loop: tir.Parallel, idx: tuple[tir.Expr, ...]) -> tuple[int, ...] | None:
+    dims = []
+    for e in idx:
+        if not isinstance(e, tir.Var) or e not in loop.vars:
+            return None
+        dims.append(loop.vars.index(e))
+    return tuple(dims) if len(set(dims)) == len(dims) else None
+
+
+@dataclass
+class _State:
+    threads: int
+    out: Layouts
+
+    def set(self, buf: tir.Buffer, frag: L.Fragment, span: Span) -> bool:
+        old = self.out.buffers.get(buf)
+        if old is None:
+            self.out.buffers[buf] = frag
+            self.out.origin[buf] = span
+            return True
+        if not L.same_placement(old, frag):
+            raise _Conflict(
+                Diagnostic(
+                    span,
+                    f"fragment '{buf.name}' is needed in two different layouts",
+                    hint=f"copy '{buf.name}' into a shared buffer (alloc_shared) and read it from there here",
+                    notes=(
+                        Note(self.out.origin[buf], f"'{buf.name}' was given layout {old.describe()} here"),
+                        Note(None, f"this statement needs {frag.describe()}"),
+                    ),
+                )
+            )
+        return False
+
+    def propagate(self, s: tir.Stmt) -> bool:
+        known = self.out.buffers
+        match s:
+            case tir.Reduce(src=src, dst=dst, dim=dim):
+                if src.buffer in known and dst.buffer.scope == "fragment":
+                    return self.set(dst.buffer, L.reduced(known[src.buffer], dim), s.span)
+            case tir.Copy(src=src, dst=dst) if src.buffer.scope == dst.buffer.scope == "fragment":
+                if src.buffer in known:
+                    return self.set(dst.buffer, known[src.buffer], s.span)
+                if dst.buffer in known:
+                    return self.set(src.buffer, known[dst.buffer], s.span)
+            case tir.Parallel():
+                return self._parallel(s)
+            case _:
+                pass
+        return False
+
+    def _parallel(self, loop: tir.Parallel) -> bool:
+        accesses = fragment_accesses(loop)
+        for buf, idx, span in accesses:
+            if _var_dims(loop, idx) is None:
+                raise _Conflict(
+                    Diagnostic(
+                        span,
+                        f"fragment '{buf.name}' is indexed by a computed index inside a Parallel loop",
+                        hint="index register fragments by the loop variables only; "
+                        "for other access patterns copy the tile to an alloc_shared buffer first",
+                    )
+                )
+        changed = False
+        loop_layout = self.out.loops.get(id(loop))
+        if loop_layout is None:
+            full = tuple(range(len(loop.vars)))
+            for buf, idx, span in accesses:
+                if buf in self.out.buffers and _var_dims(loop, idx) == full:
+                    loop_layout = self.out.buffers[buf]
+                    if loop_layout.shape != loop.extents:
+                        raise _Conflict(
+                            Diagnostic(
+                                span,
+                                f"Parallel extents {list(loop.extents)} differ from the shape "
+                                f"{list(loop_layout.shape)} of fragment '{buf.name}'",
+                                hint="loop over the fragment's whole shape",
+                            )
+                        )
+                    self.out.loops[id(loop)] = loop_layout
+                    changed = True
+                    break
+        if loop_layout is None:
+            return changed
+        for buf, idx, span in accesses:
+            dims = _var_dims(loop, idx)
+            assert dims is not None
+            changed |= self.set(buf, L.projected(loop_layout, dims), span)
+        return changed

@@ -1,0 +1,42 @@
+"""The compiler's passes in order, from a checked program to C++ text.
+
+    compile_program(program, arch="sm_80", emit="cuda") -> str
+
+Each step has one line saying why it sits where it does.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.emit import emit_module
+from tilec.lower import lower_kernel
+from tilec.passes.infer_layouts import infer_layouts
+from tilec.targets import get_target
+
+
+def lower_program(program: tir.Program, arch: str) -> T.Module:
+    target = get_target(arch)
+    kernels = []
+    for kernel in program.kernels:
+        # Layouts first: lowering reads where every fragment element lives.
+        layouts = infer_layouts(kernel)
+        # Tile ops become per-thread code under those layouts; barriers placed here too.
+        kernels.append(lower_kernel(kernel, layouts, target))
+    source = os.path.basename(program.files[0]) if program.files else "<input>"
+    return T.Module(tuple(kernels), (), target.headers, source)
+
+
+def compile_program(program: tir.Program, arch: str = "sm_80", emit: str = "cuda") -> str:
+    if emit == "tir":
+        from tilec.tir_print import print_program
+
+        return print_program(program)
+    module = lower_program(program, arch)
+    if emit == "thread":
+        from tilec.emit import thread_text
+
+        return thread_text(module)
+    return emit_module(module)

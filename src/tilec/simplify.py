@@ -1,0 +1,208 @@
+"""Integer index simplification.
+
+Lowering builds index arithmetic mechanically (`(k * 32 + 0) * K + (tx % 8) * 8`);
+this module brings it to a canonical, readable form before it is printed:
+constants folded, linear terms collected (`k * 32 * K + tx % 8 * 8`), and
+`//` / `%` by a constant removed where every term divides evenly.
+
+It works on `tir` expressions and knows nothing of layouts. All index values
+are nonnegative in generated code, which is what makes the `//` and `%` rules
+below exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tilec import tir
+from tilec.dtypes import DType
+
+Linear = tuple[dict[tir.Expr, int], int]  # {atom: coefficient}, constant
+
+_INT = DType.int32
+
+
+def const(e: tir.Expr) -> int | None:
+    return e.value if isinstance(e, tir.IntImm) else None
+
+
+def int_(v: int) -> tir.IntImm:
+    return tir.IntImm(v, _INT)
+
+
+def add(a: tir.Expr, b: tir.Expr) -> tir.Expr:
+    return simplify(tir.BinOp("+", a, b, a.dtype))
+
+
+def mul(a: tir.Expr, b: tir.Expr | int) -> tir.Expr:
+    if isinstance(b, int):
+        b = int_(b)
+    return simplify(tir.BinOp("*", a, b, a.dtype))
+
+
+def _linear(e: tir.Expr) -> Linear | None:
+    """Decompose an int32 expression into a linear form, or None."""
+    if isinstance(e, tir.IntImm):
+        return {}, e.value
+    if isinstance(e, tir.BinOp) and e.op in ("+", "-", "*") and e.dtype.is_int:
+        la, lb = _linear(e.a), _linear(e.b)
+        if la is None or lb is None:
+            return None
+        if e.op == "+":
+            return _combine(la, lb, 1)
+        if e.op == "-":
+            return _combine(la, lb, -1)
+        if not la[0]:
+            return _scale(lb, la[1])
+        if not lb[0]:
+            return _scale(la, lb[1])
+        return None
+    if e.dtype.is_int:
+        return {e: 1}, 0
+    return None
+
+
+def _combine(a: Linear, b: Linear, sign: int) -> Linear:
+    terms = dict(a[0])
+    for atom, c in b[0].items():
+        terms[atom] = terms.get(atom, 0) + sign * c
+    return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+
+
+def _scale(a: Linear, k: int) -> Linear:
+    if k == 0:
+        return {}, 0
+    return {atom: c * k for atom, c in a[0].items()}, a[1] * k
+
+
+def _build(lin: Linear, dtype: DType) -> tir.Expr:
+    terms, c = lin
+    out: tir.Expr | None = None
+    for atom, coef in terms.items():
+        term = atom if abs(coef) == 1 else tir.BinOp("*", atom, int_(abs(coef)), dtype)
+        if out is None:
+            out = term if coef > 0 else tir.UnaryOp("-", term, dtype)
+        else:
+            out = tir.BinOp("+" if coef > 0 else "-", out, term, dtype)
+    if out is None:
+        return tir.IntImm(c, dtype)
+    if c > 0:
+        out = tir.BinOp("+", out, tir.IntImm(c, dtype), dtype)
+    elif c < 0:
+        out = tir.BinOp("-", out, tir.IntImm(-c, dtype), dtype)
+    return out
+
+
+def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
+    d = const(b)
+    ca = const(a)
+    if d is not None and ca is not None and d != 0:
+        return int_(ca // d if e.op == "//" else ca % d)
+    if d == 1:
+        return a if e.op == "//" else int_(0)
+    lin = _linear(a)
+    if d is not None and d > 0 and lin is not None:
+        terms, c = lin
+        if all(coef % d == 0 for coef in terms.values()):
+            if e.op == "//":
+                return _build(({k: v // d for k, v in terms.items()}, c // d), e.dtype)
+            return int_(c % d)
+        # (x * 8 + r) // 8 with 0 <= r < 8 and x's other terms divisible
+    return tir.BinOp(e.op, a, b, e.dtype, e.span)
+
+
+def simplify(e: tir.Expr) -> tir.Expr:
+    """Canonical form of an expression (int math normalized, constants folded)."""
+    match e:
+        case tir.BinOp(op, a, b, dtype):
+            a, b = simplify(a), simplify(b)
+            if dtype.is_int and op in ("+", "-", "*"):
+                lin = _linear(tir.BinOp(op, a, b, dtype))
+                if lin is not None:
+                    return _build(lin, dtype)
+            if dtype.is_int and op in ("//", "%"):
+                return _divmod(e, a, b)
+            if op in ("<", "<=", ">", ">=", "==", "!=") and const(a) is not None and const(b) is not None:
+                return tir.BoolImm(_compare(op, const(a), const(b)))  # type: ignore[arg-type]
+            if op == "and":
+                if isinstance(a, tir.BoolImm):
+                    return b if a.value else a
+                if isinstance(b, tir.BoolImm):
+                    return a if b.value else b
+            if op == "or":
+                if isinstance(a, tir.BoolImm):
+                    return a if a.value else b
+                if isinstance(b, tir.BoolImm):
+                    return b if b.value else a
+            return tir.BinOp(op, a, b, dtype, e.span)
+        case tir.UnaryOp(op, a, dtype):
+            a = simplify(a)
+            if op == "-" and isinstance(a, tir.IntImm):
+                return tir.IntImm(-a.value, dtype)
+            if op == "not" and isinstance(a, tir.BoolImm):
+                return tir.BoolImm(not a.value)
+            return tir.UnaryOp(op, a, dtype, e.span)
+        case tir.Select(cond, a, b, dtype):
+            cond = simplify(cond)
+            if isinstance(cond, tir.BoolImm):
+                return simplify(a) if cond.value else simplify(b)
+            return tir.Select(cond, simplify(a), simplify(b), dtype, e.span)
+        case tir.Cast(value, dtype):
+            value = simplify(value)
+            if value.dtype == dtype:
+                return value
+            if isinstance(value, tir.IntImm) and dtype.is_int:
+                return tir.IntImm(value.value, dtype)
+            return tir.Cast(value, dtype, e.span)
+        case tir.Call(func, args, dtype):
+            return tir.Call(func, tuple(simplify(x) for x in args), dtype, e.span)
+        case tir.Load(buffer, indices):
+            return tir.Load(buffer, tuple(simplify(x) for x in indices), e.span)
+        case _:
+            return e
+
+
+def _compare(op: str, a: int, b: int) -> bool:
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
+
+
+def divides(e: tir.Expr, d: int) -> bool:
+    """True if `e` is provably a multiple of `d` (every term and the constant)."""
+    lin = _linear(simplify(e))
+    if lin is None:
+        return False
+    terms, c = lin
+    return c % d == 0 and all(coef % d == 0 for coef in terms.values())
+
+
+def gcd_of(e: tir.Expr) -> int:
+    """The largest constant provably dividing `e` (0 for the constant 0)."""
+    lin = _linear(simplify(e))
+    if lin is None:
+        return 1
+    terms, c = lin
+    g = c
+    for coef in terms.values():
+        g = math.gcd(g, coef)
+    return abs(g)
+
+
+def substitute(e: tir.Expr, mapping: dict[tir.Var, tir.Expr]) -> tir.Expr:
+    """Replace variables (by identity) in an expression."""
+    match e:
+        case tir.Var():
+            return mapping.get(e, e)
+        case tir.BinOp(op, a, b, dtype):
+            return tir.BinOp(op, substitute(a, mapping), substitute(b, mapping), dtype, e.span)
+        case tir.UnaryOp(op, a, dtype):
+            return tir.UnaryOp(op, substitute(a, mapping), dtype, e.span)
+        case tir.Select(c, a, b, dtype):
+            return tir.Select(substitute(c, mapping), substitute(a, mapping), substitute(b, mapping), dtype, e.span)
+        case tir.Cast(v, dtype):
+            return tir.Cast(substitute(v, mapping), dtype, e.span)
+        case tir.Call(f, args, dtype):
+            return tir.Call(f, tuple(substitute(x, mapping) for x in args), dtype, e.span)
+        case tir.Load(buf, idx):
+            return tir.Load(buf, tuple(substitute(x, mapping) for x in idx), e.span)
+        case _:
+            return e

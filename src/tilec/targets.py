@@ -1,0 +1,31 @@
+"""Targets as data: what differs between GPU architectures lives here.
+
+The emitter and lowering read these fields; they never test an arch name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    arch: str  # as given to --arch
+    gencode: str  # nvcc -gencode value
+    smem_limit: int  # bytes of shared memory one block may use (opt-in)
+    headers: tuple[str, ...]
+    warp_size: int = 32
+
+
+_HEADERS = ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "stdint.h", "stdio.h")
+
+TARGETS: dict[str, Target] = {
+    "sm_80": Target("sm_80", "arch=compute_80,code=sm_80", 166912, _HEADERS),
+    "sm_86": Target("sm_86", "arch=compute_86,code=sm_86", 101376, _HEADERS),
+    "sm_89": Target("sm_89", "arch=compute_89,code=sm_89", 101376, _HEADERS),
+    "sm_90a": Target("sm_90a", "arch=compute_90a,code=sm_90a", 232448, _HEADERS),
+}
+
+
+def get_target(arch: str) -> Target:
+    return TARGETS[arch]

@@ -1,0 +1,167 @@
+"""Thread IR: what one thread of a block does, one step above C++ text.
+
+Lowering (lower.py) produces it from the Tile IR; the emitter prints it. Its
+expressions are the Tile IR's (`tir.Expr`) plus the few forms below that only
+exist once memory is concrete: subscripts of C arrays, 16-byte vector moves,
+calls of CUDA intrinsics. Buffers in Thread IR are C arrays: global tensors
+are flat pointers, shared tiles are `__shared__` arrays with their tile
+shape (times stages), fragments and locals are per-thread register arrays.
+
+    // gemm.tile:15: copy(A[by * block_M, k * block_K], A_shared)
+    for (int i = 0; i < 4; ++i) {
+      *(uint4*)&A_shared[...][...] = *(const uint4*)&A[...];
+    }
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from tilec import tir
+from tilec.dtypes import DType
+from tilec.source import NO_SPAN, Span
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Sym:
+    """A C name: a register, a loop counter, `threadIdx.x`."""
+
+    name: str
+    dtype: DType
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+@dataclass(frozen=True, slots=True)
+class Subscript:
+    """`array[i][j]` on a C array named `array` (flat: one index)."""
+
+    array: str
+    indices: tuple[tir.Expr, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True, slots=True)
+class Intrin:
+    """A call of a CUDA function or a helper emitted into the file."""
+
+    name: str
+    args: tuple[tir.Expr | str, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True, slots=True)
+class VecRef:
+    """`*reinterpret_cast<uint4*>(&array[i])`: `bytes` bytes from an element."""
+
+    target: Subscript
+    bytes: int
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class Decl:
+    """`[__shared__] ctype name[d0][d1] = init;` (dims () for a scalar)."""
+
+    name: str
+    dtype: DType
+    dims: tuple[int, ...] = ()
+    init: tir.Expr | None = None
+    shared: bool = False
+    const: bool = False
+    align: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SharedView:
+    """A named view into the block's dynamic shared memory:
+    `half (*A_shared)[32] = reinterpret_cast<half (*)[32]>(smem + offset);`"""
+
+    name: str
+    dtype: DType
+    dims: tuple[int, ...]
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    target: Subscript | Sym | VecRef
+    value: tir.Expr | VecRef
+    op: str = "="  # or "+=" etc.
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    var: Sym
+    start: tir.Expr
+    stop: tir.Expr
+    step: int = 1
+    unroll: bool = False
+    body: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class IfThen:
+    cond: tir.Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """An expression statement: `__syncthreads();`, `atomicAdd(&x, v);`."""
+
+    call: Intrin
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A braced block with a leading comment (one lowered tile op)."""
+
+    comment: str
+    body: tuple[Stmt, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+Stmt: TypeAlias = Decl | SharedView | Assign | Loop | IfThen | Call | Comment | Scope
+
+# ---------------------------------------------------------------- kernels
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    ctype: str  # e.g. "const half* __restrict__", "int"
+    doc: str  # one line for the header: "A: float16[M, K], read"
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    params: tuple[Param, ...]  # device kernel parameters (also the launcher's, minus stream)
+    threads: int
+    grid: tuple[tir.Expr, ...]
+    dynamic_smem: int
+    body: tuple[Stmt, ...]
+    abi: dict  # the kernel's entry of the `// tilec-abi:` line
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    kernels: tuple[Kernel, ...]
+    helpers: tuple[str, ...]  # names of inline helpers the kernels use
+    headers: tuple[str, ...]
+    source_name: str
