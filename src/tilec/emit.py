@@ -238,3 +238,13 @@ def emit_module(m: T.Module) -> str:
     for k in m.kernels:
         lines += [""] + _kernel(k) + [""] + _launcher(k)
     return "\n".join(lines) + "\n"
+
+
+def thread_text(m: T.Module) -> str:
+    """Thread IR before formatting (`--emit thread`): the kernels' bodies as
+    structured statements, without launchers or includes."""
+    lines: list[str] = []
+    for k in m.kernels:
+        lines.append(f"kernel {k.name} threads={k.threads} smem={k.dynamic_smem} grid=({', '.join(expr_text(g) for g in k.grid)})")
+        lines += ["  " + line for line in _body(k.body)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,153 @@
+"""Tile IR as text (`tilec build --emit tir`) and its verifier.
+
+    kernel gemm(A: float16[M, K] global, B: float16[K, N] global, C: float16[M, N] global)
+      grid (ceildiv(N, 128), ceildiv(M, 128)) threads 128 as (bx, by)
+      alloc A_shared: float16[128, 32] shared
+      fill C_local[0:128, 0:128] = 0.0f
+      for k in pipelined(0, (K + 31) / 32, stages=3):
+        copy A[by * 128 : +128, k * 32 : +32] -> A_shared[0 : +128, 0 : +32]
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from tilec import tir
+from tilec.emit import expr_text
+
+
+def _shape(buf: tir.Buffer) -> str:
+    return f"{buf.dtype.tile_name}[{', '.join(expr_text(d) for d in buf.shape)}] {buf.scope}"
+
+
+def _region(r: tir.Region) -> str:
+    parts = [f"{expr_text(s)} : +{expr_text(e)}" for s, e in zip(r.starts, r.extents)]
+    return f"{r.buffer.name}[{', '.join(parts)}]"
+
+
+def _stmt(s: tir.Stmt, depth: int) -> list[str]:
+    pad = "  " * depth
+    match s:
+        case tir.Alloc(buf, init):
+            tail = f" = {expr_text(init)}" if init is not None else ""
+            return [f"{pad}alloc {buf.name}: {_shape(buf)}{tail}"]
+        case tir.Let(var, value):
+            return [f"{pad}let {var.name}: {var.dtype.tile_name} = {expr_text(value)}"]
+        case tir.Store(buf, idx, value):
+            sub = f"[{', '.join(expr_text(i) for i in idx)}]" if idx else ""
+            return [f"{pad}{buf.name}{sub} = {expr_text(value)}"]
+        case tir.Copy(src, dst):
+            return [f"{pad}copy {_region(src)} -> {_region(dst)}"]
+        case tir.Gemm(a, b, c, ta, tb, policy, clear):
+            flags = f"transpose_A={ta}, transpose_B={tb}, policy={policy}, clear_accum={clear}"
+            return [f"{pad}gemm {_region(a)}, {_region(b)} -> {_region(c)} ({flags})"]
+        case tir.Fill(dst, value):
+            return [f"{pad}fill {_region(dst)} = {expr_text(value)}"]
+        case tir.Reduce(kind, src, dst, dim, clear):
+            return [f"{pad}reduce_{kind} {_region(src)} -> {_region(dst)} dim={dim} clear={clear}"]
+        case tir.CumSum(src, dst, dim, reverse):
+            return [f"{pad}cumsum {_region(src)} -> {_region(dst)} dim={dim} reverse={reverse}"]
+        case tir.AtomicAdd(dst, src, value):
+            what = _region(src) if src is not None else expr_text(value)
+            return [f"{pad}atomic_add {_region(dst)} += {what}"]
+        case tir.For(var, start, stop, step, kind, body, stages):
+            extra = f", stages={stages}" if kind == "pipelined" else ""
+            head = f"{pad}for {var.name} in {kind}({expr_text(start)}, {expr_text(stop)}, {expr_text(step)}{extra}):"
+            return [head] + _block(body, depth + 1)
+        case tir.Parallel(vars, extents, body):
+            names = ", ".join(v.name for v in vars)
+            return [f"{pad}for {names} in parallel({', '.join(map(str, extents))}):"] + _block(body, depth + 1)
+        case tir.If(cond, then, orelse):
+            out = [f"{pad}if {expr_text(cond)}:"] + _block(then, depth + 1)
+            if orelse:
+                out += [f"{pad}else:"] + _block(orelse, depth + 1)
+            return out
+        case tir.Print(value, msg):
+            what = _region(value) if isinstance(value, tir.Region) else expr_text(value)
+            return [f'{pad}print {what} "{msg}"']
+        case tir.DeviceAssert(cond, msg):
+            return [f'{pad}device_assert {expr_text(cond)} "{msg}"']
+        case tir.UseSwizzle(panel, order):
+            return [f"{pad}use_swizzle {panel} {order}"]
+        case _:
+            assert_never(s)
+
+
+def _block(stmts: tuple[tir.Stmt, ...], depth: int) -> list[str]:
+    out: list[str] = []
+    for s in stmts:
+        out += _stmt(s, depth)
+    return out or ["  " * depth + "pass"]
+
+
+def print_kernel(k: tir.Kernel) -> str:
+    args = [f"{t.name}: {_shape(t)}" for t in k.tensors] + [f"{v.name}: {v.dtype.tile_name}" for v in k.scalars]
+    lines = [f"kernel {k.name}({', '.join(args)})"]
+    if k.dims:
+        lines.append(f"  dims {', '.join(v.name for v in k.dims)}")
+    grid = ", ".join(expr_text(g) for g in k.grid)
+    lines.append(f"  grid ({grid}) threads {k.threads} as ({', '.join(v.name for v in k.block_vars)})")
+    return "\n".join(lines + _block(k.body, 1)) + "\n"
+
+
+def print_program(p: tir.Program) -> str:
+    return "\n".join(print_kernel(k) for k in p.kernels)
+
+
+# ---------------------------------------------------------------- verifier
+
+
+class VerifyError(Exception):
+    pass
+
+
+def verify(p: tir.Program) -> None:
+    """Structural invariants every pass must keep (run after each pass in tests)."""
+    for k in p.kernels:
+        if not 0 < k.threads <= 1024 or k.threads % 32:
+            raise VerifyError(f"{k.name}: threads {k.threads}")
+        if not 1 <= len(k.grid) <= 3 or len(k.block_vars) != len(k.grid):
+            raise VerifyError(f"{k.name}: grid/block vars mismatch")
+        allocated: set[tir.Buffer] = set(k.tensors)
+        _verify_block(k.body, allocated, k.name)
+
+
+def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where: str) -> None:
+    for s in stmts:
+        match s:
+            case tir.Alloc(buf):
+                if buf.scope != "global":
+                    buf.const_shape  # noqa: B018 - asserts constant
+                allocated.add(buf)
+            case tir.Copy(src, dst):
+                _check_region(src, allocated, where)
+                _check_region(dst, allocated, where)
+            case tir.Gemm(a, b, c):
+                for r in (a, b, c):
+                    _check_region(r, allocated, where)
+                if c.buffer.scope != "fragment":
+                    raise VerifyError(f"{where}: gemm accumulator {c.buffer.name} is not a fragment")
+            case tir.Reduce(src=src, dst=dst) | tir.CumSum(src=src, dst=dst):
+                _check_region(src, allocated, where)
+                _check_region(dst, allocated, where)
+            case tir.Fill(dst=dst):
+                _check_region(dst, allocated, where)
+            case tir.Store(buf, idx):
+                if buf not in allocated:
+                    raise VerifyError(f"{where}: store to unallocated {buf.name}")
+                if len(idx) != len(buf.shape):
+                    raise VerifyError(f"{where}: store to {buf.name} has {len(idx)} indices")
+            case tir.For(body=body) | tir.Parallel(body=body):
+                _verify_block(body, allocated, where)
+            case tir.If(then=then, orelse=orelse):
+                _verify_block(then, allocated, where)
+                _verify_block(orelse, allocated, where)
+            case _:
+                pass
+
+
+def _check_region(r: tir.Region, allocated: set[tir.Buffer], where: str) -> None:
+    if r.buffer not in allocated:
+        raise VerifyError(f"{where}: {r.buffer.name} used before allocation")
+    if not (len(r.starts) == len(r.extents) == len(r.buffer.shape)):
+        raise VerifyError(f"{where}: region of {r.buffer.name} has the wrong rank")
