@@ -1,0 +1,246 @@
+"""The GPU checks: every example (and variant) against a torch reference, at tile-multiple and at
+ragged sizes, on seeded random inputs, with poisoned and guarded outputs.
+
+Each case is (variant, label, check function, sizes); a check function takes the loaded module, a
+seeded torch.Generator and the sizes, runs the kernel(s) and returns `harness.compare(...)`'s dict.
+References are computed in float64 on the GPU. Used by test_examples.py (pytest) and run_all.py.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from harness import compare, guarded_input, guarded_output, randn, tol_for
+
+f16, f32, f64 = torch.float16, torch.float32, torch.float64
+
+
+@dataclass(frozen=True)
+class Case:
+    variant: str
+    label: str
+    fn: Callable[..., dict]
+    sizes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.variant}[{self.label}]"
+
+    def run(self, mod: Any) -> dict:
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed(zlib.crc32(self.id.encode()))
+        res = self.fn(mod, gen, **self.sizes)
+        torch.cuda.synchronize()
+        return res
+
+
+def _finish(out_g, ref, extra_guards=()) -> dict:
+    torch.cuda.synchronize()
+    return compare(out_g.tensor, ref, tol_for(out_g.tensor), [out_g, *extra_guards])
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def check_elementwise_add(mod, gen, N):
+    a, b = randn((N,), f16, gen), randn((N,), f16, gen)
+    ag, bg = guarded_input(a), guarded_input(b)
+    c = guarded_output((N,), f16)
+    mod.elementwise_add(ag.tensor, bg.tensor, c.tensor)
+    return _finish(c, a.double() + b.double())
+
+
+# ---------------------------------------------------------------- GEMM family
+
+
+def check_gemm(mod, gen, M, N, K, kernel="gemm", relu=False):
+    a, b = randn((M, K), f16, gen), randn((K, N), f16, gen)
+    c = guarded_output((M, N), f16)
+    getattr(mod, kernel)(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
+    ref = a.double() @ b.double()
+    if relu:
+        ref = ref.clamp_min(0)
+    return _finish(c, ref)
+
+
+def check_gemm_splitk(mod, gen, M, N, K):
+    a, b = randn((M, K), f16, gen), randn((K, N), f16, gen)
+    c0 = randn((M, N), f32, gen)  # the kernel adds to C: start from random values, not zeros
+    c = guarded_output((M, N), f32)
+    c.tensor.copy_(c0)
+    mod.gemm_splitk(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
+    return _finish(c, c0.double() + a.double() @ b.double())
+
+
+def check_dequant_gemm(mod, gen, M, N, K):
+    assert K % 2 == 0
+    a = randn((M, K), f16, gen)
+    codes = torch.randint(0, 16, (N, K), generator=gen, device="cuda", dtype=torch.int32)
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).to(torch.uint8).contiguous()
+    scale = (torch.rand((N,), generator=gen, device="cuda") * 0.1 + 0.01).to(f16)
+    c = guarded_output((M, N), f16)
+    mod.dequant_gemm(guarded_input(a).tensor, packed, guarded_input(scale).tensor, c.tensor)
+    w = (codes.double() - 8) * scale.double()[:, None]
+    return _finish(c, a.double() @ w.T)
+
+
+# ---------------------------------------------------------------- row-wise
+
+
+def check_softmax(mod, gen, M, N):
+    x = randn((M, N), f16, gen, scale=4.0)
+    y = guarded_output((M, N), f16)
+    mod.softmax(guarded_input(x).tensor, y.tensor)
+    return _finish(y, torch.softmax(x.double(), dim=-1))
+
+
+def check_rmsnorm(mod, gen, M, N, eps=1e-6):
+    x = randn((M, N), f16, gen, scale=2.0, shift=0.5)
+    w = randn((N,), f16, gen, shift=1.0)
+    y = guarded_output((M, N), f16)
+    mod.rmsnorm(guarded_input(x).tensor, guarded_input(w).tensor, y.tensor, eps)
+    x64 = x.double()
+    ref = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+    return _finish(y, ref)
+
+
+def check_layernorm(mod, gen, M, N, eps=1e-5):
+    x = randn((M, N), f16, gen, scale=2.0, shift=1.0)
+    w = randn((N,), f16, gen, shift=1.0)
+    bias = randn((N,), f16, gen)
+    y = guarded_output((M, N), f16)
+    mod.layernorm(guarded_input(x).tensor, guarded_input(w).tensor, guarded_input(bias).tensor, y.tensor, eps)
+    ref = F.layer_norm(x.double(), (N,), w.double(), bias.double(), eps)
+    return _finish(y, ref)
+
+
+# ---------------------------------------------------------------- attention
+
+
+def attention_ref(q, k, v, causal: bool, scale: float | None = None):
+    """softmax(q k^T * scale [+ causal mask]) v in float64, (B, H, S, D) layout."""
+    q, k, v = q.double(), k.double(), v.double()
+    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    s = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        sq, sk = s.shape[-2], s.shape[-1]
+        mask = torch.ones(sq, sk, dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~mask, -math.inf)
+    return torch.softmax(s, dim=-1) @ v
+
+
+def check_flash_attention(mod, gen, B, H, S, D, causal):
+    q, k, v = (randn((B, H, S, D), f16, gen) for _ in range(3))
+    o = guarded_output((B, H, S, D), f16)
+    mod.flash_attention(guarded_input(q).tensor, guarded_input(k).tensor, guarded_input(v).tensor, o.tensor)
+    return _finish(o, attention_ref(q, k, v, causal))
+
+
+def check_mla_decode(mod, gen, B, H, S, dim=512, pe_dim=64, num_split=4):
+    q, q_pe = randn((B, H, dim), f16, gen), randn((B, H, pe_dim), f16, gen)
+    kv, k_pe = randn((B, S, dim), f16, gen), randn((B, S, pe_dim), f16, gen)
+    lse = guarded_output((B, H, num_split), f32)
+    o_part = guarded_output((B, H, num_split, dim), f32)
+    o = guarded_output((B, H, dim), f16)
+    mod.mla_decode_partial(
+        guarded_input(q).tensor,
+        guarded_input(q_pe).tensor,
+        guarded_input(kv).tensor,
+        guarded_input(k_pe).tensor,
+        lse.tensor,
+        o_part.tensor,
+    )
+    mod.mla_decode_combine(lse.tensor, o_part.tensor, o.tensor)
+    scores = (
+        torch.einsum("bhd,bsd->bhs", q.double(), kv.double())
+        + torch.einsum("bhd,bsd->bhs", q_pe.double(), k_pe.double())
+    ) / math.sqrt(dim + pe_dim)
+    ref = torch.einsum("bhs,bsd->bhd", torch.softmax(scores, dim=-1), kv.double())
+    res = _finish(o, ref, [lse, o_part])
+    # every partial must have been written (an empty split writes 0 and -inf, never NaN)
+    unwritten = int(torch.isnan(o_part.tensor).sum().item() + torch.isnan(lse.tensor).sum().item())
+    if unwritten:
+        res["ok"] = False
+        res["nan"] += unwritten
+        res["where"] = (res["where"] + f" partials: {unwritten} NaN/unwritten").strip()
+    return res
+
+
+# ---------------------------------------------------------------- the list
+
+_ROWS = [
+    (256, 4096, "tile multiple"),
+    (64, 8192, "2 tiles"),
+    (1000, 1000, "ragged < 1 tile"),
+    (37, 10000, "ragged, 3 tiles"),
+    (3, 1, "N=1"),
+]
+_ROWS_SMALL = [(256, 1024, "tile multiple"), (1000, 1000, "ragged"), (33, 777, "ragged"), (1, 5, "tiny")]
+
+
+def _cases() -> list[Case]:
+    cs: list[Case] = []
+
+    def add(variant, label, fn, **sizes):
+        cs.append(Case(variant, label, fn, sizes))
+
+    for v in ("elementwise_add", "elementwise_add-bench"):
+        add(v, "N=2^20", check_elementwise_add, N=1 << 20)
+        add(v, "N=1000003", check_elementwise_add, N=1_000_003)
+        add(v, "N=100", check_elementwise_add, N=100)
+
+    for v in ("gemm", "gemm-sm90a", "gemm-64x64", "gemm-bench"):
+        add(v, "256x256x256", check_gemm, M=256, N=256, K=256)
+        add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000)
+    add("gemm", "129x77x45", check_gemm, M=129, N=77, K=45)
+    add("gemm", "1x1x1", check_gemm, M=1, N=1, K=1)
+
+    add("gemm_relu", "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)
+    add("gemm_relu", "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000, kernel="gemm_relu", relu=True)
+
+    add("gemm_splitk", "256x256x1024", check_gemm_splitk, M=256, N=256, K=1024)
+    add("gemm_splitk", "M=N=K=1000", check_gemm_splitk, M=1000, N=1000, K=1000)
+    add("gemm_splitk", "K=50 (empty splits)", check_gemm_splitk, M=200, N=130, K=50)
+
+    for v, rows in (("softmax", _ROWS), ("softmax-small", _ROWS_SMALL), ("softmax-bench", _ROWS[:4])):
+        for M, N, what in rows:
+            add(v, f"{M}x{N} {what}", check_softmax, M=M, N=N)
+    for v, rows in (("rmsnorm", _ROWS), ("rmsnorm-small", _ROWS_SMALL), ("rmsnorm-bench", _ROWS[:4])):
+        for M, N, what in rows:
+            add(v, f"{M}x{N} {what}", check_rmsnorm, M=M, N=N)
+    for v, rows in (("layernorm", _ROWS), ("layernorm-small", _ROWS_SMALL)):
+        for M, N, what in rows:
+            add(v, f"{M}x{N} {what}", check_layernorm, M=M, N=N)
+
+    fa_sizes = [(2, 4, 256, "S=256"), (1, 3, 1000, "S=1000 ragged"), (2, 2, 77, "S=77 ragged")]
+    for v, causal in (
+        ("flash_attention", False),
+        ("flash_attention-causal", True),
+        ("flash_attention-sm90a", False),
+        ("flash_attention-causal-sm90a", True),
+        ("flash_attention-bench", False),
+        ("flash_attention-causal-bench", True),
+    ):
+        for B, H, S, what in fa_sizes:
+            add(v, f"B{B} H{H} {what}", check_flash_attention, B=B, H=H, S=S, D=128, causal=causal)
+    add("flash_attention-d64", "B2 H4 S=300 D=64", check_flash_attention, B=2, H=4, S=300, D=64, causal=False)
+
+    add("dequant_gemm", "256x256x256", check_dequant_gemm, M=256, N=256, K=256)
+    add("dequant_gemm", "M=N=K=1000", check_dequant_gemm, M=1000, N=1000, K=1000)
+    add("dequant_gemm", "GEMV M=1 N=512 K=4096", check_dequant_gemm, M=1, N=512, K=4096)
+
+    add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
+    add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)
+    add("mla_decode", "B1 H16 S=50 empty splits", check_mla_decode, B=1, H=16, S=50)
+    return cs
+
+
+CASES: list[Case] = _cases()
+BY_ID: dict[str, Case] = {c.id: c for c in CASES}
+assert len(BY_ID) == len(CASES), "duplicate case ids"

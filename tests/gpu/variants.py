@@ -1,0 +1,83 @@
+"""The builds of the examples that the GPU checks and the benchmarks use.
+
+A variant is one `.tile` example compiled with some `-D` overrides for one arch; its generated file
+is `<prebuilt dir>/<name>.cu`. `tests/gpu/prebuild.py` writes them all (here, where the compiler's
+dependencies are installed); `tests/gpu/run_all.py` and `bench/run.py` load them on the GPU machine
+through `tilec.runtime`, which needs only the standard library, torch and nvcc.
+
+Standard library only: imported on the GPU machine too.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # file stem of the generated .cu
+    example: str  # examples/<example>.tile
+    defines: dict[str, str] = field(default_factory=dict)
+    arch: str = "sm_80"  # the arch tilec generates code for (nvcc then builds for the GPU at hand)
+    bench: bool = False  # a configuration for bench/run.py (still checked by the GPU tests)
+
+    @property
+    def path(self) -> str:
+        return os.path.join(EXAMPLES, f"{self.example}.tile")
+
+    def describe(self) -> str:
+        ds = " ".join(f"-D {k}={v}" for k, v in self.defines.items())
+        return f"{self.example}.tile --arch {self.arch}" + (f" {ds}" if ds else "")
+
+
+# Smaller tiles than the defaults, so that ragged rows (block_M > 1) and multi-tile rows are
+# exercised at test sizes.
+_SMALL_ROWS = {"block_M": "4", "block_N": "256", "threads": "128"}
+
+VARIANTS: list[Variant] = [
+    Variant("elementwise_add", "elementwise_add"),
+    Variant("gemm", "gemm"),
+    Variant("gemm-sm90a", "gemm", arch="sm_90a"),
+    Variant("gemm-64x64", "gemm", {"block_M": "64", "block_N": "64", "block_K": "16", "threads": "64"}),
+    Variant("gemm_relu", "gemm_relu"),
+    Variant("gemm_splitk", "gemm_splitk"),
+    Variant("softmax", "softmax"),
+    Variant("softmax-small", "softmax", _SMALL_ROWS),
+    Variant("rmsnorm", "rmsnorm"),
+    Variant("rmsnorm-small", "rmsnorm", _SMALL_ROWS),
+    Variant("layernorm", "layernorm"),
+    Variant("layernorm-small", "layernorm", _SMALL_ROWS),
+    Variant("flash_attention", "flash_attention"),
+    Variant("flash_attention-causal", "flash_attention", {"is_causal": "True"}),
+    Variant("flash_attention-sm90a", "flash_attention", arch="sm_90a"),
+    Variant("flash_attention-causal-sm90a", "flash_attention", {"is_causal": "True"}, arch="sm_90a"),
+    Variant("flash_attention-d64", "flash_attention", {"dim": "64", "block_M": "32", "block_N": "32"}),
+    Variant("dequant_gemm", "dequant_gemm"),
+    Variant("mla_decode", "mla_decode"),
+    # ---- benchmark configurations (bench/run.py picks the fastest correct one per workload)
+    Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
+    Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
+    Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),
+    Variant("gemm-bench", "gemm", {"block_M": "128", "block_N": "128", "block_K": "32", "threads": "256"}, bench=True),
+    Variant(
+        "flash_attention-bench",
+        "flash_attention",
+        {"block_M": "128", "block_N": "64", "threads": "256", "num_stages": "2"},
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-causal-bench",
+        "flash_attention",
+        {"is_causal": "True", "block_M": "128", "block_N": "64", "threads": "256", "num_stages": "2"},
+        bench=True,
+    ),
+]
+
+BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}
+assert len(BY_NAME) == len(VARIANTS), "duplicate variant names"
+
+MANIFEST = "manifest.json"  # written by prebuild.py beside the .cu files
