@@ -548,6 +548,9 @@ class KernelLowering:
                     out += _guarded(acc.inbounds, [assign])
                 case tir.Let(var, value):
                     out.append(T.Decl(self.names.of(var), var.dtype, init=self.value(value, loop), const=True))
+                case tir.Alloc(buf, init) if buf.scope == "var":
+                    value = _cast(self.value(init, loop), buf.dtype) if init is not None else None
+                    out.append(T.Decl(self.names.of(buf), buf.dtype, (), init=value))
                 case tir.If(cond, then, orelse):
                     out.append(T.IfThen(self.value(cond, loop), tuple(self.elements(then, loop)), tuple(self.elements(orelse, loop))))
                 case tir.For():
@@ -828,17 +831,16 @@ class KernelLowering:
         return out
 
     def _operand_index(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
-        out = []
-        k = 0
-        for start, ext in zip(region.starts, region.extents):
-            if _const(ext) == 1 and sum(1 for e in region.extents if _const(e) != 1) < 2 - k:
-                out.append(simplify(tir.BinOp("+", start, idx2[k], I32)))
-                k += 1
-            elif _const(ext) == 1:
-                out.append(start)
-            else:
-                out.append(simplify(tir.BinOp("+", start, idx2[k], I32)))
-                k += 1
+        """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
+        the two logical dims are the region's last two non-unit dims."""
+        rank = len(region.extents)
+        dims = [d for d, e in enumerate(region.extents) if _const(e) != 1]
+        if len(dims) < 2:
+            dims = sorted(set(dims) | set(range(rank - (2 - len(dims)) - len(dims), rank)))[-2:]
+        dims = dims[-2:]
+        out = list(region.starts)
+        for d, i in zip(dims, idx2):
+            out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
         return tuple(out)
 
     def stage_fragment(self, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
@@ -924,33 +926,25 @@ class KernelLowering:
         return f"reinterpret_cast<{dtype.cname}*>({self._red_name})"
 
     def cumsum(self, s: tir.CumSum) -> list[T.Stmt]:
+        """One thread per line along `dim`, scanning it serially (in place is fine)."""
         src, dst = s.src, s.dst
         ext = tuple(_const(e) for e in src.extents)
         n = ext[s.dim]
         lines = ext[: s.dim] + ext[s.dim + 1 :] or (1,)
         vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(lines)))
-        layout = L.Fragment(lines, (L.Axis(self.kernel.threads, 0),) if len(lines) == 1 else L.default(lines, self.kernel.threads, 16).grid, tuple(1 for _ in lines))
-        if len(lines) == 1:
-            layout = L.Fragment(lines, (L.Axis(self.kernel.threads, 0),), (1,))
-        k = tir.Var(self._fresh("k"), I32, "loop")
+        layout = L.default(lines, self.kernel.threads, 16)
+        k = tir.Var("k", I32, "loop")
         pos = simplify(tir.BinOp("-", int_(n - 1), k, I32)) if s.reverse else k
-        full = list(vars[: s.dim]) + [pos] + list(vars[s.dim :]) if len(ext) > 1 else [pos]
-        acc = tir.Var(self._fresh("running"), compute_dtype(src.buffer.dtype), "let")
-        acc_buf = tir.Buffer(acc.name, (), acc.dtype, "var")
-        self.names.given[acc_buf] = acc.name
-        src_i = self._region_index_full(src, tuple(full))
-        dst_i = self._region_index_full(dst, tuple(full))
-        body = (
-            tir.Store(acc_buf, (), tir.BinOp("+", tir.Load(acc_buf, ()), tir.Load(src.buffer, src_i), acc.dtype)),
-            tir.Store(dst.buffer, dst_i, tir.Load(acc_buf, ())),
+        full = (*vars[: s.dim], pos, *vars[s.dim :]) if len(ext) > 1 else (pos,)
+        running = tir.Buffer("running", (), compute_dtype(src.buffer.dtype), "var")
+        src_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(src.starts, full))
+        dst_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(dst.starts, full))
+        step = (
+            tir.Store(running, (), tir.BinOp("+", tir.Load(running, ()), tir.Load(src.buffer, src_i), running.dtype)),
+            tir.Store(dst.buffer, dst_i, tir.Load(running, ())),
         )
-        loop = tir.For(k, int_(0), int_(n), int_(1), "serial", body)
-        self.bounds[k] = n - 1
-        inner = self.distributed(layout, vars, (loop,), vectorize=False)
-        return [_wrap_decl(inner, T.Decl(acc.name, acc.dtype, (), init=_zero(acc.dtype)))]
-
-    def _region_index_full(self, region: tir.Region, idx: tuple[tir.Expr, ...]) -> tuple[tir.Expr, ...]:
-        return tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(region.starts, idx))
+        body = (tir.Alloc(running, _zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
+        return self.distributed(layout, vars, body, vectorize=False)
 
     def print_(self, s: tir.Print) -> list[T.Stmt]:
         if isinstance(s.value, tir.Region):
@@ -1077,16 +1071,6 @@ def _replica_guard(layout: L.Fragment, tx: tir.Var, body: list[T.Stmt]) -> list[
     coords = L.thread_coords(layout, tx)
     conds = [tir.BinOp("==", c, int_(0), DType.bool) for c in coords.get(None, [])]
     return _guarded(_and(conds), body)
-
-
-def _wrap_decl(body: list[T.Stmt], decl: T.Decl) -> T.Stmt:
-    """Put `decl` at the top of the innermost per-line body of a cumsum nest."""
-    if len(body) == 1 and isinstance(body[0], T.Loop) and not isinstance(body[0].body[0], T.Loop) is False:
-        loop = body[0]
-        return T.Loop(loop.var, loop.start, loop.stop, loop.step, loop.unroll, (_wrap_decl(list(loop.body), decl),))
-    if len(body) == 1 and isinstance(body[0], T.IfThen):
-        return T.IfThen(body[0].cond, (_wrap_decl(list(body[0].then), decl),), body[0].orelse)
-    return T.Scope("", (decl, *body))
 
 
 def _upper(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
