@@ -1,0 +1,112 @@
+"""nvcc: every example and every golden .cu compiles for sm_80 and sm_90a without
+warnings, and --cubin / --obj / --shared produce their files. Skipped without nvcc."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tilec import toolchain
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.tile"))
+GOLDEN_CU = sorted((ROOT / "tests" / "golden").glob("**/*.cu"))
+SCALE_CU = ROOT / "tests" / "data" / "scale.cu"
+ARCHES = ("sm_80", "sm_90a")
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"), reason="nvcc not found"
+)
+
+
+def compile_all_arches(cu: pathlib.Path, out_dir: pathlib.Path) -> None:
+    """Both arches at once (nvcc is single-threaded); -Werror all-warnings, and no output at all."""
+
+    def one(arch: str) -> tuple[str, str]:
+        return arch, toolchain.compile_cubin(str(cu), str(out_dir / f"{cu.stem}.{arch}.cubin"), arch, werror=True)
+
+    with ThreadPoolExecutor(len(ARCHES)) as pool:
+        for arch, output in pool.map(one, ARCHES):
+            assert output == "", f"nvcc printed for {cu.name} ({arch}):\n{output}"
+
+
+def test_gencode() -> None:
+    assert toolchain.gencode("sm_80") == ["-gencode", "arch=compute_80,code=sm_80"]
+    assert toolchain.gencode("sm_90a") == ["-gencode", "arch=compute_90a,code=sm_90a"]
+    with pytest.raises(toolchain.ToolchainError, match="unknown GPU architecture 'ampere'"):
+        toolchain.gencode("ampere")
+
+
+def test_command_line() -> None:
+    cmd = toolchain.nvcc_command("shared", "k.cu", "k.so", "sm_89", werror=True)
+    assert cmd[1:] == [
+        "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_89,code=sm_89",
+        "-O3", "-std=c++17", "-lineinfo", "-Werror", "all-warnings", "-o", "k.so", "k.cu",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["cubin", "obj", "shared"])
+def test_binaries_are_produced(kind: str, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / f"scale.{kind}"
+    compile_fn = {"cubin": toolchain.compile_cubin, "obj": toolchain.compile_obj, "shared": toolchain.compile_shared}
+    assert compile_fn[kind](str(SCALE_CU), str(out), "sm_80", werror=True) == ""
+    magic = out.read_bytes()[:4]
+    assert magic == b"\x7fELF"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_failure_names_the_file_and_leaves_nothing(tmp_path: pathlib.Path) -> None:
+    bad = tmp_path / "bad.cu"
+    bad.write_text(SCALE_CU.read_text() + "\nint unused_global = undefined_name;\n")
+    out = tmp_path / "bad.cubin"
+    out.write_bytes(b"stale")
+    with pytest.raises(toolchain.ToolchainError) as info:
+        toolchain.compile_cubin(str(bad), str(out))
+    message = str(info.value)
+    assert message.startswith(f"nvcc failed on {bad} (exit ")
+    assert f"{bad}(" in message and "undefined_name" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.cu"]
+
+
+def test_warnings_are_errors_when_asked(tmp_path: pathlib.Path) -> None:
+    warn = tmp_path / "warn.cu"
+    warn.write_text('extern "C" __global__ void f(int* p) { int unused; p[0] = 1; }\n')
+    assert "unused" in toolchain.compile_cubin(str(warn), str(tmp_path / "a.cubin"))
+    with pytest.raises(toolchain.ToolchainError, match="unused"):
+        toolchain.compile_cubin(str(warn), str(tmp_path / "b.cubin"), werror=True)
+
+
+@pytest.fixture(scope="module")
+def compiler() -> None:
+    pytest.importorskip("tilec.elaborate")
+    pytest.importorskip("tilec.pipeline")
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_compiles(example: pathlib.Path, compiler: None, tmp_path: pathlib.Path) -> None:
+    from tilec import driver
+
+    for arch in ARCHES:
+        cu = tmp_path / f"{example.stem}.{arch}.cu"
+        cu.write_text(driver.compile_file(str(example.relative_to(ROOT)), arch=arch))
+        toolchain.compile_cubin(str(cu), str(tmp_path / f"{cu.stem}.cubin"), arch, werror=True)
+
+
+@pytest.mark.parametrize("golden", GOLDEN_CU, ids=lambda p: str(p.relative_to(ROOT / "tests" / "golden")))
+def test_golden_compiles(golden: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    compile_all_arches(golden, tmp_path)
+
+
+def test_cli_binary_flags(compiler: None, tmp_path: pathlib.Path) -> None:
+    from tilec import cli
+
+    src = str(ROOT / "examples" / "elementwise_add.tile")
+    for flag, name in (("--cubin", "a.cubin"), ("--obj", "a.o"), ("--shared", "a.so")):
+        with pytest.raises(SystemExit) as info:
+            cli.main(["build", src, "-o", str(tmp_path / "a.cu"), flag, str(tmp_path / name), "--werror"])
+        assert info.value.code == 0
+        assert (tmp_path / name).read_bytes()[:4] == b"\x7fELF"
