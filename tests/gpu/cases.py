@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import harness
 import torch
 import torch.nn.functional as F
-from harness import compare, guarded_input, guarded_output, randn, tol_for
+from harness import compare, guarded_input, guarded_output, randn, sync, tol_for
 
 f16, f32, f64 = torch.float16, torch.float32, torch.float64
 
@@ -33,15 +34,15 @@ class Case:
         return f"{self.variant}[{self.label}]"
 
     def run(self, mod: Any) -> dict:
-        gen = torch.Generator(device="cuda")
+        gen = torch.Generator(device=harness.DEVICE)
         gen.manual_seed(zlib.crc32(self.id.encode()))
         res = self.fn(mod, gen, **self.sizes)
-        torch.cuda.synchronize()
+        sync()
         return res
 
 
 def _finish(out_g, ref, extra_guards=()) -> dict:
-    torch.cuda.synchronize()
+    sync()
     return compare(out_g.tensor, ref, tol_for(out_g.tensor), [out_g, *extra_guards])
 
 
@@ -81,9 +82,9 @@ def check_gemm_splitk(mod, gen, M, N, K):
 def check_dequant_gemm(mod, gen, M, N, K):
     assert K % 2 == 0
     a = randn((M, K), f16, gen)
-    codes = torch.randint(0, 16, (N, K), generator=gen, device="cuda", dtype=torch.int32)
+    codes = torch.randint(0, 16, (N, K), generator=gen, device=harness.DEVICE, dtype=torch.int32)
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).to(torch.uint8).contiguous()
-    scale = (torch.rand((N,), generator=gen, device="cuda") * 0.1 + 0.01).to(f16)
+    scale = (torch.rand((N,), generator=gen, device=harness.DEVICE) * 0.1 + 0.01).to(f16)
     c = guarded_output((M, N), f16)
     mod.dequant_gemm(guarded_input(a).tensor, packed, guarded_input(scale).tensor, c.tensor)
     w = (codes.double() - 8) * scale.double()[:, None]

@@ -17,8 +17,8 @@ from harness import RESULTS, gpu_available  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    gpu_items = [it for it in items if str(it.path).startswith(here)]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_examples.py")
+    gpu_items = [it for it in items if str(it.path) == here]
     if not gpu_items:
         return
     why = gpu_available()

@@ -30,6 +30,15 @@ if os.path.join(ROOT, "src") not in sys.path:
 from variants import BY_NAME, MANIFEST  # noqa: E402
 
 PREBUILT_ENV = "TILEC_PREBUILT"
+# "cuda" for real runs; test_harness_cpu.py dry-runs the cases on the CPU with torch stand-ins
+DEVICE = os.environ.get("TILEC_GPU_TEST_DEVICE", "cuda")
+
+
+def sync() -> None:
+    import torch
+
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 class NotBuilt(Exception):
@@ -147,12 +156,12 @@ def _bits(t: Any) -> Any:
 class Guarded:
     """`tensor` (contiguous, shape as asked) inside `base`, with poisoned margins."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: Any, device: str = "cuda"):
+    def __init__(self, shape: tuple[int, ...], dtype: Any, device: str | None = None):
         import torch
 
         n = math.prod(shape)
         self.n = n
-        self.base = torch.empty(GUARD + n + GUARD, dtype=dtype, device=device)
+        self.base = torch.empty(GUARD + n + GUARD, dtype=dtype, device=device or DEVICE)
         self.base.fill_(_poison_value(dtype))
         self.tensor = self.base[GUARD : GUARD + n].view(shape)
         self._poison_bits = _bits(self.base[:1].clone())
@@ -178,7 +187,7 @@ def guarded_input(t: Any) -> Guarded:
 def randn(shape: tuple[int, ...], dtype: Any, gen: Any, scale: float = 1.0, shift: float = 0.0) -> Any:
     import torch
 
-    x = torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32)
+    x = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float32)
     return (x * scale + shift).to(dtype)
 
 

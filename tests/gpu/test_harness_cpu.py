@@ -1,0 +1,127 @@
+"""Dry run of the GPU checks' own code on the CPU: every case of cases.py against torch stand-ins
+for the kernels (so the references, signatures, guards and comparisons are right before any
+device time is spent), and a few planted bugs that the checks must catch. Needs torch (CPU is
+enough); skipped without it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+torch = pytest.importorskip("torch")
+
+import harness  # noqa: E402
+from variants import BY_NAME  # noqa: E402
+
+f32 = torch.float32
+
+
+@pytest.fixture(autouse=True)
+def on_cpu(monkeypatch):
+    monkeypatch.setattr(harness, "DEVICE", "cpu")
+
+
+class Fake:
+    """torch stand-ins with the launchers' signatures; `bug` plants a fault."""
+
+    def __init__(self, defines: dict[str, str], bug: str | None = None):
+        self.d = defines
+        self.bug = bug
+
+    def _store(self, out, value):
+        out.copy_(value.to(out.dtype))
+        if self.bug == "unwritten":
+            out.view(-1)[-1] = math.nan
+        elif self.bug == "overrun":
+            torch.as_strided(out, (out.numel() + 1,), (1,), out.storage_offset())[-1] = 0
+        elif self.bug == "wrong":
+            out.view(-1)[out.numel() // 2] += 1
+
+    def elementwise_add(self, a, b, c):
+        self._store(c, a.float() + b.float())
+
+    def gemm(self, a, b, c):
+        self._store(c, a.float() @ b.float())
+
+    def gemm_relu(self, a, b, c):
+        self._store(c, (a.float() @ b.float()).clamp_min(0))
+
+    def gemm_splitk(self, a, b, c):
+        self._store(c, c + a.float() @ b.float())
+
+    def dequant_gemm(self, a, packed, scale, c):
+        lo, hi = (packed & 15).int(), (packed >> 4).int()
+        codes = torch.stack([lo, hi], dim=-1).reshape(packed.shape[0], -1)
+        w = ((codes - 8).float() * scale.float()[:, None]).half().float()
+        self._store(c, a.float() @ w.T)
+
+    def softmax(self, x, y):
+        self._store(y, torch.softmax(x.float(), -1))
+
+    def rmsnorm(self, x, w, y, eps):
+        xf = x.float()
+        self._store(y, xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float())
+
+    def layernorm(self, x, w, b, y, eps):
+        self._store(y, torch.nn.functional.layer_norm(x.float(), (x.shape[-1],), w.float(), b.float(), eps))
+
+    def flash_attention(self, q, k, v, o):
+        from cases import attention_ref
+
+        self._store(o, attention_ref(q, k, v, self.d.get("is_causal") == "True").float())
+
+    # MLA: the tile algorithm itself (splits of whole tiles, exp2 domain), in float32
+    def mla_decode_partial(self, q, q_pe, kv, k_pe, lse, o_part):
+        dim, pe_dim = q.shape[-1], q_pe.shape[-1]
+        num_split, block_n = lse.shape[-1], int(self.d.get("block_N", 32))
+        scale = (1.0 / (dim + pe_dim)) ** 0.5 * 1.4426950408889634
+        S = kv.shape[1]
+        tiles = math.ceil(S / block_n)
+        per = math.ceil(tiles / num_split)
+        s_all = torch.einsum("bhd,bsd->bhs", q.float(), kv.float()) + torch.einsum(
+            "bhd,bsd->bhs", q_pe.float(), k_pe.float()
+        )
+        for z in range(num_split):
+            lo, hi = z * per * block_n, min((z * per + per) * block_n, S)
+            if lo >= hi:
+                lse[:, :, z] = -math.inf
+                o_part[:, :, z, :] = 0
+                continue
+            s = s_all[:, :, lo:hi]
+            m = s.amax(-1, keepdim=True)
+            p = torch.exp2(s * scale - m * scale)
+            ls = p.sum(-1)
+            o_part[:, :, z, :] = torch.einsum("bhs,bsd->bhd", p, kv[:, lo:hi].float()) / ls[..., None]
+            lse[:, :, z] = torch.log2(ls) + m[..., 0] * scale
+
+    def mla_decode_combine(self, lse, o_part, o):
+        lmax = lse.amax(-1, keepdim=True)
+        w = torch.exp2(lse - lmax)
+        w = w / w.sum(-1, keepdim=True)
+        self._store(o, (o_part * w[..., None]).sum(-2))
+
+
+def _cases():
+    from cases import CASES
+
+    return CASES
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: c.id)
+def test_case_passes_with_correct_standin(case):
+    res = case.run(Fake(BY_NAME[case.variant].defines))
+    assert res["ok"], harness.summarize(res)
+
+
+@pytest.mark.parametrize("bug", ["unwritten", "overrun", "wrong"])
+@pytest.mark.parametrize("variant", ["gemm", "softmax", "flash_attention-causal", "mla_decode", "gemm_splitk"])
+def test_planted_bug_is_caught(bug, variant):
+    case = next(c for c in _cases() if c.variant == variant)
+    res = case.run(Fake(BY_NAME[variant].defines, bug))
+    assert not res["ok"], f"{bug} in {variant} went unnoticed: {harness.summarize(res)}"
