@@ -108,11 +108,30 @@ def _syncthreads() -> T.Call:
 # ---------------------------------------------------------------- expressions
 
 
+def _conjuncts(e: tir.Expr) -> list[tir.Expr]:
+    if isinstance(e, tir.BinOp) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [] if isinstance(e, tir.BoolImm) and e.value else [e]
+
+
 def _and(conds: list[tir.Expr]) -> tir.Expr:
-    out: tir.Expr = tir.BoolImm(True)
+    unique: list[tir.Expr] = []
     for c in conds:
+        for part in _conjuncts(simplify(c)):
+            if part not in unique:
+                unique.append(part)
+    out: tir.Expr = tir.BoolImm(True)
+    for c in unique:
         out = c if isinstance(out, tir.BoolImm) and out.value else tir.BinOp("and", out, c, DType.bool)
     return simplify(out)
+
+
+def _add(a: tir.Expr, b: tir.Expr) -> tir.Expr:
+    return tir.BinOp("+", a, b, I32)
+
+
+def _mul(a: tir.Expr, k: int) -> tir.Expr:
+    return tir.BinOp("*", a, int_(k), I32)
 
 
 def _lt(a: tir.Expr, b: tir.Expr) -> tir.Expr:
@@ -201,7 +220,8 @@ class KernelLowering:
         self.swizzle: tir.UseSwizzle | None = None
         self.vec_flags: dict[str, str] = {}  # condition text key -> const bool name
         self.prologue: list[T.Stmt] = []
-        self.counter = 0
+        self.assumed: list[tir.Expr] = []
+        self.cvars: dict[tir.Var, tir.Var] = {}  # user variable -> its C-named twin (one object each)  # conditions known to hold where code is being built
 
     # ------------------------------------------------------------ entry
 
@@ -398,12 +418,14 @@ class KernelLowering:
             case tir.Var():
                 if e.kind == "thread":  # already a C name (counters, threadIdx.x)
                     return e
-                return tir.Var(self.names.of(e), e.dtype, "thread")
+                if e not in self.cvars:
+                    self.cvars[e] = tir.Var(self.names.of(e), e.dtype, "thread")
+                return self.cvars[e]
             case tir.Load(buf, idx):
                 acc = self.ref(buf, idx, loop)
                 ref: tir.Expr = acc.ref  # type: ignore[assignment]
                 ref = _cast(ref, compute_dtype(buf.dtype))
-                if not (isinstance(acc.inbounds, tir.BoolImm) and acc.inbounds.value):
+                if not all(c in self.assumed for c in _conjuncts(acc.inbounds)):
                     ref = tir.Select(acc.inbounds, ref, _zero(compute_dtype(buf.dtype)), compute_dtype(buf.dtype))
                 return ref
             case tir.BinOp(op, a, b, d):
@@ -476,7 +498,11 @@ class KernelLowering:
     def distributed(
         self, layout: L.Fragment, vars: tuple[tir.Var, ...], body: tuple[tir.Stmt, ...], vectorize: bool = True
     ) -> list[T.Stmt]:
-        """Run `body` for every element of `layout`'s shape this thread owns."""
+        """Run `body` for every element of `layout`'s shape this thread owns.
+
+        Per tile dim d the thread walks groups g (of `vec[d]` elements) and
+        lanes e inside a group: index = g * vec * split + coord * vec + e. The
+        loop variables keep the user's names (`const int i = ...;`)."""
         coords = L.thread_coords(layout, self.tx)
         rank = len(layout.shape)
         groups: list[T.Sym | None] = []
@@ -491,49 +517,62 @@ class KernelLowering:
             gv = _sym_var(g, ng, self.bounds) if g else int_(0)
             ev = _sym_var(e, v, self.bounds) if e else int_(0)
             c = coords[d][0] if t > 1 else int_(0)
-            index.append(simplify(tir.BinOp("+", tir.BinOp("+", tir.BinOp("*", gv, int_(v * t), I32), tir.BinOp("*", c, int_(v), I32), I32), ev, I32)))
-            local.append(simplify(tir.BinOp("+", tir.BinOp("*", gv, int_(v), I32), ev, I32)))
+            index.append(simplify(_add(_add(_mul(gv, v * t), _mul(c, v)), ev)))
+            local.append(simplify(_add(_mul(gv, v), ev)))
             groups.append(g)
             lanes.append(e)
-        loop = _Loop(layout, tuple(index), tuple(local), vars)
-        guard = _and([_lt(i, int_(s)) for d, (i, s) in enumerate(zip(index, layout.shape)) if layout.shape[d] % (layout.vec[d] * layout.split(d))])
-        env = dict(zip(vars, index))
-        inner = self._element_body(body, env, loop, guard, lanes[-1] if vectorize else None, layout.vec[-1])
+        padded = [d for d in range(rank) if layout.shape[d] % (layout.vec[d] * layout.split(d))]
+        lane = lanes[-1] if vectorize and layout.vec[-1] > 1 else None
+        inner, vectorized = self._element_body(layout, vars, body, tuple(index), tuple(local), padded, lane)
         nest = inner
         for d in reversed(range(rank)):
-            if lanes[d] is not None and not (d == rank - 1 and vectorize and self._vectorized):
-                nest = [T.Loop(lanes[d], int_(0), int_(layout.vec[d]), 1, True, tuple(nest))]
-            if groups[d] is not None:
-                nest = [T.Loop(groups[d], int_(0), int_(layout.local_shape[d] // layout.vec[d]), 1, True, tuple(nest))]
+            lane_d = lanes[d]
+            if lane_d is not None and not (d == rank - 1 and vectorized):
+                nest = [T.Loop(lane_d, int_(0), int_(layout.vec[d]), 1, True, tuple(nest))]
+            g = groups[d]
+            if g is not None:
+                nest = [T.Loop(g, int_(0), int_(layout.local_shape[d] // layout.vec[d]), 1, True, tuple(nest))]
         return nest
-
-    _vectorized = False
 
     def _fresh(self, base: str) -> str:
         return self.names.fresh(base)
 
     def _element_body(
         self,
+        layout: L.Fragment,
+        vars: tuple[tir.Var, ...],
         body: tuple[tir.Stmt, ...],
-        env: dict[tir.Var, tir.Expr],
-        loop: _Loop,
-        guard: tir.Expr,
+        index: tuple[tir.Expr, ...],
+        local: tuple[tir.Expr, ...],
+        padded: list[int],
         lane: T.Sym | None,
-        width: int,
-    ) -> list[T.Stmt]:
-        self._vectorized = False
-        bound = tuple(substitute_stmt(s, env) for s in body)
-        scalar = self.elements(bound, loop)
-        if lane is not None and width > 1:
-            vec = self.vector_path(bound, loop, lane, width)
-            if vec is not None:
-                self._vectorized = True
-                cond, vbody = vec
-                scalar_loop = T.Loop(lane, int_(0), int_(width), 1, True, tuple(scalar))
-                out: list[T.Stmt] = [T.IfThen(cond, tuple(vbody), (scalar_loop,))]
-                lane_v = next(v for v in self.bounds if v.name == lane.name)
-                return _guarded(simplify(substitute(guard, {lane_v: int_(0)})), out)
-        return _guarded(guard, scalar)
+    ) -> tuple[list[T.Stmt], bool]:
+        """The per-element code, and whether it took the vectorized form."""
+        decls: list[T.Stmt] = []
+        named: list[tir.Expr] = []
+        for d, (v, i) in enumerate(zip(vars, index)):
+            if isinstance(i, tir.IntImm):
+                named.append(i)
+                continue
+            cvar = tir.Var(self._fresh(v.name), I32, "thread")
+            self.bounds[cvar] = layout.shape[d] - 1
+            decls.append(T.Decl(cvar.name, I32, init=i, const=True))
+            named.append(cvar)
+        scalar_loop = _Loop(layout, tuple(named), local, vars)
+        guard = _and([_lt(named[d], int_(layout.shape[d])) for d in padded])
+        bound = tuple(substitute_stmt(s, dict(zip(vars, named))) for s in body)
+        scalar = decls + _guarded(guard, self.elements(bound, scalar_loop))
+        if lane is None:
+            return scalar, False
+        full = _Loop(layout, index, local, vars)
+        vec = self.vector_path(tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, layout.vec[-1])
+        if vec is None:
+            return scalar, False
+        cond, vbody = vec
+        lane_v = next(v for v in self.bounds if v.name == lane.name)
+        outer_guard = simplify(substitute(_and([_lt(index[d], int_(layout.shape[d])) for d in padded]), {lane_v: int_(0)}))
+        scalar_lanes = T.Loop(lane, int_(0), int_(layout.vec[-1]), 1, True, tuple(scalar))
+        return _guarded(outer_guard, [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]), True
 
     def elements(self, body: tuple[tir.Stmt, ...], loop: _Loop) -> list[T.Stmt]:
         """Thread IR of a Parallel body for one element (indices already bound)."""
@@ -544,7 +583,9 @@ class KernelLowering:
                     acc = self.ref(buf, idx, loop)
                     if buf.scope == "global":
                         self.written.add(acc.ref.array)
+                    self.assumed = _conjuncts(acc.inbounds)  # loads under the store's own guard need none
                     assign = T.Assign(acc.ref, _cast(self.value(value, loop), buf.dtype))
+                    self.assumed = []
                     out += _guarded(acc.inbounds, [assign])
                 case tir.Let(var, value):
                     out.append(T.Decl(self.names.of(var), var.dtype, init=self.value(value, loop), const=True))
@@ -697,8 +738,7 @@ class KernelLowering:
 
     def _region_loop(self, ext: tuple[int, ...], name: str) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
         shape = tuple(e for e in ext if e != 1) or (1,)
-        vars = tuple(tir.Var(f"{name}{k}", I32, "loop") for k in range(len(shape)))
-        return vars, shape
+        return _index_vars(len(shape)), shape
 
     def _region_index(self, region: tir.Region, vars: tuple[tir.Var, ...]) -> tuple[tir.Expr, ...]:
         out = []
@@ -728,10 +768,10 @@ class KernelLowering:
         vars, shape = self._region_loop(ext if any(x != 1 for x in ext) else src_ext, "i")
         if s.dst.buffer.scope == "fragment":
             shape = self.layouts.buffers[s.dst.buffer].shape
-            vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(shape)))
+            vars = _index_vars(len(shape))
         elif s.src.buffer.scope == "fragment":
             shape = self.layouts.buffers[s.src.buffer].shape
-            vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(shape)))
+            vars = _index_vars(len(shape))
         layout = self._tile_layout([s.src, s.dst], shape)
         src_idx = self._region_index(s.src, vars)
         dst_idx = self._region_index(s.dst, vars)
@@ -743,7 +783,7 @@ class KernelLowering:
         vars, shape = self._region_loop(ext, "i")
         if s.dst.buffer.scope == "fragment":
             shape = self.layouts.buffers[s.dst.buffer].shape
-            vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(shape)))
+            vars = _index_vars(len(shape))
         if s.dst.buffer.scope == "var":
             return [T.Assign(T.Subscript(self.names.of(s.dst.buffer), (), s.dst.buffer.dtype), _cast(self.value(s.value, None), s.dst.buffer.dtype))]
         layout = self._tile_layout([s.dst], shape)
@@ -756,7 +796,7 @@ class KernelLowering:
         vars, shape = self._region_loop(ext, "i")
         if s.src.buffer.scope == "fragment":
             shape = self.layouts.buffers[s.src.buffer].shape
-            vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(shape)))
+            vars = _index_vars(len(shape))
         layout = self._tile_layout([s.src], shape)
         src_idx = self._region_index(s.src, vars)
         dst_idx = self._region_index(s.dst, vars)
@@ -852,7 +892,7 @@ class KernelLowering:
         self.names.given[scratch] = name
         self.shared_view(name, buf.dtype, buf.const_shape)
         frag = self.layouts.buffers[buf]
-        vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(frag.shape)))
+        vars = _index_vars(len(frag.shape))
         body = (tir.Store(scratch, vars, tir.Load(buf, vars)),)
         code = [_syncthreads(), *self.distributed(frag, vars, body), _syncthreads()]
         self.sync.reads.add(name)
@@ -931,7 +971,7 @@ class KernelLowering:
         ext = tuple(_const(e) for e in src.extents)
         n = ext[s.dim]
         lines = ext[: s.dim] + ext[s.dim + 1 :] or (1,)
-        vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(lines)))
+        vars = _index_vars(len(lines))
         layout = L.default(lines, self.kernel.threads, 16)
         k = tir.Var("k", I32, "loop")
         pos = simplify(tir.BinOp("-", int_(n - 1), k, I32)) if s.reverse else k
@@ -953,7 +993,7 @@ class KernelLowering:
             vars, shape = self._region_loop(ext, "i")
             if r.buffer.scope == "fragment":
                 shape = self.layouts.buffers[r.buffer].shape
-                vars = tuple(tir.Var(f"i{k}", I32, "loop") for k in range(len(shape)))
+                vars = _index_vars(len(shape))
                 layout = self.layouts.buffers[r.buffer]
             else:
                 layout = L.Fragment(shape, (L.Axis(self.kernel.threads, None),), tuple(1 for _ in shape))
@@ -979,6 +1019,12 @@ class KernelLowering:
 class _AddrOf:
     ref: T.Subscript
     dtype: DType = DType.int64
+
+
+def _index_vars(rank: int) -> tuple[tir.Var, ...]:
+    """Loop variables of a tile op's element loop: i, j, k, l, ..."""
+    names = "ijklmn"
+    return tuple(tir.Var(names[d] if d < len(names) else f"i{d}", I32, "loop") for d in range(rank))
 
 
 def _c_string(text: str) -> str:
