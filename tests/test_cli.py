@@ -107,6 +107,7 @@ def test_cmake_dir(capsys: pytest.CaptureFixture[str]) -> None:
         (("build", "k.tile", "--check"), "--check needs -o"),
         (("build", "k.tile", "--cubin", "a", "--obj", "b"), "at most one of"),
         (("build", "k.tile", "-MD"), "-MD needs -o"),
+        (("build", "k.tile", "--emit", "tir", "--header", "k.h"), "--header/--headers need --emit cuda"),
         (("build", "a.tile", "--out-dir", "d", "-o", "x.cu"), "--out-dir writes"),
         (("build", "d1/a.tile", "d2/a.tile", "--out-dir", "d"), "would both write a.cu"),
         (("check", "k.tile", "-D", "x"), "'x' is not NAME=VALUE"),

@@ -15,11 +15,9 @@ cache hits stay fast.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 import tempfile
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -111,6 +109,8 @@ def report_exception(exc: BaseException, path: str) -> int:
     if isinstance(exc, OSError) and exc.filename is not None:
         report(f"error: {exc.filename}: {exc.strerror}")
         return USER_ERROR
+    import traceback
+
     tb = "".join(traceback.format_exception(exc, limit=-8))
     report(
         f"internal compiler error while compiling {path}: {type(exc).__name__}: {exc}\n"
@@ -253,6 +253,8 @@ def plan_jobs(
         raise click.UsageError("give at most one of --cubin, --obj, --shared")
     if binaries and emit != "cuda":
         raise click.UsageError(f"--{binaries[0][0]} needs --emit cuda")
+    if (header or headers) and emit != "cuda":
+        raise click.UsageError("--header/--headers need --emit cuda")
     if out_dir is None:
         return [_single_job(inputs, output, header, headers, binaries, make_deps, depfile, check)]
     if output or header or depfile or binaries:
@@ -343,6 +345,8 @@ def check_output(job: Job, text: str) -> int:
         return USER_ERROR
     if old == text:
         return OK
+    import difflib
+
     diff = difflib.unified_diff(
         old.splitlines(keepends=True),
         text.splitlines(keepends=True),
