@@ -173,6 +173,65 @@ def check_mla_decode(mod, gen, B, H, S, dim=512, pe_dim=64, num_split=4):
     return res
 
 
+# ---------------------------------------------------------------- runtime API
+
+
+def check_runtime_api(mod, gen):
+    """The contract of docs/architecture.md: `tilec.runtime.load(path)` gives a module with one
+    callable per kernel, taking tensors then scalars; dims come from the shapes; wrong dtypes,
+    shapes, contiguity and argument counts are refused before launch; launches go to torch's
+    current stream."""
+    import os
+
+    from tilec import runtime
+
+    d = harness.prebuilt_dir()
+    if d:  # the documented entry point, on the file itself
+        mod = runtime.load(os.path.join(d, "gemm.cu"))
+    problems = []
+    if "gemm" not in getattr(mod, "kernels", {}):
+        problems.append("module has no 'gemm' in .kernels")
+    M, N, K = 100, 60, 40
+    a, b = randn((M, K), f16, gen), randn((K, N), f16, gen)
+
+    def refused(exc, *args, **kw):
+        try:
+            mod.gemm(*args, **kw)
+        except exc:
+            return True
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"expected {exc.__name__}, got {type(e).__name__}: {e}")
+            return True
+        return False
+
+    c_bad = torch.empty((M, N), dtype=f16, device=harness.DEVICE)
+    for what, exc, args in [
+        ("float32 A", TypeError, (a.float(), b, c_bad)),
+        ("K mismatch", ValueError, (a, b[:-1], c_bad)),
+        ("non-contiguous B", ValueError, (a, torch.empty((N, K), dtype=f16, device=harness.DEVICE).T, c_bad)),
+        ("two arguments", TypeError, (a, b)),
+    ]:
+        if not refused(exc, *args):
+            problems.append(f"{what} was not refused")
+    # a side stream: the launch must be ordered on torch's current stream
+    c = guarded_output((M, N), f16)
+    a2, b2 = torch.full_like(a, math.nan), torch.full_like(b, math.nan)
+    sync()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(20_000_000)  # keep the side stream busy, so a launch elsewhere reads NaN
+        a2.copy_(a)
+        b2.copy_(b)
+        mod.gemm(a2, b2, c.tensor)
+    s.synchronize()
+    res = _finish(c, a.double() @ b.double())
+    if problems:
+        res["ok"] = False
+        res["where"] = ("; ".join(problems) + " " + res["where"]).strip()
+    return res
+
+
 # ---------------------------------------------------------------- the list
 
 _ROWS = [
@@ -201,6 +260,7 @@ def _cases() -> list[Case]:
         add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000)
     add("gemm", "129x77x45", check_gemm, M=129, N=77, K=45)
     add("gemm", "1x1x1", check_gemm, M=1, N=1, K=1)
+    add("gemm", "runtime API", check_runtime_api)
 
     add("gemm_relu", "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)
     add("gemm_relu", "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000, kernel="gemm_relu", relu=True)

@@ -113,7 +113,7 @@ def _cases():
     return CASES
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: c.id)
+@pytest.mark.parametrize("case", [c for c in _cases() if c.label != "runtime API"], ids=lambda c: c.id)
 def test_case_passes_with_correct_standin(case):
     res = case.run(Fake(BY_NAME[case.variant].defines))
     assert res["ok"], harness.summarize(res)
