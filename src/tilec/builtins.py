@@ -1,0 +1,156 @@
+"""Signatures of the built-in names of the .tile language, and argument binding.
+
+    gemm(A, B, C, transpose_A=False, transpose_B=False, policy=Square, clear_accum=False)
+
+`bind` matches a call's positional and keyword arguments to a signature the
+way Python does, and reports arity and keyword mistakes as diagnostics:
+
+    gemm(A_s, B_s)               -> "gemm() is missing argument 'C'"
+    copy(a, b, c)                -> "copy() takes 2 arguments but 3 were given"
+    reduce_max(s, d, dims=1)     -> "reduce_max() has no keyword 'dims'" + "did you mean 'dim'?"
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from tilec import syntax as S
+from tilec.diagnostics import error
+from tilec.dtypes import DTYPES
+from tilec.fold import MATH_FUNCS
+
+
+@dataclass(frozen=True)
+class Sig:
+    """Positional parameters (the first `required` of them are required),
+    then keyword-only parameters with defaults. `variadic` collects extra
+    positional arguments under "*" (between `required` and `most`)."""
+
+    params: tuple[str, ...] = ()
+    keywords: dict[str, object] = field(default_factory=dict)
+    required: int | None = None  # default: all params
+    variadic: bool = False
+    most: int | None = None
+
+    def text(self, name: str) -> str:
+        parts = list(self.params) if not self.variadic else ["..."]
+        parts += [f"{k}={_show(v)}" for k, v in self.keywords.items()]
+        return f"{name}({', '.join(parts)})"
+
+
+def _show(v: object) -> str:
+    return f'"{v}"' if isinstance(v, str) and v not in POLICIES else str(v)
+
+
+_REDUCE = Sig(("src", "dst"), {"dim": -1, "clear": True})
+
+TILE_OPS: dict[str, Sig] = {
+    "copy": Sig(("src", "dst")),
+    "gemm": Sig(("A", "B", "C"), {"transpose_A": False, "transpose_B": False, "policy": "Square",
+                                  "clear_accum": False}),
+    "fill": Sig(("buf", "value")),
+    "clear": Sig(("buf",)),
+    "reduce_max": _REDUCE,
+    "reduce_min": _REDUCE,
+    "reduce_sum": _REDUCE,
+    "reduce_abssum": _REDUCE,
+    "reduce_absmax": _REDUCE,
+    "cumsum": Sig(("src", "dst"), {"dim": 0, "reverse": False}),
+    "atomic_add": Sig(("dst", "value")),
+    "use_swizzle": Sig(("panel_size",), {"order": "row"}),
+    "print": Sig(("value",), {"msg": ""}),
+    "device_assert": Sig(("cond",), {"msg": ""}),
+}
+
+ALLOCS: dict[str, Sig] = {
+    "alloc_shared": Sig(("shape", "dtype")),
+    "alloc_fragment": Sig(("shape", "dtype")),
+    "alloc_local": Sig(("shape", "dtype")),
+    "alloc_var": Sig(("dtype",), {"init": None}),
+}
+ALLOC_SCOPE = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_local": "local", "alloc_var": "var"}
+
+LOOPS: dict[str, Sig] = {
+    "Pipelined": Sig((), {"num_stages": 0}, required=1, variadic=True, most=2),
+    "Parallel": Sig((), {}, required=1, variadic=True),
+    "serial": Sig((), {}, required=1, variadic=True, most=3),
+    "range": Sig((), {}, required=1, variadic=True, most=3),
+    "unroll": Sig((), {}, required=1, variadic=True, most=3),
+}
+
+FUNCS: dict[str, Sig] = {
+    "ceildiv": Sig(("a", "b")),
+    "min": Sig((), {}, required=2, variadic=True),
+    "max": Sig((), {}, required=2, variadic=True),
+    "abs": Sig(("x",)),
+    "pow": Sig(("x", "y")),
+    "cast": Sig(("x", "dtype")),
+    "if_then_else": Sig(("cond", "a", "b")),
+    "infinity": Sig(("dtype",)),
+    "max_value": Sig(("dtype",)),
+    "min_value": Sig(("dtype",)),
+    **{f: Sig(("x",)) for f in MATH_FUNCS},
+}
+
+SPECIAL: dict[str, Sig] = {
+    "Kernel": Sig((), {"threads": 128}, required=1, variadic=True, most=3),
+    "Tensor": Sig(("shape", "dtype")),
+}
+
+POLICIES = ("Square", "FullRow", "FullCol")
+
+ALL_SIGS: dict[str, Sig] = {**TILE_OPS, **ALLOCS, **LOOPS, **FUNCS, **SPECIAL}
+BUILTIN_NAMES: tuple[str, ...] = tuple(ALL_SIGS) + tuple(DTYPES) + POLICIES
+
+
+def did_you_mean(name: str, candidates: list[str] | tuple[str, ...]) -> str | None:
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    if not close and name.lower() in {c.lower() for c in candidates}:
+        close = [c for c in candidates if c.lower() == name.lower()][:1]
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+@dataclass
+class Bound:
+    """The arguments of one call matched to a signature: `args` by parameter
+    name (only those given), `rest` the variadic positional ones."""
+
+    args: dict[str, S.Expr]
+    rest: list[S.Expr]
+
+
+def bind(call: S.Call, name: str, sig: Sig) -> Bound:
+    """Python's rules: positional arguments fill `params` then `keywords` in
+    order (variadic signatures take keywords by name only)."""
+    names = list(sig.params) + ([] if sig.variadic else list(sig.keywords))
+    given = len(call.args)
+    most = sig.most if sig.variadic else len(names)
+    required = len(sig.params) if sig.required is None else sig.required
+    if most is not None and given > most:
+        takes = f"{most} argument{'s' if most != 1 else ''}" if most == required else f"at most {most} arguments"
+        raise error(call.args[most].span.to(call.args[-1].span), f"{name}() takes {takes} but {given} were given",
+                    hint=f"the signature is {sig.text(name)}")
+    bound = Bound({}, list(call.args)) if sig.variadic else Bound(dict(zip(names, call.args)), [])
+    for kw in call.keywords:
+        _bind_keyword(kw, name, sig, bound, names)
+    if sig.variadic and len(bound.rest) < required:
+        raise error(call.span, f"{name}() needs at least {required} argument{'s' if required > 1 else ''}",
+                    hint=f"the signature is {sig.text(name)}")
+    missing = [p for p in sig.params[:required] if p not in bound.args]
+    if not sig.variadic and missing:
+        raise error(call.span, f"{name}() is missing argument '{missing[0]}'", hint=f"the signature is {sig.text(name)}")
+    return bound
+
+
+def _bind_keyword(kw: S.Keyword, name: str, sig: Sig, bound: Bound, names: list[str]) -> None:
+    if kw.name in bound.args:
+        raise error(kw.name_span, f"argument '{kw.name}' given twice in {name}()")
+    if kw.name in sig.keywords or kw.name in names:
+        bound.args[kw.name] = kw.value
+        return
+    options = list(dict.fromkeys(names + list(sig.keywords)))
+    hint = did_you_mean(kw.name, options)
+    if hint is None:
+        hint = f"{name}() takes the keywords {', '.join(options)}" if options else f"{name}() takes no keywords"
+    raise error(kw.name_span, f"{name}() has no keyword '{kw.name}'", hint=hint)

@@ -1,0 +1,253 @@
+"""Tile operands and the shape / scope checks of tile ops (used by elaborate.py).
+
+An operand is a whole buffer, a region with slices, or an origin `A[i, j]`
+whose extents come from the other operand (right-aligned, padded with 1s):
+
+    copy(A[by * 128, k * 32], A_shared)     A_shared: float16[128, 32]
+      -> Copy(Region(A, (by * 128, k * 32), (128, 32)), Region(A_shared, (0, 0), (128, 32)))
+
+Shapes are compared with extent-1 dimensions dropped, so a (1, 64, 32)
+region of a 3-D tensor copies into a (64, 32) tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec import tir
+from tilec.diagnostics import error
+from tilec.dtypes import DType
+from tilec.fold import Val, const, convert, difference
+from tilec.source import Span
+from tilec.values import BufVal, SliceVal, SubVal, Value
+
+SCOPE_WORDS = {
+    "global": "a global tensor",
+    "shared": "shared memory",
+    "fragment": "a fragment",
+    "local": "a local buffer",
+    "var": "a scalar variable",
+}
+
+
+@dataclass(frozen=True)
+class Operand:
+    buffer: tir.Buffer
+    starts: tuple[tir.Expr, ...]
+    extents: tuple[int, ...] | None  # None: an origin, extents still to come
+    span: Span
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+
+def fmt(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+def operand(v: Value, span: Span, op: str, role: str) -> Operand:
+    if isinstance(v, BufVal):
+        return _whole(v.buffer, span, op)
+    if isinstance(v, SubVal):
+        if v.buffer.scope == "var":
+            raise error(span, f"'{v.buffer.name}' is a scalar variable, not a tile")
+        if v.is_element:
+            return Operand(v.buffer, tuple(v.items), None, span)  # type: ignore[arg-type]
+        return _region(v, span)
+    raise error(span, f"{op}() needs a buffer or a region for '{role}'",
+                hint="pass a buffer (A_shared), a region (A[0:64, k]) or an origin (A[i, j])")
+
+
+def _whole(buf: tir.Buffer, span: Span, op: str) -> Operand:
+    if buf.scope == "var":
+        raise error(span, f"'{buf.name}' is a scalar variable, not a tile")
+    dims = [const(d) for d in buf.shape]
+    if any(not isinstance(d, int) for d in dims):
+        raise error(span, f"'{buf.name}' has a symbolic shape, so {op}() cannot use all of it",
+                    hint=f"say which tile: an origin like {buf.name}[i, j] or a region with constant extents")
+    zeros = tuple(tir.IntImm(0, DType.int32, span) for _ in dims)
+    return Operand(buf, zeros, tuple(dims), span)  # type: ignore[arg-type]
+
+
+def _region(v: SubVal, span: Span) -> Operand:
+    starts: list[tir.Expr] = []
+    extents: list[int] = []
+    for axis, item in enumerate(v.items):
+        if isinstance(item, SliceVal):
+            extent = difference(item.hi, item.lo)
+            if extent is None:
+                raise error(item.span, "the extent of this slice is not a compile-time constant",
+                            hint="write it as lo:lo + TILE with a constant TILE")
+            if extent <= 0:
+                raise error(item.span, f"this slice is empty (extent {extent})")
+            starts.append(item.lo)
+            extents.append(extent)
+            _check_bounds(v.buffer, axis, item.lo, extent, item.span)
+        else:
+            starts.append(item)
+            extents.append(1)
+    return Operand(v.buffer, tuple(starts), tuple(extents), span)
+
+
+def _check_bounds(buf: tir.Buffer, axis: int, start: tir.Expr, extent: int, span: Span) -> None:
+    if buf.scope == "global":
+        return  # tiles may run past the edge of a tensor: the lowering guards them
+    lo, size = const(start), const(buf.shape[axis])
+    if isinstance(lo, int) and isinstance(size, int) and (lo < 0 or lo + extent > size):
+        raise error(span, f"region {lo}:{lo + extent} is out of bounds for dimension {axis} of "
+                          f"'{buf.name}' (size {size})")
+
+
+def with_extents(o: Operand, other: Operand, op: str) -> Operand:
+    """Give an origin the extents of `other` (right-aligned, leading 1s)."""
+    if o.extents is not None:
+        return o
+    assert other.extents is not None
+    ext = list(other.extents)
+    rank = len(o.starts)
+    while len(ext) > rank and ext[0] == 1:
+        ext.pop(0)
+    if len(ext) > rank:
+        raise error(o.span, f"cannot take a {len(ext)}-D tile {fmt(tuple(ext))} at an origin of "
+                            f"{rank}-D '{o.name}'", hint=f"{op}() needs operands of compatible rank")
+    ext = [1] * (rank - len(ext)) + ext
+    for axis, (start, extent) in enumerate(zip(o.starts, ext)):
+        _check_bounds(o.buffer, axis, start, extent, o.span)
+    return Operand(o.buffer, o.starts, tuple(ext), o.span)
+
+
+def region(o: Operand) -> tir.Region:
+    assert o.extents is not None
+    return tir.Region(o.buffer, o.starts, tuple(tir.IntImm(e, DType.int32, o.span) for e in o.extents), o.span)
+
+
+def _need_extents(o: Operand, op: str, role: str) -> None:
+    if o.extents is None:
+        raise error(o.span, f"{op}() needs the shape of '{role}': give a whole buffer or a region with slices",
+                    hint=f"e.g. {o.name} or {o.name}[i, 0:64]")
+
+
+def _need_scope(o: Operand, scopes: tuple[str, ...], op: str, role: str, hint: str | None = None) -> None:
+    if o.buffer.scope not in scopes:
+        wanted = " or ".join(SCOPE_WORDS[s] for s in scopes)
+        raise error(o.span, f"{op}() {role} '{o.name}' must be {wanted}, not {SCOPE_WORDS[o.buffer.scope]}",
+                    hint=hint)
+
+
+# ---------------------------------------------------------------- tile ops
+
+
+def copy(src: Operand, dst: Operand, span: Span) -> tir.Copy:
+    if src.extents is None and dst.extents is None:
+        raise error(span, "copy() needs the shape of at least one operand, but both are single elements",
+                    hint="give a whole buffer or a region with slices on one side")
+    src = with_extents(src, dst, "copy")
+    dst = with_extents(dst, src, "copy")
+    assert src.extents is not None and dst.extents is not None
+    if squeeze(src.extents) != squeeze(dst.extents):
+        raise error(span, f"copy() shapes differ: the source is {fmt(src.extents)}, the destination "
+                          f"{fmt(dst.extents)}")
+    return tir.Copy(region(src), region(dst), span)
+
+
+def _matrix(o: Operand, op: str, role: str) -> tuple[int, int]:
+    assert o.extents is not None
+    ext = list(o.extents)
+    while len(ext) > 2 and ext[0] == 1:
+        ext.pop(0)
+    if len(ext) != 2:
+        raise error(o.span, f"{op}() operand {role} '{o.name}' must be 2-D, but its shape is {fmt(o.extents)}")
+    return ext[0], ext[1]
+
+
+def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool], span: Span) -> tir.Gemm:
+    transpose_a, transpose_b, policy, clear_accum = flags
+    for o, role in ((a, "A"), (b, "B"), (c, "C")):
+        _need_extents(o, "gemm", role)
+    _need_scope(c, ("fragment",), "gemm", "accumulator C",
+                hint="allocate the accumulator with alloc_fragment and copy it out afterwards")
+    for o, role in ((a, "A"), (b, "B")):
+        _need_scope(o, ("shared", "fragment"), "gemm", f"operand {role}",
+                    hint="copy it into an alloc_shared tile first")
+    m, k = _matrix(a, "gemm", "A")
+    if transpose_a:
+        m, k = k, m
+    kb, n = _matrix(b, "gemm", "B")
+    if transpose_b:
+        kb, n = n, kb
+    mc, nc = _matrix(c, "gemm", "C")
+    if k != kb:
+        hint = "if B is stored (N, K), pass transpose_B=True" if not transpose_b else None
+        raise error(span, f"gemm() inner dimensions differ: A gives K = {k}, B gives K = {kb}", hint=hint)
+    if (m, n) != (mc, nc):
+        raise error(span, f"gemm() accumulator shape differs: A @ B is ({m}, {n}) but C is ({mc}, {nc})")
+    return tir.Gemm(region(a), region(b), region(c), transpose_a, transpose_b, policy, clear_accum, span)  # type: ignore[arg-type]
+
+
+def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: Span) -> tir.Reduce:
+    op = f"reduce_{kind}"
+    _need_extents(src, op, "src")
+    _need_extents(dst, op, "dst")
+    hint = "copy it into an alloc_fragment tile first"
+    _need_scope(src, ("fragment",), op, "source", hint)
+    _need_scope(dst, ("fragment",), op, "destination", "allocate it with alloc_fragment")
+    assert src.extents is not None and dst.extents is not None
+    axis = _axis(dim, len(src.extents), op, span)
+    expected = src.extents[:axis] + src.extents[axis + 1 :]
+    if squeeze(expected) != squeeze(dst.extents):
+        raise error(span, f"{op}() output shape is {fmt(dst.extents)}, but reducing {fmt(src.extents)} along "
+                          f"dim {axis} gives {fmt(expected)}")
+    return tir.Reduce(kind, region(src), region(dst), axis, clear, span)  # type: ignore[arg-type]
+
+
+def _axis(dim: int, rank: int, op: str, span: Span) -> int:
+    axis = dim + rank if dim < 0 else dim
+    if not 0 <= axis < rank:
+        raise error(span, f"{op}() dim {dim} is out of range for a {rank}-D source")
+    return axis
+
+
+def cumsum(src: Operand, dst: Operand, dim: int, reverse: bool, span: Span) -> tir.CumSum:
+    _need_extents(src, "cumsum", "src")
+    dst = with_extents(dst, src, "cumsum")
+    hint = "cumsum on fragments is not supported yet: copy the tile into alloc_shared memory first"
+    _need_scope(src, ("shared",), "cumsum", "source", hint)
+    _need_scope(dst, ("shared",), "cumsum", "destination", hint)
+    assert src.extents is not None and dst.extents is not None
+    axis = _axis(dim, len(src.extents), "cumsum", span)
+    if squeeze(src.extents) != squeeze(dst.extents):
+        raise error(span, f"cumsum() shapes differ: the source is {fmt(src.extents)}, the destination "
+                          f"{fmt(dst.extents)}")
+    return tir.CumSum(region(src), region(dst), axis, reverse, span)
+
+
+def fill(dst: Operand, value: Val, span: Span) -> tir.Fill:
+    _need_extents(dst, "fill", "buf")
+    _need_scope(dst, ("fragment", "shared", "local"), "fill", "target",
+                hint="fill a tile in shared memory or a fragment, then copy it out")
+    return tir.Fill(region(dst), convert(value, dst.buffer.dtype, span), span)
+
+
+def atomic_add_tile(dst: Operand, src: Operand, span: Span) -> tir.AtomicAdd:
+    _need_extents(src, "atomic_add", "value")
+    _need_scope(dst, ("global",), "atomic_add", "destination")
+    dst = with_extents(dst, src, "atomic_add")
+    assert src.extents is not None and dst.extents is not None
+    if squeeze(src.extents) != squeeze(dst.extents):
+        raise error(span, f"atomic_add() shapes differ: the destination is {fmt(dst.extents)}, the value "
+                          f"{fmt(src.extents)}")
+    return tir.AtomicAdd(region(dst), region(src), None, span)
+
+
+def atomic_add_element(dst: SubVal, value: Val, span: Span) -> tir.AtomicAdd:
+    if dst.buffer.scope != "global":
+        raise error(dst.span, f"atomic_add() destination '{dst.buffer.name}' must be a global tensor, not "
+                              f"{SCOPE_WORDS[dst.buffer.scope]}")
+    ones = tuple(tir.IntImm(1, DType.int32, span) for _ in dst.items)
+    reg = tir.Region(dst.buffer, tuple(dst.items), ones, dst.span)  # type: ignore[arg-type]
+    return tir.AtomicAdd(reg, None, convert(value, dst.buffer.dtype, span), span)
