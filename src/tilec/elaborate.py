@@ -510,7 +510,7 @@ class _Elaborator:
             v = self.as_val(v, span)
         if isinstance(v, BufVal) and v.buffer.scope == "var":
             v = self.as_val(v, span)
-        if not isinstance(v, Val) or fold.const(v.expr) is not None or not kx.in_block:
+        if not isinstance(v, Val) or fold.const(v.expr) is not None or isinstance(v.expr, tir.Var) or not kx.in_block:
             scope.names[target.id] = v
             return []
         var = tir.Var(kx.fresh(target.id), v.dtype, "let", target.span)
@@ -907,8 +907,9 @@ class _Elaborator:
         return v.dtype
 
     def unknown(self, node: S.Name, scope: Scope) -> CompileError:
-        candidates = [n for n in scope.visible() if not isinstance(scope.lookup(n), Poison)] + list(BUILTIN_NAMES)
-        return error(node.span, f"unknown name '{node.id}'", hint=did_you_mean(node.id, candidates))
+        local = [n for n in scope.visible() if not isinstance(scope.lookup(n), Poison)]
+        hint = did_you_mean(node.id, local) or did_you_mean(node.id, BUILTIN_NAMES)
+        return error(node.span, f"unknown name '{node.id}'", hint=hint)
 
     def ev(self, node: S.Expr, scope: Scope, kx: _KernelState) -> Value:
         match node:

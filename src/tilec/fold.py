@@ -213,7 +213,8 @@ def binop(op: str, a: Val, b: Val, span: Span) -> Val:
     if op in ("<<", ">>") and dtype == DType.bool:
         raise error(span, f"'{op}' needs integer operands, not bool")
     if op == "/" and not dtype.is_float:
-        raise error(span, "'/' on integers", hint="use '//' for integer division, or cast an operand to a float type")
+        raise error(span, "'/' divides two integers", hint="use '//' for integer division, or cast(x, float32) / y "
+                    "for true division")
     if op in ("//", "%") and dtype.is_float:
         raise error(span, f"'{op}' needs integer operands, not {dtype.tile_name}",
                     hint="use '/' and floor() on floats")

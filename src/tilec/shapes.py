@@ -134,7 +134,8 @@ def _need_extents(o: Operand, op: str, role: str) -> None:
 
 def _need_scope(o: Operand, scopes: tuple[str, ...], op: str, role: str, hint: str | None = None) -> None:
     if o.buffer.scope not in scopes:
-        wanted = " or ".join(SCOPE_WORDS[s] for s in scopes)
+        words = [SCOPE_WORDS[s] for s in scopes]
+        wanted = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
         raise error(o.span, f"{op}() {role} '{o.name}' must be {wanted}, not {SCOPE_WORDS[o.buffer.scope]}",
                     hint=hint)
 
