@@ -65,7 +65,7 @@ def elaborate(path: str, defines: Mapping[str, str] | None = None, arch: str = "
     with phase("import front end"):
         from tilec.elaborate import elaborate_file
     with phase("elaborate"):
-        return elaborate_file(path, dict(defines or {}))
+        return elaborate_file(path, dict(defines or {}), arch=arch)
 
 
 def check_file(path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80"):
