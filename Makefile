@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tilec-installed
 ARCH   ?= sm_80
 
-.PHONY: all setup demo lint test clean
+.PHONY: all setup demo lint format test clean
 
 all: demo
 
@@ -33,6 +33,11 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
+
+# Rewrite src/ and tests/ in the house format and apply ruff's safe fixes.
+format: $(STAMP)
+	$(BIN)/ruff format src tests
+	$(BIN)/ruff check --fix src tests
 
 test: lint
 	$(BIN)/python -m pytest -q
