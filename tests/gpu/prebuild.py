@@ -138,8 +138,10 @@ def main() -> int:
         manifest[v.name] = entry
         status = "ok " if err is None else "ERR"
         print(f"{status} {v.name:34s} {secs:6.2f}s  {v.describe()}", flush=True)
-        if err:
-            print("    " + err.strip().replace("\n", "\n    ")[:3000], flush=True)
+        if err:  # the manifest keeps it all; the console gets the head, and a traceback's tail
+            lines = err.strip().splitlines()
+            shown = lines[:1] + lines[-6:] if err.startswith("internal error") and len(lines) > 8 else lines[:40]
+            print("    " + "\n    ".join(shown), flush=True)
 
     if args.nvcc:
         built = [v for v in chosen if manifest[v.name]["ok"]]

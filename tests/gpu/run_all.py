@@ -102,6 +102,7 @@ def run_workers(ids: list[str], timeout: float, sanitize: bool, log) -> dict[str
                         "status": "TIMEOUT",
                         "detail": f"no result after {timeout:.0f}s (hang?)",
                     }
+                    print(f"TIMEOUT {current}", flush=True)
                     todo.remove(current)
                 else:
                     for cid in todo:
@@ -117,6 +118,7 @@ def run_workers(ids: list[str], timeout: float, sanitize: bool, log) -> dict[str
                         "status": "ERROR",
                         "detail": f"worker died (exit {rc}): {detail[-800:]}",
                     }
+                    print(f"ERROR   {current}  worker died (exit {rc})", flush=True)
                     todo.remove(current)
                 elif rc not in (0, 3) and todo:
                     detail = "".join(tail[-15:]).strip()
