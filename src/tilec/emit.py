@@ -74,7 +74,7 @@ def _expr(e: object) -> tuple[str, int]:
             return _float_literal(v, d), _PRIMARY if v >= 0 else _UNARY
         case tir.BoolImm(v):
             return ("true" if v else "false"), _PRIMARY
-        case tir.Var(name):
+        case tir.Var(name) | T.Sym(name):
             return name, _PRIMARY
         case tir.BinOp(op, a, b, d):
             return _binop(op, a, b, d)

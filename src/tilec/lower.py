@@ -25,6 +25,7 @@ reads and writes (`_Sync`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -231,7 +232,8 @@ class KernelLowering:
         params = self._params()
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
-        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem_total(), tuple(head + body), abi)
+        body = drop_unused(head + body)
+        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem_total(), tuple(body), abi)
 
     def smem_total(self) -> int:
         return self.smem
@@ -420,7 +422,7 @@ class KernelLowering:
                     return e
                 if e not in self.cvars:
                     self.cvars[e] = tir.Var(self.names.of(e), e.dtype, "thread")
-                return self.cvars[e]
+                return _cast(self.cvars[e], compute_dtype(e.dtype))
             case tir.Load(buf, idx):
                 acc = self.ref(buf, idx, loop)
                 ref: tir.Expr = acc.ref  # type: ignore[assignment]
@@ -740,15 +742,19 @@ class KernelLowering:
         shape = tuple(e for e in ext if e != 1) or (1,)
         return _index_vars(len(shape)), shape
 
-    def _region_index(self, region: tir.Region, vars: tuple[tir.Var, ...]) -> tuple[tir.Expr, ...]:
+    def _region_index(
+        self, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
+    ) -> tuple[tir.Expr, ...]:
+        """Buffer index of element `vars` of a loop over `shape`: the region's
+        non-unit dims take the loop's non-unit dims in order (unit dims of
+        either side are squeezed away, as operand shapes are compared)."""
+        loop_dims = [vars[d] for d, n in enumerate(shape) if n != 1]
         out = []
-        k = 0
         for start, ext in zip(region.starts, region.extents):
-            if isinstance(ext, tir.IntImm) and ext.value == 1:
+            if _const(ext) == 1 or not loop_dims:
                 out.append(start)
             else:
-                out.append(simplify(tir.BinOp("+", start, vars[k], I32)))
-                k += 1
+                out.append(simplify(tir.BinOp("+", start, loop_dims.pop(0), I32)))
         return tuple(out)
 
     def _tile_layout(self, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
@@ -773,8 +779,8 @@ class KernelLowering:
             shape = self.layouts.buffers[s.src.buffer].shape
             vars = _index_vars(len(shape))
         layout = self._tile_layout([s.src, s.dst], shape)
-        src_idx = self._region_index(s.src, vars)
-        dst_idx = self._region_index(s.dst, vars)
+        src_idx = self._region_index(s.src, vars, shape)
+        dst_idx = self._region_index(s.dst, vars, shape)
         body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
         return self.distributed(layout, vars, body)
 
@@ -787,7 +793,7 @@ class KernelLowering:
         if s.dst.buffer.scope == "var":
             return [T.Assign(T.Subscript(self.names.of(s.dst.buffer), (), s.dst.buffer.dtype), _cast(self.value(s.value, None), s.dst.buffer.dtype))]
         layout = self._tile_layout([s.dst], shape)
-        body = (tir.Store(s.dst.buffer, self._region_index(s.dst, vars), s.value, s.span),)
+        body = (tir.Store(s.dst.buffer, self._region_index(s.dst, vars, shape), s.value, s.span),)
         return self.distributed(layout, vars, body)
 
     def atomic_region(self, s: tir.AtomicAdd) -> list[T.Stmt]:
@@ -798,8 +804,8 @@ class KernelLowering:
             shape = self.layouts.buffers[s.src.buffer].shape
             vars = _index_vars(len(shape))
         layout = self._tile_layout([s.src], shape)
-        src_idx = self._region_index(s.src, vars)
-        dst_idx = self._region_index(s.dst, vars)
+        src_idx = self._region_index(s.src, vars, shape)
+        dst_idx = self._region_index(s.dst, vars, shape)
         body = (tir.AtomicAdd(tir.Region(s.dst.buffer, dst_idx, tuple(int_(1) for _ in dst_idx)), None, tir.Load(s.src.buffer, src_idx), s.span),)
         out = self.distributed(layout, vars, body, vectorize=False)
         return _replica_guard(layout, self.tx, out)
@@ -910,7 +916,7 @@ class KernelLowering:
         coords = L.thread_coords(sf, self.tx)
         sname, dname = self.names.of(src), self.names.of(dst)
         rank = len(sf.shape)
-        v, t = sf.vec[dim], sf.split(dim)
+        t = sf.split(dim)
         for dslot, dlocal in enumerate(L.local_indices(df)):
             acc = self._fresh("red")
             out.append(T.Decl(acc, acc_t, (), init=_identity(s.kind, acc_t)))
@@ -923,7 +929,6 @@ class KernelLowering:
                 upd = T.Assign(T.Sym(acc, acc_t), _combine(s.kind, tir.Var(acc, acc_t, "let"), x))
                 pad = [_lt(i, int_(n)) for d, (i, n) in enumerate(zip(idx, sf.shape)) if sf.shape[d] % (sf.vec[d] * sf.split(d))]
                 out += _guarded(_and(pad), [upd])
-            del v
             if t > 1:
                 out += self._cross_thread(s.kind, acc, acc_t, sf.axis_stride(dim), t)
             target = T.Subscript(dname, (int_(dslot),), dst.dtype)
@@ -997,7 +1002,7 @@ class KernelLowering:
                 layout = self.layouts.buffers[r.buffer]
             else:
                 layout = L.Fragment(shape, (L.Axis(self.kernel.threads, None),), tuple(1 for _ in shape))
-            idx = self._region_index(r, vars)
+            idx = self._region_index(r, vars, shape)
             body = (tir.Print(tir.Load(r.buffer, idx), f"{s.msg or r.buffer.name}"),)
             out = self.distributed(layout, vars, body, vectorize=False)
             return out if r.buffer.scope == "fragment" else [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), tuple(out))]
@@ -1344,6 +1349,82 @@ def _expr_text(e: tir.Expr) -> str:
     from tilec.emit import expr_text
 
     return expr_text(e)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _names_used(x: object, out: set[str]) -> None:
+    """Every identifier an expression or statement mentions (C text included)."""
+    match x:
+        case tir.Var(name) | T.Sym(name):
+            out.update(_IDENT.findall(name))
+        case T.Subscript(array, indices):
+            out.update(_IDENT.findall(array))
+            for i in indices:
+                _names_used(i, out)
+        case T.Decl(init=init) | T.Assign(value=init) if init is not None:
+            _names_used(init, out)
+            if isinstance(x, T.Assign):
+                _names_used(x.target, out)
+        case T.VecRef(target):
+            _names_used(target, out)
+        case T.Loop(var, start, stop, _, _, body):
+            for e in (start, stop, *body):
+                _names_used(e, out)
+        case T.IfThen(cond, then, orelse):
+            for e in (cond, *then, *orelse):
+                _names_used(e, out)
+        case T.Scope(body=body):
+            for e in body:
+                _names_used(e, out)
+        case T.Call(call):
+            _names_used(call, out)
+        case T.Intrin(args=args) | tir.Call(args=args):
+            for a in args:
+                if not isinstance(a, str):
+                    _names_used(a, out)
+        case tir.BinOp(a=a, b=b):
+            _names_used(a, out)
+            _names_used(b, out)
+        case tir.UnaryOp(a=a) | tir.Cast(value=a):
+            _names_used(a, out)
+        case tir.Select(cond, a, b):
+            for e in (cond, a, b):
+                _names_used(e, out)
+        case _AddrOf(ref):
+            _names_used(ref, out)
+        case _:
+            pass
+
+
+def drop_unused(body: list[T.Stmt]) -> list[T.Stmt]:
+    """Remove `const` scalar declarations nothing reads (nvcc warns on them)."""
+    while True:
+        used: set[str] = set()
+        for s in body:
+            _names_used(s, used)
+        pruned = _prune(body, used)
+        if pruned == body:
+            return body
+        body = pruned
+
+
+def _prune(stmts: list[T.Stmt], used: set[str]) -> list[T.Stmt]:
+    out: list[T.Stmt] = []
+    for s in stmts:
+        match s:
+            case T.Decl(name, const=True, dims=()) if name not in used:
+                continue
+            case T.Loop(var, start, stop, step, unroll, body):
+                out.append(T.Loop(var, start, stop, step, unroll, tuple(_prune(list(body), used))))
+            case T.IfThen(cond, then, orelse):
+                out.append(T.IfThen(cond, tuple(_prune(list(then), used)), tuple(_prune(list(orelse), used))))
+            case T.Scope(comment, body, span):
+                out.append(T.Scope(comment, tuple(_prune(list(body), used)), span))
+            case _:
+                out.append(s)
+    return out
 
 
 def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kernel:

@@ -56,7 +56,7 @@ def _linear(e: tir.Expr) -> Linear | None:
             return _scale(lb, la[1])
         if not lb[0]:
             return _scale(la, lb[1])
-        return None
+        return {e: 1}, 0  # a product of two unknowns is one atom (bx * N)
     if e.dtype.is_int:
         return {e: 1}, 0
     return None
