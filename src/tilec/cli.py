@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -360,8 +361,28 @@ def check_output(job: Job, text: str) -> int:
 
 
 def print_times() -> None:
-    rows = "".join(f"  {name:<18} {secs * 1000:8.1f} ms\n" for name, secs in driver.TIMES.items())
-    sys.stderr.write("tilec: time per phase\n" + rows)
+    """--time: start-up (interpreter, click, the CLI module) then each phase."""
+    rows = [("start-up", _STARTUP)] if _STARTUP is not None else []
+    rows += list(driver.TIMES.items())
+    rows.append(("total", (_STARTUP or 0.0) + time.perf_counter() - _MAIN_START))
+    text = "".join(f"  {name:<18} {secs * 1000:8.1f} ms\n" for name, secs in rows)
+    sys.stderr.write("tilec: time per phase\n" + text)
+
+
+def _seconds_since_process_start() -> float | None:
+    """From /proc (Linux, 10 ms resolution); None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_MAIN_START = time.perf_counter()
+_STARTUP: float | None = None
 
 
 # ---------------------------------------------------------------- check
@@ -389,6 +410,8 @@ def check(inputs: tuple[str, ...], arch: str, defines: tuple[str, ...]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry: click's usage errors are user errors (exit 1), not 2."""
+    global _MAIN_START, _STARTUP
+    _MAIN_START, _STARTUP = time.perf_counter(), _seconds_since_process_start()
     try:
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="tilec", standalone_mode=False)
     except click.exceptions.Exit as exc:
