@@ -523,10 +523,9 @@ def _syntax_error(source: SourceFile, e: UnexpectedInput) -> Diagnostic:
         return Diagnostic(_span(source, len(source.text), len(source.text)), "unexpected end of file")
     span = _token_span(source, token)
     expected = _accepted(e)
-    if token.type in ("_NL", "$END", "NAME", "_DEDENT") or token.type in ("INT", "FLOAT", "STRING"):
-        unclosed = _unclosed_bracket(source, token.start_pos or len(source.text))
-        if unclosed is not None:
-            return unclosed
+    unclosed = _unclosed_bracket(source, len(source.text) if token.start_pos is None else token.start_pos)
+    if unclosed is not None:
+        return unclosed
     if token.type == "_INDENT":
         return Diagnostic(span, "unexpected indent", hint="indent only the body of a for, if, with, kernel or macro")
     if "_INDENT" in expected:
