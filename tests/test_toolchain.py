@@ -117,3 +117,25 @@ def test_cli_binary_flags(compiler: None, tmp_path: pathlib.Path, monkeypatch: p
             cli.main(["build", src, "-o", str(tmp_path / "a.cu"), flag, str(tmp_path / name)])
         assert info.value.code == 0
         assert (tmp_path / name).read_bytes()[:4] == b"\x7fELF"
+
+
+# ---------------------------------------------------------------- clang-format
+
+
+def test_format_is_stable_and_keeps_the_abi_line() -> None:
+    from tilec.format import format_cpp
+
+    abi = '// tilec-abi: {"kernels": [' + ", ".join(f'{{"name": "k{i}"}}' for i in range(20)) + "]}"
+    src = f'// Generated\n{abi}\nextern "C" int k(int a,int b){{if(a){{return b;}}return 0;}}\n'
+    once = format_cpp(src)
+    assert once.splitlines()[1] == abi  # never rewrapped, however long
+    assert "  if (a) {\n    return b;\n  }" in once
+    assert format_cpp(once) == once
+
+
+def test_format_missing_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilec.format import format_cpp
+
+    monkeypatch.setenv("TILEC_CLANG_FORMAT", "/nonexistent/clang-format")
+    with pytest.raises(toolchain.ToolchainError, match="cannot run clang-format"):
+        format_cpp("int x;\n")

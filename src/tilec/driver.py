@@ -234,7 +234,20 @@ def _tilec_fingerprint() -> str:
                 continue
             st = os.stat(os.path.join(dirpath, name))
             h.update(f"{os.path.relpath(os.path.join(dirpath, name), pkg)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    h.update(_clang_format_stamp().encode())
     return h.hexdigest()
+
+
+def _clang_format_stamp() -> str:
+    """The formatter binary is part of the output's recipe too."""
+    try:
+        from tilec.format import clang_format_path
+
+        path = clang_format_path()
+        st = os.stat(path)
+        return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    except Exception:  # noqa: BLE001 - missing is reported when formatting, not here
+        return "no clang-format"
 
 
 def _file_hash(path: str) -> str | None:
