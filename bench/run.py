@@ -39,8 +39,8 @@ MARK = "@@tilec-bench "
 # workload -> tilec variants to try (tests/gpu/variants.py), best correct one is reported
 CANDIDATES = {
     "add": ["elementwise_add", "elementwise_add-bench"],
-    "softmax": ["softmax", "softmax-bench"],
-    "rmsnorm": ["rmsnorm", "rmsnorm-bench"],
+    "softmax": ["softmax", "softmax-bench", "softmax-bench-t256"],
+    "rmsnorm": ["rmsnorm", "rmsnorm-bench", "rmsnorm-bench-t256", "rmsnorm-bench-t1024", "rmsnorm-bench-m2"],
     "gemm": ["gemm", "gemm-bench"],
     "fa": ["flash_attention", "flash_attention-bench"],
     "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench"],
@@ -418,6 +418,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help=f"comma-separated workloads of {', '.join(WORKLOADS)}")
     ap.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per measurement")
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds per workload")
+    ap.add_argument("--total", type=float, default=250.0, help="seconds for everything; later workloads are skipped")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -446,7 +447,13 @@ def main() -> int:
     rows, all_recs = [], []
     for name in names:
         t1 = time.perf_counter()
-        recs = run_worker(name, args.quick, args.budget, args.timeout)
+        left = args.total - (t1 - t0)
+        if left < 20:
+            print(f"[{name}] skipped: the --total budget of {args.total:.0f}s is spent", flush=True)
+            rows.append({"workload": name, "note": "skipped: out of time (--total)"})
+            all_recs.append({"kind": "error", "workload": name, "status": "skipped: out of time"})
+            continue
+        recs = run_worker(name, args.quick, args.budget, min(args.timeout, left - 5))
         all_recs += recs
         rows.append(report(name, recs))
         print(f"  ({name}: {time.perf_counter() - t1:.1f}s)", flush=True)

@@ -71,11 +71,17 @@ def worker(ids: list[str]) -> int:
 # ---------------------------------------------------------------- parent
 
 
-def run_workers(ids: list[str], timeout: float, sanitize: bool, log) -> dict[str, dict]:
+def run_workers(ids: list[str], timeout: float, sanitize: bool, log, total: float = 1e9) -> dict[str, dict]:
     results: dict[str, dict] = {}
     todo = list(ids)
+    end = time.monotonic() + total
     while todo:
-        cmd = [sys.executable, "-u", os.path.abspath(__file__), "--worker", ",".join(todo)]
+        if time.monotonic() > end - 5:
+            for cid in todo:
+                results[cid] = {"id": cid, "status": "SKIPPED", "detail": "out of time (--total)"}
+            print(f"out of time: {len(todo)} cases not run", flush=True)
+            break
+        cmd = [sys.executable, "-u", os.path.abspath(__file__), "--worker", "\x1f".join(todo)]
         if sanitize:
             cmd = ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", "--print-limit", "20", *cmd]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -87,7 +93,8 @@ def run_workers(ids: list[str], timeout: float, sanitize: bool, log) -> dict[str
             q.put(None)
 
         threading.Thread(target=pump, daemon=True).start()
-        current, tail, deadline = None, [], time.monotonic() + timeout * 3  # start-up: torch import
+        current, tail = None, []
+        deadline = min(time.monotonic() + timeout * 3, end)  # start-up: torch import
         while True:
             try:
                 line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
@@ -133,7 +140,7 @@ def run_workers(ids: list[str], timeout: float, sanitize: bool, log) -> dict[str
                 msg = json.loads(line[len(MARK) :])
                 if "start" in msg:
                     current, tail = msg["start"], []
-                    deadline = time.monotonic() + timeout
+                    deadline = min(time.monotonic() + timeout, end)
                 else:
                     rec = msg["result"]
                     san = [t.strip() for t in tail if t.startswith("=========") and "Invalid" in t]
@@ -155,14 +162,15 @@ def run_workers(ids: list[str], timeout: float, sanitize: bool, log) -> dict[str
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help="comma-separated variants, examples or case ids")
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
+    ap.add_argument("--total", type=float, default=200.0, help="seconds for all cases; the rest are SKIPPED")
     ap.add_argument("--sanitize", action="store_true", help="run under compute-sanitizer memcheck")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 8, help="parallel nvcc builds")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.worker is not None:
-        return worker([c for c in args.worker.split(",") if c])
+        return worker([c for c in args.worker.split("\x1f") if c])
 
     import torch
     from cases import CASES
@@ -200,7 +208,7 @@ def main() -> int:
     log_path = os.path.join(out_dir, "gpu_checks.log") if out_dir else os.devnull
     t1 = time.perf_counter()
     with open(log_path, "w") as log:
-        results.update(run_workers(runnable, args.timeout, args.sanitize, log))
+        results.update(run_workers(runnable, args.timeout, args.sanitize, log, args.total - (t1 - t0)))
     print(f"ran {len(runnable)} cases in {time.perf_counter() - t1:.1f}s", flush=True)
 
     ordered = [results[c.id] for c in cases]

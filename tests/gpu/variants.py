@@ -62,6 +62,10 @@ VARIANTS: list[Variant] = [
     Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
     Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
     Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),
+    Variant("rmsnorm-bench-t256", "rmsnorm", {"block_N": "8192", "threads": "256"}, bench=True),
+    Variant("rmsnorm-bench-t1024", "rmsnorm", {"block_N": "8192", "threads": "1024"}, bench=True),
+    Variant("rmsnorm-bench-m2", "rmsnorm", {"block_M": "2", "block_N": "8192", "threads": "512"}, bench=True),
+    Variant("softmax-bench-t256", "softmax", {"block_N": "8192", "threads": "256"}, bench=True),
     Variant("gemm-bench", "gemm", {"block_M": "128", "block_N": "128", "block_K": "32", "threads": "256"}, bench=True),
     Variant(
         "flash_attention-bench",
