@@ -1,7 +1,7 @@
 """Golden `.cu` tests: tests/golden/codegen/NAME.tile -> NAME.cu beside it.
 
 A case may start with a comment line giving build options, e.g.
-`# tilec: --arch sm_90a -D block_M=64`. `pytest --update-golden` rewrites the
+`# tilec-args: --arch sm_90a -D block_M=64` (as in tests/golden/errors). `pytest --update-golden` rewrites the
 goldens; review every diff like code.
 """
 
@@ -19,8 +19,8 @@ CASES = sorted((ROOT / "tests" / "golden" / "codegen").glob("*.tile"))
 def case_options(text: str) -> tuple[str, dict[str, str]]:
     arch, defines = "sm_80", {}
     first = text.split("\n", 1)[0]
-    if first.startswith("# tilec:"):
-        words = shlex.split(first[len("# tilec:") :])
+    if first.startswith("# tilec-args:"):
+        words = shlex.split(first.removeprefix("# tilec-args:"))
         for flag, value in zip(words[::2], words[1::2], strict=True):
             if flag == "--arch":
                 arch = value
@@ -44,4 +44,4 @@ def test_codegen_golden(case: pathlib.Path, golden, monkeypatch: pytest.MonkeyPa
 
 def test_case_options() -> None:
     assert case_options("kernel\n") == ("sm_80", {})
-    assert case_options("# tilec: --arch sm_90a -D a=1 -D b=x\n") == ("sm_90a", {"a": "1", "b": "x"})
+    assert case_options("# tilec-args: --arch sm_90a -D a=1 -D b=x\n") == ("sm_90a", {"a": "1", "b": "x"})
