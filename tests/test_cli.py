@@ -389,3 +389,13 @@ def test_real_unknown_define(needs_compiler: None, tmp_path: pathlib.Path) -> No
 
 def test_real_check_command(needs_compiler: None) -> None:
     assert run("check", str(ROOT / "examples" / "gemm.tile"), str(ROOT / "examples" / "softmax.tile")) == 0
+
+
+def test_check_imports_stay_light(needs_compiler: None) -> None:
+    """`tilec check` must start fast: no code generator, no TVM, no rich without a terminal."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "tilec", "check", "examples/gemm.tile"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "tilec.elaborate" in imported
+    assert not {"tvm", "rich", "tilec.pipeline", "tilec.lower", "tilec.emit", "tilec.format"} & imported
