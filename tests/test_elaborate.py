@@ -139,8 +139,9 @@ def test_c_division_semantics_when_folding() -> None:
 
 
 def test_ceildiv_of_symbolic() -> None:
-    (k,) = prog("kernel k(A: Tensor((N,), float16)):\n    with Kernel(ceildiv(N, 64), threads=64) as bx:\n"
-                "        pass\n").kernels
+    (k,) = prog(
+        "kernel k(A: Tensor((N,), float16)):\n    with Kernel(ceildiv(N, 64), threads=64) as bx:\n        pass\n"
+    ).kernels
     (g,) = k.grid
     assert isinstance(g, tir.BinOp) and g.op == "//" and isinstance(g.a, tir.BinOp) and g.a.b == tir.IntImm(63)
 
@@ -186,9 +187,11 @@ def test_buffer_augmented_assign_desugars() -> None:
 
 
 def test_loops() -> None:
-    stmts = kbody("for i in serial(2, 10, 2):\n    pass\nfor j in range(4):\n    pass\n"
-                  "for u in unroll(3):\n    pass\nfor p in Pipelined(1, 9, num_stages=2):\n    pass\n"
-                  "for a, b in Parallel(4, 8):\n    pass")
+    stmts = kbody(
+        "for i in serial(2, 10, 2):\n    pass\nfor j in range(4):\n    pass\n"
+        "for u in unroll(3):\n    pass\nfor p in Pipelined(1, 9, num_stages=2):\n    pass\n"
+        "for a, b in Parallel(4, 8):\n    pass"
+    )
     s, r, u, pl, par = stmts
     assert isinstance(s, tir.For) and s.kind == "serial" and s.step == tir.IntImm(2)
     assert isinstance(r, tir.For) and r.start == tir.IntImm(0) and r.stop == tir.IntImm(4)
@@ -198,8 +201,10 @@ def test_loops() -> None:
 
 
 def test_lets_inside_and_outside_the_block() -> None:
-    text = ("kernel k(A: Tensor((N,), float32)):\n    n = ceildiv(N, 64)\n"
-            "    with Kernel(n, threads=64) as bx:\n        y = bx + n\n        A[y] = 0\n")
+    text = (
+        "kernel k(A: Tensor((N,), float32)):\n    n = ceildiv(N, 64)\n"
+        "    with Kernel(n, threads=64) as bx:\n        y = bx + n\n        A[y] = 0\n"
+    )
     (k,) = prog(text).kernels
     let, store = k.body
     assert isinstance(k.grid[0], tir.BinOp)
@@ -212,8 +217,11 @@ def test_unique_names_per_kernel() -> None:
 
 
 def test_region_operands() -> None:
-    stmts = kbody("X = alloc_shared((1, 64), float16)\ncopy(A[bx, bx * 64:(bx + 1) * 64], X)\n"
-                  "copy(X, A[bx, 0])\ncopy(X[0, :], A[3, 0])", pre="")
+    stmts = kbody(
+        "X = alloc_shared((1, 64), float16)\ncopy(A[bx, bx * 64:(bx + 1) * 64], X)\n"
+        "copy(X, A[bx, 0])\ncopy(X[0, :], A[3, 0])",
+        pre="",
+    )
     _, c1, c2, c3 = stmts[:4]
     assert [e.value for e in c1.src.extents] == [1, 64]  # type: ignore[union-attr]
     assert [e.value for e in c2.dst.extents] == [1, 64]  # type: ignore[union-attr]
@@ -221,24 +229,30 @@ def test_region_operands() -> None:
 
 
 def test_origin_takes_extents_right_aligned() -> None:
-    text = ("kernel k(Q: Tensor((B, S, 64), float16)):\n    with Kernel(1, threads=128) as bx:\n"
-            "        Q_s = alloc_shared((32, 64), float16)\n        copy(Q[bx, 0, 0], Q_s)\n")
+    text = (
+        "kernel k(Q: Tensor((B, S, 64), float16)):\n    with Kernel(1, threads=128) as bx:\n"
+        "        Q_s = alloc_shared((32, 64), float16)\n        copy(Q[bx, 0, 0], Q_s)\n"
+    )
     (_, c) = prog(text).kernels[0].body
     assert [e.value for e in c.src.extents] == [1, 32, 64]  # type: ignore[union-attr]
 
 
 def test_gemm_transpose_and_keywords() -> None:
-    stmts = kbody("A_s = alloc_shared((64, 32), float16)\nB_s = alloc_shared((64, 32), float16)\n"
-                  "C_l = alloc_fragment((64, 64), float32)\n"
-                  "gemm(A_s, B_s, C_l, transpose_B=True, policy=FullRow, clear_accum=True)")
+    stmts = kbody(
+        "A_s = alloc_shared((64, 32), float16)\nB_s = alloc_shared((64, 32), float16)\n"
+        "C_l = alloc_fragment((64, 64), float32)\n"
+        "gemm(A_s, B_s, C_l, transpose_B=True, policy=FullRow, clear_accum=True)"
+    )
     g = stmts[-1]
     assert isinstance(g, tir.Gemm) and g.transpose_b and g.policy == "FullRow" and g.clear_accum
 
 
 def test_reduce_and_cumsum() -> None:
-    stmts = kbody("S = alloc_fragment((64, 32), float32)\nm = alloc_fragment((64,), float32)\n"
-                  "reduce_max(S, m, dim=-1, clear=False)\nT_s = alloc_shared((64, 32), float32)\n"
-                  "cumsum(T_s, T_s, dim=1, reverse=True)")
+    stmts = kbody(
+        "S = alloc_fragment((64, 32), float32)\nm = alloc_fragment((64,), float32)\n"
+        "reduce_max(S, m, dim=-1, clear=False)\nT_s = alloc_shared((64, 32), float32)\n"
+        "cumsum(T_s, T_s, dim=1, reverse=True)"
+    )
     r, c = stmts[2], stmts[4]
     assert isinstance(r, tir.Reduce) and r.dim == 1 and not r.clear and r.kind == "max"
     assert isinstance(c, tir.CumSum) and c.dim == 1 and c.reverse
@@ -252,8 +266,10 @@ def test_atomic_add_forms() -> None:
 
 
 def test_misc_ops() -> None:
-    stmts = kbody('use_swizzle(8, order="col")\nprint(bx, "bx")\ndevice_assert(bx < 4, "small")\n'
-                  "X = alloc_fragment((4,), float32)\nprint(X)")
+    stmts = kbody(
+        'use_swizzle(8, order="col")\nprint(bx, "bx")\ndevice_assert(bx < 4, "small")\n'
+        "X = alloc_fragment((4,), float32)\nprint(X)"
+    )
     sw, pr, da, _, pr2 = stmts
     assert isinstance(sw, tir.UseSwizzle) and sw.panel_size == 8 and sw.order == "col"
     assert isinstance(pr, tir.Print) and pr.msg == "bx"
@@ -265,10 +281,13 @@ def test_misc_ops() -> None:
 
 
 def test_macro_inlining_is_hygienic_and_names_are_unique() -> None:
-    pre = ("macro scaled(dst, src, factor):\n    t = alloc_fragment((4,), float32)\n"
-           "    for i in Parallel(4):\n        dst[i] = src[i] * factor\n\n")
-    stmts = kbody("t = alloc_fragment((4,), float32)\nu = alloc_fragment((4,), float32)\n"
-                  "scaled(u, t, 2)\nscaled(t, u, 0.5)", pre)
+    pre = (
+        "macro scaled(dst, src, factor):\n    t = alloc_fragment((4,), float32)\n"
+        "    for i in Parallel(4):\n        dst[i] = src[i] * factor\n\n"
+    )
+    stmts = kbody(
+        "t = alloc_fragment((4,), float32)\nu = alloc_fragment((4,), float32)\nscaled(u, t, 2)\nscaled(t, u, 0.5)", pre
+    )
     allocs = [s.buffer.name for s in stmts if isinstance(s, tir.Alloc)]
     assert allocs == ["t", "u", "t_1", "t_2"]
     loops = [s for s in stmts if isinstance(s, tir.Parallel)]
@@ -283,7 +302,8 @@ def test_macro_keyword_args_and_arity() -> None:
     stmts = kbody("X = alloc_fragment((4,), float32)\nz(X, v=1)", pre)
     assert isinstance(stmts[1], tir.Fill)
     assert messages(pre + HEAD + "        X = alloc_fragment((4,), float32)\n        z(X)\n") == [
-        "z() is missing argument 'v'"]
+        "z() is missing argument 'v'"
+    ]
 
 
 def test_imports(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -293,7 +313,8 @@ def test_imports(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Non
     (tmp_path / "main.tile").write_text(
         'import "lib/a.tile"\nimport "lib/b.tile"\n'
         "kernel k(A: Tensor((N,), float16)):\n    with Kernel(1, threads=32) as bx:\n"
-        "        X = alloc_fragment((bm,), acc)\n        z(X)\n")
+        "        X = alloc_fragment((bm,), acc)\n        z(X)\n"
+    )
     monkeypatch.chdir(tmp_path)
     p = elaborate_file("main.tile")
     assert p.files == ("main.tile", "lib/a.tile", "lib/b.tile")
@@ -303,8 +324,10 @@ def test_imports(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_several_kernels_and_errors_in_each() -> None:
-    text = ("kernel a(A: Tensor((N,), float32)):\n    with Kernel(1, threads=33) as bx:\n        pass\n"
-            "kernel b(A: Tensor((N,), float32)):\n    with Kernel(1, threads=32) as bx:\n        x = nope\n")
+    text = (
+        "kernel a(A: Tensor((N,), float32)):\n    with Kernel(1, threads=33) as bx:\n        pass\n"
+        "kernel b(A: Tensor((N,), float32)):\n    with Kernel(1, threads=32) as bx:\n        x = nope\n"
+    )
     msgs = messages(text)
     assert len(msgs) == 2 and "threads" in msgs[0] and "unknown name 'nope'" in msgs[1]
 
@@ -322,11 +345,22 @@ def test_missing_main_file_is_a_diagnostic() -> None:
     assert info.value.diagnostics[0].span is None
 
 
-@pytest.mark.parametrize("snippet", [
-    "X = alloc_shared((1 << 70, 2), float16)", "x = 2 ** 100000", "x = 10 ** 400 * 1.5", "x = 1 // 0",
-    "x = exp(1000.0)", "x = log(-1.0)", "x = cast(infinity(float32), int32)", "x = 1 << 99",
-    "X = alloc_shared((0, 4), float16)", "x = A[-1, 0]", "x = sqrt(-1)",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "X = alloc_shared((1 << 70, 2), float16)",
+        "x = 2 ** 100000",
+        "x = 10 ** 400 * 1.5",
+        "x = 1 // 0",
+        "x = exp(1000.0)",
+        "x = log(-1.0)",
+        "x = cast(infinity(float32), int32)",
+        "x = 1 << 99",
+        "X = alloc_shared((0, 4), float16)",
+        "x = A[-1, 0]",
+        "x = sqrt(-1)",
+    ],
+)
 def test_odd_constants_never_crash(snippet: str) -> None:
     try:
         kbody(snippet)

@@ -19,9 +19,42 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.tile"))
 MUTANTS_PER_FILE = 60
 TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+\.\d*|\d+|\*\*|//|[-+*/%<>=!]=?|[()\[\],:.]|\n[ ]*|\"[^\"\n]*\"")
-SPARE = ["(", ")", ":", ",", "[", "]", "=", "0", "-1", "1e9", "2 ** 40", "float16", "x", "A", "for", "if",
-         "Parallel(", "alloc_shared(", "copy", "gemm", "\n", "\n    ", "\n        ", "import", "macro", "'s'",
-         "True", "/", "//", "not", "Kernel", "**", "1 << 70", "-"]
+SPARE = [
+    "(",
+    ")",
+    ":",
+    ",",
+    "[",
+    "]",
+    "=",
+    "0",
+    "-1",
+    "1e9",
+    "2 ** 40",
+    "float16",
+    "x",
+    "A",
+    "for",
+    "if",
+    "Parallel(",
+    "alloc_shared(",
+    "copy",
+    "gemm",
+    "\n",
+    "\n    ",
+    "\n        ",
+    "import",
+    "macro",
+    "'s'",
+    "True",
+    "/",
+    "//",
+    "not",
+    "Kernel",
+    "**",
+    "1 << 70",
+    "-",
+]
 
 
 def _tokens(text: str) -> list[str]:

@@ -50,8 +50,10 @@ def test_grammar_file_in_repo_is_the_package_one() -> None:
 
 
 def test_top_level_items() -> None:
-    m = p('import "lib/common.tile"\nparam a = 1\nparam b: float = 2.5\nmacro m(x, y):\n    pass\n'
-          "kernel k(A: Tensor((M, 4), float16), s: float32):\n    pass\n")
+    m = p(
+        'import "lib/common.tile"\nparam a = 1\nparam b: float = 2.5\nmacro m(x, y):\n    pass\n'
+        "kernel k(A: Tensor((M, 4), float16), s: float32):\n    pass\n"
+    )
     imp, a, b, mac, k = m.items
     assert isinstance(imp, S.Import) and imp.path == "lib/common.tile"
     assert isinstance(a, S.ParamDef) and a.type is None and isinstance(a.value, S.Int)
@@ -119,9 +121,11 @@ def test_tuples() -> None:
 
 
 def test_statements() -> None:
-    stmts = body("x = 1\nA[i] += 2\nfor i, j in Parallel(4, 4):\n    pass\n"
-                 "if a:\n    pass\nelif b:\n    pass\nelse:\n    pass\nwith Kernel(1) as (bx, by):\n    pass\n"
-                 "with Kernel(1) as bx:\n    copy(a, b)")
+    stmts = body(
+        "x = 1\nA[i] += 2\nfor i, j in Parallel(4, 4):\n    pass\n"
+        "if a:\n    pass\nelif b:\n    pass\nelse:\n    pass\nwith Kernel(1) as (bx, by):\n    pass\n"
+        "with Kernel(1) as bx:\n    copy(a, b)"
+    )
     assign, aug, loop, cond, w2, w1 = stmts
     assert isinstance(assign, S.Assign)
     assert isinstance(aug, S.AugAssign) and aug.op == "+"
@@ -179,8 +183,18 @@ def test_syntax_errors_read_as_sentences(text: str, message: str) -> None:
 
 
 def test_syntax_errors_never_mention_lark_token_names() -> None:
-    for text in ["kernel", "kernel k(", "param x = ", "macro m(a b):", "kernel k():\n  for :\n", "x y z",
-                 "kernel k():\n    with Kernel(1) as bx\n", "import 3\n", "kernel k(): x y\n", "(((\n"]:
+    for text in [
+        "kernel",
+        "kernel k(",
+        "param x = ",
+        "macro m(a b):",
+        "kernel k():\n  for :\n",
+        "x y z",
+        "kernel k():\n    with Kernel(1) as bx\n",
+        "import 3\n",
+        "kernel k(): x y\n",
+        "(((\n",
+    ]:
         message = err(text)
         for raw in ("LPAR", "RPAR", "_NL", "NAME", "$END", "_INDENT", "_DEDENT", "COLON", "__ANON"):
             assert raw not in message, (text, message)

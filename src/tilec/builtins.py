@@ -47,8 +47,9 @@ _REDUCE = Sig(("src", "dst"), {"dim": -1, "clear": True})
 
 TILE_OPS: dict[str, Sig] = {
     "copy": Sig(("src", "dst")),
-    "gemm": Sig(("A", "B", "C"), {"transpose_A": False, "transpose_B": False, "policy": "Square",
-                                  "clear_accum": False}),
+    "gemm": Sig(
+        ("A", "B", "C"), {"transpose_A": False, "transpose_B": False, "policy": "Square", "clear_accum": False}
+    ),
     "fill": Sig(("buf", "value")),
     "clear": Sig(("buf",)),
     "reduce_max": _REDUCE,
@@ -129,17 +130,25 @@ def bind(call: S.Call, name: str, sig: Sig) -> Bound:
     required = len(sig.params) if sig.required is None else sig.required
     if most is not None and given > most:
         takes = f"{most} argument{'s' if most != 1 else ''}" if most == required else f"at most {most} arguments"
-        raise error(call.args[most].span.to(call.args[-1].span), f"{name}() takes {takes} but {given} were given",
-                    hint=f"the signature is {sig.text(name)}")
+        raise error(
+            call.args[most].span.to(call.args[-1].span),
+            f"{name}() takes {takes} but {given} were given",
+            hint=f"the signature is {sig.text(name)}",
+        )
     bound = Bound({}, list(call.args)) if sig.variadic else Bound(dict(zip(names, call.args)), [])
     for kw in call.keywords:
         _bind_keyword(kw, name, sig, bound, names)
     if sig.variadic and len(bound.rest) < required:
-        raise error(call.span, f"{name}() needs at least {required} argument{'s' if required > 1 else ''}",
-                    hint=f"the signature is {sig.text(name)}")
+        raise error(
+            call.span,
+            f"{name}() needs at least {required} argument{'s' if required > 1 else ''}",
+            hint=f"the signature is {sig.text(name)}",
+        )
     missing = [p for p in sig.params[:required] if p not in bound.args]
     if not sig.variadic and missing:
-        raise error(call.span, f"{name}() is missing argument '{missing[0]}'", hint=f"the signature is {sig.text(name)}")
+        raise error(
+            call.span, f"{name}() is missing argument '{missing[0]}'", hint=f"the signature is {sig.text(name)}"
+        )
     return bound
 
 

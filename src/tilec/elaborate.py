@@ -12,30 +12,48 @@ name whose definition failed is "poisoned" so its uses stay quiet).
             A_s = alloc_shared((block_M,), float32)  copy A[bx * 64 : +64] -> A_s[0 : 64]
             copy(A[bx * block_M], A_s)
 
-Helpers: fold.py (typed expressions, literal typing, folding), builtins.py
-(signatures, argument binding), shapes.py (tile operands and op checks),
-values.py (what names are bound to).
+This module holds kernels and statements; its helpers are params.py (files,
+imports, params, -D), expressions.py (expressions), fold.py (literal typing,
+folding), builtins.py (signatures, argument binding), shapes.py (tile operands
+and op checks) and values.py (what names are bound to).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-from tilec import fold, shapes
+from tilec import fold, shapes, tir
 from tilec import syntax as S
-from tilec import tir
 from tilec.builtins import (
-    ALL_SIGS, ALLOC_SCOPE, ALLOCS, BUILTIN_NAMES, FUNCS, LOOPS, POLICIES, TILE_OPS, Sig, bind, did_you_mean,
+    ALL_SIGS,
+    ALLOC_SCOPE,
+    ALLOCS,
+    BUILTIN_NAMES,
+    FUNCS,
+    LOOPS,
+    POLICIES,
+    TILE_OPS,
+    Sig,
+    bind,
+    did_you_mean,
 )
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.dtypes import DTYPES, DType
 from tilec.fold import Val
-from tilec.parse import parse
-from tilec.source import SourceFile, Span
+from tilec.params import Fatal, File, ProgramScope, parse_define
+from tilec.source import Span
 from tilec.values import (
-    POISON, Abandon, BufVal, BuiltinVal, DTypeVal, MacroVal, Poison, PolicyVal, Scope, SliceVal, StrVal, SubVal,
-    TupleVal, Value,
+    POISON,
+    Abandon,
+    BufVal,
+    BuiltinVal,
+    DTypeVal,
+    MacroVal,
+    Poison,
+    PolicyVal,
+    Scope,
+    SubVal,
+    Value,
 )
 
 # Static shared memory per block that each target allows (bytes).
@@ -54,16 +72,6 @@ def elaborate_file(
     """Parse and check `path` (or `text`, shown as `path`); raise CompileError
     carrying every diagnostic found."""
     return _Elaborator(dict(defines or {}), arch).run(path, text)
-
-
-# ---------------------------------------------------------------- per-file and per-kernel state
-
-
-@dataclass
-class _File:
-    path: str
-    module: S.Module
-    scope: Scope  # params and macros, its own and imported
 
 
 @dataclass
@@ -90,57 +98,11 @@ class _KernelState:
         return candidate
 
 
-_TYPE_KINDS = {"int": "int", "float": "float", "bool": "bool", "dtype": "dtype"}
-
-
-def _kind_of(v: Value) -> str:
-    if isinstance(v, DTypeVal):
-        return "dtype"
-    assert isinstance(v, Val)
-    return "bool" if v.dtype == DType.bool else ("float" if v.dtype.is_float else "int")
-
-
-def _parse_define(text: str) -> int | float | bool | DType | None:
-    t = text.strip()
-    if t in ("True", "true", "False", "false"):
-        return t in ("True", "true")
-    for base in (0, 10):
-        try:
-            return int(t, base)
-        except ValueError:
-            pass
-    try:
-        return float(t)
-    except ValueError:
-        pass
-    return DTYPES.get(t)
-
-
-# ---------------------------------------------------------------- the elaborator
-
-
-class _Fatal(Exception):
-    """A file could not be read or parsed: nothing after it is meaningful."""
-
-    def __init__(self, diags: list[Diagnostic]):
-        self.diags = diags
-
-
-class _Elaborator:
-    def __init__(self, defines: dict[str, str], arch: str):
-        self.defines = defines
-        self.arch = arch
-        self.diags: list[Diagnostic] = []
-        self.files: list[str] = []
-        self.loaded: dict[str, _File] = {}
-        self.params: dict[str, S.ParamDef] = {}
-        self.used_defines: set[str] = set()
-        self.dim_names: set[str] = set()
-
+class _Elaborator(ProgramScope):
     def run(self, path: str, text: str | None) -> tir.Program:
         try:
             main = self.load(path, text, None, [])
-        except _Fatal as f:
+        except Fatal as f:
             raise CompileError(self.diags + f.diags) from None
         kernels = []
         for item in main.module.items:
@@ -153,160 +115,9 @@ class _Elaborator:
             raise CompileError(self.diags)
         return tir.Program(tuple(kernels), tuple(self.files))
 
-    def report(self, diags: list[Diagnostic], kx: _KernelState | None = None) -> None:
-        notes = tuple(Note(span, f"in macro '{name}' called here") for name, span in reversed(kx.macros)) if kx else ()
-        for d in diags:
-            self.diags.append(Diagnostic(d.span, d.message, d.hint, d.notes + notes, d.severity) if notes else d)
-
-    # ------------------------------------------------------------ files, imports, params, macros
-
-    def load(self, path: str, text: str | None, at: Span | None, stack: list[str]) -> _File:
-        key = os.path.abspath(path)
-        if key in self.loaded:
-            return self.loaded[key]
-        if text is None:
-            text = self.read(path, at)
-        self.files.append(path)
-        try:
-            module = parse(SourceFile(path, text))
-        except CompileError as e:
-            raise _Fatal(e.diagnostics) from None
-        env = _File(path, module, Scope())
-        self.loaded[key] = env
-        for item in module.items:
-            try:
-                self.item(item, env, stack + [path])
-            except CompileError as e:
-                self.report(e.diagnostics)
-            except Abandon:
-                pass
-        return env
-
-    def read(self, path: str, at: Span | None) -> str:
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read()
-        except FileNotFoundError:
-            raise _Fatal([Diagnostic(at, f"cannot find file '{path}'")]) from None
-        except (OSError, UnicodeDecodeError) as e:
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            raise _Fatal([Diagnostic(at, f"cannot read file '{path}': {reason}")]) from None
-
-    def item(self, item: S.Item, env: _File, stack: list[str]) -> None:
-        if isinstance(item, S.Import):
-            self.import_(item, env, stack)
-        elif isinstance(item, S.ParamDef):
-            self.param(item, env)
-        elif isinstance(item, S.MacroDef):
-            self.define(env, item.name, item.name_span, MacroVal(item, env.scope))
-            if len({p.id for p in item.params}) != len(item.params):
-                raise error(item.span, f"macro '{item.name}' has two parameters with the same name")
-
-    def define(self, env: _File, name: str, span: Span, value: Value, origin: str | None = None) -> None:
-        old = env.scope.names.get(name)
-        if old is not None and old is not value:
-            where = env.scope.where.get(name, env.path)
-            raise error(span, f"'{name}' is already defined" + (f" (in {where})" if where != env.path else ""),
-                        hint="give it another name")
-        if name in BUILTIN_NAMES:
-            raise error(span, f"'{name}' is a built-in name", hint="give it another name")
-        env.scope.names[name] = value
-        env.scope.where[name] = origin or env.path
-
-    def import_(self, item: S.Import, env: _File, stack: list[str]) -> None:
-        path = os.path.normpath(os.path.join(os.path.dirname(env.path), item.path))
-        if os.path.abspath(path) in {os.path.abspath(p) for p in stack}:
-            chain = stack[[os.path.abspath(p) for p in stack].index(os.path.abspath(path)):] + [path]
-            raise error(item.span, "import cycle: " + " -> ".join(chain), hint="move the shared params and "
-                        "macros into a file that both import")
-        if not os.path.exists(path) and os.path.abspath(path) not in self.loaded:
-            raise error(item.span, f"cannot find imported file '{item.path}' (looked for {path})")
-        child = self.load(path, None, item.span, stack)
-        for name, value in child.scope.names.items():
-            self.define(env, name, item.span, value, child.scope.where.get(name, path))
-
-    def param(self, p: S.ParamDef, env: _File) -> None:
-        try:
-            self.define(env, p.name, p.name_span, POISON)
-            self.params.setdefault(p.name, p)
-            value = self.param_value(p, env)
-        except CompileError:
-            env.scope.names[p.name] = POISON
-            raise
-        env.scope.names[p.name] = value
-
-    def param_value(self, p: S.ParamDef, env: _File) -> Value:
-        kx = _KernelState("")
-        default = self.ev(p.value, env.scope, kx)
-        if isinstance(default, Poison):
-            raise Abandon()
-        if not isinstance(default, DTypeVal) and not (isinstance(default, Val) and fold.const(default.expr) is not None):
-            raise error(p.value.span, f"the value of param '{p.name}' must be a compile-time constant "
-                                      "(an int, float, bool or dtype)")
-        strong = None
-        if p.type is None:
-            kind = _kind_of(default)
-        else:
-            kind, strong = self.param_type(p.type)
-        if p.name in self.defines:
-            self.used_defines.add(p.name)
-            return self.define_value(p, kind, strong)
-        return self.typed_param(default, kind, strong, p.value.span, p.name)
-
-    def param_type(self, t: S.Expr) -> tuple[str, DType | None]:
-        if isinstance(t, S.Name) and t.id in _TYPE_KINDS:
-            return _TYPE_KINDS[t.id], None
-        if isinstance(t, S.Name) and t.id in DTYPES:
-            d = DTYPES[t.id]
-            return ("bool" if d == DType.bool else "float" if d.is_float else "int"), d
-        name = t.id if isinstance(t, S.Name) else t.span.text
-        hint = did_you_mean(name, list(_TYPE_KINDS) + list(DTYPES)) or "use int, float, bool, dtype or a dtype name"
-        raise error(t.span, f"unknown param type '{name}'", hint=hint)
-
-    def typed_param(self, v: Value, kind: str, strong: DType | None, span: Span, name: str) -> Value:
-        have = _kind_of(v)
-        if have != kind and not (kind == "float" and have == "int"):
-            raise error(span, f"param '{name}' is declared {kind} but its value is {'a ' + have if have != 'int' else 'an int'}")
-        if isinstance(v, DTypeVal):
-            return v
-        if strong is not None:
-            return Val(fold.cast(v, strong, span), False)
-        if kind == "float" and have == "int":
-            return Val(fold.cast(v, DType.float32, span), True)
-        return v
-
-    def define_value(self, p: S.ParamDef, kind: str, strong: DType | None) -> Value:
-        text = self.defines[p.name]
-        value = _parse_define(text)
-        note = (Note(p.name_span, f"param '{p.name}' is defined here"),)
-        ok = {
-            "int": isinstance(value, int) and not isinstance(value, bool),
-            "float": isinstance(value, (int, float)) and not isinstance(value, bool),
-            "bool": isinstance(value, bool),
-            "dtype": isinstance(value, DType),
-        }[kind]
-        if not ok:
-            words = {"int": "an int", "float": "a float", "bool": "True or False", "dtype": "a dtype name"}
-            raise CompileError([Diagnostic(None, f"-D {p.name}={text}: expected {words[kind]} for param '{p.name}'",
-                                           notes=note)])
-        if isinstance(value, DType):
-            return DTypeVal(value)
-        span = p.value.span
-        v = fold.literal(float(value) if kind == "float" else value, span)  # type: ignore[arg-type]
-        return Val(fold.cast(v, strong, span), False) if strong is not None else v
-
-    def check_defines(self) -> None:
-        for name in self.defines:
-            if name in self.used_defines or name in self.dim_names:
-                continue
-            names = sorted(self.params)
-            hint = did_you_mean(name, names) or (f"the params are {', '.join(names)}" if names else "this file has no params")
-            self.diags.append(Diagnostic(None, f"-D {name}: no param or symbolic dimension is named '{name}'",
-                                         hint=hint))
-
     # ------------------------------------------------------------ kernels
 
-    def kernel(self, k: S.KernelDef, env: _File) -> tir.Kernel | None:
+    def kernel(self, k: S.KernelDef, env: File) -> tir.Kernel | None:
         kx = _KernelState(k.name)
         scope = env.scope.child()
         before = len(self.diags)
@@ -321,13 +132,19 @@ class _Elaborator:
         self.block(k.body, scope, kx)
         if kx.block is None:
             if len(self.diags) == before:
-                self.diags.append(Diagnostic(k.span, f"kernel '{k.name}' has no Kernel block",
-                                             hint="put its body in `with Kernel(grid, threads=128) as bx:`"))
+                self.diags.append(
+                    Diagnostic(
+                        k.span,
+                        f"kernel '{k.name}' has no Kernel block",
+                        hint="put its body in `with Kernel(grid, threads=128) as bx:`",
+                    )
+                )
             return None
         self.check_shared_memory(k, kx)
         grid, block_vars, threads, body = kx.block
-        return tir.Kernel(k.name, tuple(kx.tensors), tuple(kx.scalars), tuple(kx.dims), grid, block_vars, threads,
-                          body, k.span)
+        return tir.Kernel(
+            k.name, tuple(kx.tensors), tuple(kx.scalars), tuple(kx.dims), grid, block_vars, threads, body, k.span
+        )
 
     def check_shared_memory(self, k: S.KernelDef, kx: _KernelState) -> None:
         limit = SHARED_MEMORY_LIMIT.get(self.arch)
@@ -338,9 +155,13 @@ class _Elaborator:
                 n *= d
             total += n * buf.dtype.bytes
         if limit is not None and total > limit:
-            self.diags.append(Diagnostic(
-                k.span, f"kernel '{k.name}' uses {total} bytes of shared memory; {self.arch} allows {limit}",
-                hint="use smaller tiles or fewer pipeline stages"))
+            self.diags.append(
+                Diagnostic(
+                    k.span,
+                    f"kernel '{k.name}' uses {total} bytes of shared memory; {self.arch} allows {limit}",
+                    hint="use smaller tiles or fewer pipeline stages",
+                )
+            )
 
     def kparam(self, p: S.KParam, scope: Scope, kx: _KernelState) -> None:
         if p.name in scope.names:
@@ -361,7 +182,10 @@ class _Elaborator:
             scope.names[p.name] = BufVal(buf)
             return
         if isinstance(t, S.Name) and t.id not in DTYPES and scope.lookup(t.id) is None and t.id not in ALL_SIGS:
-            hint = did_you_mean(t.id, list(DTYPES) + ["Tensor"]) or "write Tensor((dims...), dtype) or a dtype like float32"
+            hint = (
+                did_you_mean(t.id, list(DTYPES) + ["Tensor"])
+                or "write Tensor((dims...), dtype) or a dtype like float32"
+            )
             raise error(t.span, f"unknown type '{t.id}'", hint=hint)
         v = self.ev(t, scope, kx)
         if not isinstance(v, DTypeVal):
@@ -392,7 +216,7 @@ class _Elaborator:
     def fixed_dim(self, d: S.Name) -> tir.Expr:
         self.dim_names.add(d.id)
         text = self.defines[d.id]
-        value = _parse_define(text)
+        value = parse_define(text)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise error(d.span, f"-D {d.id}={text}: a dimension must be a positive int")
         return tir.IntImm(value, DType.int32, d.span)
@@ -438,9 +262,12 @@ class _Elaborator:
             raise error(s.span, "`with Kernel(...)` must be directly in the kernel body")
         if kx.block is not None or kx.block_span is not None:
             first = kx.block_span
-            raise error(s.span, f"kernel '{kx.name}' has a second Kernel block",
-                        notes=(Note(first, "the first one is here"),) if first else (),
-                        hint="a kernel has exactly one Kernel block; write a second kernel")
+            raise error(
+                s.span,
+                f"kernel '{kx.name}' has a second Kernel block",
+                notes=(Note(first, "the first one is here"),) if first else (),
+                hint="a kernel has exactly one Kernel block; write a second kernel",
+            )
         kx.block_span = s.span
         if not (isinstance(call, S.Call) and self.callee_name(call, scope) == "Kernel"):
             raise error(call.span, "expected `with Kernel(grid..., threads=T) as (bx, ...)`")
@@ -449,12 +276,18 @@ class _Elaborator:
         threads = self.const_int(b.args.get("threads"), scope, kx, "threads", 128)
         if threads <= 0 or threads % 32 or threads > 1024:
             node = b.args.get("threads") or call
-            raise error(node.span, f"threads must be a positive multiple of 32, at most 1024; got {threads}",
-                        hint="use 128 or 256 threads")
+            raise error(
+                node.span,
+                f"threads must be a positive multiple of 32, at most 1024; got {threads}",
+                hint="use 128 or 256 threads",
+            )
         if len(s.targets) != len(grid):
-            raise error(s.span, f"Kernel has {len(grid)} grid dimension{'s' if len(grid) > 1 else ''} but "
-                                f"{len(s.targets)} block variable{'s' if len(s.targets) > 1 else ''}",
-                        hint="name one block index per grid dimension: `as (bx, by)`")
+            raise error(
+                s.span,
+                f"Kernel has {len(grid)} grid dimension{'s' if len(grid) > 1 else ''} but "
+                f"{len(s.targets)} block variable{'s' if len(s.targets) > 1 else ''}",
+                hint="name one block index per grid dimension: `as (bx, by)`",
+            )
         inner = scope.child()
         block_vars = tuple(self.bind_var(t, inner, kx, "block") for t in s.targets)
         kx.in_block = True
@@ -474,8 +307,11 @@ class _Elaborator:
         if isinstance(old, Poison):
             raise Abandon()
         if old is not None:
-            raise error(span, f"'{name}' is already defined; names cannot be rebound",
-                        hint="use another name, or x = alloc_var(dtype) for a variable you assign to")
+            raise error(
+                span,
+                f"'{name}' is already defined; names cannot be rebound",
+                hint="use another name, or x = alloc_var(dtype) for a variable you assign to",
+            )
         if name in BUILTIN_NAMES:
             raise error(span, f"'{name}' is a built-in name", hint="give it another name")
 
@@ -484,8 +320,9 @@ class _Elaborator:
         if isinstance(target, S.Subscript):
             return self.store(target, None, s.value, s.span, scope, kx)
         if not isinstance(target, S.Name):
-            raise error(target.span, "cannot assign to this expression",
-                        hint="assign to a name or to an element like buf[i, j]")
+            raise error(
+                target.span, "cannot assign to this expression", hint="assign to a name or to an element like buf[i, j]"
+            )
         old = scope.lookup(target.id)
         if isinstance(old, BufVal) and old.buffer.scope == "var":
             self.need_block("assignment", s.span, kx)
@@ -532,12 +369,16 @@ class _Elaborator:
                 return [tir.Store(old.buffer, (), fold.convert(value, old.buffer.dtype, s.span), s.span)]
             if old is None and target.id not in BUILTIN_NAMES:
                 raise self.unknown(target, scope)
-            raise error(target.span, f"cannot update '{target.id}': names cannot be rebound",
-                        hint=f"declare it with {target.id} = alloc_var(dtype, init) to update it")
+            raise error(
+                target.span,
+                f"cannot update '{target.id}': names cannot be rebound",
+                hint=f"declare it with {target.id} = alloc_var(dtype, init) to update it",
+            )
         raise error(target.span, "cannot assign to this expression")
 
-    def store(self, target: S.Subscript, op: str | None, value_node: S.Expr, span: Span, scope: Scope,
-              kx: _KernelState) -> list[tir.Stmt]:
+    def store(
+        self, target: S.Subscript, op: str | None, value_node: S.Expr, span: Span, scope: Scope, kx: _KernelState
+    ) -> list[tir.Stmt]:
         self.need_block("assignment", span, kx)
         sub = self.ev(target, scope, kx)
         if isinstance(sub, Poison):
@@ -560,14 +401,18 @@ class _Elaborator:
                 return name
         return None
 
-    def alloc(self, target: S.Name, call: S.Call, kind: str, span: Span, scope: Scope,
-              kx: _KernelState) -> list[tir.Stmt]:
+    def alloc(
+        self, target: S.Name, call: S.Call, kind: str, span: Span, scope: Scope, kx: _KernelState
+    ) -> list[tir.Stmt]:
         self.need_block(f"{kind}()", call.span, kx)
         b = bind(call, kind, ALLOCS[kind])
         buf_scope = ALLOC_SCOPE[kind]
         if buf_scope != "var" and kx.depth > 0:
-            raise error(call.span, f"{kind}() must be at the top level of the Kernel block",
-                        hint="allocate before the loop or if, and reuse the buffer inside it")
+            raise error(
+                call.span,
+                f"{kind}() must be at the top level of the Kernel block",
+                hint="allocate before the loop or if, and reuse the buffer inside it",
+            )
         dtype = self.dtype_arg(b.args["dtype"], scope, kx)
         if buf_scope == "var":
             init_node = b.args.get("init")
@@ -578,8 +423,9 @@ class _Elaborator:
             scope.names[target.id] = BufVal(buf)
             return [tir.Alloc(buf, init, span)]
         shape = self.shape_arg(b.args["shape"], scope, kx)
-        buf = tir.Buffer(kx.fresh(target.id), tuple(tir.IntImm(d, DType.int32, span) for d in shape), dtype,
-                         buf_scope, span)  # type: ignore[arg-type]
+        buf = tir.Buffer(
+            kx.fresh(target.id), tuple(tir.IntImm(d, DType.int32, span) for d in shape), dtype, buf_scope, span
+        )  # type: ignore[arg-type]
         if buf_scope == "shared":
             kx.shared.append(buf)
         scope.names[target.id] = BufVal(buf)
@@ -594,8 +440,11 @@ class _Elaborator:
             v = self.scalar(item, scope, kx)
             c = fold.const(v.expr)
             if not isinstance(c, int) or isinstance(c, bool):
-                raise error(item.span, "allocation shapes must be compile-time constants",
-                            hint="use params or literals for tile sizes")
+                raise error(
+                    item.span,
+                    "allocation shapes must be compile-time constants",
+                    hint="use params or literals for tile sizes",
+                )
             if c <= 0:
                 raise error(item.span, f"a buffer dimension must be positive, not {c}")
             dims.append(c)
@@ -620,23 +469,6 @@ class _Elaborator:
         if isinstance(f, BuiltinVal):
             raise error(e.span, f"{f.name}(...) cannot be used as a statement")
         raise error(e.func.span, f"'{e.func.span.text}' is not a function or tile op")
-
-    def callee_name(self, call: S.Call, scope: Scope) -> str | None:
-        f = call.func
-        if isinstance(f, S.Name) and scope.lookup(f.id) is None and f.id in ALL_SIGS:
-            return f.id
-        return None
-
-    def callee(self, call: S.Call, scope: Scope, kx: _KernelState) -> Value:
-        f = call.func
-        if isinstance(f, S.Name) and scope.lookup(f.id) is None and f.id not in BUILTIN_NAMES and f.id != "T":
-            candidates = list(TILE_OPS) + list(FUNCS) + list(ALLOCS) + [
-                n for n in scope.visible() if isinstance(scope.lookup(n), MacroVal)]
-            raise error(f.span, f"unknown function '{f.id}'", hint=did_you_mean(f.id, candidates))
-        v = self.ev(f, scope, kx)
-        if isinstance(v, Poison):
-            raise Abandon()
-        return v
 
     def inline(self, m: MacroVal, call: S.Call, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
         name = m.macro.name
@@ -673,8 +505,13 @@ class _Elaborator:
                 return shapes.copy(opnd("src"), opnd("dst"), span)
             case "gemm":
                 policy = self.policy(args.get("policy"), scope, kx)
-                return shapes.gemm(opnd("A"), opnd("B"), opnd("C"),
-                                   (flag("transpose_A"), flag("transpose_B"), policy, flag("clear_accum")), span)
+                return shapes.gemm(
+                    opnd("A"),
+                    opnd("B"),
+                    opnd("C"),
+                    (flag("transpose_A"), flag("transpose_B"), policy, flag("clear_accum")),
+                    span,
+                )
             case "fill":
                 return shapes.fill(opnd("buf"), self.scalar(args["value"], scope, kx), span)
             case "clear":
@@ -695,16 +532,18 @@ class _Elaborator:
         dim = self.const_int(args.get("dim"), scope, kx, "dim", -1)
         return shapes.reduce(kind, opnd("src"), opnd("dst"), dim, flag("clear"), span)
 
-    def atomic_add(self, dst_node: S.Expr, value_node: S.Expr, span: Span, scope: Scope,
-                   kx: _KernelState) -> tir.Stmt:
+    def atomic_add(self, dst_node: S.Expr, value_node: S.Expr, span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
         dst = self.ev_value(dst_node, scope, kx)
         value = self.ev_value(value_node, scope, kx)
         if self.is_tile(value):
             src = shapes.operand(value, value_node.span, "atomic_add", "value")
             return shapes.atomic_add_tile(shapes.operand(dst, dst_node.span, "atomic_add", "dst"), src, span)
         if not (isinstance(dst, SubVal) and dst.is_element):
-            raise error(dst_node.span, "atomic_add() of a scalar value needs a single element as destination",
-                        hint="index the destination: atomic_add(C[i, j], value)")
+            raise error(
+                dst_node.span,
+                "atomic_add() of a scalar value needs a single element as destination",
+                hint="index the destination: atomic_add(C[i, j], value)",
+            )
         return shapes.atomic_add_element(dst, self.as_val(value, value_node.span), span)
 
     @staticmethod
@@ -717,7 +556,7 @@ class _Elaborator:
             raise error(args["panel_size"].span, f"panel_size must be positive, not {panel}")
         order = self.string(args.get("order"), scope, kx, "order", "row")
         if order not in ("row", "col"):
-            raise error(args["order"].span, f"order must be \"row\" or \"col\", not \"{order}\"")
+            raise error(args["order"].span, f'order must be "row" or "col", not "{order}"')
         return tir.UseSwizzle(panel, order, span)  # type: ignore[arg-type]
 
     def print_(self, args: dict[str, S.Expr], span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
@@ -740,8 +579,11 @@ class _Elaborator:
             v = scope.lookup(node.id)
             name = v.name if isinstance(v, PolicyVal) else node.id
         if name not in POLICIES:
-            raise error(node.span, f"unknown gemm policy '{name}'",
-                        hint=did_you_mean(name, POLICIES) or "use Square, FullRow or FullCol")
+            raise error(
+                node.span,
+                f"unknown gemm policy '{name}'",
+                hint=did_you_mean(name, POLICIES) or "use Square, FullRow or FullCol",
+            )
         return name
 
     # ------------------------------------------------------------ loops and ifs
@@ -753,8 +595,9 @@ class _Elaborator:
         if kind not in LOOPS:
             if isinstance(it, S.Call):
                 self.callee(it, scope, kx)
-            raise error(it.span, "a for loop runs over Pipelined(...), Parallel(...), serial(...), range(...) or "
-                                 "unroll(...)")
+            raise error(
+                it.span, "a for loop runs over Pipelined(...), Parallel(...), serial(...), range(...) or unroll(...)"
+            )
         assert isinstance(it, S.Call) and kind is not None
         b = bind(it, kind, LOOPS[kind])
         if kind == "Parallel":
@@ -777,8 +620,9 @@ class _Elaborator:
         for_kind = "pipelined" if kind == "Pipelined" else ("unroll" if kind == "unroll" else "serial")
         return [tir.For(var, start, stop, step, for_kind, body, stages, s.span)]  # type: ignore[arg-type]
 
-    def range_args(self, args: list[S.Expr], it: S.Call, scope: Scope,
-                   kx: _KernelState) -> tuple[tir.Expr, tir.Expr, tir.Expr]:
+    def range_args(
+        self, args: list[S.Expr], it: S.Call, scope: Scope, kx: _KernelState
+    ) -> tuple[tir.Expr, tir.Expr, tir.Expr]:
         vals = [self.int_expr(a, scope, kx, "a loop bound") for a in args]
         one, zero = fold.imm(1, DType.int32, it.span), fold.imm(0, DType.int32, it.span)
         if len(vals) == 1:
@@ -796,14 +640,20 @@ class _Elaborator:
             v = self.scalar(a, scope, kx)
             c = fold.const(v.expr)
             if not isinstance(c, int) or isinstance(c, bool):
-                raise error(a.span, "Parallel extents must be compile-time constants",
-                            hint="use params or literals; loop over a symbolic range with serial(...)")
+                raise error(
+                    a.span,
+                    "Parallel extents must be compile-time constants",
+                    hint="use params or literals; loop over a symbolic range with serial(...)",
+                )
             if c <= 0:
                 raise error(a.span, f"a Parallel extent must be positive, not {c}")
             extents.append(c)
         if len(s.targets) != len(extents):
-            raise error(s.span, f"Parallel has {len(extents)} extent{'s' if len(extents) > 1 else ''} but "
-                                f"{len(s.targets)} loop variable{'s' if len(s.targets) > 1 else ''}")
+            raise error(
+                s.span,
+                f"Parallel has {len(extents)} extent{'s' if len(extents) > 1 else ''} but "
+                f"{len(s.targets)} loop variable{'s' if len(s.targets) > 1 else ''}",
+            )
         inner = scope.child()
         vars_ = tuple(self.bind_var(t, inner, kx, "loop") for t in s.targets)
         return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), s.span)
@@ -828,207 +678,7 @@ class _Elaborator:
     def condition(self, node: S.Expr, scope: Scope, kx: _KernelState) -> Val:
         v = self.scalar(node, scope, kx)
         if v.dtype != DType.bool:
-            raise error(node.span, f"a condition must be a bool, not {v.dtype.tile_name}",
-                        hint="compare it, e.g. x != 0")
+            raise error(
+                node.span, f"a condition must be a bool, not {v.dtype.tile_name}", hint="compare it, e.g. x != 0"
+            )
         return v
-
-    # ------------------------------------------------------------ expressions
-
-    def ev_value(self, node: S.Expr, scope: Scope, kx: _KernelState) -> Value:
-        v = self.ev(node, scope, kx)
-        if isinstance(v, Poison):
-            raise Abandon()
-        return v
-
-    def scalar(self, node: S.Expr, scope: Scope, kx: _KernelState) -> Val:
-        return self.as_val(self.ev_value(node, scope, kx), node.span)
-
-    def as_val(self, v: Value, span: Span) -> Val:
-        match v:
-            case Val():
-                return v
-            case SubVal() if v.is_element:
-                return Val(tir.Load(v.buffer, tuple(v.items), span))  # type: ignore[arg-type]
-            case SubVal():
-                raise error(span, "a region is not a scalar value", hint="index every dimension to read one element")
-            case BufVal() if v.buffer.scope == "var":
-                return Val(tir.Load(v.buffer, (), span))
-            case BufVal():
-                idx = ", ".join("ijkl"[i % 4] for i in range(len(v.buffer.shape)))
-                raise error(span, f"'{v.buffer.name}' is a buffer, not a scalar value",
-                            hint=f"index it to read an element: {span.text}[{idx}]")
-            case DTypeVal():
-                raise error(span, f"'{v.dtype.tile_name}' is a dtype, not a value")
-            case Poison():
-                raise Abandon()
-        raise error(span, "expected a scalar value here")
-
-    def int_expr(self, node: S.Expr, scope: Scope, kx: _KernelState, what: str) -> tir.Expr:
-        v = self.scalar(node, scope, kx)
-        if not v.dtype.is_int:
-            raise error(node.span, f"{what} must be an integer, not {v.dtype.tile_name}")
-        return v.expr
-
-    def const_int(self, node: S.Expr | None, scope: Scope, kx: _KernelState, what: str, default: int) -> int:
-        if node is None:
-            return default
-        c = fold.const(self.scalar(node, scope, kx).expr)
-        if not isinstance(c, int) or isinstance(c, bool):
-            raise error(node.span, f"{what} must be a compile-time integer constant")
-        return c
-
-    def const_bool(self, node: S.Expr | None, scope: Scope, kx: _KernelState, what: str, default: bool) -> bool:
-        if node is None:
-            return default
-        c = fold.const(self.scalar(node, scope, kx).expr)
-        if not isinstance(c, bool):
-            raise error(node.span, f"{what} must be True or False")
-        return c
-
-    def string(self, node: S.Expr | None, scope: Scope, kx: _KernelState, what: str, default: str = "") -> str:
-        if node is None:
-            return default
-        v = self.ev_value(node, scope, kx)
-        if not isinstance(v, StrVal):
-            raise error(node.span, f"{what} must be a string")
-        return v.value
-
-    def dtype_arg(self, node: S.Expr, scope: Scope, kx: _KernelState) -> DType:
-        if isinstance(node, S.Str):
-            if node.value in DTYPES:
-                return DTYPES[node.value]
-            raise error(node.span, f"unknown dtype '{node.value}'", hint=did_you_mean(node.value, tuple(DTYPES)))
-        if isinstance(node, S.Name) and scope.lookup(node.id) is None and node.id not in DTYPES:
-            dtype_names = list(DTYPES) + [n for n in scope.visible() if isinstance(scope.lookup(n), DTypeVal)]
-            raise error(node.span, f"unknown dtype '{node.id}'", hint=did_you_mean(node.id, dtype_names))
-        v = self.ev_value(node, scope, kx)
-        if not isinstance(v, DTypeVal):
-            raise error(node.span, "expected a dtype here (float16, float32, int8, ...)")
-        return v.dtype
-
-    def unknown(self, node: S.Name, scope: Scope) -> CompileError:
-        local = [n for n in scope.visible() if not isinstance(scope.lookup(n), Poison)]
-        hint = did_you_mean(node.id, local) or did_you_mean(node.id, BUILTIN_NAMES)
-        return error(node.span, f"unknown name '{node.id}'", hint=hint)
-
-    def ev(self, node: S.Expr, scope: Scope, kx: _KernelState) -> Value:
-        match node:
-            case S.Name():
-                return self.name(node, scope)
-            case S.Int() | S.Float() | S.Bool():
-                return fold.literal(node.value, node.span)
-            case S.Str():
-                return StrVal(node.value)
-            case S.BinOp():
-                a, b = self.scalar(node.left, scope, kx), self.scalar(node.right, scope, kx)
-                return fold.binop(node.op, a, b, node.span)
-            case S.UnaryOp():
-                return fold.unary(node.op, self.scalar(node.operand, scope, kx), node.span)
-            case S.IfExp():
-                cond = self.scalar(node.cond, scope, kx)
-                a, b = self.scalar(node.a, scope, kx), self.scalar(node.b, scope, kx)
-                return fold.select(cond, a, b, node.span)
-            case S.Call():
-                return self.call(node, scope, kx)
-            case S.Subscript():
-                return self.subscript(node, scope, kx)
-            case S.Attribute():
-                return self.attribute(node)
-            case S.Tuple():
-                return TupleVal(tuple(self.ev_value(i, scope, kx) for i in node.items))
-        raise AssertionError(node)
-
-    def name(self, node: S.Name, scope: Scope) -> Value:
-        v = scope.lookup(node.id)
-        if v is not None:
-            return v
-        if node.id in DTYPES:
-            return DTypeVal(DTYPES[node.id])
-        if node.id in POLICIES:
-            return PolicyVal(node.id)
-        if node.id in ALL_SIGS:
-            return BuiltinVal(node.id)
-        if node.id == "T":
-            raise error(node.span, "tilec has no 'T' module", hint="drop the 'T.' prefix: write copy(...)")
-        raise self.unknown(node, scope)
-
-    def attribute(self, node: S.Attribute) -> Value:
-        if isinstance(node.value, S.Name) and node.value.id == "T":
-            raise error(node.span, f"drop the 'T.' prefix: write '{node.attr}'",
-                        hint="tile ops, dtypes and loops are built in; TileLang's T. module is not needed")
-        if isinstance(node.value, S.Name) and node.value.id == "GemmWarpPolicy" and node.attr in POLICIES:
-            return PolicyVal(node.attr)
-        raise error(node.span, "attribute access ('.') is not supported")
-
-    def call(self, node: S.Call, scope: Scope, kx: _KernelState) -> Value:
-        f = self.callee(node, scope, kx)
-        if isinstance(f, BuiltinVal) and f.name in FUNCS:
-            return self.builtin(f.name, node, scope, kx)
-        if isinstance(f, BuiltinVal) and f.name in TILE_OPS:
-            raise error(node.span, f"{f.name}() is a statement; it has no value")
-        if isinstance(f, BuiltinVal) and f.name in ALLOCS:
-            raise error(node.span, f"{f.name}() must be the whole right side of an assignment",
-                        hint=f"write x = {f.name}(...) on its own line")
-        if isinstance(f, MacroVal):
-            raise error(node.span, f"macro '{f.macro.name}' has no value; call it as a statement")
-        if isinstance(f, BuiltinVal):
-            raise error(node.span, f"{f.name}(...) cannot be used here")
-        raise error(node.func.span, f"'{node.func.span.text}' is not a function")
-
-    def builtin(self, name: str, node: S.Call, scope: Scope, kx: _KernelState) -> Value:
-        b = bind(node, name, FUNCS[name])
-        a = b.args
-        span = node.span
-
-        def arg(key: str) -> Val:
-            return self.scalar(a[key], scope, kx)
-
-        match name:
-            case "ceildiv":
-                return fold.ceildiv(arg("a"), arg("b"), span)
-            case "min" | "max":
-                return fold.minmax(name, [self.scalar(x, scope, kx) for x in b.rest], span)
-            case "abs":
-                return fold.absolute(arg("x"), span)
-            case "pow":
-                return fold.power(arg("x"), arg("y"), span)
-            case "cast":
-                return Val(fold.cast(arg("x"), self.dtype_arg(a["dtype"], scope, kx), span))
-            case "if_then_else":
-                return fold.select(arg("cond"), arg("a"), arg("b"), span)
-            case "infinity" | "max_value" | "min_value":
-                return fold.limit(name, self.dtype_arg(a["dtype"], scope, kx), span)
-        return fold.math_call(name, arg("x"), span)
-
-    def subscript(self, node: S.Subscript, scope: Scope, kx: _KernelState) -> Value:
-        base = self.ev_value(node.value, scope, kx)
-        if not isinstance(base, BufVal):
-            raise error(node.value.span, f"'{node.value.span.text}' is not a buffer, so it cannot be indexed")
-        buf = base.buffer
-        if len(node.indices) != len(buf.shape):
-            rank, n = len(buf.shape), len(node.indices)
-            hint = f"'{buf.name}' is a scalar variable: use it without an index" if buf.scope == "var" else None
-            given = "1 index was" if n == 1 else f"{n} indices were"
-            raise error(node.span, f"'{buf.name}' has {rank} dimension{'s' if rank != 1 else ''} but {given} given",
-                        hint=hint)
-        items: list[tir.Expr | SliceVal] = []
-        for axis, item in enumerate(node.indices):
-            if isinstance(item, S.Slice):
-                lo = self.index(item.lo, buf, axis, scope, kx, False) if item.lo else fold.imm(0, DType.int32, item.span)
-                hi = self.index(item.hi, buf, axis, scope, kx, False) if item.hi else buf.shape[axis]
-                items.append(SliceVal(lo, hi, item.span))
-            else:
-                items.append(self.index(item, buf, axis, scope, kx, True))
-        return SubVal(buf, tuple(items), node.span)
-
-    def index(self, node: S.Expr, buf: tir.Buffer, axis: int, scope: Scope, kx: _KernelState,
-              element: bool) -> tir.Expr:
-        v = self.scalar(node, scope, kx)
-        if not v.dtype.is_int:
-            raise error(node.span, f"an index must be an integer, not {v.dtype.tile_name}")
-        expr = fold.cast(v, DType.int32, node.span) if v.weak else v.expr
-        c, size = fold.const(expr), fold.const(buf.shape[axis])
-        if isinstance(c, int) and (c < 0 or (isinstance(size, int) and (c >= size if element else c > size))):
-            shown = size if size is not None else getattr(buf.shape[axis], "name", "?")
-            raise error(node.span, f"index {c} is out of bounds for dimension {axis} of '{buf.name}' (size {shown})")
-        return expr

@@ -213,11 +213,13 @@ def binop(op: str, a: Val, b: Val, span: Span) -> Val:
     if op in ("<<", ">>") and dtype == DType.bool:
         raise error(span, f"'{op}' needs integer operands, not bool")
     if op == "/" and not dtype.is_float:
-        raise error(span, "'/' divides two integers", hint="use '//' for integer division, or cast(x, float32) / y "
-                    "for true division")
+        raise error(
+            span,
+            "'/' divides two integers",
+            hint="use '//' for integer division, or cast(x, float32) / y for true division",
+        )
     if op in ("//", "%") and dtype.is_float:
-        raise error(span, f"'{op}' needs integer operands, not {dtype.tile_name}",
-                    hint="use '/' and floor() on floats")
+        raise error(span, f"'{op}' needs integer operands, not {dtype.tile_name}", hint="use '/' and floor() on floats")
     if op in ("+", "-", "*", "//", "%") and dtype == DType.bool:
         dtype = DType.int32
         ea, eb = cast(Val(ea), dtype, span), cast(Val(eb), dtype, span)
@@ -240,8 +242,9 @@ def binop(op: str, a: Val, b: Val, span: Span) -> Val:
 def _logical(op: str, a: Val, b: Val, span: Span) -> Val:
     for v in (a, b):
         if v.dtype != DType.bool:
-            raise error(v.expr.span, f"'{op}' needs bool operands, got {v.dtype.tile_name}",
-                        hint="compare it, e.g. x != 0")
+            raise error(
+                v.expr.span, f"'{op}' needs bool operands, got {v.dtype.tile_name}", hint="compare it, e.g. x != 0"
+            )
     x, y = const(a.expr), const(b.expr)
     if x is not None:
         keep_right = bool(x) if op == "and" else not bool(x)
@@ -300,8 +303,9 @@ def unary(op: str, a: Val, span: Span) -> Val:
 
 def select(cond: Val, a: Val, b: Val, span: Span) -> Val:
     if cond.dtype != DType.bool:
-        raise error(cond.expr.span, f"condition must be a bool, got {cond.dtype.tile_name}",
-                    hint="compare it, e.g. x != 0")
+        raise error(
+            cond.expr.span, f"condition must be a bool, got {cond.dtype.tile_name}", hint="compare it, e.g. x != 0"
+        )
     c = const(cond.expr)
     ea, eb, dtype = unify(a, b, span)
     if c is not None:
@@ -330,8 +334,11 @@ MATH_FUNCS = tuple(_MATH)
 def math_call(func: str, a: Val, span: Span) -> Val:
     if a.dtype.is_int or a.dtype == DType.bool:
         if not a.weak:
-            raise error(span, f"{func}() needs a float argument, got {a.dtype.tile_name}",
-                        hint=f"convert it first: {func}(cast(x, float32))")
+            raise error(
+                span,
+                f"{func}() needs a float argument, got {a.dtype.tile_name}",
+                hint=f"convert it first: {func}(cast(x, float32))",
+            )
         a = Val(cast(a, DType.float32, span), True)
     c = const(a.expr)
     if c is not None:
@@ -387,8 +394,9 @@ def limit(func: str, dtype: DType, span: Span) -> Val:
     """infinity / max_value / min_value of a dtype."""
     if func == "infinity":
         if not dtype.is_float:
-            raise error(span, f"infinity() needs a float type, not {dtype.tile_name}",
-                        hint="use max_value(dtype) for integers")
+            raise error(
+                span, f"infinity() needs a float type, not {dtype.tile_name}", hint="use max_value(dtype) for integers"
+            )
         return Val(tir.FloatImm(math.inf, dtype, span))
     sign = 1 if func == "max_value" else -1
     if dtype.is_float:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 
 from lark import Lark, Token, Tree
-from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput
 from lark.lark import PostLex
 
 from tilec import syntax as S
@@ -91,17 +91,24 @@ def grammar_text() -> str:
 def _parser() -> Lark:
     global _PARSER
     if _PARSER is None:
-        _PARSER = Lark(
-            grammar_text(),
-            start="module",
-            parser="lalr",
-            lexer="basic",
-            postlex=TileIndenter(),
-            propagate_positions=True,
-            maybe_placeholders=True,
-            cache=True,
-        )
+        try:
+            _PARSER = _build(cache=True)
+        except OSError:  # no usable temp directory for the cache: build it every time
+            _PARSER = _build(cache=False)
     return _PARSER
+
+
+def _build(cache: bool) -> Lark:
+    return Lark(
+        grammar_text(),
+        start="module",
+        parser="lalr",
+        lexer="basic",
+        postlex=TileIndenter(),
+        propagate_positions=True,
+        maybe_placeholders=True,
+        cache=cache,
+    )
 
 
 def parse(source: SourceFile) -> S.Module:
@@ -350,8 +357,13 @@ class _Builder:
                 keywords.append(S.Keyword(str(name), self.expr(value), self.span(a), self.span(name)))
             elif keywords:
                 raise CompileError(
-                    [Diagnostic(self.span(a), "positional argument after a keyword argument",
-                                hint="put positional arguments first")]
+                    [
+                        Diagnostic(
+                            self.span(a),
+                            "positional argument after a keyword argument",
+                            hint="put positional arguments first",
+                        )
+                    ]
                 )
             else:
                 positional.append(self.expr(a))
@@ -365,8 +377,9 @@ class _Builder:
     def subscript_item(self, s: Tree | Token) -> S.Expr | S.Slice:
         if isinstance(s, Tree) and s.data == "slice":
             lo, hi = s.children
-            return S.Slice(self.expr(lo) if lo is not None else None, self.expr(hi) if hi is not None else None,
-                           self.span(s))
+            return S.Slice(
+                self.expr(lo) if lo is not None else None, self.expr(hi) if hi is not None else None, self.span(s)
+            )
         return self.expr(s)
 
     def e_attr(self, t: Tree) -> S.Expr:
@@ -397,8 +410,30 @@ _WORDS = {
 }
 _EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "LSQB", "MINUS", "PLUS", "TILDE", "NOT", "TRUE", "FALSE"}
 _OPERATORS = {
-    "+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^", "<", ">", "==", ">=", "<=", "!=",
-    "and", "or", "if", "(", "[", ".",
+    "+",
+    "-",
+    "*",
+    "/",
+    "//",
+    "%",
+    "**",
+    "<<",
+    ">>",
+    "&",
+    "|",
+    "^",
+    "<",
+    ">",
+    "==",
+    ">=",
+    "<=",
+    "!=",
+    "and",
+    "or",
+    "if",
+    "(",
+    "[",
+    ".",
 }
 _HEADERS = {"for", "if", "elif", "else", "with", "kernel", "macro", "while", "def"}
 _BRACKETS = {"(": ")", "[": "]"}
@@ -496,8 +531,9 @@ def _unclosed_bracket(source: SourceFile, offset: int) -> Diagnostic | None:
     if "\n" not in text[pos:offset]:
         return None
     opener = text[pos]
-    return Diagnostic(_span(source, pos, pos + 1), f"'{opener}' is never closed",
-                      hint=f"add the missing '{_BRACKETS[opener]}'")
+    return Diagnostic(
+        _span(source, pos, pos + 1), f"'{opener}' is never closed", hint=f"add the missing '{_BRACKETS[opener]}'"
+    )
 
 
 def _header_keyword(source: SourceFile, span: Span) -> str | None:

@@ -59,8 +59,11 @@ def operand(v: Value, span: Span, op: str, role: str) -> Operand:
         if v.is_element:
             return Operand(v.buffer, tuple(v.items), None, span)  # type: ignore[arg-type]
         return _region(v, span)
-    raise error(span, f"{op}() needs a buffer or a region for '{role}'",
-                hint="pass a buffer (A_shared), a region (A[0:64, k]) or an origin (A[i, j])")
+    raise error(
+        span,
+        f"{op}() needs a buffer or a region for '{role}'",
+        hint="pass a buffer (A_shared), a region (A[0:64, k]) or an origin (A[i, j])",
+    )
 
 
 def _whole(buf: tir.Buffer, span: Span, op: str) -> Operand:
@@ -68,8 +71,11 @@ def _whole(buf: tir.Buffer, span: Span, op: str) -> Operand:
         raise error(span, f"'{buf.name}' is a scalar variable, not a tile")
     dims = [const(d) for d in buf.shape]
     if any(not isinstance(d, int) for d in dims):
-        raise error(span, f"'{buf.name}' has a symbolic shape, so {op}() cannot use all of it",
-                    hint=f"say which tile: an origin like {buf.name}[i, j] or a region with constant extents")
+        raise error(
+            span,
+            f"'{buf.name}' has a symbolic shape, so {op}() cannot use all of it",
+            hint=f"say which tile: an origin like {buf.name}[i, j] or a region with constant extents",
+        )
     zeros = tuple(tir.IntImm(0, DType.int32, span) for _ in dims)
     return Operand(buf, zeros, tuple(dims), span)  # type: ignore[arg-type]
 
@@ -81,8 +87,11 @@ def _region(v: SubVal, span: Span) -> Operand:
         if isinstance(item, SliceVal):
             extent = difference(item.hi, item.lo)
             if extent is None:
-                raise error(item.span, "the extent of this slice is not a compile-time constant",
-                            hint="write it as lo:lo + TILE with a constant TILE")
+                raise error(
+                    item.span,
+                    "the extent of this slice is not a compile-time constant",
+                    hint="write it as lo:lo + TILE with a constant TILE",
+                )
             if extent <= 0:
                 raise error(item.span, f"this slice is empty (extent {extent})")
             starts.append(item.lo)
@@ -99,8 +108,9 @@ def _check_bounds(buf: tir.Buffer, axis: int, start: tir.Expr, extent: int, span
         return  # tiles may run past the edge of a tensor: the lowering guards them
     lo, size = const(start), const(buf.shape[axis])
     if isinstance(lo, int) and isinstance(size, int) and (lo < 0 or lo + extent > size):
-        raise error(span, f"region {lo}:{lo + extent} is out of bounds for dimension {axis} of "
-                          f"'{buf.name}' (size {size})")
+        raise error(
+            span, f"region {lo}:{lo + extent} is out of bounds for dimension {axis} of '{buf.name}' (size {size})"
+        )
 
 
 def with_extents(o: Operand, other: Operand, op: str) -> Operand:
@@ -113,8 +123,11 @@ def with_extents(o: Operand, other: Operand, op: str) -> Operand:
     while len(ext) > rank and ext[0] == 1:
         ext.pop(0)
     if len(ext) > rank:
-        raise error(o.span, f"cannot take a {len(ext)}-D tile {fmt(tuple(ext))} at an origin of "
-                            f"{rank}-D '{o.name}'", hint=f"{op}() needs operands of compatible rank")
+        raise error(
+            o.span,
+            f"cannot take a {len(ext)}-D tile {fmt(tuple(ext))} at an origin of {rank}-D '{o.name}'",
+            hint=f"{op}() needs operands of compatible rank",
+        )
     ext = [1] * (rank - len(ext)) + ext
     for axis, (start, extent) in enumerate(zip(o.starts, ext)):
         _check_bounds(o.buffer, axis, start, extent, o.span)
@@ -128,16 +141,18 @@ def region(o: Operand) -> tir.Region:
 
 def _need_extents(o: Operand, op: str, role: str) -> None:
     if o.extents is None:
-        raise error(o.span, f"{op}() needs the shape of '{role}': give a whole buffer or a region with slices",
-                    hint=f"e.g. {o.name} or {o.name}[i, 0:64]")
+        raise error(
+            o.span,
+            f"{op}() needs the shape of '{role}': give a whole buffer or a region with slices",
+            hint=f"e.g. {o.name} or {o.name}[i, 0:64]",
+        )
 
 
 def _need_scope(o: Operand, scopes: tuple[str, ...], op: str, role: str, hint: str | None = None) -> None:
     if o.buffer.scope not in scopes:
         words = [SCOPE_WORDS[s] for s in scopes]
         wanted = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
-        raise error(o.span, f"{op}() {role} '{o.name}' must be {wanted}, not {SCOPE_WORDS[o.buffer.scope]}",
-                    hint=hint)
+        raise error(o.span, f"{op}() {role} '{o.name}' must be {wanted}, not {SCOPE_WORDS[o.buffer.scope]}", hint=hint)
 
 
 # ---------------------------------------------------------------- tile ops
@@ -145,14 +160,16 @@ def _need_scope(o: Operand, scopes: tuple[str, ...], op: str, role: str, hint: s
 
 def copy(src: Operand, dst: Operand, span: Span) -> tir.Copy:
     if src.extents is None and dst.extents is None:
-        raise error(span, "copy() needs the shape of at least one operand, but both are single elements",
-                    hint="give a whole buffer or a region with slices on one side")
+        raise error(
+            span,
+            "copy() needs the shape of at least one operand, but both are single elements",
+            hint="give a whole buffer or a region with slices on one side",
+        )
     src = with_extents(src, dst, "copy")
     dst = with_extents(dst, src, "copy")
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
-        raise error(span, f"copy() shapes differ: the source is {fmt(src.extents)}, the destination "
-                          f"{fmt(dst.extents)}")
+        raise error(span, f"copy() shapes differ: the source is {fmt(src.extents)}, the destination {fmt(dst.extents)}")
     return tir.Copy(region(src), region(dst), span)
 
 
@@ -170,11 +187,17 @@ def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool]
     transpose_a, transpose_b, policy, clear_accum = flags
     for o, role in ((a, "A"), (b, "B"), (c, "C")):
         _need_extents(o, "gemm", role)
-    _need_scope(c, ("fragment",), "gemm", "accumulator C",
-                hint="allocate the accumulator with alloc_fragment and copy it out afterwards")
+    _need_scope(
+        c,
+        ("fragment",),
+        "gemm",
+        "accumulator C",
+        hint="allocate the accumulator with alloc_fragment and copy it out afterwards",
+    )
     for o, role in ((a, "A"), (b, "B")):
-        _need_scope(o, ("shared", "fragment"), "gemm", f"operand {role}",
-                    hint="copy it into an alloc_shared tile first")
+        _need_scope(
+            o, ("shared", "fragment"), "gemm", f"operand {role}", hint="copy it into an alloc_shared tile first"
+        )
     m, k = _matrix(a, "gemm", "A")
     if transpose_a:
         m, k = k, m
@@ -201,8 +224,11 @@ def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: S
     axis = _axis(dim, len(src.extents), op, span)
     expected = src.extents[:axis] + src.extents[axis + 1 :]
     if squeeze(expected) != squeeze(dst.extents):
-        raise error(span, f"{op}() output shape is {fmt(dst.extents)}, but reducing {fmt(src.extents)} along "
-                          f"dim {axis} gives {fmt(expected)}")
+        raise error(
+            span,
+            f"{op}() output shape is {fmt(dst.extents)}, but reducing {fmt(src.extents)} along "
+            f"dim {axis} gives {fmt(expected)}",
+        )
     return tir.Reduce(kind, region(src), region(dst), axis, clear, span)  # type: ignore[arg-type]
 
 
@@ -222,15 +248,21 @@ def cumsum(src: Operand, dst: Operand, dim: int, reverse: bool, span: Span) -> t
     assert src.extents is not None and dst.extents is not None
     axis = _axis(dim, len(src.extents), "cumsum", span)
     if squeeze(src.extents) != squeeze(dst.extents):
-        raise error(span, f"cumsum() shapes differ: the source is {fmt(src.extents)}, the destination "
-                          f"{fmt(dst.extents)}")
+        raise error(
+            span, f"cumsum() shapes differ: the source is {fmt(src.extents)}, the destination {fmt(dst.extents)}"
+        )
     return tir.CumSum(region(src), region(dst), axis, reverse, span)
 
 
 def fill(dst: Operand, value: Val, span: Span) -> tir.Fill:
     _need_extents(dst, "fill", "buf")
-    _need_scope(dst, ("fragment", "shared", "local"), "fill", "target",
-                hint="fill a tile in shared memory or a fragment, then copy it out")
+    _need_scope(
+        dst,
+        ("fragment", "shared", "local"),
+        "fill",
+        "target",
+        hint="fill a tile in shared memory or a fragment, then copy it out",
+    )
     return tir.Fill(region(dst), convert(value, dst.buffer.dtype, span), span)
 
 
@@ -240,15 +272,19 @@ def atomic_add_tile(dst: Operand, src: Operand, span: Span) -> tir.AtomicAdd:
     dst = with_extents(dst, src, "atomic_add")
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
-        raise error(span, f"atomic_add() shapes differ: the destination is {fmt(dst.extents)}, the value "
-                          f"{fmt(src.extents)}")
+        raise error(
+            span, f"atomic_add() shapes differ: the destination is {fmt(dst.extents)}, the value {fmt(src.extents)}"
+        )
     return tir.AtomicAdd(region(dst), region(src), None, span)
 
 
 def atomic_add_element(dst: SubVal, value: Val, span: Span) -> tir.AtomicAdd:
     if dst.buffer.scope != "global":
-        raise error(dst.span, f"atomic_add() destination '{dst.buffer.name}' must be a global tensor, not "
-                              f"{SCOPE_WORDS[dst.buffer.scope]}")
+        raise error(
+            dst.span,
+            f"atomic_add() destination '{dst.buffer.name}' must be a global tensor, not "
+            f"{SCOPE_WORDS[dst.buffer.scope]}",
+        )
     ones = tuple(tir.IntImm(1, DType.int32, span) for _ in dst.items)
     reg = tir.Region(dst.buffer, tuple(dst.items), ones, dst.span)  # type: ignore[arg-type]
     return tir.AtomicAdd(reg, None, convert(value, dst.buffer.dtype, span), span)

@@ -1,0 +1,272 @@
+"""Expressions of the .tile language: names, operators, calls of built-in
+functions, subscripts -> `Value`s (values.py) holding Tile IR expressions.
+
+    exp2(acc_s[i, j] * scale - m[i] * scale)
+      -> Val(Call("exp2", (BinOp(-, BinOp(*, Load(acc_s, (i, j)), FloatImm(0.18)), ...),), float32))
+
+A mixin of the elaborator (elaborate.py): it needs only the scopes; typing
+and folding are fold.py's, built-in signatures builtins.py's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilec import fold, tir
+from tilec import syntax as S
+from tilec.builtins import ALL_SIGS, ALLOCS, BUILTIN_NAMES, FUNCS, POLICIES, TILE_OPS, bind, did_you_mean
+from tilec.diagnostics import CompileError, error
+from tilec.dtypes import DTYPES, DType
+from tilec.fold import Val
+from tilec.source import Span
+from tilec.values import (
+    Abandon,
+    BufVal,
+    BuiltinVal,
+    DTypeVal,
+    MacroVal,
+    Poison,
+    PolicyVal,
+    Scope,
+    SliceVal,
+    StrVal,
+    SubVal,
+    TupleVal,
+    Value,
+)
+
+
+class ExprElaborator:
+    """Evaluation of expressions in a scope; `kx` (the kernel being
+    elaborated) is passed through untouched."""
+
+    def callee_name(self, call: S.Call, scope: Scope) -> str | None:
+        f = call.func
+        if isinstance(f, S.Name) and scope.lookup(f.id) is None and f.id in ALL_SIGS:
+            return f.id
+        return None
+
+    def callee(self, call: S.Call, scope: Scope, kx: Any) -> Value:
+        f = call.func
+        if isinstance(f, S.Name) and scope.lookup(f.id) is None and f.id not in BUILTIN_NAMES and f.id != "T":
+            candidates = (
+                list(TILE_OPS)
+                + list(FUNCS)
+                + list(ALLOCS)
+                + [n for n in scope.visible() if isinstance(scope.lookup(n), MacroVal)]
+            )
+            raise error(f.span, f"unknown function '{f.id}'", hint=did_you_mean(f.id, candidates))
+        v = self.ev(f, scope, kx)
+        if isinstance(v, Poison):
+            raise Abandon()
+        return v
+
+    def ev_value(self, node: S.Expr, scope: Scope, kx: Any) -> Value:
+        v = self.ev(node, scope, kx)
+        if isinstance(v, Poison):
+            raise Abandon()
+        return v
+
+    def scalar(self, node: S.Expr, scope: Scope, kx: Any) -> Val:
+        return self.as_val(self.ev_value(node, scope, kx), node.span)
+
+    def as_val(self, v: Value, span: Span) -> Val:
+        match v:
+            case Val():
+                return v
+            case SubVal() if v.is_element:
+                return Val(tir.Load(v.buffer, tuple(v.items), span))  # type: ignore[arg-type]
+            case SubVal():
+                raise error(span, "a region is not a scalar value", hint="index every dimension to read one element")
+            case BufVal() if v.buffer.scope == "var":
+                return Val(tir.Load(v.buffer, (), span))
+            case BufVal():
+                idx = ", ".join("ijkl"[i % 4] for i in range(len(v.buffer.shape)))
+                raise error(
+                    span,
+                    f"'{v.buffer.name}' is a buffer, not a scalar value",
+                    hint=f"index it to read an element: {span.text}[{idx}]",
+                )
+            case DTypeVal():
+                raise error(span, f"'{v.dtype.tile_name}' is a dtype, not a value")
+            case Poison():
+                raise Abandon()
+        raise error(span, "expected a scalar value here")
+
+    def int_expr(self, node: S.Expr, scope: Scope, kx: Any, what: str) -> tir.Expr:
+        v = self.scalar(node, scope, kx)
+        if not v.dtype.is_int:
+            raise error(node.span, f"{what} must be an integer, not {v.dtype.tile_name}")
+        return v.expr
+
+    def const_int(self, node: S.Expr | None, scope: Scope, kx: Any, what: str, default: int) -> int:
+        if node is None:
+            return default
+        c = fold.const(self.scalar(node, scope, kx).expr)
+        if not isinstance(c, int) or isinstance(c, bool):
+            raise error(node.span, f"{what} must be a compile-time integer constant")
+        return c
+
+    def const_bool(self, node: S.Expr | None, scope: Scope, kx: Any, what: str, default: bool) -> bool:
+        if node is None:
+            return default
+        c = fold.const(self.scalar(node, scope, kx).expr)
+        if not isinstance(c, bool):
+            raise error(node.span, f"{what} must be True or False")
+        return c
+
+    def string(self, node: S.Expr | None, scope: Scope, kx: Any, what: str, default: str = "") -> str:
+        if node is None:
+            return default
+        v = self.ev_value(node, scope, kx)
+        if not isinstance(v, StrVal):
+            raise error(node.span, f"{what} must be a string")
+        return v.value
+
+    def dtype_arg(self, node: S.Expr, scope: Scope, kx: Any) -> DType:
+        if isinstance(node, S.Str):
+            if node.value in DTYPES:
+                return DTYPES[node.value]
+            raise error(node.span, f"unknown dtype '{node.value}'", hint=did_you_mean(node.value, tuple(DTYPES)))
+        if isinstance(node, S.Name) and scope.lookup(node.id) is None and node.id not in DTYPES:
+            dtype_names = list(DTYPES) + [n for n in scope.visible() if isinstance(scope.lookup(n), DTypeVal)]
+            raise error(node.span, f"unknown dtype '{node.id}'", hint=did_you_mean(node.id, dtype_names))
+        v = self.ev_value(node, scope, kx)
+        if not isinstance(v, DTypeVal):
+            raise error(node.span, "expected a dtype here (float16, float32, int8, ...)")
+        return v.dtype
+
+    def unknown(self, node: S.Name, scope: Scope) -> CompileError:
+        local = [n for n in scope.visible() if not isinstance(scope.lookup(n), Poison)]
+        hint = did_you_mean(node.id, local) or did_you_mean(node.id, BUILTIN_NAMES)
+        return error(node.span, f"unknown name '{node.id}'", hint=hint)
+
+    def ev(self, node: S.Expr, scope: Scope, kx: Any) -> Value:
+        match node:
+            case S.Name():
+                return self.name(node, scope)
+            case S.Int() | S.Float() | S.Bool():
+                return fold.literal(node.value, node.span)
+            case S.Str():
+                return StrVal(node.value)
+            case S.BinOp():
+                a, b = self.scalar(node.left, scope, kx), self.scalar(node.right, scope, kx)
+                return fold.binop(node.op, a, b, node.span)
+            case S.UnaryOp():
+                return fold.unary(node.op, self.scalar(node.operand, scope, kx), node.span)
+            case S.IfExp():
+                cond = self.scalar(node.cond, scope, kx)
+                a, b = self.scalar(node.a, scope, kx), self.scalar(node.b, scope, kx)
+                return fold.select(cond, a, b, node.span)
+            case S.Call():
+                return self.call(node, scope, kx)
+            case S.Subscript():
+                return self.subscript(node, scope, kx)
+            case S.Attribute():
+                return self.attribute(node)
+            case S.Tuple():
+                return TupleVal(tuple(self.ev_value(i, scope, kx) for i in node.items))
+        raise AssertionError(node)
+
+    def name(self, node: S.Name, scope: Scope) -> Value:
+        v = scope.lookup(node.id)
+        if v is not None:
+            return v
+        if node.id in DTYPES:
+            return DTypeVal(DTYPES[node.id])
+        if node.id in POLICIES:
+            return PolicyVal(node.id)
+        if node.id in ALL_SIGS:
+            return BuiltinVal(node.id)
+        if node.id == "T":
+            raise error(node.span, "tilec has no 'T' module", hint="drop the 'T.' prefix: write copy(...)")
+        raise self.unknown(node, scope)
+
+    def attribute(self, node: S.Attribute) -> Value:
+        if isinstance(node.value, S.Name) and node.value.id == "T":
+            raise error(
+                node.span,
+                f"drop the 'T.' prefix: write '{node.attr}'",
+                hint="tile ops, dtypes and loops are built in; TileLang's T. module is not needed",
+            )
+        if isinstance(node.value, S.Name) and node.value.id == "GemmWarpPolicy" and node.attr in POLICIES:
+            return PolicyVal(node.attr)
+        raise error(node.span, "attribute access ('.') is not supported")
+
+    def call(self, node: S.Call, scope: Scope, kx: Any) -> Value:
+        f = self.callee(node, scope, kx)
+        if isinstance(f, BuiltinVal) and f.name in FUNCS:
+            return self.builtin(f.name, node, scope, kx)
+        if isinstance(f, BuiltinVal) and f.name in TILE_OPS:
+            raise error(node.span, f"{f.name}() is a statement; it has no value")
+        if isinstance(f, BuiltinVal) and f.name in ALLOCS:
+            raise error(
+                node.span,
+                f"{f.name}() must be the whole right side of an assignment",
+                hint=f"write x = {f.name}(...) on its own line",
+            )
+        if isinstance(f, MacroVal):
+            raise error(node.span, f"macro '{f.macro.name}' has no value; call it as a statement")
+        if isinstance(f, BuiltinVal):
+            raise error(node.span, f"{f.name}(...) cannot be used here")
+        raise error(node.func.span, f"'{node.func.span.text}' is not a function")
+
+    def builtin(self, name: str, node: S.Call, scope: Scope, kx: Any) -> Value:
+        b = bind(node, name, FUNCS[name])
+        a = b.args
+        span = node.span
+
+        def arg(key: str) -> Val:
+            return self.scalar(a[key], scope, kx)
+
+        match name:
+            case "ceildiv":
+                return fold.ceildiv(arg("a"), arg("b"), span)
+            case "min" | "max":
+                return fold.minmax(name, [self.scalar(x, scope, kx) for x in b.rest], span)
+            case "abs":
+                return fold.absolute(arg("x"), span)
+            case "pow":
+                return fold.power(arg("x"), arg("y"), span)
+            case "cast":
+                return Val(fold.cast(arg("x"), self.dtype_arg(a["dtype"], scope, kx), span))
+            case "if_then_else":
+                return fold.select(arg("cond"), arg("a"), arg("b"), span)
+            case "infinity" | "max_value" | "min_value":
+                return fold.limit(name, self.dtype_arg(a["dtype"], scope, kx), span)
+        return fold.math_call(name, arg("x"), span)
+
+    def subscript(self, node: S.Subscript, scope: Scope, kx: Any) -> Value:
+        base = self.ev_value(node.value, scope, kx)
+        if not isinstance(base, BufVal):
+            raise error(node.value.span, f"'{node.value.span.text}' is not a buffer, so it cannot be indexed")
+        buf = base.buffer
+        if len(node.indices) != len(buf.shape):
+            rank, n = len(buf.shape), len(node.indices)
+            hint = f"'{buf.name}' is a scalar variable: use it without an index" if buf.scope == "var" else None
+            given = "1 index was" if n == 1 else f"{n} indices were"
+            raise error(
+                node.span, f"'{buf.name}' has {rank} dimension{'s' if rank != 1 else ''} but {given} given", hint=hint
+            )
+        items: list[tir.Expr | SliceVal] = []
+        for axis, item in enumerate(node.indices):
+            if isinstance(item, S.Slice):
+                lo = (
+                    self.index(item.lo, buf, axis, scope, kx, False) if item.lo else fold.imm(0, DType.int32, item.span)
+                )
+                hi = self.index(item.hi, buf, axis, scope, kx, False) if item.hi else buf.shape[axis]
+                items.append(SliceVal(lo, hi, item.span))
+            else:
+                items.append(self.index(item, buf, axis, scope, kx, True))
+        return SubVal(buf, tuple(items), node.span)
+
+    def index(self, node: S.Expr, buf: tir.Buffer, axis: int, scope: Scope, kx: Any, element: bool) -> tir.Expr:
+        v = self.scalar(node, scope, kx)
+        if not v.dtype.is_int:
+            raise error(node.span, f"an index must be an integer, not {v.dtype.tile_name}")
+        expr = fold.cast(v, DType.int32, node.span) if v.weak else v.expr
+        c, size = fold.const(expr), fold.const(buf.shape[axis])
+        if isinstance(c, int) and (c < 0 or (isinstance(size, int) and (c >= size if element else c > size))):
+            shown = size if size is not None else getattr(buf.shape[axis], "name", "?")
+            raise error(node.span, f"index {c} is out of bounds for dimension {axis} of '{buf.name}' (size {shown})")
+        return expr
