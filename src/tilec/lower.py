@@ -176,6 +176,8 @@ def compute_dtype(d: DType) -> DType:
 
 
 def _cast(e: tir.Expr, d: DType) -> tir.Expr:
+    if isinstance(e, tir.Cast) and e.value.dtype == d and e.dtype == F32:
+        return e.value  # half -> float -> half is the identity
     return e if e.dtype == d else tir.Cast(e, d)
 
 
@@ -574,7 +576,8 @@ class KernelLowering:
         lane_v = next(v for v in self.bounds if v.name == lane.name)
         outer_guard = simplify(substitute(_and([_lt(index[d], int_(layout.shape[d])) for d in padded]), {lane_v: int_(0)}))
         scalar_lanes = T.Loop(lane, int_(0), int_(layout.vec[-1]), 1, True, tuple(scalar))
-        return _guarded(outer_guard, [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]), True
+        chosen = vbody if isinstance(cond, tir.BoolImm) and cond.value else [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]
+        return _guarded(outer_guard, chosen), True
 
     def elements(self, body: tuple[tir.Stmt, ...], loop: _Loop) -> list[T.Stmt]:
         """Thread IR of a Parallel body for one element (indices already bound)."""

@@ -63,7 +63,7 @@ def infer_layouts(kernel: tir.Kernel) -> Layouts:
             buf = _first_unplaced(stmts, state.out.buffers)
             if buf is None:
                 break
-            state.set(buf, L.default(buf.const_shape, kernel.threads, buf.dtype.bytes), buf.span)
+            state.set(buf, L.default(buf.const_shape, kernel.threads, _vector_bytes(stmts, buf)), buf.span)
         for s in stmts:
             if isinstance(s, tir.Parallel) and id(s) not in state.out.loops:
                 state.out.loops[id(s)] = L.default(s.extents, kernel.threads, _loop_bytes(s))
@@ -156,6 +156,17 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
     for s in loop.body:
         stmt(s)
     return out
+
+
+def _vector_bytes(stmts: list[tir.Stmt], buf: tir.Buffer) -> int:
+    """Element size that sets a free fragment's vector width: the narrowest
+    of its own type and the types it is copied from or to, so that a float16
+    tensor loaded into a float32 fragment still moves 16 bytes at a time."""
+    sizes = [buf.dtype.bytes]
+    for s in stmts:
+        if isinstance(s, tir.Copy) and buf in (s.src.buffer, s.dst.buffer):
+            sizes += [s.src.buffer.dtype.bytes, s.dst.buffer.dtype.bytes]
+    return min(sizes)
 
 
 def _loop_bytes(loop: tir.Parallel) -> int:
