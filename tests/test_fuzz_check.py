@@ -83,6 +83,8 @@ def _mutate(text: str, rng: random.Random) -> str:
                 lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
         return "\n".join(lines)
     toks = _tokens(text)
+    if rng.random() < 0.4:
+        return _retarget(toks, rng)
     for _ in range(rng.randint(1, 3)):
         if not toks:
             break
@@ -96,6 +98,20 @@ def _mutate(text: str, rng: random.Random) -> str:
                 toks[i], toks[j] = toks[j], toks[i]
             case _:
                 toks[i] = rng.choice(SPARE)
+    return "".join(toks)
+
+
+def _retarget(toks: list[str], rng: random.Random) -> str:
+    """Keep the syntax, change the meaning: swap names for other names of the
+    file (or built-ins) and numbers for awkward ones."""
+    names = [t for t in toks if t[:1].isalpha() or t[:1] == "_"] + ["float16", "int32", "copy", "gemm", "Parallel"]
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(toks))
+        tok = toks[i]
+        if tok[:1].isalpha() or tok[:1] == "_":
+            toks[i] = rng.choice(names)
+        elif tok[:1].isdigit():
+            toks[i] = rng.choice(["0", "1", "3", "33", "1024", "100000", "0.5", "-1"])
     return "".join(toks)
 
 

@@ -269,6 +269,8 @@ class _Elaborator(ProgramScope):
                 hint="a kernel has exactly one Kernel block; write a second kernel",
             )
         kx.block_span = s.span
+        if isinstance(call, S.Call) and isinstance(call.func, S.Attribute):
+            self.callee(call, scope, kx)  # reports `T.Kernel` helpfully
         if not (isinstance(call, S.Call) and self.callee_name(call, scope) == "Kernel"):
             raise error(call.span, "expected `with Kernel(grid..., threads=T) as (bx, ...)`")
         b = bind(call, "Kernel", ALL_SIGS["Kernel"])

@@ -110,7 +110,7 @@ class ProgramScope(ExprElaborator):
 
     def read(self, path: str, at: Span | None) -> str:
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:
                 return f.read()
         except FileNotFoundError:
             raise Fatal([Diagnostic(at, f"cannot find file '{path}'")]) from None
