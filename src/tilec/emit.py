@@ -21,22 +21,61 @@ from tilec.dtypes import DType
 
 # C++ precedence: larger binds tighter.
 _PREC = {
-    "||": 4, "&&": 5, "|": 6, "^": 7, "&": 8, "==": 9, "!=": 9,
-    "<": 10, "<=": 10, ">": 10, ">=": 10, "<<": 11, ">>": 11,
-    "+": 12, "-": 12, "*": 13, "/": 13, "%": 13,
+    "||": 4,
+    "&&": 5,
+    "|": 6,
+    "^": 7,
+    "&": 8,
+    "==": 9,
+    "!=": 9,
+    "<": 10,
+    "<=": 10,
+    ">": 10,
+    ">=": 10,
+    "<<": 11,
+    ">>": 11,
+    "+": 12,
+    "-": 12,
+    "*": 13,
+    "/": 13,
+    "%": 13,
 }
 _UNARY = 15
 _PRIMARY = 16
 _C_OP = {"and": "&&", "or": "||", "//": "/"}
 
 _MATH_F32 = {
-    "exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
-    "tanh": "tanhf", "erf": "erff", "floor": "floorf", "ceil": "ceilf", "pow": "powf", "abs": "fabsf",
-    "max": "fmaxf", "min": "fminf",
+    "exp": "expf",
+    "exp2": "exp2f",
+    "log": "logf",
+    "log2": "log2f",
+    "sqrt": "sqrtf",
+    "rsqrt": "rsqrtf",
+    "tanh": "tanhf",
+    "erf": "erff",
+    "floor": "floorf",
+    "ceil": "ceilf",
+    "pow": "powf",
+    "abs": "fabsf",
+    "max": "fmaxf",
+    "min": "fminf",
 }
-_MATH_F64 = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
-             "tanh": "tanh", "erf": "erf", "floor": "floor", "ceil": "ceil", "pow": "pow", "abs": "fabs",
-             "max": "fmax", "min": "fmin"}
+_MATH_F64 = {
+    "exp": "exp",
+    "exp2": "exp2",
+    "log": "log",
+    "log2": "log2",
+    "sqrt": "sqrt",
+    "rsqrt": "rsqrt",
+    "tanh": "tanh",
+    "erf": "erf",
+    "floor": "floor",
+    "ceil": "ceil",
+    "pow": "pow",
+    "abs": "fabs",
+    "max": "fmax",
+    "min": "fmin",
+}
 _VEC_TYPE = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 
 
@@ -95,8 +134,8 @@ def _expr(e: object) -> tuple[str, int]:
             return f"*reinterpret_cast<{_VEC_TYPE[nbytes]}*>(&{expr_text(target)})", _UNARY
         case tir.Load(buf, idx):
             return buf.name + "".join(f"[{expr_text(i)}]" for i in idx), _PRIMARY
-        case _ if type(e).__name__ == "_AddrOf":
-            return f"&{expr_text(e.ref)}", _UNARY  # type: ignore[attr-defined]
+        case T.AddressOf(target):
+            return f"&{expr_text(target)}", _UNARY
         case _:
             raise TypeError(f"cannot print {e!r}")
 
@@ -227,7 +266,11 @@ def _launcher(k: T.Kernel) -> list[str]:
             f"cudaError_t err = cudaFuncSetAttribute({k.name}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
             "if (err != cudaSuccess) return (int)err;",
         ]
-    out += [f"{k.name}_kernel<<<grid, {k.threads}, smem_bytes, stream>>>({args});", "return (int)cudaGetLastError();", "}"]
+    out += [
+        f"{k.name}_kernel<<<grid, {k.threads}, smem_bytes, stream>>>({args});",
+        "return (int)cudaGetLastError();",
+        "}",
+    ]
     return out
 
 
@@ -245,6 +288,8 @@ def thread_text(m: T.Module) -> str:
     structured statements, without launchers or includes."""
     lines: list[str] = []
     for k in m.kernels:
-        lines.append(f"kernel {k.name} threads={k.threads} smem={k.dynamic_smem} grid=({', '.join(expr_text(g) for g in k.grid)})")
+        lines.append(
+            f"kernel {k.name} threads={k.threads} smem={k.dynamic_smem} grid=({', '.join(expr_text(g) for g in k.grid)})"
+        )
         lines += ["  " + line for line in _body(k.body)]
     return "\n".join(lines) + "\n"

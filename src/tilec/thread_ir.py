@@ -64,6 +64,14 @@ class VecRef:
     bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class AddressOf:
+    """`&array[i]` (the target of an atomic)."""
+
+    target: Subscript
+    dtype: DType = DType.int64
+
+
 # ---------------------------------------------------------------- statements
 
 

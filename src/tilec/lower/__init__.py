@@ -1,0 +1,33 @@
+"""Lower Tile IR to Thread IR: what each thread of the block does.
+
+Every tile op becomes a `Scope` of Thread IR headed by the `.tile` line it
+came from. Most ops are reduced to one mechanism, a *distributed loop*: a
+loop nest over a tile whose elements are spread over the threads by a
+Fragment layout (layout.py). A `Parallel` loop runs its body under its
+inferred layout; `copy`, `fill` and `atomic_add` of tiles build such a body
+(`dst[i, j] = src[i, j]`) and run it the same way, which gives every one of
+them bounds checks against tensor edges and 16-byte vector accesses:
+
+    copy(A[by * 128, k * 32], A_shared)     # 128 threads, float16
+  ->
+    for (int g0 = 0; g0 < 4; ++g0) {          // 4 rows per thread
+      if (vec_ok && by * 128 + ... < M && ... + 8 <= K) {
+        *(uint4*)&A_shared[g0 * 32 + tx / 4][tx % 4 * 8] = *(const uint4*)&A[...];
+      } else { ... element by element, zero outside the tensor ... }
+    }
+
+gemm (SIMT FMA over the accumulator's micro-tile), reduce (in-thread, then
+warp shuffles, then shared memory across warps) and cumsum have their own
+lowerings (ops.py). Barriers are placed by a small tracker of shared-memory
+reads and writes (sync.py).
+
+    kernel.py    the kernel: names, block indices, statements, C expressions
+    loops.py     distributed loops and their 16-byte vectorization
+    ops.py       one method per tile op
+    cexpr.py     small builders of C-ready expressions
+    cleanup.py   drop unused constants after lowering
+"""
+
+from tilec.lower.kernel import lower_kernel
+
+__all__ = ["lower_kernel"]

@@ -1,0 +1,429 @@
+"""Lowering of one kernel: names, block indices, shared-memory views, the
+statement walk, and the C form of every expression (`value`, `ref`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.diagnostics import error
+from tilec.dtypes import DType
+from tilec.emit import expr_text as _expr_text
+from tilec.lower.cexpr import (
+    F32,
+    I32,
+    Access,
+    ElementLoop,
+    all_of,
+    cast,
+    compute_dtype,
+    conjuncts,
+    flatten,
+    lt,
+    raw,
+    upper_bound,
+    zero,
+)
+from tilec.lower.cleanup import drop_unused
+from tilec.lower.loops import DistributedLoops
+from tilec.lower.ops import TileOps
+from tilec.passes.infer_layouts import Layouts
+from tilec.simplify import int_, simplify
+from tilec.sync import Barriers, shared_reads_writes, touches_shared
+from tilec.targets import Target
+
+_RESERVED = {
+    "auto",
+    "bool",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "int",
+    "long",
+    "register",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "half",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "warpSize",
+    "min",
+    "max",
+    "abs",
+    "exp",
+    "log",
+    "sqrt",
+    "smem",
+    "printf",
+    "new",
+    "delete",
+    "this",
+    "class",
+    "template",
+    "namespace",
+    "true",
+    "false",
+    "inline",
+    "asm",
+    "dim3",
+    "stream",
+    "grid",
+    "block",
+}
+
+
+@dataclass
+class _Names:
+    """One name per IR object, derived from the user's name; deterministic."""
+
+    taken: set[str] = field(default_factory=set)
+    given: dict[object, str] = field(default_factory=dict)  # keyed by the object (identity hash)
+
+    def fresh(self, base: str) -> str:
+        name = base if base not in _RESERVED else base + "_"
+        n = 1
+        while name in self.taken:
+            name = f"{base}_{n}"
+            n += 1
+        self.taken.add(name)
+        return name
+
+    def of(self, obj: tir.Buffer | tir.Var) -> str:
+        if obj not in self.given:
+            self.given[obj] = self.fresh(obj.name)
+        return self.given[obj]
+
+
+class KernelLowering(TileOps, DistributedLoops):
+    """Lowers one kernel; the tile ops and distributed loops are the mixins."""
+
+    def __init__(self, kernel: tir.Kernel, layouts: Layouts, target: Target):
+        self.kernel = kernel
+        self.layouts = layouts
+        self.target = target
+        self.names = _Names()
+        for t in kernel.tensors:
+            self.names.of(t)
+        for v in (*kernel.scalars, *kernel.dims, *kernel.block_vars):
+            self.names.of(v)
+        self.tx = tir.Var(self.names.fresh("tx"), I32, "thread")
+        self.bounds: dict[tir.Var, int] = {self.tx: kernel.threads - 1}
+        self.smem = 0
+        self.views: list[T.SharedView] = []
+        self.red_offset: int | None = None
+        self.written: set[str] = set()
+        self.sync = Barriers()
+        self.swizzle: tir.UseSwizzle | None = None
+        self.vec_flags: dict[str, str] = {}  # condition text key -> const bool name
+        self.prologue: list[T.Stmt] = []
+        self.assumed: list[tir.Expr] = []  # conditions known to hold where code is being built
+        self.cvars: dict[tir.Var, tir.Var] = {}  # user variable -> its C-named twin (one object each)
+
+    def run(self) -> T.Kernel:
+        body = self.block(self.kernel.body)
+        head = self._block_index() + self.views_stmts() + self.prologue
+        params = self._params()
+        abi = self._abi()
+        grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
+        body = drop_unused(head + body)
+        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem_total(), tuple(body), abi)
+
+    def smem_total(self) -> int:
+        return self.smem
+
+    def views_stmts(self) -> list[T.Stmt]:
+        return list(self.views)
+
+    def _params(self) -> tuple[T.Param, ...]:
+        out = []
+        for t in self.kernel.tensors:
+            name = self.names.of(t)
+            const = "" if name in self.written else "const "
+            shape = ", ".join(_expr_text(d) for d in t.shape)
+            access = "written" if name in self.written else "read"
+            out.append(
+                T.Param(name, f"{const}{t.dtype.cname}* __restrict__", f"{t.dtype.tile_name}[{shape}], {access}")
+            )
+        for v in self.kernel.scalars:
+            out.append(T.Param(self.names.of(v), v.dtype.cname, f"scalar {v.dtype.tile_name}"))
+        for v in self.kernel.dims:
+            out.append(T.Param(self.names.of(v), "int", "symbolic dimension"))
+        return tuple(out)
+
+    def _abi(self) -> dict:
+        def dim(d: tir.Expr) -> int | str:
+            return d.value if isinstance(d, tir.IntImm) else self.names.of(d) if isinstance(d, tir.Var) else "?"
+
+        return {
+            "name": self.kernel.name,
+            "tensors": [
+                {"name": self.names.of(t), "dtype": t.dtype.tile_name, "shape": [dim(d) for d in t.shape]}
+                for t in self.kernel.tensors
+            ],
+            "scalars": [{"name": self.names.of(v), "dtype": v.dtype.tile_name} for v in self.kernel.scalars],
+            "dims": [self.names.of(v) for v in self.kernel.dims],
+        }
+
+    def _block_index(self) -> list[T.Stmt]:
+        out: list[T.Stmt] = [T.Decl(self.tx.name, I32, init=raw("threadIdx.x"), const=True)]
+        names = [self.names.of(v) for v in self.kernel.block_vars]
+        axes = ["blockIdx.x", "blockIdx.y", "blockIdx.z"]
+        sw = self.swizzle
+        if sw is None or len(names) < 2:
+            for name, axis in zip(names, axes):
+                out.append(T.Decl(name, I32, init=raw(axis), const=True))
+            return out
+        # Panels of `panel_size` block rows (order row) walked column by column, for L2 reuse.
+        p = sw.panel_size
+        first, second = ("x", "y") if sw.order == "row" else ("y", "x")
+        out += [
+            T.Decl("tile_id", I32, init=raw("blockIdx.y * gridDim.x + blockIdx.x"), const=True),
+            T.Decl("panel_tiles", I32, init=raw(f"{p} * gridDim.{first}"), const=True),
+            T.Decl("panel", I32, init=raw("tile_id / panel_tiles"), const=True),
+            T.Decl("in_panel", I32, init=raw("tile_id % panel_tiles"), const=True),
+            T.Decl("panel_rows", I32, init=raw(f"min({p}, (int)gridDim.{second} - panel * {p})"), const=True),
+        ]
+        b_first = names[0] if first == "x" else names[1]
+        b_second = names[1] if first == "x" else names[0]
+        out.append(T.Decl(b_second, I32, init=raw(f"panel * {p} + in_panel % panel_rows"), const=True))
+        out.append(T.Decl(b_first, I32, init=raw("in_panel / panel_rows"), const=True))
+        if len(names) > 2:
+            out.append(T.Decl(names[2], I32, init=raw("blockIdx.z"), const=True))
+        return out
+
+    def block(self, stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
+        out: list[T.Stmt] = []
+        for s in stmts:
+            out += self.stmt(s)
+        return out
+
+    def stmt(self, s: tir.Stmt) -> list[T.Stmt]:
+        match s:
+            case tir.Alloc():
+                return self.alloc(s)
+            case tir.Let(var, value):
+                return [T.Decl(self.names.of(var), var.dtype, init=self.value(value, None), const=True)]
+            case tir.Store():
+                return self.scalar_store(s)
+            case tir.Copy():
+                return self.op(s, self.copy(s))
+            case tir.Fill():
+                return self.op(s, self.fill(s))
+            case tir.Parallel():
+                return self.op(s, self.parallel(s))
+            case tir.Gemm():
+                return self.op(s, self.gemm(s))
+            case tir.Reduce():
+                return self.op(s, self.reduce(s))
+            case tir.CumSum():
+                return self.op(s, self.cumsum(s))
+            case tir.AtomicAdd():
+                return self.op(s, self.atomic_region(s) if s.src is not None else self.atomic_element(s))
+            case tir.For():
+                return self.loop(s)
+            case tir.If():
+                return self.if_(s)
+            case tir.Print():
+                return self.op(s, self.print_(s))
+            case tir.DeviceAssert():
+                return [self.device_assert(s, None)]
+            case tir.UseSwizzle():
+                self.swizzle = s
+                return []
+            case _:
+                assert_never(s)
+
+    def op(self, s: tir.Stmt, body: list[T.Stmt]) -> list[T.Stmt]:
+        reads, writes = shared_reads_writes(s)
+        pre = self.sync.before({b.name for b in reads}, {b.name for b in writes})
+        return pre + [T.Scope(_comment(s), tuple(body), s.span)]
+
+    def alloc(self, s: tir.Alloc) -> list[T.Stmt]:
+        buf = s.buffer
+        name = self.names.of(buf)
+        match buf.scope:
+            case "shared":
+                self.shared_view(name, buf.dtype, buf.const_shape)
+                return []
+            case "fragment":
+                frag = self.layouts.buffers[buf]
+                return [T.Decl(name, buf.dtype, (frag.local_size,))]
+            case "local":
+                return [T.Decl(name, buf.dtype, buf.const_shape)]
+            case "var":
+                init = self.value(s.init, None) if s.init is not None else None
+                return [T.Decl(name, buf.dtype, (), init=cast(init, buf.dtype) if init is not None else None)]
+            case "global":
+                raise error(s.span, "tensors cannot be allocated inside a kernel")
+
+    def shared_view(self, name: str, dtype: DType, dims: tuple[int, ...]) -> None:
+        self.smem = (self.smem + 15) // 16 * 16
+        self.views.append(T.SharedView(name, dtype, dims, self.smem))
+        self.smem += math.prod(dims) * dtype.bytes
+
+    def scalar_store(self, s: tir.Store) -> list[T.Stmt]:
+        if s.buffer.scope == "fragment":
+            raise error(
+                s.span,
+                f"fragment '{s.buffer.name}' can only be written inside a Parallel loop or by a tile op",
+                hint="wrap the assignment in `for i, j in Parallel(...)`",
+            )
+        ref = self.ref(s.buffer, s.indices, None)
+        if s.buffer.scope == "global":
+            self.written.add(ref.ref.array)
+        value = cast(self.value(s.value, None), s.buffer.dtype)
+        return [T.Assign(ref.ref, value)]
+
+    def loop(self, s: tir.For) -> list[T.Stmt]:
+        var = self.names.of(s.var)
+        touches = touches_shared(s.body)
+        pre = self.sync.flush() if touches else []
+        body = self.block(s.body)
+        if touches:
+            body += self.sync.flush()
+        step = s.step.value if isinstance(s.step, tir.IntImm) else 1
+        loop = T.Loop(
+            T.Sym(var, I32), self.value(s.start, None), self.value(s.stop, None), step, s.kind == "unroll", tuple(body)
+        )
+        if s.kind == "pipelined":
+            comment = f"{_where(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"
+            return pre + [T.Comment(comment), loop]
+        return pre + [loop]
+
+    def if_(self, s: tir.If) -> list[T.Stmt]:
+        cond = self.value(s.cond, None)
+        saved = Barriers(set(self.sync.reads), set(self.sync.writes))
+        then = self.block(s.then)
+        after_then = self.sync
+        self.sync = saved
+        orelse = self.block(s.orelse)
+        self.sync = Barriers(after_then.reads | self.sync.reads, after_then.writes | self.sync.writes)
+        return [T.IfThen(cond, tuple(then), tuple(orelse))]
+
+    def value(self, e: tir.Expr, loop: ElementLoop | None) -> tir.Expr:
+        """The C-ready form of an expression: buffers resolved to subscripts,
+        low-precision arithmetic widened to float32, indices simplified."""
+        match e:
+            case tir.IntImm() | tir.BoolImm():
+                return e
+            case tir.FloatImm(v, d):
+                return tir.FloatImm(v, compute_dtype(d))
+            case tir.Var():
+                if e.kind == "thread":  # already a C name (counters, threadIdx.x)
+                    return e
+                if e not in self.cvars:
+                    self.cvars[e] = tir.Var(self.names.of(e), e.dtype, "thread")
+                return cast(self.cvars[e], compute_dtype(e.dtype))
+            case tir.Load(buf, idx):
+                acc = self.ref(buf, idx, loop)
+                ref: tir.Expr = acc.ref  # type: ignore[assignment]
+                ref = cast(ref, compute_dtype(buf.dtype))
+                if not all(c in self.assumed for c in conjuncts(acc.inbounds)):
+                    ref = tir.Select(acc.inbounds, ref, zero(compute_dtype(buf.dtype)), compute_dtype(buf.dtype))
+                return ref
+            case tir.BinOp(op, a, b, d):
+                va, vb = self.value(a, loop), self.value(b, loop)
+                if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
+                    return simplify(tir.BinOp(op, va, vb, d))
+                cd = compute_dtype(d)
+                return simplify(tir.BinOp(op, cast(va, cd), cast(vb, cd), cd))
+            case tir.UnaryOp(op, a, d):
+                return simplify(tir.UnaryOp(op, self.value(a, loop), compute_dtype(d)))
+            case tir.Select(c, a, b, d):
+                cd = compute_dtype(d)
+                return tir.Select(self.value(c, loop), cast(self.value(a, loop), cd), cast(self.value(b, loop), cd), cd)
+            case tir.Cast(v, d):
+                inner = self.value(v, loop)
+                if d.is_low_precision:  # round through the narrow type, keep computing in float
+                    return tir.Cast(cast(inner, d) if inner.dtype == F32 else tir.Cast(cast(inner, F32), d), F32)
+                return cast(inner, d)
+            case tir.Call(f, args, d):
+                cd = compute_dtype(d)
+                return tir.Call(f, tuple(cast(self.value(a, loop), cd) for a in args), cd)
+            case _:
+                assert_never(e)
+
+    def ref(self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop | None) -> Access:
+        """The subscript of one element and its bound condition."""
+        name = self.names.of(buf)
+        idx = tuple(simplify(self.value(i, loop)) for i in idx)
+        true: tir.Expr = tir.BoolImm(True)
+        match buf.scope:
+            case "global":
+                flat = flatten(idx, tuple(self.value(d, None) for d in buf.shape))
+                conds = [lt(i, self.value(d, None)) for i, d in zip(idx, buf.shape) if not self._below(i, d)]
+                return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
+            case "shared" | "local":
+                return Access(T.Subscript(name, idx, buf.dtype), true)
+            case "var":
+                return Access(T.Subscript(name, (), buf.dtype), true)
+            case "fragment":
+                if loop is None:
+                    raise error(
+                        idx[0].span if idx else buf.span,
+                        f"fragment '{buf.name}' can only be indexed inside a Parallel loop",
+                        hint="copy it to a shared or local buffer to read single elements",
+                    )
+                return Access(T.Subscript(name, (self.slot(buf, idx, loop),), buf.dtype), true)
+
+    def slot(self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop) -> tir.Expr:
+        frag = self.layouts.buffers[buf]
+        dims = []
+        for i in idx:
+            pos = next((d for d, e in enumerate(loop.index) if e is i or e == i), None)
+            if pos is None:
+                raise error(buf.span, f"internal: fragment '{buf.name}' index not a loop variable")
+            dims.append(pos)
+        slot: tir.Expr = int_(0)
+        for d, extent in zip(dims, frag.local_shape):
+            slot = tir.BinOp("+", tir.BinOp("*", slot, int_(extent), I32), loop.local[d], I32)
+        return simplify(slot)
+
+    def _below(self, i: tir.Expr, d: tir.Expr) -> bool:
+        """True if index `i` is provably below the constant extent `d`."""
+        if not isinstance(d, tir.IntImm):
+            return False
+        hi = upper_bound(i, self.bounds)
+        return hi is not None and hi < d.value
+
+
+def _comment(s: tir.Stmt) -> str:
+    return f"{_where(s)}: {' '.join(s.span.text.split())}" if s.span.text else type(s).__name__
+
+
+def _where(s: tir.Stmt) -> str:
+    import os
+
+    return f"{os.path.basename(s.span.file.path)}:{s.span.line}"
+
+
+def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kernel:
+    return KernelLowering(kernel, layouts, target).run()

@@ -1,0 +1,394 @@
+"""Distributed loops: a loop nest over a tile whose elements are spread over
+the block's threads by a Fragment layout, with 16-byte vector accesses where
+shape, alignment and bounds allow (decided per vector at run time).
+
+    for i, j in Parallel(4, 1024): Y[i, j] = X[i, j] * 2     (128 threads, f16)
+  ->
+    for (int g1 = 0; g1 < ...; ++g1) {
+      if (X_vec8 && ... + 8 <= N) { uint4 load; 8 lanes of math; uint4 store }
+      else { for (e1 ...) { const int j = ...; if (j < N) Y[..] = X[..] * 2; } }
+    }
+"""
+
+from __future__ import annotations
+
+from tilec import layout as L
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.diagnostics import error
+from tilec.dtypes import DType
+from tilec.emit import expr_text as _expr_text
+from tilec.lower.cexpr import (
+    I32,
+    ElementLoop,
+    add,
+    all_of,
+    cast,
+    conjuncts,
+    counter_var,
+    guarded,
+    lt,
+    mul,
+    printf,
+    raw,
+    upper_bound,
+    vars_in,
+)
+from tilec.simplify import gcd_of, int_, simplify, substitute
+
+
+class DistributedLoops:
+    """Mixin of KernelLowering: distributed loops and their vectorization."""
+
+    def distributed(
+        self, layout: L.Fragment, vars: tuple[tir.Var, ...], body: tuple[tir.Stmt, ...], vectorize: bool = True
+    ) -> list[T.Stmt]:
+        """Run `body` for every element of `layout`'s shape this thread owns.
+
+        Per tile dim d the thread walks groups g (of `vec[d]` elements) and
+        lanes e inside a group: index = g * vec * split + coord * vec + e. The
+        loop variables keep the user's names (`const int i = ...;`)."""
+        coords = L.thread_coords(layout, self.tx)
+        rank = len(layout.shape)
+        groups: list[T.Sym | None] = []
+        lanes: list[T.Sym | None] = []
+        index: list[tir.Expr] = []
+        local: list[tir.Expr] = []
+        for d in range(rank):
+            v, t = layout.vec[d], layout.split(d)
+            ng = layout.local_shape[d] // v
+            g = T.Sym(self._fresh(f"g{d}" if rank > 1 else "g"), I32) if ng > 1 else None
+            e = T.Sym(self._fresh(f"e{d}" if rank > 1 else "e"), I32) if v > 1 else None
+            gv = counter_var(g, ng, self.bounds) if g else int_(0)
+            ev = counter_var(e, v, self.bounds) if e else int_(0)
+            c = coords[d][0] if t > 1 else int_(0)
+            index.append(simplify(add(add(mul(gv, v * t), mul(c, v)), ev)))
+            local.append(simplify(add(mul(gv, v), ev)))
+            groups.append(g)
+            lanes.append(e)
+        padded = [d for d in range(rank) if layout.shape[d] % (layout.vec[d] * layout.split(d))]
+        lane = lanes[-1] if vectorize and layout.vec[-1] > 1 else None
+        inner, vectorized = self._element_body(layout, vars, body, tuple(index), tuple(local), padded, lane)
+        nest = inner
+        for d in reversed(range(rank)):
+            lane_d = lanes[d]
+            if lane_d is not None and not (d == rank - 1 and vectorized):
+                nest = [T.Loop(lane_d, int_(0), int_(layout.vec[d]), 1, True, tuple(nest))]
+            g = groups[d]
+            if g is not None:
+                nest = [T.Loop(g, int_(0), int_(layout.local_shape[d] // layout.vec[d]), 1, True, tuple(nest))]
+        return nest
+
+    def _fresh(self, base: str) -> str:
+        return self.names.fresh(base)
+
+    def _element_body(
+        self,
+        layout: L.Fragment,
+        vars: tuple[tir.Var, ...],
+        body: tuple[tir.Stmt, ...],
+        index: tuple[tir.Expr, ...],
+        local: tuple[tir.Expr, ...],
+        padded: list[int],
+        lane: T.Sym | None,
+    ) -> tuple[list[T.Stmt], bool]:
+        """The per-element code, and whether it took the vectorized form."""
+        decls: list[T.Stmt] = []
+        named: list[tir.Expr] = []
+        for d, (v, i) in enumerate(zip(vars, index)):
+            if isinstance(i, tir.IntImm):
+                named.append(i)
+                continue
+            cvar = tir.Var(self._fresh(v.name), I32, "thread")
+            self.bounds[cvar] = layout.shape[d] - 1
+            decls.append(T.Decl(cvar.name, I32, init=i, const=True))
+            named.append(cvar)
+        scalar_loop = ElementLoop(layout, tuple(named), local, vars)
+        guard = all_of([lt(named[d], int_(layout.shape[d])) for d in padded])
+        bound = tuple(substitute_stmt(s, dict(zip(vars, named))) for s in body)
+        scalar = decls + guarded(guard, self.elements(bound, scalar_loop))
+        if lane is None:
+            return scalar, False
+        full = ElementLoop(layout, index, local, vars)
+        vec = self.vector_path(
+            tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, layout.vec[-1]
+        )
+        if vec is None:
+            return scalar, False
+        cond, vbody = vec
+        lane_v = next(v for v in self.bounds if v.name == lane.name)
+        outer_guard = simplify(
+            substitute(all_of([lt(index[d], int_(layout.shape[d])) for d in padded]), {lane_v: int_(0)})
+        )
+        scalar_lanes = T.Loop(lane, int_(0), int_(layout.vec[-1]), 1, True, tuple(scalar))
+        chosen = (
+            vbody if isinstance(cond, tir.BoolImm) and cond.value else [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]
+        )
+        return guarded(outer_guard, chosen), True
+
+    def elements(self, body: tuple[tir.Stmt, ...], loop: ElementLoop) -> list[T.Stmt]:
+        """Thread IR of a Parallel body for one element (indices already bound)."""
+        out: list[T.Stmt] = []
+        for s in body:
+            match s:
+                case tir.Store(buf, idx, value):
+                    acc = self.ref(buf, idx, loop)
+                    if buf.scope == "global":
+                        self.written.add(acc.ref.array)
+                    self.assumed = conjuncts(acc.inbounds)  # loads under the store's own guard need none
+                    assign = T.Assign(acc.ref, cast(self.value(value, loop), buf.dtype))
+                    self.assumed = []
+                    out += guarded(acc.inbounds, [assign])
+                case tir.Let(var, value):
+                    out.append(T.Decl(self.names.of(var), var.dtype, init=self.value(value, loop), const=True))
+                case tir.Alloc(buf, init) if buf.scope == "var":
+                    value = cast(self.value(init, loop), buf.dtype) if init is not None else None
+                    out.append(T.Decl(self.names.of(buf), buf.dtype, (), init=value))
+                case tir.If(cond, then, orelse):
+                    out.append(
+                        T.IfThen(
+                            self.value(cond, loop), tuple(self.elements(then, loop)), tuple(self.elements(orelse, loop))
+                        )
+                    )
+                case tir.For():
+                    out.append(
+                        T.Loop(
+                            T.Sym(self.names.of(s.var), I32),
+                            self.value(s.start, loop),
+                            self.value(s.stop, loop),
+                            s.step.value if isinstance(s.step, tir.IntImm) else 1,
+                            s.kind == "unroll",
+                            tuple(self.elements(s.body, loop)),
+                        )
+                    )
+                case tir.AtomicAdd(dst=dst, value=value) if value is not None:
+                    out += self._atomic(dst.buffer, dst.starts, value, loop)
+                case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
+                    out.append(printf(msg, self.value(value, loop)))
+                case tir.DeviceAssert():
+                    out.append(self.device_assert(s, loop))
+                case _:
+                    raise error(
+                        s.span, "this statement cannot appear inside a Parallel loop", hint="move it out of the loop"
+                    )
+        return out
+
+    def vector_path(
+        self, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
+    ) -> tuple[tir.Expr, list[T.Stmt]] | None:
+        """The 16-byte-vector version of a body of plain stores, or None.
+
+        Each global/shared access whose last index is `base + lane` becomes one
+        vector load into registers before the lane loop, or one vector store
+        after it; the rest of the body runs per lane on those registers."""
+        lane_var = next(v for v in self.bounds if isinstance(v, tir.Var) and v.name == lane.name)
+        if not all(isinstance(s, tir.Store) for s in body):
+            return None
+        stores = [s for s in body if isinstance(s, tir.Store)]
+        accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
+        loads: list[tir.Load] = []
+        for s in stores:
+            collect_loads(s.value, loads)
+        vec_loads: dict[tir.Load, str] = {}
+        conds: list[tir.Expr] = []
+        pre: list[T.Stmt] = []
+        post: list[T.Stmt] = []
+        written = {s.buffer for s in stores}
+        lane_zero = {lane_var: int_(0)}
+        for ld in loads:
+            if ld.buffer.scope not in ("global", "shared") or ld.buffer in written:
+                continue
+            plan = self._vec_access(ld.buffer, ld.indices, lane_var, width, lane_zero)
+            if plan is None:
+                continue
+            key = (ld.buffer, tuple(map(_key, ld.indices)))
+            if key in accesses:
+                vec_loads[ld] = accesses[key][0]  # type: ignore[assignment]
+                continue
+            reg = self._fresh(f"{self.names.of(ld.buffer)}_v")
+            cond, ref = plan
+            conds.append(cond)
+            pre.append(T.Decl(reg, ld.buffer.dtype, (width,), align=16))
+            pre += vec_moves(T.Subscript(reg, (int_(0),), ld.buffer.dtype), ref, width)
+            reg_buf = tir.Buffer(reg, (int_(width),), ld.buffer.dtype, "local")
+            self.names.given[reg_buf] = reg
+            vec_loads[ld] = reg_buf  # type: ignore[assignment]
+            accesses[key] = (reg_buf, ())
+        lane_body: list[T.Stmt] = []
+        for s in stores:
+            value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})  # type: ignore[arg-type]
+            target_plan = None
+            if s.buffer.scope in ("global", "shared"):
+                target_plan = self._vec_access(s.buffer, s.indices, lane_var, width, lane_zero)
+            if target_plan is None:
+                if s.buffer.scope in ("global",):
+                    return None  # a scalar global store needs per-element bounds: keep the scalar path
+                lane_body += self.elements((tir.Store(s.buffer, s.indices, value, s.span),), loop)
+                continue
+            cond, ref = target_plan
+            conds.append(cond)
+            reg = self._fresh(f"{self.names.of(s.buffer)}_v")
+            pre.append(T.Decl(reg, s.buffer.dtype, (width,), align=16))
+            lane_body.append(
+                T.Assign(
+                    T.Subscript(reg, (self.value(lane_var, loop),), s.buffer.dtype),
+                    cast(self.value(value, loop), s.buffer.dtype),
+                )
+            )
+            post += vec_moves(ref, T.Subscript(reg, (int_(0),), s.buffer.dtype), width)
+            if s.buffer.scope == "global":
+                self.written.add(ref.array)
+        if not conds:
+            return None
+        body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
+        return all_of(conds), body_out
+
+    def _vec_access(
+        self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
+    ) -> tuple[tir.Expr, T.Subscript] | None:
+        """(condition, subscript of the first element) for a vector access, or None."""
+        if width * buf.dtype.bytes > 16 and (width * buf.dtype.bytes) % 16:
+            return None
+        if (width * buf.dtype.bytes) & (width * buf.dtype.bytes - 1):
+            return None
+        if any(lane in vars_in(i) for i in idx[:-1]):
+            return None
+        last = simplify(idx[-1])
+        base = simplify(substitute(last, lane_zero))
+        if simplify(tir.BinOp("-", last, base, I32)) != lane:
+            return None
+        if any(v.kind == "let" for i in idx for v in vars_in(i)):
+            return None
+        if gcd_of(self.value(base, None)) % width:
+            return None
+        base_idx = tuple(substitute(i, lane_zero) for i in idx)
+        acc = self.ref(buf, base_idx, None)
+        conds: list[tir.Expr] = []
+        if buf.scope == "shared":
+            if buf.const_shape[-1] % width:
+                return None
+        else:
+            conds.append(self._aligned(buf, width))
+            shape = tuple(self.value(d, None) for d in buf.shape)
+            vals = tuple(simplify(self.value(i, None)) for i in base_idx)
+            for i, d in zip(vals[:-1], shape[:-1]):
+                if not self._below(i, d):
+                    conds.append(lt(i, d))
+            last_end = simplify(tir.BinOp("+", vals[-1], int_(width), I32))
+            hi = upper_bound(vals[-1], self.bounds)
+            if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value):
+                conds.append(tir.BinOp("<=", last_end, shape[-1], DType.bool))
+        return all_of(conds), acc.ref
+
+    def _aligned(self, buf: tir.Buffer, width: int) -> tir.Expr:
+        """A kernel-wide flag: the tensor's rows start on `width`-element boundaries."""
+        name = self.names.of(buf)
+        key = f"{name}/{width}"
+        if key not in self.vec_flags:
+            flag = self._fresh(f"{name}_vec{width}")
+            self.vec_flags[key] = flag
+            conds = [f"reinterpret_cast<uintptr_t>({name}) % 16 == 0"]
+            if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
+                conds.append(f"{_expr_text(self.value(buf.shape[-1], None))} % {width} == 0")
+            self.prologue.append(T.Decl(flag, DType.bool, init=raw(" && ".join(conds)), const=True))
+        return tir.Var(self.vec_flags[key], DType.bool, "let")
+
+
+def _key(e: tir.Expr) -> object:
+    return e
+
+
+def collect_loads(e: tir.Expr, out: list[tir.Load]) -> None:
+    match e:
+        case tir.Load(_, idx):
+            out.append(e)
+            for i in idx:
+                collect_loads(i, out)
+        case tir.BinOp(_, a, b):
+            collect_loads(a, out)
+            collect_loads(b, out)
+        case tir.UnaryOp(_, a) | tir.Cast(a):
+            collect_loads(a, out)
+        case tir.Select(c, a, b):
+            for x in (c, a, b):
+                collect_loads(x, out)
+        case tir.Call(_, args):
+            for x in args:
+                collect_loads(x, out)
+        case _:
+            pass
+
+
+def replace_loads(e: tir.Expr, table: dict[tir.Load, tir.Expr]) -> tir.Expr:
+    match e:
+        case tir.Load(buf, idx):
+            for k, v in table.items():
+                if k is e or (k.buffer is buf and k.indices == idx):
+                    return v
+            return e
+        case tir.BinOp(op, a, b, d):
+            return tir.BinOp(op, replace_loads(a, table), replace_loads(b, table), d, e.span)
+        case tir.UnaryOp(op, a, d):
+            return tir.UnaryOp(op, replace_loads(a, table), d, e.span)
+        case tir.Cast(v, d):
+            return tir.Cast(replace_loads(v, table), d, e.span)
+        case tir.Select(c, a, b, d):
+            return tir.Select(replace_loads(c, table), replace_loads(a, table), replace_loads(b, table), d, e.span)
+        case tir.Call(f, args, d):
+            return tir.Call(f, tuple(replace_loads(x, table) for x in args), d, e.span)
+        case _:
+            return e
+
+
+def vec_moves(dst: T.Subscript, src: T.Subscript, width: int) -> list[T.Stmt]:
+    """16-byte (or narrower) moves of `width` elements from src to dst."""
+    total = width * src.dtype.bytes
+    chunk = min(16, total)
+    per = chunk // src.dtype.bytes
+    out: list[T.Stmt] = []
+    for k in range(total // chunk):
+        d = offset(dst, k * per)
+        s = offset(src, k * per)
+        out.append(T.Assign(T.VecRef(d, chunk), T.VecRef(s, chunk)))
+    return out
+
+
+def offset(ref: T.Subscript, delta: int) -> T.Subscript:
+    if delta == 0:
+        return ref
+    idx = ref.indices[:-1] + (simplify(tir.BinOp("+", ref.indices[-1], int_(delta), I32)),)
+    return T.Subscript(ref.array, idx, ref.dtype)
+
+
+def substitute_stmt(s: tir.Stmt, env: dict[tir.Var, tir.Expr]) -> tir.Stmt:
+    """Bind loop variables in a Parallel body statement."""
+    sub = lambda e: simplify(substitute(e, env))  # noqa: E731
+    match s:
+        case tir.Store(buf, idx, value):
+            return tir.Store(buf, tuple(sub(i) for i in idx), sub(value), s.span)
+        case tir.Let(var, value):
+            return tir.Let(var, sub(value), s.span)
+        case tir.If(cond, then, orelse):
+            return tir.If(
+                sub(cond),
+                tuple(substitute_stmt(t, env) for t in then),
+                tuple(substitute_stmt(t, env) for t in orelse),
+                s.span,
+            )
+        case tir.For(var, start, stop, step, kind, body, stages):
+            return tir.For(
+                var, sub(start), sub(stop), step, kind, tuple(substitute_stmt(t, env) for t in body), stages, s.span
+            )
+        case tir.AtomicAdd(dst, src, value) if value is not None:
+            return tir.AtomicAdd(
+                tir.Region(dst.buffer, tuple(sub(i) for i in dst.starts), dst.extents, dst.span),
+                src,
+                sub(value),
+                s.span,
+            )
+        case tir.Print(value, msg) if not isinstance(value, tir.Region):
+            return tir.Print(sub(value), msg, s.span)
+        case tir.DeviceAssert(cond, msg):
+            return tir.DeviceAssert(sub(cond), msg, s.span)
+        case _:
+            return s

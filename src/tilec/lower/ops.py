@@ -1,0 +1,440 @@
+"""Lowering of each tile op: copy, fill and atomic_add build an element body and
+run it as a distributed loop; gemm (SIMT FMA over the accumulator micro-tile),
+reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
+(a thread per line) are lowered directly."""
+
+from __future__ import annotations
+
+from tilec import layout as L
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.diagnostics import error
+from tilec.dtypes import DType
+from tilec.lower.cexpr import (
+    I32,
+    ElementLoop,
+    all_of,
+    c_string,
+    cast,
+    compute_dtype,
+    const_int,
+    counter_var,
+    guarded,
+    index_vars,
+    lt,
+    printf,
+    symv,
+    zero,
+)
+from tilec.simplify import int_, simplify
+from tilec.sync import syncthreads
+
+
+class TileOps:
+    """Mixin of KernelLowering: one method per tile op."""
+
+    def parallel(self, s: tir.Parallel) -> list[T.Stmt]:
+        layout = self.layouts.loops[id(s)]
+        return self.distributed(layout, s.vars, s.body)
+
+    def _region_loop(self, ext: tuple[int, ...], name: str) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
+        shape = tuple(e for e in ext if e != 1) or (1,)
+        return index_vars(len(shape)), shape
+
+    def _region_index(
+        self, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
+    ) -> tuple[tir.Expr, ...]:
+        """Buffer index of element `vars` of a loop over `shape`: the region's
+        non-unit dims take the loop's non-unit dims in order (unit dims of
+        either side are squeezed away, as operand shapes are compared)."""
+        loop_dims = [vars[d] for d, n in enumerate(shape) if n != 1]
+        out = []
+        for start, ext in zip(region.starts, region.extents):
+            if const_int(ext) == 1 or not loop_dims:
+                out.append(start)
+            else:
+                out.append(simplify(tir.BinOp("+", start, loop_dims.pop(0), I32)))
+        return tuple(out)
+
+    def _tile_layout(self, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
+        for r in regions:
+            if r.buffer.scope == "fragment":
+                frag = self.layouts.buffers[r.buffer]
+                if frag.shape != shape:
+                    raise error(r.span, f"a tile op on fragment '{r.buffer.name}' must cover the whole fragment")
+                return frag
+        if any(r.buffer.scope in ("local", "var") for r in regions):
+            return L.Fragment(
+                shape,
+                (L.Axis(self.kernel.threads, None),),
+                tuple([1] * (len(shape) - 1) + [vec_width(shape[-1], regions)]),
+            )
+        return L.default(shape, self.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
+
+    def copy(self, s: tir.Copy) -> list[T.Stmt]:
+        ext = tuple(const_int(e) for e in s.dst.extents)
+        src_ext = tuple(const_int(e) for e in s.src.extents)
+        vars, shape = self._region_loop(ext if any(x != 1 for x in ext) else src_ext, "i")
+        if s.dst.buffer.scope == "fragment":
+            shape = self.layouts.buffers[s.dst.buffer].shape
+            vars = index_vars(len(shape))
+        elif s.src.buffer.scope == "fragment":
+            shape = self.layouts.buffers[s.src.buffer].shape
+            vars = index_vars(len(shape))
+        layout = self._tile_layout([s.src, s.dst], shape)
+        src_idx = self._region_index(s.src, vars, shape)
+        dst_idx = self._region_index(s.dst, vars, shape)
+        body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
+        return self.distributed(layout, vars, body)
+
+    def fill(self, s: tir.Fill) -> list[T.Stmt]:
+        ext = tuple(const_int(e) for e in s.dst.extents)
+        vars, shape = self._region_loop(ext, "i")
+        if s.dst.buffer.scope == "fragment":
+            shape = self.layouts.buffers[s.dst.buffer].shape
+            vars = index_vars(len(shape))
+        if s.dst.buffer.scope == "var":
+            return [
+                T.Assign(
+                    T.Subscript(self.names.of(s.dst.buffer), (), s.dst.buffer.dtype),
+                    cast(self.value(s.value, None), s.dst.buffer.dtype),
+                )
+            ]
+        layout = self._tile_layout([s.dst], shape)
+        body = (tir.Store(s.dst.buffer, self._region_index(s.dst, vars, shape), s.value, s.span),)
+        return self.distributed(layout, vars, body)
+
+    def atomic_region(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+        assert s.src is not None
+        ext = tuple(const_int(e) for e in s.src.extents)
+        vars, shape = self._region_loop(ext, "i")
+        if s.src.buffer.scope == "fragment":
+            shape = self.layouts.buffers[s.src.buffer].shape
+            vars = index_vars(len(shape))
+        layout = self._tile_layout([s.src], shape)
+        src_idx = self._region_index(s.src, vars, shape)
+        dst_idx = self._region_index(s.dst, vars, shape)
+        body = (
+            tir.AtomicAdd(
+                tir.Region(s.dst.buffer, dst_idx, tuple(int_(1) for _ in dst_idx)),
+                None,
+                tir.Load(s.src.buffer, src_idx),
+                s.span,
+            ),
+        )
+        out = self.distributed(layout, vars, body, vectorize=False)
+        return replica_guard(layout, self.tx, out)
+
+    def atomic_element(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+        assert s.value is not None
+        return [
+            T.IfThen(
+                tir.BinOp("==", self.tx, int_(0), DType.bool),
+                tuple(self._atomic(s.dst.buffer, s.dst.starts, s.value, None)),
+            )
+        ]
+
+    def _atomic(
+        self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
+    ) -> list[T.Stmt]:
+        acc = self.ref(buf, idx, loop)
+        if buf.scope == "global":
+            self.written.add(acc.ref.array)
+        v = cast(self.value(value, loop), buf.dtype)
+        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))  # type: ignore[arg-type]
+        return guarded(acc.inbounds, [call])
+
+    def gemm(self, s: tir.Gemm) -> list[T.Stmt]:
+        c = s.c.buffer
+        frag = self.layouts.buffers[c]
+        out: list[T.Stmt] = []
+        a_region = s.a
+        if s.a.buffer.scope == "fragment":
+            a_region, staging = self.stage_fragment(s.a)
+            out += staging
+        if s.b.buffer.scope == "fragment":
+            raise error(
+                s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
+            )
+        m, n = frag.shape if len(frag.shape) == 2 else (1, frag.shape[0])
+        a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1] or [1]
+        k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
+        coords = L.thread_coords(frag, self.tx)
+        lm, ln = frag.local_shape
+        tm, tn = frag.split(0), frag.split(1)
+        acc_t = compute_dtype(c.dtype)
+        cname = self.names.of(c)
+        if s.clear_accum:
+            i = T.Sym(self._fresh("i"), I32)
+            out.append(
+                T.Loop(
+                    i,
+                    int_(0),
+                    int_(frag.local_size),
+                    1,
+                    True,
+                    (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),),
+                )
+            )
+        kk = tir.Var(self._fresh("kk"), I32, "thread")
+        self.bounds[kk] = k_extent - 1
+        row_i = T.Sym(self._fresh("mi"), I32)
+        col_i = T.Sym(self._fresh("ni"), I32)
+        rv = counter_var(row_i, lm, self.bounds)
+        cv = counter_var(col_i, ln, self.bounds)
+        row = simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(tm), I32), coords[0][0] if tm > 1 else int_(0), I32))
+        col = simplify(tir.BinOp("+", tir.BinOp("*", cv, int_(tn), I32), coords[1][0] if tn > 1 else int_(0), I32))
+        a_reg = self._fresh(f"{self.names.of(a_region.buffer)}_frag")
+        b_reg = self._fresh(f"{self.names.of(s.b.buffer)}_frag")
+        a_idx = (kk, row) if s.transpose_a else (row, kk)
+        b_idx = (col, kk) if s.transpose_b else (kk, col)
+        a_load = self.value(tir.Load(a_region.buffer, self._operand_index(a_region, a_idx)), None)
+        b_load = self.value(tir.Load(s.b.buffer, self._operand_index(s.b, b_idx)), None)
+        if lm * tm != m:
+            a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
+        if ln * tn != n:
+            b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
+        fma = T.Assign(
+            T.Subscript(cname, (simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(ln), I32), cv, I32)),), c.dtype),
+            tir.BinOp(
+                "*",
+                tir.Load(tir.Buffer(a_reg, (), acc_t, "local"), (rv,)),
+                tir.Load(tir.Buffer(b_reg, (), acc_t, "local"), (cv,)),
+                acc_t,
+            ),
+            "+=",
+        )
+        inner: tuple[T.Stmt, ...] = (
+            T.Decl(a_reg, acc_t, (lm,)),
+            T.Loop(
+                row_i, int_(0), int_(lm), 1, True, (T.Assign(T.Subscript(a_reg, (rv,), acc_t), cast(a_load, acc_t)),)
+            ),
+            T.Decl(b_reg, acc_t, (ln,)),
+            T.Loop(
+                col_i, int_(0), int_(ln), 1, True, (T.Assign(T.Subscript(b_reg, (cv,), acc_t), cast(b_load, acc_t)),)
+            ),
+            T.Loop(
+                row_i,
+                int_(0),
+                int_(lm),
+                1,
+                True,
+                (T.Loop(col_i, int_(0), int_(ln), 1, True, (fma_local(fma, a_reg, b_reg),)),),
+            ),
+        )
+        out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(k_extent), 1, k_extent <= 64, inner))
+        return out
+
+    def _operand_index(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
+        """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
+        the two logical dims are the region's last two non-unit dims."""
+        rank = len(region.extents)
+        dims = [d for d, e in enumerate(region.extents) if const_int(e) != 1]
+        if len(dims) < 2:
+            dims = sorted(set(dims) | set(range(rank - (2 - len(dims)) - len(dims), rank)))[-2:]
+        dims = dims[-2:]
+        out = list(region.starts)
+        for d, i in zip(dims, idx2):
+            out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
+        return tuple(out)
+
+    def stage_fragment(self, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
+        """Write a register operand to a shared scratch tile (the SIMT gemm reads
+        operands from shared memory); returns the scratch region and the code."""
+        buf = region.buffer
+        name = self._fresh(f"{self.names.of(buf)}_smem")
+        scratch = tir.Buffer(name, buf.shape, buf.dtype, "shared", buf.span)
+        self.names.given[scratch] = name
+        self.shared_view(name, buf.dtype, buf.const_shape)
+        frag = self.layouts.buffers[buf]
+        vars = index_vars(len(frag.shape))
+        body = (tir.Store(scratch, vars, tir.Load(buf, vars)),)
+        code = [syncthreads(), *self.distributed(frag, vars, body), syncthreads()]
+        self.sync.reads.add(name)
+        return tir.Region(
+            scratch, tuple(int_(0) for _ in frag.shape), tuple(int_(x) for x in frag.shape), region.span
+        ), code
+
+    def reduce(self, s: tir.Reduce) -> list[T.Stmt]:
+        src, dst = s.src.buffer, s.dst.buffer
+        sf = self.layouts.buffers[src]
+        df = self.layouts.buffers[dst]
+        dim = s.dim
+        acc_t = compute_dtype(src.dtype)
+        if not L.same_placement(df, L.reduced(sf, dim)):
+            raise error(
+                s.span,
+                f"'{dst.name}' is not laid out as a reduction of '{src.name}'",
+                hint="use a fresh alloc_fragment for the result",
+            )
+        out: list[T.Stmt] = []
+        coords = L.thread_coords(sf, self.tx)
+        sname, dname = self.names.of(src), self.names.of(dst)
+        rank = len(sf.shape)
+        t = sf.split(dim)
+        for dslot, dlocal in enumerate(L.local_indices(df)):
+            acc = self._fresh("red")
+            out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
+            for r in range(sf.local_shape[dim]):
+                slocal = dlocal[:dim] + (r,) + dlocal[dim:] if rank > 1 else (r,)
+                idx = L.element_index(sf, coords, slocal)
+                x: tir.Expr = cast(T.Subscript(sname, (int_(L.local_slot(sf, slocal)),), src.dtype), acc_t)  # type: ignore[arg-type]
+                if s.kind in ("abssum", "absmax"):
+                    x = tir.Call("abs", (x,), acc_t)
+                upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
+                pad = [
+                    lt(i, int_(n))
+                    for d, (i, n) in enumerate(zip(idx, sf.shape))
+                    if sf.shape[d] % (sf.vec[d] * sf.split(d))
+                ]
+                out += guarded(all_of(pad), [upd])
+            if t > 1:
+                out += self._cross_thread(s.kind, acc, acc_t, sf.axis_stride(dim), t)
+            target = T.Subscript(dname, (int_(dslot),), dst.dtype)
+            val: tir.Expr = tir.Var(acc, acc_t, "let")
+            if not s.clear:
+                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]
+            out.append(T.Assign(target, cast(val, dst.dtype)))
+        return out
+
+    def _cross_thread(self, kind: str, acc: str, dtype: DType, stride: int, count: int) -> list[T.Stmt]:
+        out: list[T.Stmt] = []
+        accv = tir.Var(acc, dtype, "let")
+        inner = 1
+        while inner < count and stride * inner * 2 <= 32:
+            inner *= 2
+        mask = stride * inner // 2
+        while mask >= stride and inner > 1:
+            other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
+            mask //= 2
+        outer = count // inner
+        if outer > 1:
+            red = self._red_scratch(dtype)
+            step = stride * inner
+            base = simplify(
+                tir.BinOp(
+                    "-",
+                    self.tx,
+                    tir.BinOp(
+                        "*",
+                        tir.BinOp("%", tir.BinOp("//", self.tx, int_(step), I32), int_(outer), I32),
+                        int_(step),
+                        I32,
+                    ),
+                    I32,
+                )
+            )
+            out += [syncthreads(), T.Assign(T.Subscript(red, (self.tx,), dtype), accv), syncthreads()]
+            out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))  # type: ignore[arg-type]
+            k = T.Sym(self._fresh("k"), I32)
+            kv = counter_var(k, outer, self.bounds)
+            other_ref = T.Subscript(
+                red, (simplify(tir.BinOp("+", base, tir.BinOp("*", kv, int_(step), I32), I32)),), dtype
+            )
+            out.append(
+                T.Loop(k, int_(1), int_(outer), 1, True, (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),))
+            )  # type: ignore[arg-type]
+        return out
+
+    def _red_scratch(self, dtype: DType) -> str:
+        if self.red_offset is None:
+            name = self._fresh("red_buf")
+            self.shared_view(name, DType.float64, (self.kernel.threads,))
+            self.red_offset = 1
+            self._red_name = name
+        return f"reinterpret_cast<{dtype.cname}*>({self._red_name})"
+
+    def cumsum(self, s: tir.CumSum) -> list[T.Stmt]:
+        """One thread per line along `dim`, scanning it serially (in place is fine)."""
+        src, dst = s.src, s.dst
+        ext = tuple(const_int(e) for e in src.extents)
+        n = ext[s.dim]
+        lines = ext[: s.dim] + ext[s.dim + 1 :] or (1,)
+        vars = index_vars(len(lines))
+        layout = L.default(lines, self.kernel.threads, 16)
+        k = tir.Var("k", I32, "loop")
+        pos = simplify(tir.BinOp("-", int_(n - 1), k, I32)) if s.reverse else k
+        full = (*vars[: s.dim], pos, *vars[s.dim :]) if len(ext) > 1 else (pos,)
+        running = tir.Buffer("running", (), compute_dtype(src.buffer.dtype), "var")
+        src_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(src.starts, full))
+        dst_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(dst.starts, full))
+        step = (
+            tir.Store(running, (), tir.BinOp("+", tir.Load(running, ()), tir.Load(src.buffer, src_i), running.dtype)),
+            tir.Store(dst.buffer, dst_i, tir.Load(running, ())),
+        )
+        body = (tir.Alloc(running, zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
+        return self.distributed(layout, vars, body, vectorize=False)
+
+    def print_(self, s: tir.Print) -> list[T.Stmt]:
+        if isinstance(s.value, tir.Region):
+            r = s.value
+            ext = tuple(const_int(e) for e in r.extents)
+            vars, shape = self._region_loop(ext, "i")
+            if r.buffer.scope == "fragment":
+                shape = self.layouts.buffers[r.buffer].shape
+                vars = index_vars(len(shape))
+                layout = self.layouts.buffers[r.buffer]
+            else:
+                layout = L.Fragment(shape, (L.Axis(self.kernel.threads, None),), tuple(1 for _ in shape))
+            idx = self._region_index(r, vars, shape)
+            body = (tir.Print(tir.Load(r.buffer, idx), f"{s.msg or r.buffer.name}"),)
+            out = self.distributed(layout, vars, body, vectorize=False)
+            return (
+                out
+                if r.buffer.scope == "fragment"
+                else [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), tuple(out))]
+            )
+        return [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), (printf(s.msg, self.value(s.value, None)),))]
+
+    def device_assert(self, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
+        cond = self.value(s.cond, loop)
+        msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
+        return T.IfThen(
+            tir.UnaryOp("not", cond, DType.bool),
+            (T.Call(T.Intrin("printf", (c_string(msg + "\\n"),), I32)), T.Call(T.Intrin("__trap", (), I32))),
+        )
+
+
+def identity(kind: str, d: DType) -> tir.Expr:
+    inf = float("inf")
+    if kind == "max":
+        return tir.FloatImm(-inf, d) if d.is_float else tir.IntImm(-(2 ** (d.bits - 1)), d)
+    if kind == "min":
+        return tir.FloatImm(inf, d) if d.is_float else tir.IntImm(2 ** (d.bits - 1) - 1, d)
+    return zero(d)
+
+
+def combine(kind: str, a: tir.Expr, b: tir.Expr) -> tir.Expr:
+    d = a.dtype
+    if kind in ("max", "absmax"):
+        return tir.Call("max", (a, b), d)
+    if kind == "min":
+        return tir.Call("min", (a, b), d)
+    return tir.BinOp("+", a, b, d)
+
+
+def vec_width(last: int, regions: list[tir.Region]) -> int:
+    v = 16 // max(r.buffer.dtype.bytes for r in regions)
+    while v > 1 and last % v:
+        v //= 2
+    return max(v, 1)
+
+
+def replica_guard(layout: L.Fragment, tx: tir.Var, body: list[T.Stmt]) -> list[T.Stmt]:
+    """Only replica 0 of a replicated layout does side effects (atomics)."""
+    if not layout.replicated:
+        return body
+    coords = L.thread_coords(layout, tx)
+    conds = [tir.BinOp("==", c, int_(0), DType.bool) for c in coords.get(None, [])]
+    return guarded(all_of(conds), body)
+
+
+def fma_local(fma: T.Assign, a_reg: str, b_reg: str) -> T.Assign:
+    """Rewrite the register loads of a gemm update into subscripts."""
+    assert isinstance(fma.value, tir.BinOp)
+    a, b = fma.value.a, fma.value.b
+    assert isinstance(a, tir.Load) and isinstance(b, tir.Load)
+    sa = T.Subscript(a_reg, a.indices, a.buffer.dtype)
+    sb = T.Subscript(b_reg, b.indices, b.buffer.dtype)
+    return T.Assign(fma.target, tir.BinOp("*", sa, sb, fma.value.dtype), "+=")  # type: ignore[arg-type]
