@@ -60,9 +60,7 @@ class Fragment:
 
     @property
     def local_shape(self) -> tuple[int, ...]:
-        return tuple(
-            math.ceil(s / (v * self.split(d))) * v for d, (s, v) in enumerate(zip(self.shape, self.vec))
-        )
+        return tuple(math.ceil(s / (v * self.split(d))) * v for d, (s, v) in enumerate(zip(self.shape, self.vec)))
 
     @property
     def local_size(self) -> int:
@@ -95,7 +93,9 @@ def thread_coords(frag: Fragment, tid: tir.Expr) -> dict[int | None, list[tir.Ex
     return coords
 
 
-def element_index(frag: Fragment, coords: dict[int | None, list[tir.Expr]], local: tuple[int, ...]) -> tuple[tir.Expr, ...]:
+def element_index(
+    frag: Fragment, coords: dict[int | None, list[tir.Expr]], local: tuple[int, ...]
+) -> tuple[tir.Expr, ...]:
     """Tile index held by the thread at `coords` in local slot `local` (a tuple per dim)."""
     out = []
     for d, (lv, v) in enumerate(zip(local, frag.vec)):

@@ -70,11 +70,29 @@ class Var:
         return self is other
 
 
-# + - * / (true division on floats, C division on ints) // (floor) % (floor mod)
+# + - * / (true division on floats) // and % (C semantics: round toward zero; indices are nonnegative)
 # ** << >> & | ^ and or, comparisons == != < <= > >=
 BinOpName = Literal[
-    "+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^",
-    "and", "or", "==", "!=", "<", "<=", ">", ">=",
+    "+",
+    "-",
+    "*",
+    "/",
+    "//",
+    "%",
+    "**",
+    "<<",
+    ">>",
+    "&",
+    "|",
+    "^",
+    "and",
+    "or",
+    "==",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
 ]
 
 
@@ -336,8 +354,21 @@ class UseSwizzle:
 
 
 Stmt: TypeAlias = (
-    Alloc | Let | Store | Copy | Gemm | Fill | Reduce | CumSum | AtomicAdd
-    | For | Parallel | If | Print | DeviceAssert | UseSwizzle
+    Alloc
+    | Let
+    | Store
+    | Copy
+    | Gemm
+    | Fill
+    | Reduce
+    | CumSum
+    | AtomicAdd
+    | For
+    | Parallel
+    | If
+    | Print
+    | DeviceAssert
+    | UseSwizzle
 )
 
 # ---------------------------------------------------------------- kernels

@@ -1,11 +1,11 @@
 """Tile IR as text (`tilec build --emit tir`) and its verifier.
 
-    kernel gemm(A: float16[M, K] global, B: float16[K, N] global, C: float16[M, N] global)
-      grid (ceildiv(N, 128), ceildiv(M, 128)) threads 128 as (bx, by)
-      alloc A_shared: float16[128, 32] shared
-      fill C_local[0:128, 0:128] = 0.0f
-      for k in pipelined(0, (K + 31) / 32, stages=3):
-        copy A[by * 128 : +128, k * 32 : +32] -> A_shared[0 : +128, 0 : +32]
+kernel gemm(A: float16[M, K] global, B: float16[K, N] global, C: float16[M, N] global)
+  grid (ceildiv(N, 128), ceildiv(M, 128)) threads 128 as (bx, by)
+  alloc A_shared: float16[128, 32] shared
+  fill C_local[0:128, 0:128] = 0.0f
+  for k in pipelined(0, (K + 31) / 32, stages=3):
+    copy A[by * 128 : +128, k * 32 : +32] -> A_shared[0 : +128, 0 : +32]
 """
 
 from __future__ import annotations
