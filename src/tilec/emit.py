@@ -263,7 +263,8 @@ def _launcher(k: T.Kernel) -> list[str]:
     ]
     if k.dynamic_smem > 48 * 1024:
         out += [
-            f"cudaError_t err = cudaFuncSetAttribute({k.name}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
+            f"cudaError_t err = cudaFuncSetAttribute({k.name}_kernel, "
+            "cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
             "if (err != cudaSuccess) return (int)err;",
         ]
     out += [
@@ -288,8 +289,7 @@ def thread_text(m: T.Module) -> str:
     structured statements, without launchers or includes."""
     lines: list[str] = []
     for k in m.kernels:
-        lines.append(
-            f"kernel {k.name} threads={k.threads} smem={k.dynamic_smem} grid=({', '.join(expr_text(g) for g in k.grid)})"
-        )
+        grid = ", ".join(expr_text(g) for g in k.grid)
+        lines.append(f"kernel {k.name} threads={k.threads} smem={k.dynamic_smem} grid=({grid})")
         lines += ["  " + line for line in _body(k.body)]
     return "\n".join(lines) + "\n"

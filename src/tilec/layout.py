@@ -132,13 +132,14 @@ def _pow2_floor(n: int) -> int:
 
 
 def default(shape: tuple[int, ...], threads: int, elem_bytes: int) -> Fragment:
-    """The free choice: 16-byte vectors along the last dimension, threads
+    """The free choice: vectors of up to 16 bytes along the last dimension
+    (narrower when a tile is too small to give every thread one), threads
     filling the last dimension first, leftover threads replicate."""
     rank = len(shape)
     vec = [1] * rank
     last = shape[-1]
     v = _pow2_floor(max(1, 16 // elem_bytes))
-    while v > 1 and last % v:
+    while v > 1 and (last % v or math.prod(shape) // v < threads):
         v //= 2
     vec[-1] = v
     axes: list[Axis] = []

@@ -78,6 +78,8 @@ def _scale(a: Linear, k: int) -> Linear:
 def _build(lin: Linear, dtype: DType) -> tir.Expr:
     terms, c = lin
     out: tir.Expr | None = None
+    if c > 0 and terms and all(coef < 0 for coef in terms.values()):
+        out, c = tir.IntImm(c, dtype), 0  # 127 - k rather than -k + 127
     for atom, coef in terms.items():
         term = atom if abs(coef) == 1 else tir.BinOp("*", atom, int_(abs(coef)), dtype)
         if out is None:

@@ -79,6 +79,11 @@ class DistributedLoops:
                 nest = [T.Loop(g, int_(0), int_(layout.local_shape[d] // layout.vec[d]), 1, True, tuple(nest))]
         return nest
 
+    def replica_zero(self, layout: L.Fragment) -> tir.Expr:
+        """True in the threads that hold replica 0 of a replicated layout."""
+        coords = L.thread_coords(layout, self.tx).get(None, [])
+        return all_of([tir.BinOp("==", c, int_(0), DType.bool) for c in coords if not isinstance(c, tir.IntImm)])
+
     def _fresh(self, base: str) -> str:
         return self.names.fresh(base)
 
@@ -138,7 +143,10 @@ class DistributedLoops:
                     self.assumed = conjuncts(acc.inbounds)  # loads under the store's own guard need none
                     assign = T.Assign(acc.ref, cast(self.value(value, loop), buf.dtype))
                     self.assumed = []
-                    out += guarded(acc.inbounds, [assign])
+                    cond = acc.inbounds
+                    if buf.scope in ("global", "shared"):  # memory all threads see: one replica writes
+                        cond = all_of([self.replica_zero(loop.layout), cond])
+                    out += guarded(cond, [assign])
                 case tir.Let(var, value):
                     out.append(T.Decl(self.names.of(var), var.dtype, init=self.value(value, loop), const=True))
                 case tir.Alloc(buf, init) if buf.scope == "var":
@@ -162,7 +170,7 @@ class DistributedLoops:
                         )
                     )
                 case tir.AtomicAdd(dst=dst, value=value) if value is not None:
-                    out += self._atomic(dst.buffer, dst.starts, value, loop)
+                    out += guarded(self.replica_zero(loop.layout), self._atomic(dst.buffer, dst.starts, value, loop))
                 case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
                     out.append(printf(msg, self.value(value, loop)))
                 case tir.DeviceAssert():
@@ -226,7 +234,7 @@ class DistributedLoops:
                 lane_body += self.elements((tir.Store(s.buffer, s.indices, value, s.span),), loop)
                 continue
             cond, ref = target_plan
-            conds.append(cond)
+            conds += [cond, self.replica_zero(loop.layout)]
             reg = self._fresh(f"{self.names.of(s.buffer)}_v")
             pre.append(T.Decl(reg, s.buffer.dtype, (width,), align=16))
             lane_body.append(

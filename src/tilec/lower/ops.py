@@ -123,7 +123,7 @@ class TileOps:
             ),
         )
         out = self.distributed(layout, vars, body, vectorize=False)
-        return replica_guard(layout, self.tx, out)
+        return out
 
     def atomic_element(self, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.value is not None
@@ -419,15 +419,6 @@ def vec_width(last: int, regions: list[tir.Region]) -> int:
     while v > 1 and last % v:
         v //= 2
     return max(v, 1)
-
-
-def replica_guard(layout: L.Fragment, tx: tir.Var, body: list[T.Stmt]) -> list[T.Stmt]:
-    """Only replica 0 of a replicated layout does side effects (atomics)."""
-    if not layout.replicated:
-        return body
-    coords = L.thread_coords(layout, tx)
-    conds = [tir.BinOp("==", c, int_(0), DType.bool) for c in coords.get(None, [])]
-    return guarded(all_of(conds), body)
 
 
 def fma_local(fma: T.Assign, a_reg: str, b_reg: str) -> T.Assign:
