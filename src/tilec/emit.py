@@ -207,10 +207,11 @@ def stmt_lines(s: T.Stmt) -> list[str]:
         case T.Assign(target, value, op):
             rhs = _vec_src(value) if isinstance(value, T.VecRef) else expr_text(value)
             return [f"{expr_text(target)} {op} {rhs};"]
-        case T.Loop(var, start, stop, step, unroll, body):
+        case T.Loop(var, start, stop, step, unroll, body, factor):
             head = f"for (int {var.name} = {expr_text(start)}; {var.name} < {expr_text(stop)}; "
             head += f"++{var.name})" if step == 1 else f"{var.name} += {step})"
-            return (["#pragma unroll"] if unroll else []) + [head + " {"] + _body(body) + ["}"]
+            pragma = [f"#pragma unroll {factor}"] if factor else ["#pragma unroll"] if unroll else []
+            return pragma + [head + " {"] + _body(body) + ["}"]
         case T.IfThen(cond, then, orelse):
             out = [f"if ({expr_text(cond)}) {{"] + _body(then)
             if orelse:

@@ -114,6 +114,7 @@ class Loop:
     step: int = 1
     unroll: bool = False
     body: tuple[Stmt, ...] = ()
+    unroll_factor: int = 0  # `#pragma unroll N` (partial) when set
 
 
 @dataclass(frozen=True, slots=True)

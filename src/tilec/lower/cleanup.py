@@ -4,6 +4,7 @@ lowering names every loop index for readability; nvcc warns on unused ones)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from tilec import thread_ir as T
 from tilec import tir
@@ -73,8 +74,8 @@ def _prune(stmts: list[T.Stmt], used: set[str]) -> list[T.Stmt]:
         match s:
             case T.Decl(name, const=True, dims=()) if name not in used:
                 continue
-            case T.Loop(var, start, stop, step, unroll, body):
-                out.append(T.Loop(var, start, stop, step, unroll, tuple(_prune(list(body), used))))
+            case T.Loop(body=body):
+                out.append(replace(s, body=tuple(_prune(list(body), used))))
             case T.IfThen(cond, then, orelse):
                 out.append(T.IfThen(cond, tuple(_prune(list(then), used)), tuple(_prune(list(orelse), used))))
             case T.Scope(comment, body, span):

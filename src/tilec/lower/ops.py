@@ -222,7 +222,9 @@ class TileOps:
                 (T.Loop(col_i, int_(0), int_(ln), 1, True, (fma_local(fma, a_reg, b_reg),)),),
             ),
         )
-        out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(k_extent), 1, k_extent <= 64, inner))
+        out.append(
+            T.Loop(T.Sym(kk.name, I32), int_(0), int_(k_extent), 1, False, inner, unroll_factor=min(4, k_extent))
+        )
         return out
 
     def _operand_index(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:

@@ -83,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(128)
     __syncthreads();
     // gemm_simt.tile:11: gemm(A_s, B_s, acc, transpose_B=True)
     {
-#pragma unroll
+#pragma unroll 4
       for (int kk = 0; kk < 16; ++kk) {
         float A_s_frag[8];
 #pragma unroll
