@@ -184,7 +184,10 @@ needs_tools = pytest.mark.skipif(NVCC is None or shutil.which("make") is None, r
 
 def make(project: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = ["make", "-C", str(project), f"TILEC={tilec_executable()}", f"NVCC={NVCC}", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # Run as a top-level make even under `make test`: an outer make's variables would
+    # turn "make: Nothing to be done" into "make[1]: ..." and pass on its flags.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
