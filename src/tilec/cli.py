@@ -1,4 +1,4 @@
-"""The command line: `tilec build`, `tilec check`, `tilec --version`, `tilec --cmake-dir`.
+"""The command line: `tilec build`, `tilec check`, `tilec explain`, `tilec --version`, `tilec --cmake-dir`.
 
     tilec build examples/gemm.tile -o build/gemm.cu --arch sm_90a --cubin build/gemm.cubin
     tilec build a.tile b.tile --out-dir gen/ -MD          # gen/a.cu gen/a.d gen/b.cu gen/b.d
@@ -403,6 +403,84 @@ def check(inputs: tuple[str, ...], arch: str, defines: tuple[str, ...]) -> None:
         except Exception as exc:  # noqa: BLE001
             codes.append(report_exception(exc, path))
     raise SystemExit(worst(codes))
+
+
+# ---------------------------------------------------------------- explain
+
+
+@cli.command()
+@click.argument("source", metavar="FILE.tile")
+@click.option("--kernel", metavar="NAME", help="Only this kernel (default: every kernel of the file).")
+@arch_option
+@define_option
+@click.option("--svg", metavar="OUT.svg", help="Also draw a fragment's thread-to-element map (needs --buffer).")
+@click.option("--buffer", metavar="NAME", help="The fragment --svg draws.")
+@click.option(
+    "--color-by", type=click.Choice(["warp", "thread"]), default="warp", show_default=True, help="SVG cell colours."
+)
+def explain(
+    source: str,
+    kernel: str | None,
+    arch: str,
+    defines: tuple[str, ...],
+    svg: str | None,
+    buffer: str | None,
+    color_by: str,
+) -> None:
+    """Show the inferred layouts, chosen instructions and pipeline plan of each kernel."""
+    if bool(svg) != bool(buffer):
+        raise click.UsageError("--svg and --buffer go together (--svg OUT.svg --buffer NAME)")
+    parsed = parse_defines(defines)
+    try:
+        program = driver.elaborate(source, parsed, arch)
+        from tilec import explain as ex
+
+        try:
+            reports = ex.explain_program(program, arch, kernel)
+        except KeyError:
+            names = ", ".join(k.name for k in program.kernels)
+            raise click.UsageError(f"no kernel '{kernel}' in {source} (kernels: {names})") from None
+        if svg and buffer:
+            try:
+                picture = ex.explain_svg(program, buffer, kernel, color_by)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from None
+            driver.write_atomic(svg, picture)
+    except click.ClickException:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise SystemExit(report_exception(exc, source)) from None
+    show_reports(reports, ex)
+    if svg:
+        report(f"wrote {svg}")
+    raise SystemExit(OK)
+
+
+def show_reports(reports, ex) -> None:
+    """Plain text when stdout is not a terminal (pipes, docs, goldens); rich tables when it is."""
+    if not (sys.stdout.isatty() and os.environ.get("NO_COLOR") is None):
+        sys.stdout.write(ex.render_text(reports))
+        sys.stdout.flush()
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    for r in reports:
+        console.rule(f"[bold]{r.heading}")
+        for t in r.tables:
+            if not t.columns:
+                console.print(f"[bold]{t.title}[/bold]: {t.caption}")
+                continue
+            table = Table(title=t.title, caption=t.caption or None, title_justify="left", caption_justify="left")
+            for c in t.columns:
+                table.add_column(c, overflow="fold")
+            for row in t.rows:
+                table.add_row(*row)
+            console.print(table)
+        console.print("[bold]Totals")
+        for n in r.notes:
+            console.print(f"  {n}")
 
 
 # ---------------------------------------------------------------- entry

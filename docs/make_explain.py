@@ -1,0 +1,66 @@
+"""Regenerate docs/explain.md and its picture by running `tilec explain` (run from the repository root).
+
+python docs/make_explain.py
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SVG = "docs/explain-flash_attention-acc_s.svg"
+GEMM = ["examples/gemm.tile"]
+FLASH = ["examples/flash_attention.tile", "--svg", SVG, "--buffer", "acc_s"]
+
+INTRO = """# Seeing what the compiler did: `tilec explain`
+
+`tilec explain FILE.tile` prints, for each kernel, what tilec inferred and chose:
+
+1. **Buffers**: every tensor and allocation with its layout. A fragment's layout is its thread grid
+   (`threads [8@0 x 16@1]`: 8 threads along dim 0 times 16 along dim 1; an extent without `@` is
+   replication), its vector width per dimension and the per-thread ("local") array; the last column
+   is what it costs each thread in registers. Shared tiles are row-major for now (no swizzle yet).
+2. **Tile ops** in source order (`file:line`; ops of an imported macro point at their own file), the
+   instruction lowering uses for each today, and the work per thread.
+3. **Pipeline plan** of every `Pipelined` loop: the stages requested and what tilec does with them
+   (today a plain loop; the stage column fills in once cp.async pipelining lands).
+4. **Totals**: dynamic shared memory (from the lowered kernel, scratch included) and an estimate of
+   registers per thread.
+
+On a terminal the tables are drawn with rich; piped, they are the plain text below (deterministic).
+Options: `--kernel NAME`, `-D NAME=VALUE`, `--arch`, and `--svg OUT.svg --buffer NAME` to draw a
+fragment's thread-to-element map (`--color-by warp|thread`).
+
+This page is generated: `python docs/make_explain.py` rewrites it and the picture.
+"""
+
+PICTURE = """The score accumulator `acc_s` (64x64 float32, 128 threads) as `--svg` draws it: each cell is one
+element, labelled with the thread that holds it (`T<k>`) and its register slot (`r<s>`), coloured
+by warp. Rows go to 8 threads and columns to 16 (thread = 16 * (row % 8) + column % 16), so each
+thread holds a strided 8x4 micro-tile and the 16 threads sharing a row are 16 consecutive lanes of
+one warp, which is why `reduce_max(acc_s, m, dim=1)` needs only shuffles over 16 lanes. Only the
+top-left 16x16 block of the tile is drawn.
+
+![acc_s thread-to-element map](explain-flash_attention-acc_s.svg)
+"""
+
+
+def explain(args: list[str]) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), NO_COLOR="1")
+    cmd = [sys.executable, "-m", "tilec", "explain", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def page() -> str:
+    parts = [INTRO, "## GEMM\n", "```", "$ tilec explain " + " ".join(GEMM), explain(GEMM) + "```\n"]
+    parts += ["## Flash attention\n", "```", "$ tilec explain " + " ".join(FLASH), explain(FLASH) + "```\n"]
+    parts.append(PICTURE)
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    (ROOT / "docs" / "explain.md").write_text(page())
+    print(f"wrote docs/explain.md and {SVG}")

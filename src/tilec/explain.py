@@ -1,0 +1,640 @@
+"""`tilec explain`: what the compiler decided for each kernel, as tables.
+
+For every kernel: the layout of every buffer, the instruction chosen for
+every tile op, the pipeline plan of every `Pipelined` loop, and totals
+(dynamic shared memory, an estimate of registers per thread):
+
+    tilec explain examples/gemm.tile
+  ->
+    kernel gemm (gemm.tile:10): 128 threads, grid ((N + 127) / 128, (M + 127) / 128), sm_80
+    Buffers
+    name     scope     dtype    shape       layout                                        per thread
+    C_local  fragment  float32  [128, 128]  threads [8@0 x 16@1] vec [1, 1] local [16, 8]  128 regs
+    ...
+    Tile ops
+    where         op                                   instruction
+    gemm.tile:19  gemm(A_shared, B_shared, C_local)    SIMT FMA (CUDA cores), micro-tile 16x8 per thread ...
+
+Everything here is data and plain text (pure functions, deterministic); the
+CLI renders the same `Table`s with rich on a terminal. The instruction text is
+derived from the Tile IR and the inferred layouts the way lower/ reads them
+today, without changing or calling lowering (except `lower_program` for the
+shared-memory total, which lowering alone knows).
+
+`fragment_svg` draws a fragment's thread-to-element map: a grid of the tile,
+each cell labelled with its owning thread(s) and register slot.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+from typing import assert_never
+
+from tilec import layout as L
+from tilec import tir
+from tilec.emit import expr_text
+from tilec.passes.infer_layouts import Layouts, infer_layouts
+
+NOT_PIPELINED = "plain loop (cp.async multi-stage pipelining not implemented yet)"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""  # a line under the title
+
+
+@dataclass(frozen=True, slots=True)
+class KernelReport:
+    name: str
+    heading: str
+    tables: tuple[Table, ...]
+    notes: tuple[str, ...]  # lines printed after the tables
+
+
+# ---------------------------------------------------------------- fragment facts
+#
+# Everything explain needs from a Fragment comes from one normalized view:
+# thread parts (least significant first) and register parts (most significant
+# first), each (extent, dim, stride): digit k of the thread id (or of the
+# register slot) steps tile dimension `dim` by `stride` (dim None:
+# replication). layout.py's grid/vector form converts to it (the cyclic
+# layout: group g, lane e, coordinate c along a dim split over t threads with
+# vectors of v -> index g * v * t + c * v + e); a parts-based Fragment is read
+# as it is.
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    extent: int
+    dim: int | None
+    stride: int
+
+
+def parts(frag: L.Fragment) -> tuple[tuple[Part, ...], tuple[Part, ...]]:
+    """(thread parts, least significant first; register parts, most significant first)."""
+    if hasattr(frag, "thread_parts"):
+        conv = lambda ps: tuple(Part(p.extent, p.dim, p.stride) for p in ps)  # noqa: E731
+        return conv(frag.thread_parts), conv(frag.local_parts)  # type: ignore[attr-defined]
+    grid, vec = frag.grid, frag.vec  # type: ignore[attr-defined]
+    threads = tuple(Part(a.extent, a.dim, 0 if a.dim is None else vec[a.dim]) for a in reversed(grid))
+    local: list[Part] = []
+    for d, (size, v) in enumerate(zip(frag.shape, vec)):
+        t = math.prod(a.extent for a in grid if a.dim == d)
+        groups = math.ceil(size / (v * t))
+        if groups > 1:
+            local.append(Part(groups, d, v * t))
+        if v > 1:
+            local.append(Part(v, d, 1))
+    return threads, tuple(local)
+
+
+def _digits(value: int, ps: tuple[Part, ...]) -> list[int]:
+    out = []
+    for p in ps:
+        out.append(value % p.extent)
+        value //= p.extent
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def ownership(frag: L.Fragment) -> dict[tuple[int, ...], tuple[tuple[int, ...], int]]:
+    """Element index -> (threads holding it, increasing; its register slot), by evaluating the layout."""
+    tparts, lparts = parts(frag)
+    nthreads = math.prod(p.extent for p in tparts)
+    nslots = math.prod(p.extent for p in lparts)
+    held: dict[tuple[int, ...], tuple[list[int], int]] = {}
+    for slot in range(nslots):
+        ldig = list(reversed(_digits(slot, tuple(reversed(lparts)))))
+        for tid in range(nthreads):
+            index = [0] * len(frag.shape)
+            for p, digit in zip((*tparts, *lparts), (*_digits(tid, tparts), *ldig)):
+                if p.dim is not None:
+                    index[p.dim] += digit * p.stride
+            if all(i < n for i, n in zip(index, frag.shape)):
+                held.setdefault(tuple(index), ([], slot))[0].append(tid)
+    return {k: (tuple(sorted(t)), s) for k, (t, s) in sorted(held.items())}
+
+
+def owners(frag: L.Fragment, index: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """(threads holding element `index`, in increasing order; its register slot)."""
+    return ownership(frag)[index]
+
+
+def replication(frag: L.Fragment) -> int:
+    return math.prod(p.extent for p in parts(frag)[0] if p.dim is None)
+
+
+def vec_last(frag: L.Fragment) -> int:
+    """Elements of the last dim a thread holds contiguously in consecutive registers (the vector width)."""
+    local = parts(frag)[1]
+    last = len(frag.shape) - 1
+    return local[-1].extent if local and local[-1].dim == last and local[-1].stride == 1 else 1
+
+
+def regs_along(frag: L.Fragment, dim: int) -> int:
+    """Registers a thread spends along tile dimension `dim`."""
+    return math.prod(p.extent for p in parts(frag)[1] if p.dim == dim)
+
+
+def threads_along(frag: L.Fragment, dim: int) -> tuple[int, int]:
+    """(threads splitting `dim`, thread-id stride of the lowest such digit)."""
+    tparts = parts(frag)[0]
+    count, stride, seen = 1, 0, 1
+    for p in tparts:
+        if p.dim == dim and p.extent > 1:
+            stride = stride or seen
+            count *= p.extent
+        seen *= p.extent
+    return count, stride or 1
+
+
+def whole_tile_per_thread(shape: tuple[int, ...], threads: int, vec: int) -> L.Fragment:
+    """Every thread holds the whole tile (how a tile op touching alloc_local runs)."""
+    if hasattr(L, "replicated_all"):
+        return L.replicated_all(shape, threads, vec)  # type: ignore[attr-defined]
+    return L.Fragment(shape, (L.Axis(threads, None),), (1,) * (len(shape) - 1) + (vec,))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- instructions
+
+
+def _squeezed(region: tir.Region) -> tuple[int, ...]:
+    ext = tuple(e.value if isinstance(e, tir.IntImm) else 0 for e in region.extents)
+    return tuple(e for e in ext if e != 1) or (1,)
+
+
+def _pow2_vec(last: int, elem_bytes: int) -> int:
+    v = max(1, 16 // elem_bytes)
+    while v > 1 and last % v:
+        v //= 2
+    return v
+
+
+def op_layout(kernel: tir.Kernel, layouts: Layouts, regions: list[tir.Region]) -> L.Fragment:
+    """The layout a copy/fill/atomic_add tile op runs under (as lowering picks it)."""
+    for r in regions:
+        if r.buffer.scope == "fragment":
+            return layouts.buffers[r.buffer]
+    shape = _squeezed(regions[-1]) if any(e != 1 for e in _squeezed(regions[-1])) else _squeezed(regions[0])
+    widest = max(r.buffer.dtype.bytes for r in regions)
+    if any(r.buffer.scope in ("local", "var") for r in regions):
+        return whole_tile_per_thread(shape, kernel.threads, _pow2_vec(shape[-1], widest))
+    return L.default(shape, kernel.threads, widest)
+
+
+def _vector_text(frag: L.Fragment, regions: list[tir.Region]) -> str:
+    memory = [r.buffer for r in regions if r.buffer.scope in ("global", "shared")]
+    v = vec_last(frag)
+    if not memory:
+        return "register moves, element by element"
+    if v == 1:
+        return "scalar ld/st (layout vec 1), bounds masks on tensor edges"
+    sizes = ", ".join(dict.fromkeys(f"{v} x {b.dtype.tile_name}" for b in memory))
+    nbytes = sorted({v * b.dtype.bytes for b in memory})
+    width = "/".join(f"{n}-byte" for n in nbytes)
+    return f"{width} vector ld/st when aligned ({sizes}), scalar tail with bounds masks"
+
+
+def spread(frag: L.Fragment) -> str:
+    """How a tile op's elements are spread: per thread, over how many threads."""
+    owners_ = frag.threads // replication(frag)
+    rep = f", x{replication(frag)} replicas" if replication(frag) > 1 else ""
+    return f"{frag.local_size} el x {owners_} threads{rep}"
+
+
+def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
+    frag = op_layout(kernel, layouts, [s.src, s.dst])
+    kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
+    once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
+    return f"{kind}: {_vector_text(frag, [s.src, s.dst])}{once}"
+
+
+def gemm_instruction(layouts: Layouts, s: tir.Gemm) -> str:
+    frag = layouts.buffers[s.c.buffer]
+    lm, ln = (regs_along(frag, 0), regs_along(frag, 1)) if len(frag.shape) == 2 else (1, regs_along(frag, 0))
+    a_ext = _squeezed(s.a)
+    k = a_ext[0] if s.transpose_a else a_ext[-1]
+    text = f"SIMT FMA (CUDA cores), micro-tile {lm}x{ln} per thread, k={k}"
+    if s.a.buffer.scope == "fragment":
+        text += f"; A ({s.a.buffer.name}) staged through shared memory first"
+    return text
+
+
+def cross_thread_plan(frag: L.Fragment, dim: int) -> tuple[int, int, int]:
+    """(elements per thread, shuffle lanes, warps via shared memory) of a
+    reduce over `dim`, mirroring lowering's shuffle-then-shared split."""
+    per_thread = regs_along(frag, dim)
+    count, stride = threads_along(frag, dim)
+    if count == 1:
+        return per_thread, 1, 1
+    inner = 1
+    while inner < count and stride * inner * 2 <= 32:
+        inner *= 2
+    return per_thread, inner, count // inner
+
+
+def reduce_instruction(layouts: Layouts, s: tir.Reduce) -> str:
+    frag = layouts.buffers[s.src.buffer]
+    per_thread, lanes, warps = cross_thread_plan(frag, s.dim)
+    parts = [f"in-thread over {per_thread}"]
+    if lanes > 1:
+        stride = threads_along(frag, s.dim)[1]
+        parts.append(f"shfl.xor over {lanes} lanes" + (f" (lane stride {stride})" if stride > 1 else ""))
+    if warps > 1:
+        parts.append(f"shared memory over {warps} warps")
+    return f"reduce_{s.kind}: " + ", then ".join(parts)
+
+
+def parallel_instruction(layouts: Layouts, s: tir.Parallel) -> str:
+    frag = layouts.loops[id(s)]
+    v = vec_last(frag)
+    touches = any(isinstance(t, tir.Store) and t.buffer.scope in ("global", "shared") for t in _walk(s.body))
+    loads: list[tir.Load] = []
+    for t in _walk(s.body):
+        if isinstance(t, tir.Store):
+            _loads(t.value, loads)
+    touches |= any(ld.buffer.scope in ("global", "shared") for ld in loads)
+    vec = f", {v}-wide vectors" if v > 1 and touches else (f", {v}-element groups" if v > 1 else "")
+    return f"distributed over {frag.threads // replication(frag)} threads{vec}"
+
+
+def fill_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Fill) -> str:
+    if s.dst.buffer.scope == "var":
+        return "scalar assignment"
+    frag = op_layout(kernel, layouts, [s.dst])
+    if s.dst.buffer.scope == "fragment":
+        return "register stores"
+    return _vector_text(frag, [s.dst])
+
+
+def instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> str | None:
+    """What lowering emits for tile op `s` today; None for a statement that is not a tile op."""
+    match s:
+        case tir.Copy():
+            return copy_instruction(kernel, layouts, s)
+        case tir.Gemm():
+            return gemm_instruction(layouts, s)
+        case tir.Reduce():
+            return reduce_instruction(layouts, s)
+        case tir.Parallel():
+            return parallel_instruction(layouts, s)
+        case tir.Fill():
+            return fill_instruction(kernel, layouts, s)
+        case tir.CumSum():
+            lines = math.prod(e for d, e in enumerate(_squeezed(s.src)) if d != s.dim) if len(s.src.extents) > 1 else 1
+            return f"one thread per line ({lines} lines over {kernel.threads} threads), serial scan"
+        case tir.AtomicAdd():
+            return "atomicAdd per element" if s.src is not None else "atomicAdd by thread 0"
+        case tir.Print():
+            return "printf"
+        case tir.Alloc() | tir.Let() | tir.Store() | tir.For() | tir.If() | tir.DeviceAssert() | tir.UseSwizzle():
+            return None
+        case _:
+            assert_never(s)
+
+
+def layout_of_op(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> L.Fragment | None:
+    """The layout a tile op's per-thread work follows (None when it has no tile layout)."""
+    match s:
+        case tir.Copy(src=src, dst=dst):
+            return op_layout(kernel, layouts, [src, dst])
+        case tir.Fill(dst=dst) if dst.buffer.scope != "var":
+            return op_layout(kernel, layouts, [dst])
+        case tir.AtomicAdd(src=src) if src is not None:
+            return op_layout(kernel, layouts, [src])
+        case tir.Gemm(c=c):
+            return layouts.buffers[c.buffer]
+        case tir.Reduce(src=src):
+            return layouts.buffers[src.buffer]
+        case tir.Parallel():
+            return layouts.loops[id(s)]
+        case _:
+            return None
+
+
+# ---------------------------------------------------------------- walking
+
+
+def _walk(stmts: tuple[tir.Stmt, ...]):
+    """Statements in source order, into loops and branches but not into Parallel bodies."""
+    for s in stmts:
+        yield s
+        match s:
+            case tir.For():
+                yield from _walk(s.body)
+            case tir.If():
+                yield from _walk(s.then)
+                yield from _walk(s.orelse)
+            case _:
+                pass
+
+
+def _loads(e: tir.Expr, out: list[tir.Load]) -> None:
+    match e:
+        case tir.Load(_, idx):
+            out.append(e)
+            for i in idx:
+                _loads(i, out)
+        case tir.BinOp(_, a, b):
+            _loads(a, out)
+            _loads(b, out)
+        case tir.UnaryOp(_, a) | tir.Cast(a):
+            _loads(a, out)
+        case tir.Select(c, a, b):
+            for x in (c, a, b):
+                _loads(x, out)
+        case tir.Call(_, args):
+            for x in args:
+                _loads(x, out)
+        case _:
+            pass
+
+
+def where(s: tir.Stmt | tir.Kernel) -> str:
+    return f"{os.path.basename(s.span.file.path)}:{s.span.line}"
+
+
+def op_text(s: tir.Stmt) -> str:
+    text = s.span.text.splitlines()[0].strip() if s.span.text else type(s).__name__
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _dims(shape: tuple[tir.Expr, ...]) -> str:
+    return "[" + ", ".join(expr_text(d) for d in shape) + "]"
+
+
+def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
+    head = (buf.name, buf.scope, buf.dtype.tile_name, _dims(buf.shape))
+    match buf.scope:
+        case "fragment":
+            frag = layouts.buffers[buf]
+            rep = replication(frag)
+            regs = math.ceil(frag.local_size * buf.dtype.bytes / 4)
+            per = f"{frag.local_size} x {buf.dtype.tile_name} = {regs} regs"
+            return head + (frag.describe(), per + (f", replicated x{rep}" if rep > 1 else ""))
+        case "shared":
+            size = math.prod(buf.const_shape) * buf.dtype.bytes
+            return head + ("row-major (no swizzle yet)", f"{size} B shared")
+        case "global":
+            sym = [expr_text(d) for d in buf.shape if not isinstance(d, tir.IntImm)]
+            note = f", symbolic {', '.join(sym)}" if sym else ""
+            return head + (f"row-major, contiguous{note}", "-")
+        case "local":
+            n = math.prod(buf.const_shape)
+            return head + ("per-thread array", f"{n} x {buf.dtype.tile_name}")
+        case "var":
+            return head[:3] + ("scalar", "per-thread scalar", f"1 x {buf.dtype.tile_name}")
+        case _:
+            assert_never(buf.scope)
+
+
+def buffers_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
+    bufs = list(kernel.tensors) + [s.buffer for s in _walk(kernel.body) if isinstance(s, tir.Alloc)]
+    rows = tuple(buffer_row(b, layouts) for b in bufs)
+    return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
+
+
+def ops_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
+    rows = []
+    for s in _walk(kernel.body):
+        chosen = instruction(kernel, layouts, s)
+        if chosen is not None:
+            frag = layout_of_op(kernel, layouts, s)
+            rows.append((where(s), op_text(s), chosen, spread(frag) if frag is not None else "-"))
+    return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
+
+
+def pipeline_tables(kernel: tir.Kernel) -> list[Table]:
+    out = []
+    for s in _walk(kernel.body):
+        if isinstance(s, tir.For) and s.kind == "pipelined":
+            title = f"Pipeline {where(s)}: {op_text(s)}"
+            caption = f"num_stages={s.num_stages} requested; today: {NOT_PIPELINED}"
+            rows = tuple(("-", where(t), op_text(t)) for t in s.body if not isinstance(t, tir.Alloc))
+            out.append(Table(title, ("stage", "where", "statement"), rows, caption))
+    return out
+
+
+def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
+    """Registers per thread from the data lowering keeps in registers (an estimate)."""
+    frags = locals_ = gemm = 0
+    for s in _walk(kernel.body):
+        match s:
+            case tir.Alloc(buffer=b) if b.scope == "fragment":
+                frags += math.ceil(layouts.buffers[b].local_size * b.dtype.bytes / 4)
+            case tir.Alloc(buffer=b) if b.scope in ("local", "var"):
+                locals_ += math.ceil(math.prod(b.const_shape) * b.dtype.bytes / 4)
+            case tir.Gemm(c=c):
+                acc = layouts.buffers[c.buffer]
+                gemm = max(gemm, sum(regs_along(acc, d) for d in range(len(acc.shape))))
+            case _:
+                pass
+    total = frags + locals_ + gemm
+    parts = f"fragments {frags} + locals {locals_} + gemm operands {gemm}"
+    return total, f"~{total} registers per thread (estimate: {parts}; nvcc adds indices, addresses, temporaries)"
+
+
+def smem_note(kernel: tir.Kernel, dynamic_smem: int) -> str:
+    declared = sum(
+        math.prod(s.buffer.const_shape) * s.buffer.dtype.bytes
+        for s in _walk(kernel.body)
+        if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"
+    )
+    extra = dynamic_smem - declared
+    tail = f" (shared buffers {declared} B + reduce/staging scratch and alignment {extra} B)" if extra else ""
+    return f"dynamic shared memory: {dynamic_smem} bytes{tail}"
+
+
+def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelReport:
+    layouts = infer_layouts(kernel)
+    grid = ", ".join(expr_text(g) for g in kernel.grid)
+    heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
+    tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts), *pipeline_tables(kernel)]
+    if not any(t.title.startswith("Pipeline") for t in tables):
+        tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
+    notes = (smem_note(kernel, dynamic_smem), register_estimate(kernel, layouts)[1])
+    return KernelReport(kernel.name, heading, tuple(tables), notes)
+
+
+def explain_program(program: tir.Program, arch: str = "sm_80", kernel: str | None = None) -> list[KernelReport]:
+    """One report per kernel (only `kernel` when given; KeyError if there is none of that name)."""
+    from tilec.pipeline import lower_program
+
+    kernels = [k for k in program.kernels if kernel is None or k.name == kernel]
+    if kernel is not None and not kernels:
+        raise KeyError(kernel)
+    smem = {k.name: k.dynamic_smem for k in lower_program(program, arch).kernels}
+    return [explain_kernel(k, arch, smem[k.name]) for k in kernels]
+
+
+# ---------------------------------------------------------------- plain text
+
+
+def render_table(table: Table) -> str:
+    widths = [len(c) for c in table.columns]
+    for row in table.rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    out = [table.title] + ([table.caption] if table.caption else [])
+    if table.columns:
+        out += [line(table.columns), line(tuple("-" * w for w in widths))]
+        out += [line(r) for r in table.rows] or ["(none)"]
+    return "\n".join(out)
+
+
+def render_report(report: KernelReport) -> str:
+    parts = [report.heading, "=" * len(report.heading)]
+    parts += [render_table(t) + "\n" for t in report.tables]
+    parts.append("Totals")
+    parts += [f"  {n}" for n in report.notes]
+    return "\n".join(parts) + "\n"
+
+
+def render_text(reports: list[KernelReport]) -> str:
+    return "\n".join(render_report(r) for r in reports) if reports else "no kernels in this file\n"
+
+
+# ---------------------------------------------------------------- SVG
+
+# Tableau-like, readable with black text; warp w (or thread t) takes entry w % 10.
+PALETTE = (
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#dbdb8d",
+    "#9edae5",
+    "#d9d9d9",
+)
+
+
+def find_fragment(program: tir.Program, buffer: str, kernel: str | None) -> tuple[tir.Kernel, tir.Buffer]:
+    """The kernel and fragment named `buffer` (ValueError with a readable message otherwise)."""
+    found = []
+    for k in program.kernels:
+        if kernel is not None and k.name != kernel:
+            continue
+        for s in _walk(k.body):
+            if isinstance(s, tir.Alloc) and s.buffer.name == buffer:
+                found.append((k, s.buffer))
+    if not found:
+        raise ValueError(f"no buffer '{buffer}'" + (f" in kernel '{kernel}'" if kernel else ""))
+    if len({k.name for k, _ in found}) > 1:
+        raise ValueError(f"'{buffer}' is in several kernels; pick one with --kernel")
+    k, buf = found[0]
+    if buf.scope != "fragment":
+        raise ValueError(f"'{buffer}' is a {buf.scope} buffer; --svg draws fragments (register tiles)")
+    return k, buf
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _thread_label(tids: tuple[int, ...]) -> str:
+    if len(tids) <= 2:
+        return ",".join(f"T{t}" for t in tids)
+    return f"T{tids[0]},T{tids[1]},…({len(tids)})"
+
+
+def drawn_region(shape: tuple[int, ...], cap: int) -> tuple[int, int]:
+    """(rows, cols) drawn: the top-left block of at most cap x cap (one row of up to 2*cap for 1-D)."""
+    if len(shape) == 1:
+        return 1, min(shape[0], 2 * cap)
+    return min(shape[-2], cap), min(shape[-1], cap)
+
+
+def fragment_svg(kernel: tir.Kernel, buf: tir.Buffer, frag: L.Fragment, color_by: str = "warp", cap: int = 16) -> str:
+    """SVG of `frag`'s thread-to-element map: one cell per drawn element."""
+    rank = len(frag.shape)
+    rows, cols = drawn_region(frag.shape, cap)
+    cw, ch, left, top = 64, 36, 44, 92
+    width, height = max(left + cols * cw + 16, 640), top + rows * ch + 72
+    lead = (0,) * max(rank - 2, 0)
+    shape = ", ".join(map(str, frag.shape))
+    title = f"{kernel.name} · {buf.name}: {buf.dtype.tile_name}[{shape}] fragment, {kernel.threads} threads"
+    caption = _caption(frag.shape, rows, cols)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="monospace">',
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>',
+        f'<text x="8" y="22" font-size="15" font-weight="bold">{_esc(title)}</text>',
+        f'<text x="8" y="42" font-size="12">{_esc(frag.describe())}</text>',
+        f'<text x="8" y="60" font-size="12">cell: owning thread(s) T, register slot r; colour by {color_by}; '
+        f"{_esc(caption)}</text>",
+    ]
+    for j in range(cols):
+        out.append(f'<text x="{left + j * cw + cw // 2}" y="{top - 8}" font-size="11" text-anchor="middle">{j}</text>')
+    for i in range(rows):
+        y = top + i * ch
+        if rank > 1:
+            out.append(f'<text x="{left - 6}" y="{y + ch // 2 + 4}" font-size="11" text-anchor="end">{i}</text>')
+        for j in range(cols):
+            index = lead + ((i, j) if rank > 1 else (j,))
+            out.append(_cell(frag, index, left + j * cw, y, cw, ch, color_by))
+    out.append(
+        f'<text x="8" y="{height - 42}" font-size="12">{_esc(caption)}; '
+        f"{frag.local_size} registers per thread, replication x{replication(frag)}</text>"
+    )
+    out += _legend(frag, color_by, height - 30)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _legend(frag: L.Fragment, color_by: str, y: int) -> list[str]:
+    if color_by != "warp":
+        return []
+    out = []
+    for w in range(min(math.ceil(frag.threads / 32), len(PALETTE))):
+        x = 8 + w * 84
+        out.append(
+            f'<rect x="{x}" y="{y}" width="14" height="14" fill="{PALETTE[w]}" stroke="#555" stroke-width="0.5"/>'
+        )
+        out.append(f'<text x="{x + 18}" y="{y + 11}" font-size="11">warp {w}</text>')
+    return out
+
+
+def _caption(shape: tuple[int, ...], rows: int, cols: int) -> str:
+    whole = "x".join(map(str, shape))
+    if rows * cols == math.prod(shape):
+        return f"whole tile ({whole})"
+    if len(shape) == 1:
+        return f"first {cols} of {whole} elements"
+    return f"top-left {rows}x{cols} block of {whole}" + (" (leading indices 0)" if len(shape) > 2 else "")
+
+
+def _cell(frag: L.Fragment, index: tuple[int, ...], x: int, y: int, w: int, h: int, color_by: str) -> str:
+    tids, slot = owners(frag, index)
+    key = tids[0] // 32 if color_by == "warp" else tids[0]
+    fill = PALETTE[key % len(PALETTE)]
+    idx = ",".join(map(str, index))
+    all_t = ",".join(map(str, tids))
+    return (
+        f'<g class="cell" data-index="{idx}" data-threads="{all_t}" data-slot="{slot}">'
+        f"<title>[{idx}] threads {all_t} slot {slot}</title>"
+        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{fill}" stroke="#555" stroke-width="0.5"/>'
+        f'<text x="{x + w // 2}" y="{y + 15}" font-size="11" text-anchor="middle">{_esc(_thread_label(tids))}</text>'
+        f'<text x="{x + w // 2}" y="{y + 29}" font-size="10" text-anchor="middle" fill="#333">r{slot}</text>'
+        "</g>"
+    )
+
+
+def explain_svg(program: tir.Program, buffer: str, kernel: str | None = None, color_by: str = "warp") -> str:
+    k, buf = find_fragment(program, buffer, kernel)
+    frag = infer_layouts(k).buffers[buf]
+    return fragment_svg(k, buf, frag, color_by)

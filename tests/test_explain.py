@@ -1,0 +1,228 @@
+"""`tilec explain`: tables of layouts, instructions and pipeline plans; the fragment SVG."""
+
+from __future__ import annotations
+
+import pathlib
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tilec import cli, explain
+from tilec import layout as L
+from tilec.driver import elaborate
+from tilec.simplify import int_
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.tile"))
+GOLDEN = sorted((ROOT / "tests" / "golden" / "explain").glob("*.tile"))
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def run(*args: str) -> int:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(list(args))
+    return int(exit_info.value.code or 0)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_explain_every_example(path: pathlib.Path) -> None:
+    program = elaborate(str(path))
+    text = explain.render_text(explain.explain_program(program))
+    for k in program.kernels:
+        assert f"kernel {k.name} (" in text
+    if program.kernels:
+        assert "Tile ops" in text and "dynamic shared memory:" in text and "registers per thread" in text
+    assert text == explain.render_text(explain.explain_program(elaborate(str(path))))  # deterministic
+
+
+@pytest.mark.parametrize("case", GOLDEN, ids=lambda p: p.name)
+def test_explain_golden(case: pathlib.Path, golden) -> None:
+    text = explain.render_text(explain.explain_program(elaborate(str(case))))
+    golden.check(case.with_suffix(".txt"), text)
+
+
+def test_instructions_follow_lowering() -> None:
+    text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
+    assert "16-byte vector ld/st when aligned (8 x float16)" in text
+    assert "SIMT FMA (CUDA cores), micro-tile 16x8 per thread, k=32" in text
+    assert "num_stages=3 requested; today: plain loop" in text
+    assert "dynamic shared memory: 16384 bytes" in text
+
+
+def test_reduce_plan_mirrors_lowering() -> None:
+    # 256 threads along the reduced dim: 32 lanes by shuffles, 8 warps through shared memory.
+    frag = L.default((1, 2048), 256, 4)
+    assert explain.cross_thread_plan(frag, 1) == (8, 32, 8)
+    # 16 threads per row at stride 1 (the flash-attention accumulator): shuffles only.
+    acc = L.accumulator((64, 64), 128)
+    assert explain.cross_thread_plan(acc, 1) == (4, 16, 1)
+    # rows split over 8 threads at stride 16: 2 shuffle lanes (stride 16 x 2 = 32), 4 groups via shared.
+    assert explain.cross_thread_plan(acc, 0) == (8, 2, 4)
+
+
+# ---------------------------------------------------------------- ownership
+
+
+def layout_owners(frag: L.Fragment) -> dict[tuple[int, ...], tuple[set[int], int]]:
+    """Owners by evaluating layout.py's own (symbolic) forward map for every
+    thread and register: independent of explain's integer arithmetic."""
+    held: dict[tuple[int, ...], tuple[set[int], int]] = {}
+    for t in range(frag.threads):
+        coords = L.thread_coords(frag, int_(t))
+        if hasattr(L, "tile_index"):  # parts-based Fragment
+            regs = [(L.tile_index(frag, coords, dg), L.slot(frag, dg).value) for dg in L.local_digits(frag)]
+        else:
+            regs = [(L.element_index(frag, coords, lc), L.local_slot(frag, lc)) for lc in L.local_indices(frag)]
+        for index_exprs, slot in regs:
+            index = tuple(e.value for e in index_exprs)
+            if all(i < n for i, n in zip(index, frag.shape)):
+                threads, old = held.setdefault(index, (set(), slot))
+                assert old == slot, f"{index}: replicas in different slots"
+                threads.add(t)
+    return held
+
+
+def _docstring_fragment() -> L.Fragment:
+    """layout.py's docstring example: tile (4, 16), 8 threads, 2-element vectors along dim 1."""
+    if hasattr(L, "cyclic"):
+        return L.cyclic((4, 16), (2, 4), (1, 2), 8)
+    return L.Fragment((4, 16), (L.Axis(2, 0), L.Axis(4, 1)), (1, 2))
+
+
+def test_docstring_example() -> None:
+    frag = _docstring_fragment()
+    for i in range(4):
+        for j in range(16):
+            tids, slot = explain.owners(frag, (i, j))
+            assert tids == ((i % 2) * 4 + (j // 2) % 4,)
+            assert slot == (i // 2) * 4 + (j // 8) * 2 + j % 2
+
+
+@pytest.mark.parametrize(
+    "frag",
+    [
+        L.accumulator((64, 64), 128),
+        L.reduced(L.accumulator((64, 64), 128), 1),
+        L.default((1, 2048), 256, 4),
+        L.default((8, 100), 128, 2),
+    ],
+    ids=["accumulator", "reduced", "row", "padded"],
+)
+def test_every_element_owned_once_per_replica(frag: L.Fragment) -> None:
+    expected = layout_owners(frag)
+    assert set(expected) == set(_indices(frag.shape))
+    seen: dict[tuple[int, int], tuple[int, ...]] = {}
+    for index in _indices(frag.shape):
+        tids, slot = explain.owners(frag, index)
+        assert (set(tids), slot) == expected[index]
+        assert len(tids) == explain.replication(frag)
+        for t in tids:
+            assert (t, slot) not in seen, f"{index} and {seen[(t, slot)]} share thread {t} slot {slot}"
+            seen[(t, slot)] = index
+            assert 0 <= slot < frag.local_size
+
+
+def _indices(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = [()]
+    for n in shape:
+        out = [p + (i,) for p in out for i in range(n)]
+    return out
+
+
+# ---------------------------------------------------------------- SVG
+
+
+def _cells(svg: str) -> list[ET.Element]:
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg"
+    return [g for g in root.iter(f"{SVG}g") if g.get("class") == "cell"]
+
+
+def test_svg_acc_s_of_flash_attention() -> None:
+    program = elaborate(str(ROOT / "examples" / "flash_attention.tile"))
+    svg = explain.explain_svg(program, "acc_s")
+    cells = _cells(svg)
+    assert len(cells) == 16 * 16  # a 64x64 tile is capped at its top-left 16x16 block
+    assert "top-left 16x16 block of 64x64" in svg
+    expected = layout_owners(L.accumulator((64, 64), 128))
+    by_index = {tuple(map(int, c.get("data-index", "").split(","))): c for c in cells}
+    for index in [(0, 0), (0, 1), (1, 0), (7, 15), (8, 0), (15, 15), (3, 9)]:
+        threads, slot = expected[index]
+        cell = by_index[index]
+        assert {int(t) for t in cell.get("data-threads", "").split(",")} == threads
+        assert int(cell.get("data-slot", "-1")) == slot
+    # row i belongs to thread row i % 8 and column j to thread column j % 16 (tid = 16 * row + col)
+    assert by_index[(9, 3)].get("data-threads") == str(16 * 1 + 3)
+    assert "T19" in ET.tostring(by_index[(9, 3)], encoding="unicode")
+
+
+def test_svg_replicated_fragment_lists_replicas() -> None:
+    program = elaborate(str(ROOT / "examples" / "flash_attention.tile"))
+    cells = _cells(explain.explain_svg(program, "m", color_by="thread"))
+    assert len(cells) == 32  # a 1-D tile is one row, capped at 32
+    first = cells[0]
+    assert first.get("data-threads") == ",".join(str(t) for t in range(16))
+    assert "T0,T1,…(16)" in ET.tostring(first, encoding="unicode")
+
+
+def test_svg_whole_small_tile() -> None:
+    program = elaborate(str(ROOT / "tests" / "golden" / "explain" / "attention_step.tile"))
+    cells = _cells(explain.explain_svg(program, "s"))
+    assert len(cells) == 16 * 16
+
+
+def test_svg_errors() -> None:
+    program = elaborate(str(ROOT / "examples" / "gemm.tile"))
+    with pytest.raises(ValueError, match="shared buffer"):
+        explain.explain_svg(program, "A_shared")
+    with pytest.raises(ValueError, match="no buffer 'nope'"):
+        explain.explain_svg(program, "nope")
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli_explain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("explain", str(ROOT / "examples" / "gemm.tile"), "-D", "block_K=16") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("kernel gemm (gemm.tile:10): 128 threads")
+    assert "micro-tile 16x8 per thread, k=16" in out
+
+
+def test_cli_explain_svg(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "acc.svg"
+    path = str(ROOT / "examples" / "flash_attention.tile")
+    assert run("explain", path, "--kernel", "flash_attention", "--svg", str(out), "--buffer", "acc_o") == 0
+    assert len(_cells(out.read_text())) == 16 * 16
+    assert f"wrote {out}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--svg", "x.svg"), "--svg and --buffer go together"),
+        (("--kernel", "nope"), "no kernel 'nope'"),
+        (("--svg", "x.svg", "--buffer", "B_shared"), "--svg draws fragments"),
+    ],
+)
+def test_cli_explain_usage_errors(args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("explain", str(ROOT / "examples" / "gemm.tile"), *args) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_cli_explain_user_error(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.tile"
+    bad.write_text("kernel k(A: Tensor((N,), float16)):\n    with Kernel(1, threads=32) as bx:\n        x = y\n")
+    assert run("explain", str(bad)) == 1
+    assert "error:" in capsys.readouterr().err
+
+
+def test_docs_are_current() -> None:
+    """docs/explain.md holds the real output; `python docs/make_explain.py` regenerates it."""
+    doc = (ROOT / "docs" / "explain.md").read_text()
+    for name in ("gemm", "flash_attention"):
+        text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / f"{name}.tile"))))
+        assert text in doc, f"docs/explain.md is stale for {name}.tile: run python docs/make_explain.py"
+    program = elaborate(str(ROOT / "examples" / "flash_attention.tile"))
+    picture = (ROOT / "docs" / "explain-flash_attention-acc_s.svg").read_text()
+    assert picture == explain.explain_svg(program, "acc_s"), "run python docs/make_explain.py"
