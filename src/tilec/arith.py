@@ -1,0 +1,155 @@
+"""Symbolic index arithmetic through TVM's analyzer (apache-tvm, `tvm.sym`).
+
+The one module that imports TVM, and only inside functions: importing it
+costs about a second, which `tilec check` and `tilec build` must not pay.
+Expressions cross over as `tilec.tir` and come back as `tilec.tir`; every
+variable is an index ranging over [0, extent), given in `bounds`.
+
+    lane in [0, 32):  ((lane // 4) * 64 + lane % 4 * 2) // 64 % 8 * 8
+    simplify      ->  lane // 4 * 8
+    can_prove(lane // 4 * 8 + 7 < 64)  -> True
+
+Indices are nonnegative, so tilec's `//` and `%` (C: round toward zero) go to
+TVM's floordiv/floormod, which agree with them there and which the analyzer
+reasons about best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tilec import tir
+from tilec.dtypes import DType
+
+Bounds = Mapping[tir.Var, int]  # each variable ranges over [0, extent)
+
+_BINARY = {
+    "+": "Add",
+    "-": "Sub",
+    "*": "Mul",
+    "//": "FloorDiv",
+    "%": "FloorMod",
+    "^": "BitwiseXor",
+    "&": "BitwiseAnd",
+    "|": "BitwiseOr",
+    "<<": "LShift",
+    ">>": "RShift",
+    "<": "LT",
+    "<=": "LE",
+    ">": "GT",
+    ">=": "GE",
+    "==": "EQ",
+    "!=": "NE",
+    "and": "And",
+    "or": "Or",
+}
+_BACK = {name: op for op, name in _BINARY.items()} | {"Div": "//", "Mod": "%"}
+_COMPARE = {"<", "<=", ">", ">=", "==", "!=", "and", "or"}
+
+
+def available() -> bool:
+    """True when apache-tvm can be imported (tests skip the symbolic checks otherwise)."""
+    try:
+        import tvm.sym  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class _Bridge:
+    """Converts one expression family both ways, keeping tilec Var <-> TVM Var one to one."""
+
+    def __init__(self, bounds: Bounds):
+        import tvm.sym
+        import tvm.tirx
+        from tvm import ir
+
+        self.T = tvm.tirx
+        self.to: dict[tir.Var, Any] = {}
+        self.back: dict[Any, tir.Var] = {}
+        self.analyzer = tvm.sym.Analyzer()
+        for var, extent in bounds.items():
+            self.analyzer.bind(self.var(var), ir.Range.from_min_extent(0, extent))
+
+    def var(self, v: tir.Var) -> Any:
+        if v not in self.to:
+            tv = self.T.Var(v.name, v.dtype.tile_name if v.dtype.is_int else "int32")
+            self.to[v] = tv
+            self.back[tv] = v
+        return self.to[v]
+
+    def to_tvm(self, e: tir.Expr) -> Any:
+        T = self.T
+        match e:
+            case tir.IntImm(value, dtype):
+                return T.IntImm(dtype.tile_name, value)
+            case tir.BoolImm(value):
+                return T.IntImm("bool", int(value))
+            case tir.Var():
+                return self.var(e)
+            case tir.BinOp(op, a, b):
+                return getattr(T, _BINARY[op])(self.to_tvm(a), self.to_tvm(b))
+            case tir.Select(cond, a, b):
+                return T.Select(self.to_tvm(cond), self.to_tvm(a), self.to_tvm(b))
+            case tir.Call("min" | "max" as f, (a, b)):
+                return getattr(T, f.capitalize())(self.to_tvm(a), self.to_tvm(b))
+            case _:
+                raise TypeError(f"arith: no TVM form for {e!r}")
+
+    def from_tvm(self, x: Any) -> tir.Expr:
+        T = self.T
+        kind = type(x).__name__
+        if isinstance(x, T.IntImm):
+            return tir.BoolImm(bool(x.value)) if str(x.ty) == "bool" else tir.IntImm(int(x.value), _dtype(x))
+        if isinstance(x, T.Var):
+            return self.back[x]
+        if kind in _BACK:
+            op = _BACK[kind]
+            dt = DType.bool if op in _COMPARE else _dtype(x)
+            return tir.BinOp(op, self.from_tvm(x.a), self.from_tvm(x.b), dt)  # type: ignore[arg-type]
+        if kind in ("Min", "Max"):
+            return tir.Call(kind.lower(), (self.from_tvm(x.a), self.from_tvm(x.b)), _dtype(x))
+        if kind == "Select":
+            return tir.Select(
+                self.from_tvm(x.condition), self.from_tvm(x.true_value), self.from_tvm(x.false_value), _dtype(x)
+            )
+        if kind == "Not":
+            return tir.UnaryOp("not", self.from_tvm(x.a), DType.bool)
+        raise TypeError(f"arith: no tilec form for TVM {kind}: {x}")
+
+
+def _dtype(x: Any) -> DType:
+    name = str(x.ty)
+    return DType[name] if name in DType.__members__ else DType.int32
+
+
+def simplify(e: tir.Expr, bounds: Bounds) -> tir.Expr:
+    """The analyzer's canonical form of `e`, knowing each variable's range."""
+    br = _Bridge(bounds)
+    return br.from_tvm(br.analyzer.simplify(br.to_tvm(e)))
+
+
+def can_prove(cond: tir.Expr, bounds: Bounds) -> bool:
+    """True only when `cond` holds for every value of the variables in their ranges."""
+    br = _Bridge(bounds)
+    return bool(br.analyzer.can_prove(br.to_tvm(cond)))
+
+
+def prove_equal(a: tir.Expr, b: tir.Expr, bounds: Bounds) -> bool:
+    br = _Bridge(bounds)
+    diff = br.analyzer.simplify(br.to_tvm(a) - br.to_tvm(b))
+    return isinstance(diff, br.T.IntImm) and int(diff.value) == 0
+
+
+def prove_bijective(index: Sequence[tir.Expr], bounds: Bounds) -> bool:
+    """True when TVM's iterator-map detection shows that (variables in their ranges) -> `index`
+    is a bijection onto a dense box: every element exactly once. False means "not proved"."""
+    import tvm.sym
+    from tvm import ir
+
+    br = _Bridge(bounds)
+    dom = {br.var(v): ir.Range.from_min_extent(0, n) for v, n in bounds.items()}
+    exprs = [br.to_tvm(x) for x in index]
+    result = tvm.sym.detect_iter_map(exprs, dom, check_level=tvm.sym.iter_affine_map.IterMapLevel.Bijective)
+    return len(result.indices) == len(exprs) and not result.errors
