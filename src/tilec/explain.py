@@ -59,39 +59,17 @@ class KernelReport:
 
 # ---------------------------------------------------------------- fragment facts
 #
-# Everything explain needs from a Fragment comes from one normalized view:
-# thread parts (least significant first) and register parts (most significant
-# first), each (extent, dim, stride): digit k of the thread id (or of the
-# register slot) steps tile dimension `dim` by `stride` (dim None:
-# replication). layout.py's grid/vector form converts to it (the cyclic
-# layout: group g, lane e, coordinate c along a dim split over t threads with
-# vectors of v -> index g * v * t + c * v + e); a parts-based Fragment is read
-# as it is.
+# Explain reads a Fragment's thread parts (least significant first) and
+# register parts (most significant first), each (extent, dim, stride): digit k
+# of the thread id (or register slot) steps tile dimension `dim` by `stride`
+# (dim None: replication).
 
-
-@dataclass(frozen=True, slots=True)
-class Part:
-    extent: int
-    dim: int | None
-    stride: int
+Part = L.Part
 
 
 def parts(frag: L.Fragment) -> tuple[tuple[Part, ...], tuple[Part, ...]]:
     """(thread parts, least significant first; register parts, most significant first)."""
-    if hasattr(frag, "thread_parts"):
-        conv = lambda ps: tuple(Part(p.extent, p.dim, p.stride) for p in ps)  # noqa: E731
-        return conv(frag.thread_parts), conv(frag.local_parts)  # type: ignore[attr-defined]
-    grid, vec = frag.grid, frag.vec  # type: ignore[attr-defined]
-    threads = tuple(Part(a.extent, a.dim, 0 if a.dim is None else vec[a.dim]) for a in reversed(grid))
-    local: list[Part] = []
-    for d, (size, v) in enumerate(zip(frag.shape, vec)):
-        t = math.prod(a.extent for a in grid if a.dim == d)
-        groups = math.ceil(size / (v * t))
-        if groups > 1:
-            local.append(Part(groups, d, v * t))
-        if v > 1:
-            local.append(Part(v, d, 1))
-    return threads, tuple(local)
+    return frag.thread_parts, frag.local_parts
 
 
 def _digits(value: int, ps: tuple[Part, ...]) -> list[int]:
@@ -156,9 +134,7 @@ def threads_along(frag: L.Fragment, dim: int) -> tuple[int, int]:
 
 def whole_tile_per_thread(shape: tuple[int, ...], threads: int, vec: int) -> L.Fragment:
     """Every thread holds the whole tile (how a tile op touching alloc_local runs)."""
-    if hasattr(L, "replicated_all"):
-        return L.replicated_all(shape, threads, vec)  # type: ignore[attr-defined]
-    return L.Fragment(shape, (L.Axis(threads, None),), (1,) * (len(shape) - 1) + (vec,))  # type: ignore[attr-defined]
+    return L.replicated_all(shape, threads, vec)
 
 
 # ---------------------------------------------------------------- instructions

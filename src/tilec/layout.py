@@ -1,20 +1,21 @@
 """Fragment layouts: where each element of a register tile lives.
 
-A `Fragment` distributes a tile of shape S over the T threads of a block. The
-threads form a row-major grid; each grid axis either splits one tile
-dimension or replicates (the same values held by several threads, as a row
-maximum is after a reduce over columns). Along a split dimension d, groups
-of `vec[d]` consecutive elements go to consecutive coordinates of that axis,
-cyclically:
+A `Fragment` distributes a tile of shape S over the T threads of a block.
+Both the thread id and the per-thread register slot are mixed-radix numbers
+whose digits ("parts") each step one tile dimension by a fixed stride:
 
-    tile (4, 16) float16, 8 threads, grid ((2, dim 0), (4, dim 1)), vec (1, 2)
-    element (i, j) -> thread (i % 2) * 4 + (j // 2) % 4
-                      slot   (i // 2) * 4 + (j // 8) * 2 + j % 2
+    tile (4, 16) float16, 8 threads, 2-element vectors:
+      thread parts (least significant first): 4 x (dim 1, stride 2), 2 x (dim 0, stride 1)
+      local parts  (most significant first):  2 x (dim 0, stride 2), 2 x (dim 1, stride 8), 2 x (dim 1, stride 1)
+    thread t = c0 + 4 * c1 with registers (r0, r1, r2) holds element
+      (i, j) = (c1 + 2 * r0, 2 * c0 + 8 * r1 + r2),   slot = 4 * r0 + 2 * r1 + r2
 
-Each thread then holds a small dense array ("local shape") per fragment, and
-a `Parallel` loop over the tile becomes a loop over that array. Layouts are
-plain data; inference (passes/infer_layouts.py) decides them, lowering reads
-them.
+A thread part with no dimension is replication: those threads hold the same
+values (a row maximum after a reduce over columns). Simple cyclic layouts
+(`default`), the SIMT gemm accumulator and the mma.sync m16n8k16 accumulator
+are all instances, so one lowering of loops, copies and reductions serves
+them all. Layouts are plain data; inference (passes/infer_layouts.py)
+decides them, lowering reads them.
 """
 
 from __future__ import annotations
@@ -23,104 +24,103 @@ import math
 from dataclasses import dataclass
 
 from tilec import tir
+from tilec.dtypes import DType
 from tilec.simplify import int_, simplify
+
+I32 = DType.int32
 
 
 @dataclass(frozen=True, slots=True)
-class Axis:
+class Part:
     extent: int
-    dim: int | None  # the tile dimension this axis splits, None = replication
+    dim: int | None  # the tile dimension this digit steps; None = replication (thread parts only)
+    stride: int  # tile-index step per unit of this digit
 
 
 @dataclass(frozen=True, slots=True)
 class Fragment:
     shape: tuple[int, ...]
-    grid: tuple[Axis, ...]  # outermost first; extents multiply to the block's threads
-    vec: tuple[int, ...]  # per tile dimension
+    thread_parts: tuple[Part, ...]  # least significant first; extents multiply to the block's threads
+    local_parts: tuple[Part, ...]  # most significant first (row-major register order)
 
     @property
     def threads(self) -> int:
-        return math.prod(a.extent for a in self.grid)
-
-    def split(self, dim: int) -> int:
-        """How many threads share dimension `dim` (1 if no axis splits it)."""
-        return next((a.extent for a in self.grid if a.dim == dim), 1)
-
-    def axis_stride(self, dim: int | None, index: int = 0) -> int:
-        """Thread-id stride of the axis splitting `dim` (or the index-th replica axis)."""
-        stride = 1
-        seen = 0
-        for axis in reversed(self.grid):
-            if axis.dim == dim:
-                if dim is not None or seen == index:
-                    return stride
-                seen += 1
-            stride *= axis.extent
-        raise KeyError(dim)
-
-    @property
-    def local_shape(self) -> tuple[int, ...]:
-        return tuple(math.ceil(s / (v * self.split(d))) * v for d, (s, v) in enumerate(zip(self.shape, self.vec)))
+        return math.prod(p.extent for p in self.thread_parts)
 
     @property
     def local_size(self) -> int:
-        return math.prod(self.local_shape)
-
-    @property
-    def exact(self) -> bool:
-        """True when every (thread, slot) pair holds a real element (no padding)."""
-        return all(s % (v * self.split(d)) == 0 for d, (s, v) in enumerate(zip(self.shape, self.vec)))
+        return math.prod(p.extent for p in self.local_parts)
 
     @property
     def replicated(self) -> bool:
-        return any(a.dim is None and a.extent > 1 for a in self.grid)
+        return any(p.dim is None and p.extent > 1 for p in self.thread_parts)
+
+    def thread_stride(self, index: int) -> int:
+        """Thread-id stride of thread part `index`."""
+        return math.prod(p.extent for p in self.thread_parts[:index])
+
+    def padded(self, dim: int) -> bool:
+        """True when some (thread, register) pairs fall past the tile along `dim`."""
+        top = sum((p.extent - 1) * p.stride for p in (*self.thread_parts, *self.local_parts) if p.dim == dim)
+        return top >= self.shape[dim]
 
     def describe(self) -> str:
-        axes = " x ".join(f"{a.extent}{'' if a.dim is None else f'@{a.dim}'}" for a in self.grid)
-        return f"threads [{axes}] vec {list(self.vec)} local {list(self.local_shape)}"
+        def show(parts: tuple[Part, ...]) -> str:
+            return " ".join(f"{p.extent}{'' if p.dim is None else f'@{p.dim}/{p.stride}'}" for p in parts)
+
+        return f"threads [{show(self.thread_parts)}] regs [{show(self.local_parts)}]"
 
 
-def thread_coords(frag: Fragment, tid: tir.Expr) -> dict[int | None, list[tir.Expr]]:
-    """Coordinate expression of each grid axis for thread id `tid`."""
-    coords: dict[int | None, list[tir.Expr]] = {}
+# ---------------------------------------------------------------- evaluation
+
+
+def thread_coords(frag: Fragment, tid: tir.Expr) -> list[tir.Expr]:
+    """The digit of each thread part for thread id `tid` (0 for extent 1)."""
+    out: list[tir.Expr] = []
     stride = 1
-    for axis in reversed(frag.grid):
+    for part in frag.thread_parts:
+        if part.extent == 1:
+            out.append(int_(0))
+            continue
         expr = tid if stride == 1 else tir.BinOp("//", tid, int_(stride), tid.dtype)
-        if stride * axis.extent < frag.threads:
-            expr = tir.BinOp("%", expr, int_(axis.extent), tid.dtype)
-        coords.setdefault(axis.dim, []).insert(0, simplify(expr) if axis.extent > 1 else int_(0))
-        stride *= axis.extent
-    return coords
+        if stride * part.extent < frag.threads:
+            expr = tir.BinOp("%", expr, int_(part.extent), tid.dtype)
+        out.append(simplify(expr))
+        stride *= part.extent
+    return out
 
 
-def element_index(
-    frag: Fragment, coords: dict[int | None, list[tir.Expr]], local: tuple[int, ...]
+def tile_index(
+    frag: Fragment, threads: list[tir.Expr], locals_: list[tir.Expr] | tuple[int, ...]
 ) -> tuple[tir.Expr, ...]:
-    """Tile index held by the thread at `coords` in local slot `local` (a tuple per dim)."""
+    """Tile index held by thread digits `threads` in the register with digits
+    `locals_` (terms summed largest stride first, the way one reads them)."""
     out = []
-    for d, (lv, v) in enumerate(zip(local, frag.vec)):
-        t = frag.split(d)
-        base = (lv // v) * v * t + lv % v
-        if t == 1:
-            out.append(int_(base))
-        else:
-            c = coords[d][0]
-            out.append(simplify(tir.BinOp("+", tir.BinOp("*", c, int_(v), c.dtype), int_(base), c.dtype)))
+    digits = list(zip((*frag.thread_parts, *frag.local_parts), (*threads, *locals_)))
+    for d in range(len(frag.shape)):
+        terms = sorted(((p, g) for p, g in digits if p.dim == d and p.extent > 1), key=lambda pg: -pg[0].stride)
+        total: tir.Expr = int_(0)
+        for part, digit in terms:
+            step = int_(digit) if isinstance(digit, int) else digit
+            total = tir.BinOp("+", total, tir.BinOp("*", step, int_(part.stride), I32), I32)
+        out.append(simplify(total))
     return tuple(out)
 
 
-def local_slot(frag: Fragment, local: tuple[int, ...]) -> int:
-    slot = 0
-    for lv, extent in zip(local, frag.local_shape):
-        slot = slot * extent + lv
-    return slot
+def slot(frag: Fragment, digits: list[tir.Expr] | tuple[int, ...]) -> tir.Expr:
+    """Register slot (mixed radix over the local parts) of local digits."""
+    total: tir.Expr = int_(0)
+    for part, digit in zip(frag.local_parts, digits):
+        step = int_(digit) if isinstance(digit, int) else digit
+        total = tir.BinOp("+", tir.BinOp("*", total, int_(part.extent), I32), step, I32)
+    return simplify(total)
 
 
-def local_indices(frag: Fragment) -> list[tuple[int, ...]]:
-    """All local slots of a thread, row-major."""
+def local_digits(frag: Fragment) -> list[tuple[int, ...]]:
+    """Every register's local digits, in slot order."""
     out: list[tuple[int, ...]] = [()]
-    for extent in frag.local_shape:
-        out = [prefix + (i,) for prefix in out for i in range(extent)]
+    for part in frag.local_parts:
+        out = [prefix + (i,) for prefix in out for i in range(part.extent)]
     return out
 
 
@@ -131,27 +131,44 @@ def _pow2_floor(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
+def cyclic(shape: tuple[int, ...], splits: tuple[int, ...], vec: tuple[int, ...], threads: int) -> Fragment:
+    """Groups of vec[d] elements dealt to splits[d] threads round-robin along
+    each dim, the last dim on the fastest threads; leftover threads replicate."""
+    thread_parts = [Part(t, d, v) for d, (t, v) in reversed(list(enumerate(zip(splits, vec)))) if t > 1]
+    rest = threads // math.prod(splits)
+    if rest > 1:
+        thread_parts.append(Part(rest, None, 0))
+    local_parts = []
+    for d, (s, t, v) in enumerate(zip(shape, splits, vec)):
+        groups = math.ceil(s / (v * t))
+        if groups > 1:
+            local_parts.append(Part(groups, d, v * t))
+        if v > 1:
+            local_parts.append(Part(v, d, 1))
+    return Fragment(shape, tuple(thread_parts), tuple(local_parts))
+
+
 def default(shape: tuple[int, ...], threads: int, elem_bytes: int) -> Fragment:
     """The free choice: vectors of up to 16 bytes along the last dimension
     (narrower when a tile is too small to give every thread one), threads
     filling the last dimension first, leftover threads replicate."""
-    rank = len(shape)
-    vec = [1] * rank
     last = shape[-1]
     v = _pow2_floor(max(1, 16 // elem_bytes))
     while v > 1 and (last % v or math.prod(shape) // v < threads):
         v //= 2
-    vec[-1] = v
-    axes: list[Axis] = []
+    vec = (1,) * (len(shape) - 1) + (v,)
+    splits = [1] * len(shape)
     remaining = threads
-    for d in reversed(range(rank)):
+    for d in reversed(range(len(shape))):
         t = min(remaining, _pow2_floor(max(1, math.ceil(shape[d] / vec[d]))))
-        if t > 1:
-            axes.insert(0, Axis(t, d))
-            remaining //= t
-    if remaining > 1:
-        axes.insert(0, Axis(remaining, None))
-    return Fragment(shape, tuple(axes), tuple(vec))
+        splits[d] = t
+        remaining //= t
+    return cyclic(shape, tuple(splits), vec, threads)
+
+
+def replicated_all(shape: tuple[int, ...], threads: int, vec_last: int = 1) -> Fragment:
+    """Every thread holds the whole tile (alloc_local buffers)."""
+    return cyclic(shape, (1,) * len(shape), (1,) * (len(shape) - 1) + (vec_last,), threads)
 
 
 def accumulator(shape: tuple[int, int], threads: int) -> Fragment:
@@ -162,56 +179,57 @@ def accumulator(shape: tuple[int, int], threads: int) -> Fragment:
     m, n = shape
     tm = min(_pow2_floor(m), 1 << (threads.bit_length() - 1) // 2)
     tn = min(threads // tm, _pow2_floor(n))
-    axes = [Axis(tm, 0), Axis(tn, 1)]
-    rest = threads // (tm * tn)
-    if rest > 1:
-        axes.insert(0, Axis(rest, None))
-    return Fragment(shape, tuple(axes), (1, 1))
+    return cyclic(shape, (tm, tn), (1, 1), threads)
 
 
 def reduced(frag: Fragment, dim: int) -> Fragment:
     """The layout of reduce(frag, dim): `dim` becomes replication."""
-    grid = []
-    for a in frag.grid:
-        if a.dim == dim:
-            grid.append(Axis(a.extent, None))
-        elif a.dim is not None and a.dim > dim:
-            grid.append(Axis(a.extent, a.dim - 1))
-        else:
-            grid.append(a)
+
+    def renumber(p: Part) -> Part:
+        if p.dim == dim:
+            return Part(p.extent, None, 0)
+        if p.dim is not None and p.dim > dim:
+            return Part(p.extent, p.dim - 1, p.stride)
+        return p
+
+    threads = tuple(renumber(p) for p in frag.thread_parts)
+    local = tuple(renumber(p) for p in frag.local_parts if p.dim != dim)
     shape = frag.shape[:dim] + frag.shape[dim + 1 :]
-    vec = frag.vec[:dim] + frag.vec[dim + 1 :]
-    if not shape:
-        shape, vec = (1,), (1,)
-    return Fragment(shape, tuple(grid), vec)
+    return Fragment(shape or (1,), threads, local)
 
 
 def projected(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
     """The layout a fragment indexed by loop variables `dims` (in order) must
     have to be read locally inside a Parallel loop of layout `frag`."""
-    grid = []
-    for a in frag.grid:
-        if a.dim is None or a.dim not in dims:
-            grid.append(Axis(a.extent, None))
-        else:
-            grid.append(Axis(a.extent, dims.index(a.dim)))
-    shape = tuple(frag.shape[d] for d in dims)
-    vec = tuple(frag.vec[d] for d in dims)
-    return Fragment(shape, tuple(grid), vec)
+
+    def renumber(p: Part) -> Part:
+        if p.dim is None or p.dim not in dims:
+            return Part(p.extent, None, 0)
+        return Part(p.extent, dims.index(p.dim), p.stride)
+
+    threads = tuple(renumber(p) for p in frag.thread_parts)
+    local = tuple(renumber(p) for p in frag.local_parts if p.dim in dims)
+    return Fragment(tuple(frag.shape[d] for d in dims), threads, local)
 
 
 def same_placement(a: Fragment, b: Fragment) -> bool:
-    """Equal up to how replication axes are split (adjacent replica axes merge)."""
-    return a.shape == b.shape and a.vec == b.vec and _merged(a.grid) == _merged(b.grid)
+    """Equal up to how replication parts are split and unit parts."""
+    return (
+        a.shape == b.shape
+        and _norm(a.thread_parts) == _norm(b.thread_parts)
+        and _drop1(a.local_parts) == _drop1(b.local_parts)
+    )
 
 
-def _merged(grid: tuple[Axis, ...]) -> tuple[Axis, ...]:
-    out: list[Axis] = []
-    for a in grid:
-        if a.extent == 1:
-            continue
-        if out and a.dim is None and out[-1].dim is None:
-            out[-1] = Axis(out[-1].extent * a.extent, None)
+def _drop1(parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    return tuple(p for p in parts if p.extent > 1)
+
+
+def _norm(parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    out: list[Part] = []
+    for p in _drop1(parts):
+        if out and p.dim is None and out[-1].dim is None:
+            out[-1] = Part(out[-1].extent * p.extent, None, 0)
         else:
-            out.append(a)
+            out.append(p)
     return tuple(out)

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import assert_never
 
+from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
@@ -31,7 +32,7 @@ from tilec.lower.cleanup import drop_unused
 from tilec.lower.loops import DistributedLoops
 from tilec.lower.ops import TileOps
 from tilec.passes.infer_layouts import Layouts
-from tilec.simplify import int_, simplify
+from tilec.simplify import simplify
 from tilec.sync import Barriers, shared_reads_writes, touches_shared
 from tilec.targets import Target
 
@@ -395,6 +396,9 @@ class KernelLowering(TileOps, DistributedLoops):
                 return Access(T.Subscript(name, (self.slot(buf, idx, loop),), buf.dtype), true)
 
     def slot(self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop) -> tir.Expr:
+        """Register of fragment `buf` holding element `idx` of the loop being
+        lowered: the fragment's register digits are the loop's digits of the
+        dims it is indexed by (its layout is the loop's, projected)."""
         frag = self.layouts.buffers[buf]
         dims = []
         for i in idx:
@@ -402,10 +406,13 @@ class KernelLowering(TileOps, DistributedLoops):
             if pos is None:
                 raise error(buf.span, f"internal: fragment '{buf.name}' index not a loop variable")
             dims.append(pos)
-        slot: tir.Expr = int_(0)
-        for d, extent in zip(dims, frag.local_shape):
-            slot = tir.BinOp("+", tir.BinOp("*", slot, int_(extent), I32), loop.local[d], I32)
-        return simplify(slot)
+        digits = [
+            digit for part, digit in zip(loop.layout.local_parts, loop.local) if part.extent > 1 and part.dim in dims
+        ]
+        wanted = [p for p in frag.local_parts if p.extent > 1]
+        if len(digits) != len(wanted):
+            raise error(buf.span, f"internal: fragment '{buf.name}' registers do not match the loop's layout")
+        return L.slot(L.Fragment(frag.shape, frag.thread_parts, tuple(wanted)), digits)
 
     def _below(self, i: tir.Expr, d: tir.Expr) -> bool:
         """True if index `i` is provably below the constant extent `d`."""

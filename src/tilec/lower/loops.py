@@ -21,14 +21,12 @@ from tilec.emit import expr_text as _expr_text
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
-    add,
     all_of,
     cast,
     conjuncts,
     counter_var,
     guarded,
     lt,
-    mul,
     printf,
     raw,
     upper_bound,
@@ -45,44 +43,49 @@ class DistributedLoops:
     ) -> list[T.Stmt]:
         """Run `body` for every element of `layout`'s shape this thread owns.
 
-        Per tile dim d the thread walks groups g (of `vec[d]` elements) and
-        lanes e inside a group: index = g * vec * split + coord * vec + e. The
-        loop variables keep the user's names (`const int i = ...;`)."""
+        One counter per register digit of the layout (g0, g1 for groups, e1
+        for the vector lanes of the last dim); the tile index is the layout's
+        sum of thread and register digits times their strides. The loop
+        variables keep the user's names (`const int i = ...;`)."""
         coords = L.thread_coords(layout, self.tx)
         rank = len(layout.shape)
-        groups: list[T.Sym | None] = []
-        lanes: list[T.Sym | None] = []
-        index: list[tir.Expr] = []
-        local: list[tir.Expr] = []
-        for d in range(rank):
-            v, t = layout.vec[d], layout.split(d)
-            ng = layout.local_shape[d] // v
-            g = T.Sym(self._fresh(f"g{d}" if rank > 1 else "g"), I32) if ng > 1 else None
-            e = T.Sym(self._fresh(f"e{d}" if rank > 1 else "e"), I32) if v > 1 else None
-            gv = counter_var(g, ng, self.bounds) if g else int_(0)
-            ev = counter_var(e, v, self.bounds) if e else int_(0)
-            c = coords[d][0] if t > 1 else int_(0)
-            index.append(simplify(add(add(mul(gv, v * t), mul(c, v)), ev)))
-            local.append(simplify(add(mul(gv, v), ev)))
-            groups.append(g)
-            lanes.append(e)
-        padded = [d for d in range(rank) if layout.shape[d] % (layout.vec[d] * layout.split(d))]
-        lane = lanes[-1] if vectorize and layout.vec[-1] > 1 else None
-        inner, vectorized = self._element_body(layout, vars, body, tuple(index), tuple(local), padded, lane)
+        counters: list[T.Sym | None] = []
+        digits: list[tir.Expr] = []
+        parts = layout.local_parts
+        for k, part in enumerate(parts):
+            if part.extent == 1:
+                counters.append(None)
+                digits.append(int_(0))
+                continue
+            is_lane = k == len(parts) - 1 and part.stride == 1
+            base = ("e" if is_lane else "g") + (str(part.dim) if rank > 1 else "")
+            sym = T.Sym(self._fresh(base), I32)
+            counters.append(sym)
+            digits.append(counter_var(sym, part.extent, self.bounds))
+        index = L.tile_index(layout, coords, digits)
+        padded = [d for d in range(rank) if layout.padded(d)]
+        last = parts[-1] if parts else None
+        lane = None
+        if vectorize and last is not None and last.dim == rank - 1 and last.stride == 1 and last.extent > 1:
+            lane = counters[-1]
+        inner, vectorized = self._element_body(layout, vars, body, index, tuple(digits), padded, lane)
         nest = inner
-        for d in reversed(range(rank)):
-            lane_d = lanes[d]
-            if lane_d is not None and not (d == rank - 1 and vectorized):
-                nest = [T.Loop(lane_d, int_(0), int_(layout.vec[d]), 1, True, tuple(nest))]
-            g = groups[d]
-            if g is not None:
-                nest = [T.Loop(g, int_(0), int_(layout.local_shape[d] // layout.vec[d]), 1, True, tuple(nest))]
+        for k in reversed(range(len(parts))):
+            sym = counters[k]
+            if sym is None or (vectorized and k == len(parts) - 1):
+                continue
+            nest = [T.Loop(sym, int_(0), int_(parts[k].extent), 1, True, tuple(nest))]
         return nest
 
     def replica_zero(self, layout: L.Fragment) -> tir.Expr:
         """True in the threads that hold replica 0 of a replicated layout."""
-        coords = L.thread_coords(layout, self.tx).get(None, [])
-        return all_of([tir.BinOp("==", c, int_(0), DType.bool) for c in coords if not isinstance(c, tir.IntImm)])
+        coords = L.thread_coords(layout, self.tx)
+        conds = [
+            tir.BinOp("==", c, int_(0), DType.bool)
+            for c, p in zip(coords, layout.thread_parts)
+            if p.dim is None and not isinstance(c, tir.IntImm)
+        ]
+        return all_of(conds)
 
     def _fresh(self, base: str) -> str:
         return self.names.fresh(base)
@@ -115,9 +118,8 @@ class DistributedLoops:
         if lane is None:
             return scalar, False
         full = ElementLoop(layout, index, local, vars)
-        vec = self.vector_path(
-            tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, layout.vec[-1]
-        )
+        width = layout.local_parts[-1].extent
+        vec = self.vector_path(tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, width)
         if vec is None:
             return scalar, False
         cond, vbody = vec
@@ -125,7 +127,7 @@ class DistributedLoops:
         outer_guard = simplify(
             substitute(all_of([lt(index[d], int_(layout.shape[d])) for d in padded]), {lane_v: int_(0)})
         )
-        scalar_lanes = T.Loop(lane, int_(0), int_(layout.vec[-1]), 1, True, tuple(scalar))
+        scalar_lanes = T.Loop(lane, int_(0), int_(layout.local_parts[-1].extent), 1, True, tuple(scalar))
         chosen = (
             vbody if isinstance(cond, tir.BoolImm) and cond.value else [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]
         )

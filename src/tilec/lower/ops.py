@@ -13,6 +13,7 @@ from tilec.dtypes import DType
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
+    add,
     all_of,
     c_string,
     cast,
@@ -22,6 +23,7 @@ from tilec.lower.cexpr import (
     guarded,
     index_vars,
     lt,
+    mul,
     printf,
     symv,
     zero,
@@ -64,10 +66,10 @@ class TileOps:
                     raise error(r.span, f"a tile op on fragment '{r.buffer.name}' must cover the whole fragment")
                 return frag
         if any(r.buffer.scope in ("local", "var") for r in regions):
-            return L.Fragment(
+            return L.replicated_all(
                 shape,
-                (L.Axis(self.kernel.threads, None),),
-                tuple([1] * (len(shape) - 1) + [vec_width(shape[-1], regions)]),
+                self.kernel.threads,
+                vec_width(shape[-1], regions),
             )
         return L.default(shape, self.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
 
@@ -160,8 +162,8 @@ class TileOps:
         a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1] or [1]
         k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
         coords = L.thread_coords(frag, self.tx)
-        lm, ln = frag.local_shape
-        tm, tn = frag.split(0), frag.split(1)
+        row0, col0 = L.tile_index(frag, coords, [0] * len(frag.local_parts))
+        (lm, tm), (ln, tn) = _micro_tile(frag, 0), _micro_tile(frag, 1)
         acc_t = compute_dtype(c.dtype)
         cname = self.names.of(c)
         if s.clear_accum:
@@ -182,17 +184,17 @@ class TileOps:
         col_i = T.Sym(self._fresh("ni"), I32)
         rv = counter_var(row_i, lm, self.bounds)
         cv = counter_var(col_i, ln, self.bounds)
-        row = simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(tm), I32), coords[0][0] if tm > 1 else int_(0), I32))
-        col = simplify(tir.BinOp("+", tir.BinOp("*", cv, int_(tn), I32), coords[1][0] if tn > 1 else int_(0), I32))
+        row = simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(tm), I32), row0, I32))
+        col = simplify(tir.BinOp("+", tir.BinOp("*", cv, int_(tn), I32), col0, I32))
         a_reg = self._fresh(f"{self.names.of(a_region.buffer)}_frag")
         b_reg = self._fresh(f"{self.names.of(s.b.buffer)}_frag")
         a_idx = (kk, row) if s.transpose_a else (row, kk)
         b_idx = (col, kk) if s.transpose_b else (kk, col)
         a_load = self.value(tir.Load(a_region.buffer, self._operand_index(a_region, a_idx)), None)
         b_load = self.value(tir.Load(s.b.buffer, self._operand_index(s.b, b_idx)), None)
-        if lm * tm != m:
+        if frag.padded(0):
             a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
-        if ln * tn != n:
+        if frag.padded(1):
             b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
         fma = T.Assign(
             T.Subscript(cname, (simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(ln), I32), cv, I32)),), c.dtype),
@@ -258,6 +260,8 @@ class TileOps:
         ), code
 
     def reduce(self, s: tir.Reduce) -> list[T.Stmt]:
+        """Fold the registers along `dim` in each thread, then across the
+        threads sharing a row: warp shuffles, then shared memory across warps."""
         src, dst = s.src.buffer, s.dst.buffer
         sf = self.layouts.buffers[src]
         df = self.layouts.buffers[dst]
@@ -272,26 +276,26 @@ class TileOps:
         out: list[T.Stmt] = []
         coords = L.thread_coords(sf, self.tx)
         sname, dname = self.names.of(src), self.names.of(dst)
-        rank = len(sf.shape)
-        t = sf.split(dim)
-        for dslot, dlocal in enumerate(L.local_indices(df)):
+        kept = [k for k, p in enumerate(sf.local_parts) if p.dim != dim]
+        padded = [d for d in range(len(sf.shape)) if sf.padded(d)]
+        across = [
+            (p.extent, sf.thread_stride(k)) for k, p in enumerate(sf.thread_parts) if p.dim == dim and p.extent > 1
+        ]
+        by_dst: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for digits in L.local_digits(sf):
+            by_dst.setdefault(tuple(digits[k] for k in kept), []).append(digits)
+        for dslot, group in enumerate(by_dst.values()):
             acc = self._fresh("red")
             out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
-            for r in range(sf.local_shape[dim]):
-                slocal = dlocal[:dim] + (r,) + dlocal[dim:] if rank > 1 else (r,)
-                idx = L.element_index(sf, coords, slocal)
-                x: tir.Expr = cast(T.Subscript(sname, (int_(L.local_slot(sf, slocal)),), src.dtype), acc_t)  # type: ignore[arg-type]
+            for digits in group:
+                reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
+                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]
                 if s.kind in ("abssum", "absmax"):
                     x = tir.Call("abs", (x,), acc_t)
                 upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
-                pad = [
-                    lt(i, int_(n))
-                    for d, (i, n) in enumerate(zip(idx, sf.shape))
-                    if sf.shape[d] % (sf.vec[d] * sf.split(d))
-                ]
-                out += guarded(all_of(pad), [upd])
-            if t > 1:
-                out += self._cross_thread(s.kind, acc, acc_t, sf.axis_stride(dim), t)
+                idx = L.tile_index(sf, coords, digits)
+                out += guarded(all_of([lt(idx[d], int_(sf.shape[d])) for d in padded]), [upd])
+            out += self._cross_thread(s.kind, acc, acc_t, across)
             target = T.Subscript(dname, (int_(dslot),), dst.dtype)
             val: tir.Expr = tir.Var(acc, acc_t, "let")
             if not s.clear:
@@ -299,44 +303,48 @@ class TileOps:
             out.append(T.Assign(target, cast(val, dst.dtype)))
         return out
 
-    def _cross_thread(self, kind: str, acc: str, dtype: DType, stride: int, count: int) -> list[T.Stmt]:
+    def _cross_thread(self, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+        """Combine `acc` over the threads that differ only in `parts` ((extent,
+        thread-id stride) each): xor shuffles inside a warp, then a round
+        through shared memory for the factors that span warps."""
         out: list[T.Stmt] = []
         accv = tir.Var(acc, dtype, "let")
-        inner = 1
-        while inner < count and stride * inner * 2 <= 32:
-            inner *= 2
-        mask = stride * inner // 2
-        while mask >= stride and inner > 1:
-            other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
-            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
-            mask //= 2
-        outer = count // inner
-        if outer > 1:
-            red = self._red_scratch(dtype)
-            step = stride * inner
-            base = simplify(
-                tir.BinOp(
-                    "-",
-                    self.tx,
-                    tir.BinOp(
-                        "*",
-                        tir.BinOp("%", tir.BinOp("//", self.tx, int_(step), I32), int_(outer), I32),
-                        int_(step),
-                        I32,
-                    ),
-                    I32,
-                )
-            )
-            out += [syncthreads(), T.Assign(T.Subscript(red, (self.tx,), dtype), accv), syncthreads()]
-            out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))  # type: ignore[arg-type]
+        outer: list[tuple[int, int]] = []
+        for extent, stride in parts:
+            inner = 1
+            while inner < extent and stride * inner * 2 <= 32:
+                inner *= 2
+            mask = stride * inner // 2
+            while mask >= stride and inner > 1:
+                other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
+                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
+                mask //= 2
+            if extent // inner > 1:
+                outer.append((extent // inner, stride * inner))
+        if not outer:
+            return out
+        red = self._red_scratch(dtype)
+        base: tir.Expr = self.tx
+        for extent, step in outer:
+            digit = tir.BinOp("%", tir.BinOp("//", self.tx, int_(step), I32), int_(extent), I32)
+            base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
+        base = simplify(base)
+        out += [syncthreads(), T.Assign(T.Subscript(red, (self.tx,), dtype), accv), syncthreads()]
+        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))  # type: ignore[arg-type]
+        if len(outer) == 1:
+            extent, step = outer[0]
             k = T.Sym(self._fresh("k"), I32)
-            kv = counter_var(k, outer, self.bounds)
-            other_ref = T.Subscript(
-                red, (simplify(tir.BinOp("+", base, tir.BinOp("*", kv, int_(step), I32), I32)),), dtype
-            )
-            out.append(
-                T.Loop(k, int_(1), int_(outer), 1, True, (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),))
-            )  # type: ignore[arg-type]
+            kv = counter_var(k, extent, self.bounds)
+            other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
+            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]
+            out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
+            return out
+        offsets = [0]
+        for extent, step in outer:
+            offsets = [o + c * step for o in offsets for c in range(extent)]
+        for off in offsets[1:]:
+            other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]
         return out
 
     def _red_scratch(self, dtype: DType) -> str:
@@ -378,7 +386,7 @@ class TileOps:
                 vars = index_vars(len(shape))
                 layout = self.layouts.buffers[r.buffer]
             else:
-                layout = L.Fragment(shape, (L.Axis(self.kernel.threads, None),), tuple(1 for _ in shape))
+                layout = L.replicated_all(shape, self.kernel.threads)
             idx = self._region_index(r, vars, shape)
             body = (tir.Print(tir.Load(r.buffer, idx), f"{s.msg or r.buffer.name}"),)
             out = self.distributed(layout, vars, body, vectorize=False)
@@ -431,3 +439,12 @@ def fma_local(fma: T.Assign, a_reg: str, b_reg: str) -> T.Assign:
     sa = T.Subscript(a_reg, a.indices, a.buffer.dtype)
     sb = T.Subscript(b_reg, b.indices, b.buffer.dtype)
     return T.Assign(fma.target, tir.BinOp("*", sa, sb, fma.value.dtype), "+=")  # type: ignore[arg-type]
+
+
+def _micro_tile(frag: L.Fragment, dim: int) -> tuple[int, int]:
+    """(registers, stride) of a SIMT accumulator along `dim`: one register
+    digit per dim, as `layout.accumulator` builds it."""
+    parts = [p for p in frag.local_parts if p.dim == dim and p.extent > 1]
+    if len(parts) > 1:
+        raise AssertionError(f"SIMT gemm needs one register digit per dim, got {frag.describe()}")
+    return (parts[0].extent, parts[0].stride) if parts else (1, 1)
