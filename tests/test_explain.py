@@ -44,9 +44,9 @@ def test_explain_golden(case: pathlib.Path, golden) -> None:
 def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
     assert "16-byte vector ld/st when aligned (8 x float16)" in text
-    assert "SIMT FMA (CUDA cores), micro-tile 16x8 per thread, k=32" in text
+    assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x2 warps, 4x8 mma tiles per warp" in text
     assert "num_stages=3 requested; today: plain loop" in text
-    assert "dynamic shared memory: 16384 bytes" in text
+    assert "dynamic shared memory: 18944 bytes" in text  # A 128x(32+8), B 32x(128+8) float16: padded rows
 
 
 def test_reduce_plan_mirrors_lowering() -> None:
@@ -144,16 +144,18 @@ def test_svg_acc_s_of_flash_attention() -> None:
     cells = _cells(svg)
     assert len(cells) == 16 * 16  # a 64x64 tile is capped at its top-left 16x16 block
     assert "top-left 16x16 block of 64x64" in svg
-    expected = layout_owners(L.accumulator((64, 64), 128))
+    expected = layout_owners(L.mma_accumulator((64, 64), 128, "FullRow"))
     by_index = {tuple(map(int, c.get("data-index", "").split(","))): c for c in cells}
     for index in [(0, 0), (0, 1), (1, 0), (7, 15), (8, 0), (15, 15), (3, 9)]:
         threads, slot = expected[index]
         cell = by_index[index]
         assert {int(t) for t in cell.get("data-threads", "").split(",")} == threads
         assert int(cell.get("data-slot", "-1")) == slot
-    # row i belongs to thread row i % 8 and column j to thread column j % 16 (tid = 16 * row + col)
-    assert by_index[(9, 3)].get("data-threads") == str(16 * 1 + 3)
-    assert "T19" in ET.tostring(by_index[(9, 3)], encoding="unicode")
+    # mma.sync accumulator, one warp per 16 rows: element (i, j) is in lane 4 * (i % 8) + (j % 8) / 2
+    # of warp i / 16, register 4 * (j / 8) + 2 * (i % 16 / 8) + j % 2
+    assert by_index[(9, 3)].get("data-threads") == str(4 * 1 + 1)
+    assert by_index[(9, 3)].get("data-slot") == str(2 + 1)
+    assert "T5" in ET.tostring(by_index[(9, 3)], encoding="unicode")
 
 
 def test_svg_replicated_fragment_lists_replicas() -> None:
@@ -161,8 +163,9 @@ def test_svg_replicated_fragment_lists_replicas() -> None:
     cells = _cells(explain.explain_svg(program, "m", color_by="thread"))
     assert len(cells) == 32  # a 1-D tile is one row, capped at 32
     first = cells[0]
-    assert first.get("data-threads") == ",".join(str(t) for t in range(16))
-    assert "T0,T1,…(16)" in ET.tostring(first, encoding="unicode")
+    # a row maximum of the mma accumulator is held by the 4 lanes of a quad
+    assert first.get("data-threads") == "0,1,2,3"
+    assert "T0,T1,…(4)" in ET.tostring(first, encoding="unicode")
 
 
 def test_svg_whole_small_tile() -> None:
@@ -186,7 +189,7 @@ def test_cli_explain_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("explain", str(ROOT / "examples" / "gemm.tile"), "-D", "block_K=16") == 0
     out = capsys.readouterr().out
     assert out.startswith("kernel gemm (gemm.tile:10): 128 threads")
-    assert "micro-tile 16x8 per thread, k=16" in out
+    assert "mma.sync m16n8k16 float16 -> float32 (tensor cores)" in out
 
 
 def test_cli_explain_svg(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:

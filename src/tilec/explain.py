@@ -193,6 +193,13 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
 
 def gemm_instruction(layouts: Layouts, s: tir.Gemm) -> str:
     frag = layouts.buffers[s.c.buffer]
+    if id(s) in layouts.mma:
+        kind = s.a.buffer.dtype.tile_name
+        wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
+        mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
+        text = f"mma.sync m16n8k16 {kind} -> float32 (tensor cores), {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
+        text += ", operands by ldmatrix" + ("" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged)")
+        return text
     lm, ln = (regs_along(frag, 0), regs_along(frag, 1)) if len(frag.shape) == 2 else (1, regs_along(frag, 0))
     a_ext = _squeezed(s.a)
     k = a_ext[0] if s.transpose_a else a_ext[-1]
@@ -359,7 +366,11 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
             return head + (frag.describe(), per + (f", replicated x{rep}" if rep > 1 else ""))
         case "shared":
             size = math.prod(buf.const_shape) * buf.dtype.bytes
-            return head + ("row-major (no swizzle yet)", f"{size} B shared")
+            if buf in layouts.pitch:
+                pitch = layouts.pitch[buf]
+                size = math.prod(buf.const_shape[:-1]) * pitch * buf.dtype.bytes
+                return head + (f"row-major, rows padded to {pitch} (conflict-free ldmatrix)", f"{size} B shared")
+            return head + ("row-major", f"{size} B shared")
         case "global":
             sym = [expr_text(d) for d in buf.shape if not isinstance(d, tir.IntImm)]
             note = f", symbolic {', '.join(sym)}" if sym else ""

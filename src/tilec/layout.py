@@ -233,3 +233,42 @@ def _norm(parts: tuple[Part, ...]) -> tuple[Part, ...]:
         else:
             out.append(p)
     return tuple(out)
+
+
+def warp_grid(m: int, n: int, warps: int, policy: str, rows: int | None = None) -> tuple[int, int] | None:
+    """(warp rows, warp cols) tiling an m x n accumulator with m16n8 tiles, or
+    None when the shape does not divide. FullRow gives every warp whole rows
+    (the softmax of flash attention then stays inside a warp); Square keeps
+    each warp's tile as square as possible; FullCol gives whole columns."""
+    options = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0]
+    fits = [(wm, wn) for wm, wn in options if m % (wm * 16) == 0 and n % (wn * 8) == 0]
+    if not fits:
+        return None
+    if rows is not None and any(wm == rows for wm, _ in fits):
+        return rows, warps // rows  # match an earlier accumulator's rows (shared row statistics)
+    if policy == "FullRow":
+        return max(fits)
+    if policy == "FullCol":
+        return min(fits)
+    return min(fits, key=lambda w: (abs(math.log2((m / w[0]) / (n / w[1]))), -w[0]))
+
+
+def mma_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: int | None = None) -> Fragment | None:
+    """The accumulator of mma.sync m16n8k16 tiled over the block's warps.
+
+    In one m16n8 tile lane l holds (l / 4, 2 * (l % 4) + e) and the same 8 rows
+    lower (c0..c3); warps tile the block by `warp_grid`, each warp repeating
+    the m16n8 tile MI x NI times (`rows`: the warp rows to use if they fit,
+    so accumulators of one kernel with the same M split their rows alike):
+      threads: 4 @ dim 1 stride 2, 8 @ dim 0 stride 1, wn @ dim 1, wm @ dim 0
+      regs:    MI @ dim 0 stride 16, NI @ dim 1 stride 8, 2 @ dim 0 stride 8, 2 @ dim 1 stride 1
+    """
+    m, n = shape
+    grid = warp_grid(m, n, threads // 32, policy, rows)
+    if grid is None:
+        return None
+    wm, wn = grid
+    mi, ni = m // (wm * 16), n // (wn * 8)
+    thread_parts = (Part(4, 1, 2), Part(8, 0, 1), Part(wn, 1, ni * 8), Part(wm, 0, mi * 16))
+    local_parts = (Part(mi, 0, 16), Part(ni, 1, 8), Part(2, 0, 8), Part(2, 1, 1))
+    return Fragment(shape, thread_parts, local_parts)

@@ -26,7 +26,8 @@ def lower_program(program: tir.Program, arch: str) -> T.Module:
         # Tile ops become per-thread code under those layouts; barriers placed here too.
         kernels.append(lower_kernel(kernel, layouts, target))
     source = os.path.basename(program.files[0]) if program.files else "<input>"
-    return T.Module(tuple(kernels), (), target.headers, source)
+    helpers = tuple(sorted({h for k in kernels for h in k.helpers}))
+    return T.Module(tuple(kernels), helpers, target.headers, source)
 
 
 def compile_program(program: tir.Program, arch: str = "sm_80", emit: str = "cuda") -> str:

@@ -166,6 +166,7 @@ class Kernel:
     dynamic_smem: int
     body: tuple[Stmt, ...]
     abi: dict  # the kernel's entry of the `// tilec-abi:` line
+    helpers: tuple[str, ...] = ()  # inline-PTX helpers it calls (emit.HELPERS keys)
 
 
 @dataclass(frozen=True, slots=True)

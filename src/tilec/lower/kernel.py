@@ -146,6 +146,7 @@ class KernelLowering(TileOps, DistributedLoops):
         self.vec_flags: dict[str, str] = {}  # condition text key -> const bool name
         self.prologue: list[T.Stmt] = []
         self.assumed: list[tir.Expr] = []  # conditions known to hold where code is being built
+        self.helpers: set[str] = set()  # inline-PTX helpers the kernel calls
         self.cvars: dict[tir.Var, tir.Var] = {}  # user variable -> its C-named twin (one object each)
 
     def run(self) -> T.Kernel:
@@ -155,7 +156,10 @@ class KernelLowering(TileOps, DistributedLoops):
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
         body = drop_unused(head + body)
-        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem_total(), tuple(body), abi)
+        helpers = tuple(sorted(self.helpers))
+        return T.Kernel(
+            self.kernel.name, params, self.kernel.threads, grid, self.smem_total(), tuple(body), abi, helpers
+        )
 
     def smem_total(self) -> int:
         return self.smem
@@ -272,7 +276,10 @@ class KernelLowering(TileOps, DistributedLoops):
         name = self.names.of(buf)
         match buf.scope:
             case "shared":
-                self.shared_view(name, buf.dtype, buf.const_shape)
+                dims = buf.const_shape
+                if buf in self.layouts.pitch:  # padded rows: conflict-free ldmatrix
+                    dims = dims[:-1] + (self.layouts.pitch[buf],)
+                self.shared_view(name, buf.dtype, dims)
                 return []
             case "fragment":
                 frag = self.layouts.buffers[buf]

@@ -147,6 +147,94 @@ class TileOps:
         return guarded(acc.inbounds, [call])
 
     def gemm(self, s: tir.Gemm) -> list[T.Stmt]:
+        if id(s) in self.layouts.mma:
+            return self.gemm_mma(s)
+        return self.gemm_simt(s)
+
+    def gemm_mma(self, s: tir.Gemm) -> list[T.Stmt]:
+        """Tensor cores: per 16-deep k step, ldmatrix the warp's A and B tiles
+        from shared memory into registers, then one mma.sync m16n8k16 per
+        16x8 piece of the warp's accumulator tile."""
+        c = s.c.buffer
+        frag = self.layouts.buffers[c]
+        out: list[T.Stmt] = []
+        a_region = s.a
+        if s.a.buffer.scope == "fragment":
+            a_region, staging = self.stage_fragment(s.a)
+            out += staging
+        if s.b.buffer.scope == "fragment":
+            raise error(
+                s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
+            )
+        cname = self.names.of(c)
+        if s.clear_accum:
+            i = T.Sym(self._fresh("i"), I32)
+            zero_c = (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),)
+            out.append(T.Loop(i, int_(0), int_(frag.local_size), 1, True, zero_c))
+        mi_n, ni_n = frag.local_parts[0].extent, frag.local_parts[1].extent
+        wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
+        a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1]
+        k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
+        lane = simplify(tir.BinOp("%", self.tx, int_(32), I32))
+        warp = simplify(tir.BinOp("//", self.tx, int_(32), I32))
+        warp_n = simplify(tir.BinOp("%", warp, int_(wn), I32)) if wn > 1 else int_(0)
+        warp_m = simplify(tir.BinOp("//", warp, int_(wn), I32)) if wm > 1 else int_(0)
+        m0 = simplify(mul(warp_m, mi_n * 16))
+        n0 = simplify(mul(warp_n, ni_n * 8))
+        kk = tir.Var(self._fresh("kk"), I32, "thread")
+        self.bounds[kk] = k_extent // 16 - 1
+        k0 = mul(kk, 16)
+        a_reg = self._fresh(f"{self.names.of(a_region.buffer)}_frag")
+        b_reg = self._fresh(f"{self.names.of(s.b.buffer)}_frag")
+        lane16 = tir.BinOp("%", lane, int_(16), I32)
+        lane8 = tir.BinOp("%", lane, int_(8), I32)
+        hi16 = mul(tir.BinOp("//", lane, int_(16), I32), 8)  # (lane / 16) * 8
+        mid8 = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), 8)  # (lane / 8 % 2) * 8
+        body: list[T.Stmt] = [T.Decl(a_reg, DType.uint32, (mi_n * 4,)), T.Decl(b_reg, DType.uint32, (ni_n * 2,))]
+        self.helpers.add("ldmatrix")
+        for mi in range(mi_n):
+            row = add(m0, int_(mi * 16))
+            if not s.transpose_a:  # A[m][k]: lane l addresses row l % 16, column (l / 16) * 8
+                idx = (add(row, lane16), add(k0, hi16))
+                fn = "tilec_ldmatrix_x4"
+            else:  # A stored [k][m]: transposed load
+                idx = (add(k0, add(hi16, lane8)), add(row, mid8))
+                fn = "tilec_ldmatrix_x4_trans"
+            addr = self._smem_elem(a_region, idx)
+            regs = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
+            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
+        for ni in range(0, ni_n, 2):
+            col = add(n0, int_(ni * 8))
+            pair = ni + 1 < ni_n
+            if s.transpose_b:  # B stored [n][k]: rows n, plain load
+                n_off = hi16 if pair else int_(0)
+                idx = (add(col, add(n_off, lane8)), add(k0, mid8))
+                fn = "tilec_ldmatrix_x4" if pair else "tilec_ldmatrix_x2"
+            else:  # B stored [k][n]: transposed load
+                n_off = hi16 if pair else int_(0)
+                idx = (add(k0, add(mid8, lane8)), add(col, n_off))
+                fn = "tilec_ldmatrix_x4_trans" if pair else "tilec_ldmatrix_x2_trans"
+            addr = self._smem_elem(s.b, idx)
+            regs = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
+            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
+        kind = "bf16" if s.a.buffer.dtype == DType.bfloat16 else "f16"
+        self.helpers.add(f"mma_{kind}")
+        for mi in range(mi_n):
+            for ni in range(ni_n):
+                acc = T.AddressOf(T.Subscript(cname, (int_((mi * ni_n + ni) * 4),), c.dtype))
+                a = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
+                b = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
+                body.append(T.Call(T.Intrin(f"tilec_mma_m16n8k16_{kind}", (acc, a, b), I32)))  # type: ignore[arg-type]
+        steps = k_extent // 16
+        out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
+        return out
+
+    def _smem_elem(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
+        """&tile[...] of element idx2 of a 2-D operand region in shared memory."""
+        ref = self.ref(region.buffer, self._operand_index(region, (simplify(idx2[0]), simplify(idx2[1]))), None)
+        return T.AddressOf(ref.ref)
+
+    def gemm_simt(self, s: tir.Gemm) -> list[T.Stmt]:
         c = s.c.buffer
         frag = self.layouts.buffers[c]
         out: list[T.Stmt] = []

@@ -32,6 +32,7 @@ from typing import assert_never
 from tilec import layout as L
 from tilec import tir
 from tilec.diagnostics import Diagnostic, Note
+from tilec.dtypes import DType
 from tilec.source import Span
 
 
@@ -40,6 +41,8 @@ class Layouts:
     buffers: dict[tir.Buffer, L.Fragment] = field(default_factory=dict)
     loops: dict[int, L.Fragment] = field(default_factory=dict)  # id(tir.Parallel) -> layout
     origin: dict[tir.Buffer, Span] = field(default_factory=dict)  # statement that fixed it
+    mma: set[int] = field(default_factory=set)  # id(tir.Gemm) of the gemms on tensor cores
+    pitch: dict[tir.Buffer, int] = field(default_factory=dict)  # padded row length of shared tiles
 
 
 class _Conflict(Exception):
@@ -56,7 +59,7 @@ def infer_layouts(kernel: tir.Kernel) -> Layouts:
     try:
         for s in stmts:
             if isinstance(s, tir.Gemm):
-                state.set(s.c.buffer, L.accumulator(_shape2(s.c.buffer), kernel.threads), s.span)
+                state.set(s.c.buffer, _gemm_layout(s, kernel.threads, state.out), s.span)
         while True:
             while any([state.propagate(s) for s in stmts]):
                 pass
@@ -70,6 +73,45 @@ def infer_layouts(kernel: tir.Kernel) -> Layouts:
     except _Conflict as c:
         raise CompileError([c.diag]) from None
     return state.out
+
+
+_MMA_TYPES = {(DType.float16, DType.float32), (DType.bfloat16, DType.float32)}
+
+
+def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts) -> L.Fragment:
+    """mma.sync m16n8k16 when types and shapes allow (operands f16 or bf16 of one
+    type, f32 accumulator, K a multiple of 16, the tile divisible over the
+    warps); the SIMT accumulator otherwise."""
+    c = g.c.buffer
+    shape = _shape2(c)
+    k_dims = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
+    k = (k_dims[0] if g.transpose_a else k_dims[-1]) if k_dims else 1
+    same = g.a.buffer.dtype == g.b.buffer.dtype
+    if same and (g.a.buffer.dtype, c.dtype) in _MMA_TYPES and k % 16 == 0 and len(c.shape) == 2:
+        rows = next(
+            (f.thread_parts[3].extent for f in out.buffers.values() if _is_mma(f) and f.shape[0] == shape[0]), None
+        )
+        frag = L.mma_accumulator(shape, threads, g.policy, rows)
+        if frag is not None:
+            out.mma.add(id(g))
+            for operand in (g.a.buffer, g.b.buffer):
+                if operand.scope == "shared":
+                    out.pitch[operand] = _conflict_free_pitch(operand)
+            return frag
+    return L.accumulator(shape, threads)
+
+
+def _is_mma(frag: L.Fragment) -> bool:
+    return len(frag.thread_parts) == 4 and frag.thread_parts[:2] == (L.Part(4, 1, 2), L.Part(8, 0, 1))
+
+
+def _conflict_free_pitch(buf: tir.Buffer) -> int:
+    """Row length padded so that ldmatrix's eight 16-byte rows fall in
+    distinct bank groups: an odd number of 16-byte chunks per row."""
+    row = buf.const_shape[-1]
+    per_chunk = 16 // buf.dtype.bytes
+    chunks = -(-row // per_chunk)
+    return (chunks + (chunks % 2 == 0)) * per_chunk
 
 
 def _shape2(buf: tir.Buffer) -> tuple[int, int]:
