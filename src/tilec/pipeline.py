@@ -14,6 +14,7 @@ from tilec import tir
 from tilec.emit import emit_module
 from tilec.lower import lower_kernel
 from tilec.passes.infer_layouts import infer_layouts
+from tilec.passes.plan_pipeline import plan_pipeline
 from tilec.targets import get_target
 
 
@@ -23,8 +24,10 @@ def lower_program(program: tir.Program, arch: str) -> T.Module:
     for kernel in program.kernels:
         # Layouts first: lowering reads where every fragment element lives.
         layouts = infer_layouts(kernel)
+        # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
+        plan = plan_pipeline(kernel)
         # Tile ops become per-thread code under those layouts; barriers placed here too.
-        kernels.append(lower_kernel(kernel, layouts, target))
+        kernels.append(lower_kernel(kernel, layouts, target, plan))
     source = os.path.basename(program.files[0]) if program.files else "<input>"
     helpers = tuple(sorted({h for k in kernels for h in k.helpers}))
     return T.Module(tuple(kernels), helpers, target.headers, source)

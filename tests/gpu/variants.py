@@ -68,6 +68,24 @@ VARIANTS: list[Variant] = [
     Variant("softmax-bench-t256", "softmax", {"block_N": "8192", "threads": "256"}, bench=True),
     Variant("gemm-bench", "gemm", {"block_M": "128", "block_N": "128", "block_K": "32", "threads": "256"}, bench=True),
     Variant(
+        "gemm-bench-128x256",
+        "gemm",
+        {"block_M": "128", "block_N": "256", "block_K": "32", "threads": "256", "num_stages": "3"},
+        bench=True,
+    ),
+    Variant(
+        "gemm-bench-k64",
+        "gemm",
+        {"block_M": "128", "block_N": "128", "block_K": "64", "threads": "256", "num_stages": "3"},
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-bench-64",
+        "flash_attention",
+        {"block_M": "64", "block_N": "64", "threads": "128", "num_stages": "2"},
+        bench=True,
+    ),
+    Variant(
         "flash_attention-bench",
         "flash_attention",
         {"block_M": "128", "block_N": "64", "threads": "256", "num_stages": "2"},

@@ -31,7 +31,9 @@ from tilec.lower.cexpr import (
 from tilec.lower.cleanup import drop_unused
 from tilec.lower.loops import DistributedLoops
 from tilec.lower.ops import TileOps
+from tilec.lower.pipelined import Pipelining
 from tilec.passes.infer_layouts import Layouts
+from tilec.passes.plan_pipeline import PipelinePlan
 from tilec.simplify import simplify
 from tilec.sync import Barriers, shared_reads_writes, touches_shared
 from tilec.targets import Target
@@ -123,12 +125,15 @@ class _Names:
         return self.given[obj]
 
 
-class KernelLowering(TileOps, DistributedLoops):
+class KernelLowering(TileOps, DistributedLoops, Pipelining):
     """Lowers one kernel; the tile ops and distributed loops are the mixins."""
 
-    def __init__(self, kernel: tir.Kernel, layouts: Layouts, target: Target):
+    def __init__(self, kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan):
         self.kernel = kernel
         self.layouts = layouts
+        self.plan = plan
+        self.stage_of: dict[tir.Buffer, tir.Expr] = {}  # multi-buffered tile -> stage being accessed
+        self.async_copy = False  # lowering a pipeline's producer copies (cp.async)
         self.target = target
         self.names = _Names()
         for t in kernel.tensors:
@@ -279,6 +284,8 @@ class KernelLowering(TileOps, DistributedLoops):
                 dims = buf.const_shape
                 if buf in self.layouts.pitch:  # padded rows: conflict-free ldmatrix
                     dims = dims[:-1] + (self.layouts.pitch[buf],)
+                if buf in self.plan.stages:  # one copy per pipeline stage
+                    dims = (self.plan.stages[buf], *dims)
                 self.shared_view(name, buf.dtype, dims)
                 return []
             case "fragment":
@@ -311,6 +318,8 @@ class KernelLowering(TileOps, DistributedLoops):
         return [T.Assign(ref.ref, value)]
 
     def loop(self, s: tir.For) -> list[T.Stmt]:
+        if id(s) in self.plan.producers:
+            return self.pipelined(s)
         var = self.names.of(s.var)
         touches = touches_shared(s.body)
         pre = self.sync.flush() if touches else []
@@ -390,6 +399,8 @@ class KernelLowering(TileOps, DistributedLoops):
                 conds = [lt(i, self.value(d, None)) for i, d in zip(idx, buf.shape) if not self._below(i, d)]
                 return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
             case "shared" | "local":
+                if buf in self.stage_of:
+                    idx = (self.stage_of[buf], *idx)
                 return Access(T.Subscript(name, idx, buf.dtype), true)
             case "var":
                 return Access(T.Subscript(name, (), buf.dtype), true)
@@ -439,5 +450,5 @@ def _where(s: tir.Stmt) -> str:
     return f"{os.path.basename(s.span.file.path)}:{s.span.line}"
 
 
-def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kernel:
-    return KernelLowering(kernel, layouts, target).run()
+def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan) -> T.Kernel:
+    return KernelLowering(kernel, layouts, target, plan).run()

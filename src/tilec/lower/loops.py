@@ -194,6 +194,8 @@ class DistributedLoops:
         lane_var = next(v for v in self.bounds if isinstance(v, tir.Var) and v.name == lane.name)
         if not all(isinstance(s, tir.Store) for s in body):
             return None
+        if self.async_copy:
+            return self.async_vector(body, loop, lane_var, width)
         stores = [s for s in body if isinstance(s, tir.Store)]
         accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
         loads: list[tir.Load] = []
@@ -252,6 +254,26 @@ class DistributedLoops:
             return None
         body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
         return all_of(conds), body_out
+
+    def async_vector(
+        self, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
+    ) -> tuple[tir.Expr, list[T.Stmt]] | None:
+        """A global -> shared vector copied by cp.async (no registers on the way)."""
+        store = body[0]
+        if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
+            return None
+        load = store.value
+        nbytes = width * store.buffer.dtype.bytes
+        if load.buffer.dtype != store.buffer.dtype or nbytes not in (4, 8, 16):
+            return None
+        zero_lane = {lane: int_(0)}
+        src = self._vec_access(load.buffer, load.indices, lane, width, zero_lane)
+        dst = self._vec_access(store.buffer, store.indices, lane, width, zero_lane)
+        if src is None or dst is None:
+            return None
+        self.helpers.add("cp_async")
+        call = T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst[1]), T.AddressOf(src[1])), I32)  # type: ignore[arg-type]
+        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), [T.Call(call)]
 
     def _vec_access(
         self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict

@@ -1,0 +1,99 @@
+"""Software-pipelined loops: producers run num_stages - 1 iterations ahead.
+
+    for k in Pipelined(n, num_stages=3):         for (p = 0; p < 2; ++p) {       // prologue
+        copy(A[.., k * 32], A_shared)              if (p < n) cp.async A[.., p * 32] -> A_shared[p]
+        gemm(A_shared, B_shared, C)                commit
+                                                 }
+                                         ->      for (k = 0; k < n; ++k) {
+                                                   wait until 1 group is pending; __syncthreads()
+                                                   if (k + 2 < n) cp.async A[.., (k + 2) * 32] -> A_shared[(k + 2) % 3]
+                                                   commit
+                                                   gemm(A_shared[k % 3], B_shared[k % 3], C)
+                                                 }
+
+The barrier at the top of an iteration both publishes the stage about to be
+read and retires the reads of the stage about to be overwritten (it was read
+in the previous iteration). A trip count below the number of stages, or one
+that depends on the block (causal attention), is handled by the `< n` guards:
+every iteration still commits a (possibly empty) group, so the wait counts
+stay exact.
+"""
+
+from __future__ import annotations
+
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.lower.cexpr import I32, add, lt
+from tilec.simplify import int_, simplify
+from tilec.sync import syncthreads
+
+
+def _call(name: str, *args: tir.Expr | str) -> T.Call:
+    return T.Call(T.Intrin(name, args, I32))
+
+
+class Pipelining:
+    """Mixin of KernelLowering: loops with a PipelinePlan entry."""
+
+    def pipelined(self, s: tir.For) -> list[T.Stmt]:
+        self.helpers.add("cp_async")
+        stages = s.num_stages
+        producer_ids = set(self.plan.producers[id(s)])
+        producers = [x for x in s.body if id(x) in producer_ids]
+        consumers = tuple(x for x in s.body if id(x) not in producer_ids)
+        start = simplify(self.value(s.start, None))
+        count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
+        out: list[T.Stmt] = self.sync.flush()
+        out.append(T.Comment(f"{s.span.file.path.split('/')[-1]}:{s.span.line}: {' '.join(s.span.text.split()[:6])}"))
+        out.append(T.Comment(f"software pipeline, {stages} stages: copies run {stages - 1} iterations ahead"))
+        # prologue: the first stages - 1 iterations' copies
+        p = tir.Var(self._fresh("stage"), I32, "thread")
+        self.bounds[p] = stages - 2
+        fill = self.produce(s.var, producers, start, p, p, count)
+        out.append(T.Loop(T.Sym(p.name, I32), int_(0), int_(stages - 1), 1, True, tuple(fill)))
+        # steady state
+        it = tir.Var(self.names.of(s.var) + "_iter" if not _is_zero(start) else self.names.of(s.var), I32, "thread")
+        ahead = simplify(add(it, int_(stages - 1)))
+        body: list[T.Stmt] = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
+        body += self.produce(s.var, producers, start, ahead, simplify(tir.BinOp("%", ahead, int_(stages), I32)), count)
+        self.cvars[s.var] = simplify(add(start, it))  # the user's k is start + iteration
+        for prod in producers:
+            self.stage_of[prod.dst.buffer] = simplify(tir.BinOp("%", it, int_(stages), I32))
+        self.sync.reads, self.sync.writes = set(), set()
+        body += self.block(consumers)
+        self.sync.reads, self.sync.writes = set(), set()  # the next iteration starts with a barrier
+        for prod in producers:
+            del self.stage_of[prod.dst.buffer]
+        out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
+        out += [_call("tilec_cp_async_wait<0>"), syncthreads()]
+        return out
+
+    def produce(
+        self,
+        var: tir.Var,
+        producers: list[tir.Copy],
+        start: tir.Expr,
+        iteration: tir.Expr,
+        stage: tir.Expr,
+        count: tir.Expr,
+    ) -> list[T.Stmt]:
+        """Issue the copies of `iteration` into `stage`, then commit a group."""
+        self.cvars[var] = simplify(add(start, iteration))
+        self.async_copy = True
+        saved = (set(self.sync.reads), set(self.sync.writes))
+        code: list[T.Stmt] = []
+        for prod in producers:
+            self.stage_of[prod.dst.buffer] = stage
+            code.append(T.Scope(_comment(prod), tuple(self.copy(prod)), prod.span))
+            del self.stage_of[prod.dst.buffer]
+        self.sync.reads, self.sync.writes = saved
+        self.async_copy = False
+        return [T.IfThen(lt(iteration, count), tuple(code)), _call("tilec_cp_async_commit")]
+
+
+def _is_zero(e: tir.Expr) -> bool:
+    return isinstance(e, tir.IntImm) and e.value == 0
+
+
+def _comment(s: tir.Stmt) -> str:
+    return f"{s.span.file.path.split('/')[-1]}:{s.span.line}: {' '.join(s.span.text.split())}"

@@ -1,0 +1,110 @@
+"""Plan software pipelines: which copies of a `Pipelined` loop run ahead.
+
+In `for k in Pipelined(n, num_stages=s)` with s >= 2, every top-level copy
+from global to shared memory is a *producer*: lowering issues it s - 1
+iterations ahead as cp.async into one of s copies of its shared tile, and
+the rest of the body (the consumers) reads the copy of iteration k.
+
+    for k in Pipelined(n, num_stages=3):      A_shared: float16[128, 32]
+        copy(A[.., k * 32], A_shared)    ->    A_shared: float16[3][128, 32], producer
+        gemm(A_shared, B_shared, C)            consumer, reads stage k % 3
+
+A copy is not a producer when its source indices use a value computed in
+the loop body, or when anything else in the loop writes its tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilec import tir
+
+
+@dataclass
+class PipelinePlan:
+    stages: dict[tir.Buffer, int] = field(default_factory=dict)  # multi-buffered shared tiles
+    producers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(For) -> ids of its producer copies
+
+
+def plan_pipeline(kernel: tir.Kernel) -> PipelinePlan:
+    plan = PipelinePlan()
+    for loop in _loops(kernel.body):
+        if loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
+            continue
+        producers = _producers(loop)
+        if producers:
+            plan.producers[id(loop)] = tuple(id(c) for c in producers)
+            for c in producers:
+                plan.stages[c.dst.buffer] = loop.num_stages
+    return plan
+
+
+def _is_one(e: tir.Expr) -> bool:
+    return isinstance(e, tir.IntImm) and e.value == 1
+
+
+def _loops(stmts: tuple[tir.Stmt, ...]):
+    for s in stmts:
+        if isinstance(s, tir.For):
+            yield s
+            yield from _loops(s.body)
+        elif isinstance(s, tir.If):
+            yield from _loops(s.then)
+            yield from _loops(s.orelse)
+
+
+def _producers(loop: tir.For) -> list[tir.Copy]:
+    defined = {s.var for s in loop.body if isinstance(s, tir.Let)}
+    candidates = [
+        s
+        for s in loop.body
+        if isinstance(s, tir.Copy)
+        and s.src.buffer.scope == "global"
+        and s.dst.buffer.scope == "shared"
+        and not (defined & _vars(s.src))
+    ]
+    writes: dict[tir.Buffer, int] = {}
+    for s in _all(loop.body):
+        for buf in _written(s):
+            writes[buf] = writes.get(buf, 0) + 1
+    return [c for c in candidates if writes.get(c.dst.buffer, 0) == 1]
+
+
+def _all(stmts: tuple[tir.Stmt, ...]):
+    for s in stmts:
+        yield s
+        if isinstance(s, (tir.For, tir.Parallel)):
+            yield from _all(s.body)
+        elif isinstance(s, tir.If):
+            yield from _all(s.then + s.orelse)
+
+
+def _written(s: tir.Stmt) -> list[tir.Buffer]:
+    match s:
+        case tir.Copy(dst=dst) | tir.Fill(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst):
+            return [dst.buffer]
+        case tir.Gemm(c=c):
+            return [c.buffer]
+        case tir.Store(buffer=b):
+            return [b]
+        case _:
+            return []
+
+
+def _vars(region: tir.Region) -> set[tir.Var]:
+    out: set[tir.Var] = set()
+
+    def walk(e: object) -> None:
+        if isinstance(e, tir.Var):
+            out.add(e)
+        for name in ("a", "b", "value", "cond"):
+            child = getattr(e, name, None)
+            if child is not None and not isinstance(child, (int, float, bool, str)):
+                walk(child)
+        for name in ("args", "indices"):
+            for child in getattr(e, name, ()) or ():
+                walk(child)
+
+    for e in (*region.starts, *region.extents):
+        walk(e)
+    return out
