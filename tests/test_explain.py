@@ -43,10 +43,10 @@ def test_explain_golden(case: pathlib.Path, golden) -> None:
 
 def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
-    assert "16-byte vector ld/st when aligned (8 x float16)" in text
     assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x2 warps, 4x8 mma tiles per warp" in text
-    assert "num_stages=3 requested; today: plain loop" in text
-    assert "dynamic shared memory: 18944 bytes" in text  # A 128x(32+8), B 32x(128+8) float16: padded rows
+    assert "num_stages=3: copies issued 2 iteration(s) ahead as cp.async" in text
+    assert "global -> shared: cp.async 16 B (8 x float16), issued ahead" in text
+    assert "dynamic shared memory: 56832 bytes" in text  # 3 stages of A 128x(32+8), B 32x(128+8) float16
 
 
 def test_reduce_plan_mirrors_lowering() -> None:

@@ -37,8 +37,9 @@ from tilec import layout as L
 from tilec import tir
 from tilec.emit import expr_text
 from tilec.passes.infer_layouts import Layouts, infer_layouts
+from tilec.passes.plan_pipeline import plan_pipeline
 
-NOT_PIPELINED = "plain loop (cp.async multi-stage pipelining not implemented yet)"
+NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,11 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
     frag = op_layout(kernel, layouts, [s.src, s.dst])
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
+    if any(id(s) in ids for ids in plan_pipeline(kernel).producers.values()):
+        width = vec_last(frag)
+        dtype = s.dst.buffer.dtype
+        vector = f"cp.async {width * dtype.bytes} B ({width} x {dtype.tile_name})"
+        return f"{kind}: {vector}, issued ahead; zero-filled scalar tail{once}"
     return f"{kind}: {_vector_text(frag, [s.src, s.dst])}{once}"
 
 
@@ -401,12 +407,26 @@ def ops_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
 
 
 def pipeline_tables(kernel: tir.Kernel) -> list[Table]:
+    """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass)."""
+    plan = plan_pipeline(kernel)
     out = []
     for s in _walk(kernel.body):
         if isinstance(s, tir.For) and s.kind == "pipelined":
             title = f"Pipeline {where(s)}: {op_text(s)}"
-            caption = f"num_stages={s.num_stages} requested; today: {NOT_PIPELINED}"
-            rows = tuple(("-", where(t), op_text(t)) for t in s.body if not isinstance(t, tir.Alloc))
+            producers = set(plan.producers.get(id(s), ()))
+            if producers:
+                ahead = s.num_stages - 1
+                caption = (
+                    f"num_stages={s.num_stages}: copies issued {ahead} iteration(s) ahead as cp.async into "
+                    f"{s.num_stages} copies of their tiles; the rest runs on the tiles of iteration k"
+                )
+            else:
+                caption = f"num_stages={s.num_stages}: {NOT_PIPELINED}"
+            rows = tuple(
+                (f"k + {s.num_stages - 1}" if id(t) in producers else "k" if producers else "-", where(t), op_text(t))
+                for t in s.body
+                if not isinstance(t, tir.Alloc)
+            )
             out.append(Table(title, ("stage", "where", "statement"), rows, caption))
     return out
 
@@ -430,14 +450,19 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
     return total, f"~{total} registers per thread (estimate: {parts}; nvcc adds indices, addresses, temporaries)"
 
 
-def smem_note(kernel: tir.Kernel, dynamic_smem: int) -> str:
-    declared = sum(
-        math.prod(s.buffer.const_shape) * s.buffer.dtype.bytes
-        for s in _walk(kernel.body)
-        if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"
-    )
+def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
+    """Dynamic shared memory, split into the tiles as declared (rows padded,
+    one copy per pipeline stage) and what lowering adds (scratch, alignment)."""
+    stages = plan_pipeline(kernel).stages
+    declared = 0
+    for s in _walk(kernel.body):
+        if isinstance(s, tir.Alloc) and s.buffer.scope == "shared":
+            shape = s.buffer.const_shape
+            row = layouts.pitch.get(s.buffer, shape[-1])
+            declared += stages.get(s.buffer, 1) * math.prod(shape[:-1]) * row * s.buffer.dtype.bytes
     extra = dynamic_smem - declared
-    tail = f" (shared buffers {declared} B + reduce/staging scratch and alignment {extra} B)" if extra else ""
+    what = "shared tiles (padded rows, one copy per pipeline stage)"
+    tail = f" ({what} {declared} B + reduce/staging scratch and alignment {extra} B)" if extra else ""
     return f"dynamic shared memory: {dynamic_smem} bytes{tail}"
 
 
@@ -448,7 +473,7 @@ def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelRe
     tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts), *pipeline_tables(kernel)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    notes = (smem_note(kernel, dynamic_smem), register_estimate(kernel, layouts)[1])
+    notes = (smem_note(kernel, layouts, dynamic_smem), register_estimate(kernel, layouts)[1])
     return KernelReport(kernel.name, heading, tuple(tables), notes)
 
 

@@ -7,11 +7,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-// ldmatrix: eight 16-byte rows per 8x8 matrix, addressed by lanes 8j..8j+7, land in register j
-// of every lane (lane l gets row l / 4, columns 2 * (l % 4) and +1); .trans loads the transpose.
 __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
+
+// ldmatrix: eight 16-byte rows per 8x8 matrix, addressed by lanes 8j..8j+7, land in register j
+// of every lane (lane l gets row l / 4, columns 2 * (l % 4) and +1); .trans loads the transpose.
 __device__ __forceinline__ void tilec_ldmatrix_x4(unsigned* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
