@@ -312,6 +312,16 @@ __device__ __forceinline__ void tilec_ldmatrix_x2_trans(unsigned* r, const void*
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(r[0]), "=r"(r[1]) : "r"(tilec_smem_addr(p)));
 }""",
+    "pack": """
+// Two 16-bit values packed into one 32-bit register, the first in the low half (mma operand order).
+__device__ __forceinline__ unsigned tilec_pack_f16x2(half lo, half hi) {
+  __half2 v = __halves2half2(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
+__device__ __forceinline__ unsigned tilec_pack_bf16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  __nv_bfloat162 v = __halves2bfloat162(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}""",
     "mma_f16": """
 // c[0..3] += A (16x16, a[0..3]) * B (16x8, b[0..1]) on tensor cores, float16 in, float32 out.
 __device__ __forceinline__ void tilec_mma_m16n8k16_f16(float* c, const unsigned* a, const unsigned* b) {

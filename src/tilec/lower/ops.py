@@ -28,6 +28,7 @@ from tilec.lower.cexpr import (
     symv,
     zero,
 )
+from tilec.passes.infer_layouts import Layouts
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
 
@@ -159,7 +160,8 @@ class TileOps:
         frag = self.layouts.buffers[c]
         out: list[T.Stmt] = []
         a_region = s.a
-        if s.a.buffer.scope == "fragment":
+        a_in_registers = _a_from_accumulator(s, self.layouts)
+        if s.a.buffer.scope == "fragment" and not a_in_registers:
             a_region, staging = self.stage_fragment(s.a)
             out += staging
         if s.b.buffer.scope == "fragment":
@@ -194,6 +196,9 @@ class TileOps:
         self.helpers.add("ldmatrix")
         for mi in range(mi_n):
             row = add(m0, int_(mi * 16))
+            if a_in_registers:
+                body += self._a_registers(s.a.buffer, a_reg, mi, kk)
+                continue
             if not s.transpose_a:  # A[m][k]: lane l addresses row l % 16, column (l / 16) * 8
                 idx = (add(row, lane16), add(k0, hi16))
                 fn = "tilec_ldmatrix_x4"
@@ -227,6 +232,25 @@ class TileOps:
                 body.append(T.Call(T.Intrin(f"tilec_mma_m16n8k16_{kind}", (acc, a, b), I32)))  # type: ignore[arg-type]
         steps = k_extent // 16
         out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
+        return out
+
+    def _a_registers(self, a: tir.Buffer, a_reg: str, mi: int, kk: tir.Var) -> list[T.Stmt]:
+        """A operand registers of one m16k16 tile taken from a register tile laid
+        out as an mma accumulator: two neighbouring m16n8 tiles (columns 16 kk
+        ... 16 kk + 15) are exactly the A fragment, packed two halves a word."""
+        fa = self.layouts.buffers[a]
+        ni_a = fa.local_parts[1].extent
+        name = self.names.of(a)
+        helper = "tilec_pack_bf16x2" if a.dtype == DType.bfloat16 else "tilec_pack_f16x2"
+        self.helpers.add("pack")
+        out: list[T.Stmt] = []
+        for r, (dn, h) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+            ni = add(mul(kk, 2), int_(dn))
+            base = simplify(mul(add(mul(add(int_(mi * ni_a), ni), 2), int_(h)), 2))
+            lo = T.Subscript(name, (base,), a.dtype)
+            hi = T.Subscript(name, (simplify(add(base, int_(1))),), a.dtype)
+            target = T.Subscript(a_reg, (int_(mi * 4 + r),), DType.uint32)
+            out.append(T.Assign(target, T.Intrin(helper, (lo, hi), DType.uint32)))  # type: ignore[arg-type]
         return out
 
     def _smem_elem(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
@@ -527,6 +551,24 @@ def fma_local(fma: T.Assign, a_reg: str, b_reg: str) -> T.Assign:
     sa = T.Subscript(a_reg, a.indices, a.buffer.dtype)
     sb = T.Subscript(b_reg, b.indices, b.buffer.dtype)
     return T.Assign(fma.target, tir.BinOp("*", sa, sb, fma.value.dtype), "+=")  # type: ignore[arg-type]
+
+
+def _a_from_accumulator(g: tir.Gemm, layouts: Layouts) -> bool:
+    """True when gemm's A is a register tile whose mma-accumulator layout
+    already is the A fragment of this gemm's warps (the P of P V in flash
+    attention): same warp rows, every warp holding whole rows of A."""
+    a = g.a.buffer
+    if a.scope != "fragment" or g.transpose_a or id(g) not in layouts.mma or a.dtype != g.b.buffer.dtype:
+        return False
+    fa, fc = layouts.buffers[a], layouts.buffers[g.c.buffer]
+    mma_like = len(fa.thread_parts) == 4 and fa.thread_parts[:2] == fc.thread_parts[:2]
+    return (
+        mma_like
+        and fa.thread_parts[2].extent == 1
+        and fa.thread_parts[3] == fc.thread_parts[3]
+        and fa.local_parts[0] == fc.local_parts[0]
+        and fa.local_parts[1].extent % 2 == 0
+    )
 
 
 def _micro_tile(frag: L.Fragment, dim: int) -> tuple[int, int]:

@@ -63,6 +63,16 @@ __device__ __forceinline__ void tilec_mma_m16n8k16_f16(float* c, const unsigned*
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Two 16-bit values packed into one 32-bit register, the first in the low half (mma operand order).
+__device__ __forceinline__ unsigned tilec_pack_f16x2(half lo, half hi) {
+  __half2 v = __halves2half2(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
+__device__ __forceinline__ unsigned tilec_pack_bf16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  __nv_bfloat162 v = __halves2bfloat162(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
+
 extern "C" __global__ void __launch_bounds__(64)
     attention_kernel(const half* __restrict__ Q, const half* __restrict__ K,
                      const half* __restrict__ V, half* __restrict__ O, int S) {
@@ -72,7 +82,6 @@ extern "C" __global__ void __launch_bounds__(64)
   half(*Q_s)[40] = reinterpret_cast<half(*)[40]>(smem + 0);
   half(*K_s)[32][40] = reinterpret_cast<half(*)[32][40]>(smem + 2560);
   half(*V_s)[32][40] = reinterpret_cast<half(*)[32][40]>(smem + 7680);
-  half(*p_smem)[32] = reinterpret_cast<half(*)[32]>(smem + 12800);
   const bool Q_vec8 = reinterpret_cast<uintptr_t>(Q) % 16 == 0;
   const bool K_vec8 = reinterpret_cast<uintptr_t>(K) % 16 == 0;
   const bool V_vec8 = reinterpret_cast<uintptr_t>(V) % 16 == 0;
@@ -327,38 +336,24 @@ extern "C" __global__ void __launch_bounds__(64)
     }
     // attention_step.tile:27: gemm(p, V_s, o, policy=FullRow)
     {
-      __syncthreads();
-#pragma unroll
-      for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
-#pragma unroll
-        for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-          alignas(16) half p_smem_v[2];
-#pragma unroll
-          for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-            p_smem_v[e1_9] = p[g1_4 * 4 + g0_9 * 2 + e1_9];
-          }
-          *reinterpret_cast<unsigned int*>(
-              &p_smem[tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8][g1_4 * 8 + tx % 4 * 2]) =
-              *reinterpret_cast<const unsigned int*>(&p_smem_v[0]);
-        }
-      }
-      __syncthreads();
 #pragma unroll
       for (int kk_1 = 0; kk_1 < 2; ++kk_1) {
-        unsigned int p_smem_frag[4];
+        unsigned int p_frag[4];
         unsigned int V_s_frag[8];
-        tilec_ldmatrix_x4(&p_smem_frag[0],
-                          &p_smem[tx / 32 * 16 + tx % 32 % 16][kk_1 * 16 + tx % 32 / 16 * 8]);
+        p_frag[0] = tilec_pack_f16x2(p[kk_1 * 8], p[kk_1 * 8 + 1]);
+        p_frag[1] = tilec_pack_f16x2(p[kk_1 * 8 + 2], p[kk_1 * 8 + 3]);
+        p_frag[2] = tilec_pack_f16x2(p[kk_1 * 8 + 4], p[kk_1 * 8 + 5]);
+        p_frag[3] = tilec_pack_f16x2(p[kk_1 * 8 + 6], p[kk_1 * 8 + 7]);
         tilec_ldmatrix_x4_trans(
             &V_s_frag[0],
             &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 32 % 8][tx % 32 / 16 * 8]);
         tilec_ldmatrix_x4_trans(
             &V_s_frag[4],
             &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 32 % 8][tx % 32 / 16 * 8 + 16]);
-        tilec_mma_m16n8k16_f16(&o[0], &p_smem_frag[0], &V_s_frag[0]);
-        tilec_mma_m16n8k16_f16(&o[4], &p_smem_frag[0], &V_s_frag[2]);
-        tilec_mma_m16n8k16_f16(&o[8], &p_smem_frag[0], &V_s_frag[4]);
-        tilec_mma_m16n8k16_f16(&o[12], &p_smem_frag[0], &V_s_frag[6]);
+        tilec_mma_m16n8k16_f16(&o[0], &p_frag[0], &V_s_frag[0]);
+        tilec_mma_m16n8k16_f16(&o[4], &p_frag[0], &V_s_frag[2]);
+        tilec_mma_m16n8k16_f16(&o[8], &p_frag[0], &V_s_frag[4]);
+        tilec_mma_m16n8k16_f16(&o[12], &p_frag[0], &V_s_frag[6]);
       }
     }
   }
@@ -367,12 +362,12 @@ extern "C" __global__ void __launch_bounds__(64)
   // attention_step.tile:28: for i, j in Parallel(32, 32):
   {
 #pragma unroll
-    for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
+    for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
 #pragma unroll
-      for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+      for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
 #pragma unroll
-        for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-          o[g1_5 * 4 + g0_10 * 2 + e1_10] = o[g1_5 * 4 + g0_10 * 2 + e1_10] / l[g0_10];
+        for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+          o[g1_4 * 4 + g0_9 * 2 + e1_9] = o[g1_4 * 4 + g0_9 * 2 + e1_9] / l[g0_9];
         }
       }
     }
@@ -380,25 +375,25 @@ extern "C" __global__ void __launch_bounds__(64)
   // attention_step.tile:30: copy(o, O[bx * 32, 0])
   {
 #pragma unroll
-    for (int g1_6 = 0; g1_6 < 4; ++g1_6) {
+    for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
 #pragma unroll
-      for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
-        if (O_vec2 && bx * 32 + tx / 32 * 16 + g0_11 * 8 + tx / 4 % 8 < S) {
+      for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+        if (O_vec2 && bx * 32 + tx / 32 * 16 + g0_10 * 8 + tx / 4 % 8 < S) {
           alignas(16) half O_v[2];
 #pragma unroll
-          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-            O_v[e1_11] = static_cast<half>(o[g1_6 * 4 + g0_11 * 2 + e1_11]);
+          for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+            O_v[e1_10] = static_cast<half>(o[g1_5 * 4 + g0_10 * 2 + e1_10]);
           }
-          *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_11 * 256 +
-                                              tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+          *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_10 * 256 +
+                                              tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v[0]);
         } else {
 #pragma unroll
-          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-            const int i_10 = tx / 32 * 16 + g0_11 * 8 + tx / 4 % 8;
-            const int j_10 = g1_6 * 8 + tx % 4 * 2 + e1_11;
-            if (bx * 32 + i_10 < S) {
-              O[bx * 1024 + i_10 * 32 + j_10] = static_cast<half>(o[g1_6 * 4 + g0_11 * 2 + e1_11]);
+          for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+            const int i_9 = tx / 32 * 16 + g0_10 * 8 + tx / 4 % 8;
+            const int j_9 = g1_5 * 8 + tx % 4 * 2 + e1_10;
+            if (bx * 32 + i_9 < S) {
+              O[bx * 1024 + i_9 * 32 + j_9] = static_cast<half>(o[g1_5 * 4 + g0_10 * 2 + e1_10]);
             }
           }
         }
@@ -413,7 +408,7 @@ extern "C" int attention(const half* Q, const half* K, const half* V, half* O, i
   const dim3 grid((S + 31) / 32, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  const int smem_bytes = 14848;
+  const int smem_bytes = 12800;
   attention_kernel<<<grid, 64, smem_bytes, stream>>>(Q, K, V, O, S);
   return (int)cudaGetLastError();
 }
