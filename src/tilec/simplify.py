@@ -97,6 +97,12 @@ def _build(lin: Linear, dtype: DType) -> tir.Expr:
 
 def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
     d = const(b)
+    if d is not None and d > 0 and isinstance(a, tir.BinOp) and isinstance(a.b, tir.IntImm) and a.b.value > 0:
+        inner = a.b.value
+        if e.op == "%" and a.op == "%" and inner % d == 0:
+            return _divmod(e, a.a, b)  # x % 32 % 16 = x % 16
+        if e.op == "//" and a.op == "//":
+            return _divmod(e, a.a, int_(inner * d))  # x / 32 / 2 = x / 64
     ca = const(a)
     if d is not None and ca is not None and d != 0:
         return int_(ca // d if e.op == "//" else ca % d)

@@ -240,14 +240,12 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int kk = 0; kk < 2; ++kk) {
         unsigned int Q_s_frag[4];
         unsigned int K_s_frag[8];
-        tilec_ldmatrix_x4(&Q_s_frag[0],
-                          &Q_s[tx / 32 * 16 + tx % 32 % 16][kk * 16 + tx % 32 / 16 * 8]);
-        tilec_ldmatrix_x4(
-            &K_s_frag[0],
-            &K_s[k % 2][tx % 32 / 16 * 8 + tx % 32 % 8][kk * 16 + tx % 32 / 8 % 2 * 8]);
+        tilec_ldmatrix_x4(&Q_s_frag[0], &Q_s[tx / 32 * 16 + tx % 16][kk * 16 + tx % 32 / 16 * 8]);
+        tilec_ldmatrix_x4(&K_s_frag[0],
+                          &K_s[k % 2][tx % 32 / 16 * 8 + tx % 8][kk * 16 + tx % 32 / 8 % 2 * 8]);
         tilec_ldmatrix_x4(
             &K_s_frag[4],
-            &K_s[k % 2][tx % 32 / 16 * 8 + tx % 32 % 8 + 16][kk * 16 + tx % 32 / 8 % 2 * 8]);
+            &K_s[k % 2][tx % 32 / 16 * 8 + tx % 8 + 16][kk * 16 + tx % 32 / 8 % 2 * 8]);
         tilec_mma_m16n8k16_f16(&s[0], &Q_s_frag[0], &K_s_frag[0]);
         tilec_mma_m16n8k16_f16(&s[4], &Q_s_frag[0], &K_s_frag[2]);
         tilec_mma_m16n8k16_f16(&s[8], &Q_s_frag[0], &K_s_frag[4]);
@@ -345,11 +343,10 @@ extern "C" __global__ void __launch_bounds__(64)
         p_frag[2] = tilec_pack_f16x2(p[kk_1 * 8 + 4], p[kk_1 * 8 + 5]);
         p_frag[3] = tilec_pack_f16x2(p[kk_1 * 8 + 6], p[kk_1 * 8 + 7]);
         tilec_ldmatrix_x4_trans(
-            &V_s_frag[0],
-            &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 32 % 8][tx % 32 / 16 * 8]);
+            &V_s_frag[0], &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
         tilec_ldmatrix_x4_trans(
             &V_s_frag[4],
-            &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 32 % 8][tx % 32 / 16 * 8 + 16]);
+            &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
         tilec_mma_m16n8k16_f16(&o[0], &p_frag[0], &V_s_frag[0]);
         tilec_mma_m16n8k16_f16(&o[4], &p_frag[0], &V_s_frag[2]);
         tilec_mma_m16n8k16_f16(&o[8], &p_frag[0], &V_s_frag[4]);

@@ -131,15 +131,15 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int kk = 0; kk < 1; ++kk) {
         unsigned int A_s_frag[8];
         unsigned int B_s_frag[8];
-        tilec_ldmatrix_x4(&A_s_frag[0],
-                          &A_s[tx / 32 / 2 * 32 + tx % 32 % 16][kk * 16 + tx % 32 / 16 * 8]);
+        tilec_ldmatrix_x4(&A_s_frag[0], &A_s[tx / 64 * 32 + tx % 16][kk * 16 + tx % 32 / 16 * 8]);
         tilec_ldmatrix_x4(&A_s_frag[4],
-                          &A_s[tx / 32 / 2 * 32 + tx % 32 % 16 + 16][kk * 16 + tx % 32 / 16 * 8]);
+                          &A_s[tx / 64 * 32 + tx % 16 + 16][kk * 16 + tx % 32 / 16 * 8]);
         tilec_ldmatrix_x4(
             &B_s_frag[0],
-            &B_s[tx / 32 % 2 * 32 + tx % 32 / 16 * 8 + tx % 32 % 8][kk * 16 + tx % 32 / 8 % 2 * 8]);
-        tilec_ldmatrix_x4(&B_s_frag[4], &B_s[tx / 32 % 2 * 32 + tx % 32 / 16 * 8 + tx % 32 % 8 + 16]
-                                            [kk * 16 + tx % 32 / 8 % 2 * 8]);
+            &B_s[tx / 32 % 2 * 32 + tx % 32 / 16 * 8 + tx % 8][kk * 16 + tx % 32 / 8 % 2 * 8]);
+        tilec_ldmatrix_x4(
+            &B_s_frag[4],
+            &B_s[tx / 32 % 2 * 32 + tx % 32 / 16 * 8 + tx % 8 + 16][kk * 16 + tx % 32 / 8 % 2 * 8]);
         tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
         tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
         tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);

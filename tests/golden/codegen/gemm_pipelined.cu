@@ -190,13 +190,12 @@ extern "C" __global__ void __launch_bounds__(64)
         unsigned int A_s_frag[4];
         unsigned int B_s_frag[8];
         tilec_ldmatrix_x4(&A_s_frag[0],
-                          &A_s[k % 3][tx / 32 * 16 + tx % 32 % 16][kk * 16 + tx % 32 / 16 * 8]);
+                          &A_s[k % 3][tx / 32 * 16 + tx % 16][kk * 16 + tx % 32 / 16 * 8]);
         tilec_ldmatrix_x4_trans(
-            &B_s_frag[0],
-            &B_s[k % 3][kk * 16 + tx % 32 / 8 % 2 * 8 + tx % 32 % 8][tx % 32 / 16 * 8]);
+            &B_s_frag[0], &B_s[k % 3][kk * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
         tilec_ldmatrix_x4_trans(
             &B_s_frag[4],
-            &B_s[k % 3][kk * 16 + tx % 32 / 8 % 2 * 8 + tx % 32 % 8][tx % 32 / 16 * 8 + 16]);
+            &B_s[k % 3][kk * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
         tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
         tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
         tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
