@@ -134,6 +134,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.plan = plan
         self.stage_of: dict[tir.Buffer, tir.Expr] = {}  # multi-buffered tile -> stage being accessed
         self.async_copy = False  # lowering a pipeline's producer copies (cp.async)
+        self.interior: set[tir.Buffer] = set()  # tensors whose current tile is wholly in bounds and aligned
         self.target = target
         self.names = _Names()
         for t in kernel.tensors:
@@ -397,6 +398,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             case "global":
                 flat = flatten(idx, tuple(self.value(d, None) for d in buf.shape))
                 conds = [lt(i, self.value(d, None)) for i, d in zip(idx, buf.shape) if not self._below(i, d)]
+                if buf in self.interior:
+                    conds = []
                 return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
             case "shared" | "local":
                 if buf in self.stage_of:

@@ -88,7 +88,33 @@ class TileOps:
         src_idx = self._region_index(s.src, vars, shape)
         dst_idx = self._region_index(s.dst, vars, shape)
         body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
-        return self.distributed(layout, vars, body)
+        general = self.distributed(layout, vars, body)
+        interior = self._interior_condition(s, layout)
+        if interior is None:
+            return general
+        # Tiles wholly inside the tensor (all but the edges) skip every per-element check.
+        tensor = s.src.buffer if s.src.buffer.scope == "global" else s.dst.buffer
+        self.interior.add(tensor)
+        fast = self.distributed(layout, vars, body)
+        self.interior.discard(tensor)
+        return [T.IfThen(interior, tuple(fast), tuple(general))]
+
+    def _interior_condition(self, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
+        """`tile in bounds && tensor aligned` for a vectorized copy between a
+        tensor and on-chip memory, or None when there is nothing to check."""
+        sides = [r for r in (s.src, s.dst) if r.buffer.scope == "global"]
+        last = layout.local_parts[-1] if layout.local_parts else None
+        if len(sides) != 1 or last is None or last.stride != 1 or last.dim != len(layout.shape) - 1:
+            return None
+        region = sides[0]
+        conds = []
+        for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):
+            end = simplify(add(self.value(start, None), ext))
+            if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
+                conds.append(tir.BinOp("<=", end, self.value(dim, None), DType.bool))
+        if not conds:
+            return None
+        return all_of([self._aligned(region.buffer, last.extent), *conds])
 
     def fill(self, s: tir.Fill) -> list[T.Stmt]:
         ext = tuple(const_int(e) for e in s.dst.extents)

@@ -16,22 +16,35 @@ extern "C" __global__ void __launch_bounds__(64)
   float t[16];
   // atomic_add.tile:5: copy(A[bx * 16, 0], t)
   {
+    if (A_vec4 && bx * 16 + 16 <= M) {
 #pragma unroll
-    for (int g0 = 0; g0 < 4; ++g0) {
-      if (A_vec4 && bx * 16 + g0 * 4 + tx / 16 < M) {
-        alignas(16) float A_v[4];
-        *reinterpret_cast<uint4*>(&A_v[0]) =
-            *reinterpret_cast<const uint4*>(&A[bx * 1024 + g0 * 256 + tx / 16 * 64 + tx % 16 * 4]);
+      for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
+        alignas(16) float A_v_1[4];
+        *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
+            &A[bx * 1024 + g0_1 * 256 + tx / 16 * 64 + tx % 16 * 4]);
 #pragma unroll
-        for (int e1 = 0; e1 < 4; ++e1) {
-          t[g0 * 4 + e1] = A_v[e1];
+        for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
+          t[g0_1 * 4 + e1_1] = A_v_1[e1_1];
         }
-      } else {
+      }
+    } else {
 #pragma unroll
-        for (int e1 = 0; e1 < 4; ++e1) {
-          const int i = g0 * 4 + tx / 16;
-          const int j = tx % 16 * 4 + e1;
-          t[g0 * 4 + e1] = bx * 16 + i < M ? A[bx * 1024 + i * 64 + j] : 0.0f;
+      for (int g0 = 0; g0 < 4; ++g0) {
+        if (A_vec4 && bx * 16 + g0 * 4 + tx / 16 < M) {
+          alignas(16) float A_v[4];
+          *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
+              &A[bx * 1024 + g0 * 256 + tx / 16 * 64 + tx % 16 * 4]);
+#pragma unroll
+          for (int e1 = 0; e1 < 4; ++e1) {
+            t[g0 * 4 + e1] = A_v[e1];
+          }
+        } else {
+#pragma unroll
+          for (int e1 = 0; e1 < 4; ++e1) {
+            const int i = g0 * 4 + tx / 16;
+            const int j = tx % 16 * 4 + e1;
+            t[g0 * 4 + e1] = bx * 16 + i < M ? A[bx * 1024 + i * 64 + j] : 0.0f;
+          }
         }
       }
     }
@@ -39,13 +52,13 @@ extern "C" __global__ void __launch_bounds__(64)
   // atomic_add.tile:6: atomic_add(C[bx * 16, 0], t)
   {
 #pragma unroll
-    for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
+    for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
 #pragma unroll
-      for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
-        const int i_1 = g0_1 * 4 + tx / 16;
-        const int j_1 = tx % 16 * 4 + e1_1;
-        if (bx * 16 + i_1 < M) {
-          atomicAdd(&C[bx * 1024 + i_1 * 64 + j_1], t[g0_1 * 4 + e1_1]);
+      for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
+        const int i_2 = g0_2 * 4 + tx / 16;
+        const int j_2 = tx % 16 * 4 + e1_2;
+        if (bx * 16 + i_2 < M) {
+          atomicAdd(&C[bx * 1024 + i_2 * 64 + j_2], t[g0_2 * 4 + e1_2]);
         }
       }
     }

@@ -93,26 +93,42 @@ extern "C" __global__ void __launch_bounds__(64)
   float l[2];
   // attention_step.tile:15: copy(Q[bx * 32, 0], Q_s)
   {
+    if (Q_vec8 && bx * 32 + 32 <= S) {
 #pragma unroll
-    for (int g0 = 0; g0 < 2; ++g0) {
-      if (Q_vec8 && bx * 32 + g0 * 16 + tx / 4 < S) {
-        alignas(16) half Q_v[8];
-        *reinterpret_cast<uint4*>(&Q_v[0]) =
-            *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-        alignas(16) half Q_s_v[8];
+      for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+        alignas(16) half Q_v_1[8];
+        *reinterpret_cast<uint4*>(&Q_v_1[0]) =
+            *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+        alignas(16) half Q_s_v_1[8];
 #pragma unroll
-        for (int e1 = 0; e1 < 8; ++e1) {
-          Q_s_v[e1] = Q_v[e1];
+        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+          Q_s_v_1[e1_1] = Q_v_1[e1_1];
         }
-        *reinterpret_cast<uint4*>(&Q_s[g0 * 16 + tx / 4][tx % 4 * 8]) =
-            *reinterpret_cast<const uint4*>(&Q_s_v[0]);
-      } else {
+        *reinterpret_cast<uint4*>(&Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8]) =
+            *reinterpret_cast<const uint4*>(&Q_s_v_1[0]);
+      }
+    } else {
 #pragma unroll
-        for (int e1 = 0; e1 < 8; ++e1) {
-          const int i = g0 * 16 + tx / 4;
-          const int j = tx % 4 * 8 + e1;
-          Q_s[i][j] = static_cast<half>(
-              bx * 32 + i < S ? static_cast<float>(Q[bx * 1024 + i * 32 + j]) : 0.0f);
+      for (int g0 = 0; g0 < 2; ++g0) {
+        if (Q_vec8 && bx * 32 + g0 * 16 + tx / 4 < S) {
+          alignas(16) half Q_v[8];
+          *reinterpret_cast<uint4*>(&Q_v[0]) =
+              *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+          alignas(16) half Q_s_v[8];
+#pragma unroll
+          for (int e1 = 0; e1 < 8; ++e1) {
+            Q_s_v[e1] = Q_v[e1];
+          }
+          *reinterpret_cast<uint4*>(&Q_s[g0 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint4*>(&Q_s_v[0]);
+        } else {
+#pragma unroll
+          for (int e1 = 0; e1 < 8; ++e1) {
+            const int i = g0 * 16 + tx / 4;
+            const int j = tx % 4 * 8 + e1;
+            Q_s[i][j] = static_cast<half>(
+                bx * 32 + i < S ? static_cast<float>(Q[bx * 1024 + i * 32 + j]) : 0.0f);
+          }
         }
       }
     }
@@ -122,10 +138,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
     for (int g1 = 0; g1 < 4; ++g1) {
 #pragma unroll
-      for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
 #pragma unroll
-        for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
-          o[g1 * 4 + g0_1 * 2 + e1_1] = 0.0f;
+        for (int e1_2 = 0; e1_2 < 2; ++e1_2) {
+          o[g1 * 4 + g0_2 * 2 + e1_2] = 0.0f;
         }
       }
     }
@@ -138,38 +154,54 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (S + 31) / 32) {
       // attention_step.tile:18: copy(K[k * 32, 0], K_s)
       {
+        if (K_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
-        for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
-          if (K_vec8 && stage * 32 + g0_2 * 16 + tx / 4 < S) {
-            tilec_cp_async_16(&K_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8],
-                              &K[stage * 1024 + g0_2 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-          } else {
+          for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            tilec_cp_async_16(&K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8],
+                              &K[stage * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-              const int i_2 = g0_2 * 16 + tx / 4;
-              const int j_2 = tx % 4 * 8 + e1_2;
-              K_s[stage][i_2][j_2] = static_cast<half>(
-                  stage * 32 + i_2 < S ? static_cast<float>(K[stage * 1024 + i_2 * 32 + j_2])
-                                       : 0.0f);
+          for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            if (K_vec8 && stage * 32 + g0_3 * 16 + tx / 4 < S) {
+              tilec_cp_async_16(&K_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8],
+                                &K[stage * 1024 + g0_3 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            } else {
+#pragma unroll
+              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+                const int i_3 = g0_3 * 16 + tx / 4;
+                const int j_3 = tx % 4 * 8 + e1_3;
+                K_s[stage][i_3][j_3] = static_cast<half>(
+                    stage * 32 + i_3 < S ? static_cast<float>(K[stage * 1024 + i_3 * 32 + j_3])
+                                         : 0.0f);
+              }
             }
           }
         }
       }
       // attention_step.tile:19: copy(V[k * 32, 0], V_s)
       {
+        if (V_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
-        for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-          if (V_vec8 && stage * 32 + g0_3 * 16 + tx / 4 < S) {
-            tilec_cp_async_16(&V_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8],
-                              &V[stage * 1024 + g0_3 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-          } else {
+          for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            tilec_cp_async_16(&V_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8],
+                              &V[stage * 1024 + g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              const int i_3 = g0_3 * 16 + tx / 4;
-              const int j_3 = tx % 4 * 8 + e1_3;
-              V_s[stage][i_3][j_3] = static_cast<half>(
-                  stage * 32 + i_3 < S ? static_cast<float>(V[stage * 1024 + i_3 * 32 + j_3])
-                                       : 0.0f);
+          for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            if (V_vec8 && stage * 32 + g0_5 * 16 + tx / 4 < S) {
+              tilec_cp_async_16(&V_s[stage][g0_5 * 16 + tx / 4][tx % 4 * 8],
+                                &V[stage * 1024 + g0_5 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            } else {
+#pragma unroll
+              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+                const int i_5 = g0_5 * 16 + tx / 4;
+                const int j_5 = tx % 4 * 8 + e1_5;
+                V_s[stage][i_5][j_5] = static_cast<half>(
+                    stage * 32 + i_5 < S ? static_cast<float>(V[stage * 1024 + i_5 * 32 + j_5])
+                                         : 0.0f);
+              }
             }
           }
         }
@@ -183,38 +215,54 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 1 < (S + 31) / 32) {
       // attention_step.tile:18: copy(K[k * 32, 0], K_s)
       {
+        if (K_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
-        for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-          if (K_vec8 && k * 32 + g0_4 * 16 + tx / 4 + 32 < S) {
-            tilec_cp_async_16(&K_s[(k + 1) % 2][g0_4 * 16 + tx / 4][tx % 4 * 8],
-                              &K[k * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
-          } else {
+          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+            tilec_cp_async_16(&K_s[(k + 1) % 2][g0_8 * 16 + tx / 4][tx % 4 * 8],
+                              &K[k * 1024 + g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-              const int i_4 = g0_4 * 16 + tx / 4;
-              const int j_4 = tx % 4 * 8 + e1_4;
-              K_s[(k + 1) % 2][i_4][j_4] = static_cast<half>(
-                  k * 32 + i_4 + 32 < S ? static_cast<float>(K[k * 1024 + i_4 * 32 + j_4 + 1024])
-                                        : 0.0f);
+          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+            if (K_vec8 && k * 32 + g0_7 * 16 + tx / 4 + 32 < S) {
+              tilec_cp_async_16(&K_s[(k + 1) % 2][g0_7 * 16 + tx / 4][tx % 4 * 8],
+                                &K[k * 1024 + g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+            } else {
+#pragma unroll
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_7 = g0_7 * 16 + tx / 4;
+                const int j_7 = tx % 4 * 8 + e1_7;
+                K_s[(k + 1) % 2][i_7][j_7] = static_cast<half>(
+                    k * 32 + i_7 + 32 < S ? static_cast<float>(K[k * 1024 + i_7 * 32 + j_7 + 1024])
+                                          : 0.0f);
+              }
             }
           }
         }
       }
       // attention_step.tile:19: copy(V[k * 32, 0], V_s)
       {
+        if (V_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
-        for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-          if (V_vec8 && k * 32 + g0_5 * 16 + tx / 4 + 32 < S) {
-            tilec_cp_async_16(&V_s[(k + 1) % 2][g0_5 * 16 + tx / 4][tx % 4 * 8],
-                              &V[k * 1024 + g0_5 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
-          } else {
+          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+            tilec_cp_async_16(&V_s[(k + 1) % 2][g0_10 * 16 + tx / 4][tx % 4 * 8],
+                              &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-              const int i_5 = g0_5 * 16 + tx / 4;
-              const int j_5 = tx % 4 * 8 + e1_5;
-              V_s[(k + 1) % 2][i_5][j_5] = static_cast<half>(
-                  k * 32 + i_5 + 32 < S ? static_cast<float>(V[k * 1024 + i_5 * 32 + j_5 + 1024])
-                                        : 0.0f);
+          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+            if (V_vec8 && k * 32 + g0_9 * 16 + tx / 4 + 32 < S) {
+              tilec_cp_async_16(&V_s[(k + 1) % 2][g0_9 * 16 + tx / 4][tx % 4 * 8],
+                                &V[k * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+            } else {
+#pragma unroll
+              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+                const int i_9 = g0_9 * 16 + tx / 4;
+                const int j_9 = tx % 4 * 8 + e1_9;
+                V_s[(k + 1) % 2][i_9][j_9] = static_cast<half>(
+                    k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
+                                          : 0.0f);
+              }
             }
           }
         }
@@ -226,10 +274,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
-        for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+        for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
 #pragma unroll
-          for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-            s[g1_1 * 4 + g0_6 * 2 + e1_6] = 0.0f;
+          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
+            s[g1_1 * 4 + g0_11 * 2 + e1_11] = 0.0f;
           }
         }
       }
@@ -284,10 +332,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
 #pragma unroll
-        for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+        for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
 #pragma unroll
-          for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-            s[g1_2 * 4 + g0_7 * 2 + e1_7] = exp2f(s[g1_2 * 4 + g0_7 * 2 + e1_7] - m[g0_7]);
+          for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
+            s[g1_2 * 4 + g0_12 * 2 + e1_12] = exp2f(s[g1_2 * 4 + g0_12 * 2 + e1_12] - m[g0_12]);
           }
         }
       }
@@ -324,10 +372,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_3 = 0; g1_3 < 4; ++g1_3) {
 #pragma unroll
-        for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+        for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
 #pragma unroll
-          for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-            p[g1_3 * 4 + g0_8 * 2 + e1_8] = static_cast<half>(s[g1_3 * 4 + g0_8 * 2 + e1_8]);
+          for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+            p[g1_3 * 4 + g0_13 * 2 + e1_13] = static_cast<half>(s[g1_3 * 4 + g0_13 * 2 + e1_13]);
           }
         }
       }
@@ -361,36 +409,54 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
     for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
 #pragma unroll
-      for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+      for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
 #pragma unroll
-        for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-          o[g1_4 * 4 + g0_9 * 2 + e1_9] = o[g1_4 * 4 + g0_9 * 2 + e1_9] / l[g0_9];
+        for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+          o[g1_4 * 4 + g0_14 * 2 + e1_14] = o[g1_4 * 4 + g0_14 * 2 + e1_14] / l[g0_14];
         }
       }
     }
   }
   // attention_step.tile:30: copy(o, O[bx * 32, 0])
   {
+    if (O_vec2 && bx * 32 + 32 <= S) {
 #pragma unroll
-    for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
+      for (int g1_6 = 0; g1_6 < 4; ++g1_6) {
 #pragma unroll
-      for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-        if (O_vec2 && bx * 32 + tx / 32 * 16 + g0_10 * 8 + tx / 4 % 8 < S) {
-          alignas(16) half O_v[2];
+        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
+          alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-            O_v[e1_10] = static_cast<half>(o[g1_5 * 4 + g0_10 * 2 + e1_10]);
+          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+            O_v_1[e1_16] = static_cast<half>(o[g1_6 * 4 + g0_16 * 2 + e1_16]);
           }
-          *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_10 * 256 +
-                                              tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
-              *reinterpret_cast<const unsigned int*>(&O_v[0]);
-        } else {
+          *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_16 * 256 +
+                                              tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+              *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
+        }
+      }
+    } else {
 #pragma unroll
-          for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-            const int i_9 = tx / 32 * 16 + g0_10 * 8 + tx / 4 % 8;
-            const int j_9 = g1_5 * 8 + tx % 4 * 2 + e1_10;
-            if (bx * 32 + i_9 < S) {
-              O[bx * 1024 + i_9 * 32 + j_9] = static_cast<half>(o[g1_5 * 4 + g0_10 * 2 + e1_10]);
+      for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
+#pragma unroll
+        for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
+          if (O_vec2 && bx * 32 + tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
+            alignas(16) half O_v[2];
+#pragma unroll
+            for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
+              O_v[e1_15] = static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
+            }
+            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_15 * 256 +
+                                                tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
+                *reinterpret_cast<const unsigned int*>(&O_v[0]);
+          } else {
+#pragma unroll
+            for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
+              const int i_14 = tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8;
+              const int j_14 = g1_5 * 8 + tx % 4 * 2 + e1_15;
+              if (bx * 32 + i_14 < S) {
+                O[bx * 1024 + i_14 * 32 + j_14] =
+                    static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
+              }
             }
           }
         }

@@ -18,28 +18,44 @@ extern "C" __global__ void __launch_bounds__(128)
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
   // copy_tile.tile:5: copy(A[by * 32, bx * 64], A_shared)
   {
+    if (A_vec8 && by * 32 + 32 <= M && bx * 64 + 64 <= N) {
 #pragma unroll
-    for (int g0 = 0; g0 < 2; ++g0) {
-      if (A_vec8 && by * 32 + g0 * 16 + tx / 8 < M && bx * 64 + tx % 8 * 8 + 8 <= N) {
-        alignas(16) half A_v[8];
-        *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
-            &A[(by * 32 + g0 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]);
-        alignas(16) half A_shared_v[8];
+      for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+        alignas(16) half A_v_1[8];
+        *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
+            &A[(by * 32 + g0_1 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]);
+        alignas(16) half A_shared_v_1[8];
 #pragma unroll
-        for (int e1 = 0; e1 < 8; ++e1) {
-          A_shared_v[e1] = A_v[e1];
+        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+          A_shared_v_1[e1_1] = A_v_1[e1_1];
         }
-        *reinterpret_cast<uint4*>(&A_shared[g0 * 16 + tx / 8][tx % 8 * 8]) =
-            *reinterpret_cast<const uint4*>(&A_shared_v[0]);
-      } else {
+        *reinterpret_cast<uint4*>(&A_shared[g0_1 * 16 + tx / 8][tx % 8 * 8]) =
+            *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
+      }
+    } else {
 #pragma unroll
-        for (int e1 = 0; e1 < 8; ++e1) {
-          const int i = g0 * 16 + tx / 8;
-          const int j = tx % 8 * 8 + e1;
-          A_shared[i][j] =
-              static_cast<half>(by * 32 + i < M && bx * 64 + j < N
-                                    ? static_cast<float>(A[(by * 32 + i) * N + bx * 64 + j])
-                                    : 0.0f);
+      for (int g0 = 0; g0 < 2; ++g0) {
+        if (A_vec8 && by * 32 + g0 * 16 + tx / 8 < M && bx * 64 + tx % 8 * 8 + 8 <= N) {
+          alignas(16) half A_v[8];
+          *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
+              &A[(by * 32 + g0 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]);
+          alignas(16) half A_shared_v[8];
+#pragma unroll
+          for (int e1 = 0; e1 < 8; ++e1) {
+            A_shared_v[e1] = A_v[e1];
+          }
+          *reinterpret_cast<uint4*>(&A_shared[g0 * 16 + tx / 8][tx % 8 * 8]) =
+              *reinterpret_cast<const uint4*>(&A_shared_v[0]);
+        } else {
+#pragma unroll
+          for (int e1 = 0; e1 < 8; ++e1) {
+            const int i = g0 * 16 + tx / 8;
+            const int j = tx % 8 * 8 + e1;
+            A_shared[i][j] =
+                static_cast<half>(by * 32 + i < M && bx * 64 + j < N
+                                      ? static_cast<float>(A[(by * 32 + i) * N + bx * 64 + j])
+                                      : 0.0f);
+          }
         }
       }
     }
@@ -47,26 +63,42 @@ extern "C" __global__ void __launch_bounds__(128)
   __syncthreads();
   // copy_tile.tile:6: copy(A_shared, B[by * 32, bx * 64])
   {
+    if (B_vec8 && by * 32 + 32 <= M && bx * 64 + 64 <= N) {
 #pragma unroll
-    for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-      if (B_vec8 && by * 32 + g0_1 * 16 + tx / 8 < M && bx * 64 + tx % 8 * 8 + 8 <= N) {
-        alignas(16) half A_shared_v_1[8];
-        *reinterpret_cast<uint4*>(&A_shared_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&A_shared[g0_1 * 16 + tx / 8][tx % 8 * 8]);
-        alignas(16) half B_v[8];
+      for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+        alignas(16) half A_shared_v_3[8];
+        *reinterpret_cast<uint4*>(&A_shared_v_3[0]) =
+            *reinterpret_cast<const uint4*>(&A_shared[g0_3 * 16 + tx / 8][tx % 8 * 8]);
+        alignas(16) half B_v_1[8];
 #pragma unroll
-        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          B_v[e1_1] = A_shared_v_1[e1_1];
+        for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+          B_v_1[e1_3] = A_shared_v_3[e1_3];
         }
-        *reinterpret_cast<uint4*>(&B[(by * 32 + g0_1 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]) =
-            *reinterpret_cast<const uint4*>(&B_v[0]);
-      } else {
+        *reinterpret_cast<uint4*>(&B[(by * 32 + g0_3 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]) =
+            *reinterpret_cast<const uint4*>(&B_v_1[0]);
+      }
+    } else {
 #pragma unroll
-        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          const int i_1 = g0_1 * 16 + tx / 8;
-          const int j_1 = tx % 8 * 8 + e1_1;
-          if (by * 32 + i_1 < M && bx * 64 + j_1 < N) {
-            B[(by * 32 + i_1) * N + bx * 64 + j_1] = A_shared[i_1][j_1];
+      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+        if (B_vec8 && by * 32 + g0_2 * 16 + tx / 8 < M && bx * 64 + tx % 8 * 8 + 8 <= N) {
+          alignas(16) half A_shared_v_2[8];
+          *reinterpret_cast<uint4*>(&A_shared_v_2[0]) =
+              *reinterpret_cast<const uint4*>(&A_shared[g0_2 * 16 + tx / 8][tx % 8 * 8]);
+          alignas(16) half B_v[8];
+#pragma unroll
+          for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+            B_v[e1_2] = A_shared_v_2[e1_2];
+          }
+          *reinterpret_cast<uint4*>(&B[(by * 32 + g0_2 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]) =
+              *reinterpret_cast<const uint4*>(&B_v[0]);
+        } else {
+#pragma unroll
+          for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+            const int i_2 = g0_2 * 16 + tx / 8;
+            const int j_2 = tx % 8 * 8 + e1_2;
+            if (by * 32 + i_2 < M && bx * 64 + j_2 < N) {
+              B[(by * 32 + i_2) * N + bx * 64 + j_2] = A_shared[i_2][j_2];
+            }
           }
         }
       }

@@ -76,7 +76,18 @@ extern "C" __global__ void __launch_bounds__(128)
   for (int k = 0; k < (K + 15) / 16; ++k) {
     // gemm_mma.tile:9: copy(A[by * 64, k * 16], A_s)
     {
-      if (A_vec8 && by * 64 + tx / 2 < M && k * 16 + tx % 2 * 8 + 8 <= K) {
+      if (A_vec8 && by * 64 + 64 <= M && k * 16 + 16 <= K) {
+        alignas(16) half A_v_1[8];
+        *reinterpret_cast<uint4*>(&A_v_1[0]) =
+            *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
+        alignas(16) half A_s_v_1[8];
+#pragma unroll
+        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+          A_s_v_1[e1_2] = A_v_1[e1_2];
+        }
+        *reinterpret_cast<uint4*>(&A_s[tx / 2][tx % 2 * 8]) =
+            *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
+      } else if (A_vec8 && by * 64 + tx / 2 < M && k * 16 + tx % 2 * 8 + 8 <= K) {
         alignas(16) half A_v[8];
         *reinterpret_cast<uint4*>(&A_v[0]) =
             *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
@@ -101,25 +112,36 @@ extern "C" __global__ void __launch_bounds__(128)
     }
     // gemm_mma.tile:10: copy(B[bx * 64, k * 16], B_s)
     {
-      if (B_vec8 && bx * 64 + tx / 2 < N && k * 16 + tx % 2 * 8 + 8 <= K) {
+      if (B_vec8 && bx * 64 + 64 <= N && k * 16 + 16 <= K) {
+        alignas(16) half B_v_1[8];
+        *reinterpret_cast<uint4*>(&B_v_1[0]) =
+            *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
+        alignas(16) half B_s_v_1[8];
+#pragma unroll
+        for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+          B_s_v_1[e1_4] = B_v_1[e1_4];
+        }
+        *reinterpret_cast<uint4*>(&B_s[tx / 2][tx % 2 * 8]) =
+            *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
+      } else if (B_vec8 && bx * 64 + tx / 2 < N && k * 16 + tx % 2 * 8 + 8 <= K) {
         alignas(16) half B_v[8];
         *reinterpret_cast<uint4*>(&B_v[0]) =
             *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
         alignas(16) half B_s_v[8];
 #pragma unroll
-        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-          B_s_v[e1_2] = B_v[e1_2];
+        for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+          B_s_v[e1_3] = B_v[e1_3];
         }
         *reinterpret_cast<uint4*>(&B_s[tx / 2][tx % 2 * 8]) =
             *reinterpret_cast<const uint4*>(&B_s_v[0]);
       } else {
 #pragma unroll
-        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-          const int i_2 = tx / 2;
-          const int j_2 = tx % 2 * 8 + e1_2;
-          B_s[i_2][j_2] =
-              static_cast<half>(bx * 64 + i_2 < N && k * 16 + j_2 < K
-                                    ? static_cast<float>(B[(bx * 64 + i_2) * K + k * 16 + j_2])
+        for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+          const int i_3 = tx / 2;
+          const int j_3 = tx % 2 * 8 + e1_3;
+          B_s[i_3][j_3] =
+              static_cast<half>(bx * 64 + i_3 < N && k * 16 + j_3 < K
+                                    ? static_cast<float>(B[(bx * 64 + i_3) * K + k * 16 + j_3])
                                     : 0.0f);
         }
       }
@@ -154,31 +176,52 @@ extern "C" __global__ void __launch_bounds__(128)
   }
   // gemm_mma.tile:12: copy(acc, C[by * 64, bx * 64])
   {
+    if (C_vec2 && by * 64 + 64 <= M && bx * 64 + 64 <= N) {
 #pragma unroll
-    for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+      for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
 #pragma unroll
-      for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
+        for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
 #pragma unroll
-        for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-          if (C_vec2 && by * 64 + tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8 < M &&
-              bx * 64 + tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
-            alignas(16) float C_v[2];
+          for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            alignas(16) float C_v_1[2];
 #pragma unroll
-            for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-              C_v[e1_3] = acc[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_3];
+            for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+              C_v_1[e1_6] = acc[g0_4 * 16 + g1_2 * 4 + g0_5 * 2 + e1_6];
             }
             *reinterpret_cast<uint2*>(
-                &C[(by * 64 + tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8) * N + bx * 64 +
-                   tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
-                *reinterpret_cast<const uint2*>(&C_v[0]);
-          } else {
+                &C[(by * 64 + tx / 64 * 32 + g0_4 * 16 + g0_5 * 8 + tx / 4 % 8) * N + bx * 64 +
+                   tx / 32 % 2 * 32 + g1_2 * 8 + tx % 4 * 2]) =
+                *reinterpret_cast<const uint2*>(&C_v_1[0]);
+          }
+        }
+      }
+    } else {
 #pragma unroll
-            for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-              const int i_3 = tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8;
-              const int j_3 = tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_3;
-              if (by * 64 + i_3 < M && bx * 64 + j_3 < N) {
-                C[(by * 64 + i_3) * N + bx * 64 + j_3] =
-                    acc[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_3];
+      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+#pragma unroll
+        for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
+#pragma unroll
+          for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            if (C_vec2 && by * 64 + tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8 < M &&
+                bx * 64 + tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+              alignas(16) float C_v[2];
+#pragma unroll
+              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+                C_v[e1_5] = acc[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_5];
+              }
+              *reinterpret_cast<uint2*>(
+                  &C[(by * 64 + tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8) * N + bx * 64 +
+                     tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
+                  *reinterpret_cast<const uint2*>(&C_v[0]);
+            } else {
+#pragma unroll
+              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+                const int i_5 = tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8;
+                const int j_5 = tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_5;
+                if (by * 64 + i_5 < M && bx * 64 + j_5 < N) {
+                  C[(by * 64 + i_5) * N + bx * 64 + j_5] =
+                      acc[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_5];
+                }
               }
             }
           }

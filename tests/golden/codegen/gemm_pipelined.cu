@@ -96,40 +96,56 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (K + 31) / 32) {
       // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s)
       {
+        if (A_vec8 && by * 32 + 32 <= M && stage * 32 + 32 <= K) {
 #pragma unroll
-        for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-          if (A_vec8 && by * 32 + g0_1 * 16 + tx / 4 < M && stage * 32 + tx % 4 * 8 + 8 <= K) {
-            tilec_cp_async_16(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 8],
-                              &A[(by * 32 + g0_1 * 16 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
-          } else {
+          for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+            tilec_cp_async_16(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8],
+                              &A[(by * 32 + g0_2 * 16 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-              const int i_1 = g0_1 * 16 + tx / 4;
-              const int j_1 = tx % 4 * 8 + e1_1;
-              A_s[stage][i_1][j_1] = static_cast<half>(
-                  by * 32 + i_1 < M && stage * 32 + j_1 < K
-                      ? static_cast<float>(A[(by * 32 + i_1) * K + stage * 32 + j_1])
-                      : 0.0f);
+          for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+            if (A_vec8 && by * 32 + g0_1 * 16 + tx / 4 < M && stage * 32 + tx % 4 * 8 + 8 <= K) {
+              tilec_cp_async_16(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 8],
+                                &A[(by * 32 + g0_1 * 16 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
+            } else {
+#pragma unroll
+              for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+                const int i_1 = g0_1 * 16 + tx / 4;
+                const int j_1 = tx % 4 * 8 + e1_1;
+                A_s[stage][i_1][j_1] = static_cast<half>(
+                    by * 32 + i_1 < M && stage * 32 + j_1 < K
+                        ? static_cast<float>(A[(by * 32 + i_1) * K + stage * 32 + j_1])
+                        : 0.0f);
+              }
             }
           }
         }
       }
       // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s)
       {
+        if (B_vec8 && stage * 32 + 32 <= K && bx * 32 + 32 <= N) {
 #pragma unroll
-        for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
-          if (B_vec8 && stage * 32 + g0_2 * 16 + tx / 4 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
-            tilec_cp_async_16(&B_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8],
-                              &B[(stage * 32 + g0_2 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
-          } else {
+          for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            tilec_cp_async_16(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8],
+                              &B[(stage * 32 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-              const int i_2 = g0_2 * 16 + tx / 4;
-              const int j_2 = tx % 4 * 8 + e1_2;
-              B_s[stage][i_2][j_2] = static_cast<half>(
-                  stage * 32 + i_2 < K && bx * 32 + j_2 < N
-                      ? static_cast<float>(B[(stage * 32 + i_2) * N + bx * 32 + j_2])
-                      : 0.0f);
+          for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            if (B_vec8 && stage * 32 + g0_3 * 16 + tx / 4 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
+              tilec_cp_async_16(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8],
+                                &B[(stage * 32 + g0_3 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+            } else {
+#pragma unroll
+              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+                const int i_3 = g0_3 * 16 + tx / 4;
+                const int j_3 = tx % 4 * 8 + e1_3;
+                B_s[stage][i_3][j_3] = static_cast<half>(
+                    stage * 32 + i_3 < K && bx * 32 + j_3 < N
+                        ? static_cast<float>(B[(stage * 32 + i_3) * N + bx * 32 + j_3])
+                        : 0.0f);
+              }
             }
           }
         }
@@ -143,40 +159,56 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 2 < (K + 31) / 32) {
       // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s)
       {
+        if (A_vec8 && by * 32 + 32 <= M && k * 32 + 96 <= K) {
 #pragma unroll
-        for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-          if (A_vec8 && by * 32 + g0_3 * 16 + tx / 4 < M && k * 32 + tx % 4 * 8 + 72 <= K) {
-            tilec_cp_async_16(&A_s[(k + 2) % 3][g0_3 * 16 + tx / 4][tx % 4 * 8],
-                              &A[(by * 32 + g0_3 * 16 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
-          } else {
+          for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            tilec_cp_async_16(&A_s[(k + 2) % 3][g0_6 * 16 + tx / 4][tx % 4 * 8],
+                              &A[(by * 32 + g0_6 * 16 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              const int i_3 = g0_3 * 16 + tx / 4;
-              const int j_3 = tx % 4 * 8 + e1_3;
-              A_s[(k + 2) % 3][i_3][j_3] = static_cast<half>(
-                  by * 32 + i_3 < M && k * 32 + j_3 + 64 < K
-                      ? static_cast<float>(A[(by * 32 + i_3) * K + k * 32 + j_3 + 64])
-                      : 0.0f);
+          for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            if (A_vec8 && by * 32 + g0_5 * 16 + tx / 4 < M && k * 32 + tx % 4 * 8 + 72 <= K) {
+              tilec_cp_async_16(&A_s[(k + 2) % 3][g0_5 * 16 + tx / 4][tx % 4 * 8],
+                                &A[(by * 32 + g0_5 * 16 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
+            } else {
+#pragma unroll
+              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+                const int i_5 = g0_5 * 16 + tx / 4;
+                const int j_5 = tx % 4 * 8 + e1_5;
+                A_s[(k + 2) % 3][i_5][j_5] = static_cast<half>(
+                    by * 32 + i_5 < M && k * 32 + j_5 + 64 < K
+                        ? static_cast<float>(A[(by * 32 + i_5) * K + k * 32 + j_5 + 64])
+                        : 0.0f);
+              }
             }
           }
         }
       }
       // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s)
       {
+        if (B_vec8 && k * 32 + 96 <= K && bx * 32 + 32 <= N) {
 #pragma unroll
-        for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-          if (B_vec8 && k * 32 + g0_4 * 16 + tx / 4 + 64 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
-            tilec_cp_async_16(&B_s[(k + 2) % 3][g0_4 * 16 + tx / 4][tx % 4 * 8],
-                              &B[(k * 32 + g0_4 * 16 + tx / 4 + 64) * N + bx * 32 + tx % 4 * 8]);
-          } else {
+          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+            tilec_cp_async_16(&B_s[(k + 2) % 3][g0_8 * 16 + tx / 4][tx % 4 * 8],
+                              &B[(k * 32 + g0_8 * 16 + tx / 4 + 64) * N + bx * 32 + tx % 4 * 8]);
+          }
+        } else {
 #pragma unroll
-            for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-              const int i_4 = g0_4 * 16 + tx / 4;
-              const int j_4 = tx % 4 * 8 + e1_4;
-              B_s[(k + 2) % 3][i_4][j_4] = static_cast<half>(
-                  k * 32 + i_4 + 64 < K && bx * 32 + j_4 < N
-                      ? static_cast<float>(B[(k * 32 + i_4 + 64) * N + bx * 32 + j_4])
-                      : 0.0f);
+          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+            if (B_vec8 && k * 32 + g0_7 * 16 + tx / 4 + 64 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
+              tilec_cp_async_16(&B_s[(k + 2) % 3][g0_7 * 16 + tx / 4][tx % 4 * 8],
+                                &B[(k * 32 + g0_7 * 16 + tx / 4 + 64) * N + bx * 32 + tx % 4 * 8]);
+            } else {
+#pragma unroll
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_7 = g0_7 * 16 + tx / 4;
+                const int j_7 = tx % 4 * 8 + e1_7;
+                B_s[(k + 2) % 3][i_7][j_7] = static_cast<half>(
+                    k * 32 + i_7 + 64 < K && bx * 32 + j_7 < N
+                        ? static_cast<float>(B[(k * 32 + i_7 + 64) * N + bx * 32 + j_7])
+                        : 0.0f);
+              }
             }
           }
         }
@@ -207,28 +239,45 @@ extern "C" __global__ void __launch_bounds__(64)
   __syncthreads();
   // gemm_pipelined.tile:12: copy(acc, C[by * 32, bx * 32])
   {
+    if (C_vec2 && by * 32 + 32 <= M && bx * 32 + 32 <= N) {
 #pragma unroll
-    for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
+      for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
 #pragma unroll
-      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-        if (C_vec2 && by * 32 + tx / 32 * 16 + g0_5 * 8 + tx / 4 % 8 < M &&
-            bx * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
-          alignas(16) half C_v[2];
+        for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+          alignas(16) half C_v_1[2];
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-            C_v[e1_5] = static_cast<half>(acc[g1_1 * 4 + g0_5 * 2 + e1_5]);
+          for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+            C_v_1[e1_10] = static_cast<half>(acc[g1_2 * 4 + g0_10 * 2 + e1_10]);
           }
-          *reinterpret_cast<unsigned int*>(&C[(by * 32 + tx / 32 * 16 + g0_5 * 8 + tx / 4 % 8) * N +
-                                              bx * 32 + g1_1 * 8 + tx % 4 * 2]) =
-              *reinterpret_cast<const unsigned int*>(&C_v[0]);
-        } else {
+          *reinterpret_cast<unsigned int*>(
+              &C[(by * 32 + tx / 32 * 16 + g0_10 * 8 + tx / 4 % 8) * N + bx * 32 + g1_2 * 8 +
+                 tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
+        }
+      }
+    } else {
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-            const int i_5 = tx / 32 * 16 + g0_5 * 8 + tx / 4 % 8;
-            const int j_5 = g1_1 * 8 + tx % 4 * 2 + e1_5;
-            if (by * 32 + i_5 < M && bx * 32 + j_5 < N) {
-              C[(by * 32 + i_5) * N + bx * 32 + j_5] =
-                  static_cast<half>(acc[g1_1 * 4 + g0_5 * 2 + e1_5]);
+      for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
+#pragma unroll
+        for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+          if (C_vec2 && by * 32 + tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
+              bx * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+            alignas(16) half C_v[2];
+#pragma unroll
+            for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+              C_v[e1_9] = static_cast<half>(acc[g1_1 * 4 + g0_9 * 2 + e1_9]);
+            }
+            *reinterpret_cast<unsigned int*>(
+                &C[(by * 32 + tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8) * N + bx * 32 + g1_1 * 8 +
+                   tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&C_v[0]);
+          } else {
+#pragma unroll
+            for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+              const int i_9 = tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8;
+              const int j_9 = g1_1 * 8 + tx % 4 * 2 + e1_9;
+              if (by * 32 + i_9 < M && bx * 32 + j_9 < N) {
+                C[(by * 32 + i_9) * N + bx * 32 + j_9] =
+                    static_cast<half>(acc[g1_1 * 4 + g0_9 * 2 + e1_9]);
+              }
             }
           }
         }

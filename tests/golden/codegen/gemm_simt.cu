@@ -32,54 +32,86 @@ extern "C" __global__ void __launch_bounds__(128)
   for (int k = 0; k < (K + 15) / 16; ++k) {
     // gemm_simt.tile:9: copy(A[by * 64, k * 16], A_s)
     {
+      if (A_vec4 && by * 64 + 64 <= M && k * 16 + 16 <= K) {
 #pragma unroll
-      for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-        if (A_vec4 && by * 64 + g0_1 * 32 + tx / 4 < M && k * 16 + tx % 4 * 4 + 4 <= K) {
-          alignas(16) float A_v[4];
-          *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
-              &A[(by * 64 + g0_1 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
-          alignas(16) float A_s_v[4];
+        for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+          alignas(16) float A_v_1[4];
+          *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
+              &A[(by * 64 + g0_2 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+          alignas(16) float A_s_v_1[4];
 #pragma unroll
-          for (int e1 = 0; e1 < 4; ++e1) {
-            A_s_v[e1] = A_v[e1];
+          for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
+            A_s_v_1[e1_1] = A_v_1[e1_1];
           }
-          *reinterpret_cast<uint4*>(&A_s[g0_1 * 32 + tx / 4][tx % 4 * 4]) =
-              *reinterpret_cast<const uint4*>(&A_s_v[0]);
-        } else {
+          *reinterpret_cast<uint4*>(&A_s[g0_2 * 32 + tx / 4][tx % 4 * 4]) =
+              *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
+        }
+      } else {
 #pragma unroll
-          for (int e1 = 0; e1 < 4; ++e1) {
-            const int i_1 = g0_1 * 32 + tx / 4;
-            const int j_1 = tx % 4 * 4 + e1;
-            A_s[i_1][j_1] = by * 64 + i_1 < M && k * 16 + j_1 < K
-                                ? A[(by * 64 + i_1) * K + k * 16 + j_1]
-                                : 0.0f;
+        for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+          if (A_vec4 && by * 64 + g0_1 * 32 + tx / 4 < M && k * 16 + tx % 4 * 4 + 4 <= K) {
+            alignas(16) float A_v[4];
+            *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
+                &A[(by * 64 + g0_1 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+            alignas(16) float A_s_v[4];
+#pragma unroll
+            for (int e1 = 0; e1 < 4; ++e1) {
+              A_s_v[e1] = A_v[e1];
+            }
+            *reinterpret_cast<uint4*>(&A_s[g0_1 * 32 + tx / 4][tx % 4 * 4]) =
+                *reinterpret_cast<const uint4*>(&A_s_v[0]);
+          } else {
+#pragma unroll
+            for (int e1 = 0; e1 < 4; ++e1) {
+              const int i_1 = g0_1 * 32 + tx / 4;
+              const int j_1 = tx % 4 * 4 + e1;
+              A_s[i_1][j_1] = by * 64 + i_1 < M && k * 16 + j_1 < K
+                                  ? A[(by * 64 + i_1) * K + k * 16 + j_1]
+                                  : 0.0f;
+            }
           }
         }
       }
     }
     // gemm_simt.tile:10: copy(B[bx * 64, k * 16], B_s)
     {
+      if (B_vec4 && bx * 64 + 64 <= N && k * 16 + 16 <= K) {
 #pragma unroll
-      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
-        if (B_vec4 && bx * 64 + g0_2 * 32 + tx / 4 < N && k * 16 + tx % 4 * 4 + 4 <= K) {
-          alignas(16) float B_v[4];
-          *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
-              &B[(bx * 64 + g0_2 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
-          alignas(16) float B_s_v[4];
+        for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+          alignas(16) float B_v_1[4];
+          *reinterpret_cast<uint4*>(&B_v_1[0]) = *reinterpret_cast<const uint4*>(
+              &B[(bx * 64 + g0_4 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+          alignas(16) float B_s_v_1[4];
 #pragma unroll
-          for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
-            B_s_v[e1_1] = B_v[e1_1];
+          for (int e1_3 = 0; e1_3 < 4; ++e1_3) {
+            B_s_v_1[e1_3] = B_v_1[e1_3];
           }
-          *reinterpret_cast<uint4*>(&B_s[g0_2 * 32 + tx / 4][tx % 4 * 4]) =
-              *reinterpret_cast<const uint4*>(&B_s_v[0]);
-        } else {
+          *reinterpret_cast<uint4*>(&B_s[g0_4 * 32 + tx / 4][tx % 4 * 4]) =
+              *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
+        }
+      } else {
 #pragma unroll
-          for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
-            const int i_2 = g0_2 * 32 + tx / 4;
-            const int j_2 = tx % 4 * 4 + e1_1;
-            B_s[i_2][j_2] = bx * 64 + i_2 < N && k * 16 + j_2 < K
-                                ? B[(bx * 64 + i_2) * K + k * 16 + j_2]
-                                : 0.0f;
+        for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+          if (B_vec4 && bx * 64 + g0_3 * 32 + tx / 4 < N && k * 16 + tx % 4 * 4 + 4 <= K) {
+            alignas(16) float B_v[4];
+            *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
+                &B[(bx * 64 + g0_3 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+            alignas(16) float B_s_v[4];
+#pragma unroll
+            for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
+              B_s_v[e1_2] = B_v[e1_2];
+            }
+            *reinterpret_cast<uint4*>(&B_s[g0_3 * 32 + tx / 4][tx % 4 * 4]) =
+                *reinterpret_cast<const uint4*>(&B_s_v[0]);
+          } else {
+#pragma unroll
+            for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
+              const int i_3 = g0_3 * 32 + tx / 4;
+              const int j_3 = tx % 4 * 4 + e1_2;
+              B_s[i_3][j_3] = bx * 64 + i_3 < N && k * 16 + j_3 < K
+                                  ? B[(bx * 64 + i_3) * K + k * 16 + j_3]
+                                  : 0.0f;
+            }
           }
         }
       }
@@ -113,13 +145,13 @@ extern "C" __global__ void __launch_bounds__(128)
   // gemm_simt.tile:12: copy(acc, C[by * 64, bx * 64])
   {
 #pragma unroll
-    for (int g0_3 = 0; g0_3 < 8; ++g0_3) {
+    for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
 #pragma unroll
       for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
-        const int i_3 = g0_3 * 8 + tx / 16;
-        const int j_3 = g1_1 * 16 + tx % 16;
-        if (by * 64 + i_3 < M && bx * 64 + j_3 < N) {
-          C[(by * 64 + i_3) * N + bx * 64 + j_3] = acc[g0_3 * 4 + g1_1];
+        const int i_5 = g0_5 * 8 + tx / 16;
+        const int j_5 = g1_1 * 16 + tx % 16;
+        if (by * 64 + i_5 < M && bx * 64 + j_5 < N) {
+          C[(by * 64 + i_5) * N + bx * 64 + j_5] = acc[g0_5 * 4 + g1_1];
         }
       }
     }
