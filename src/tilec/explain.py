@@ -204,7 +204,10 @@ def gemm_instruction(layouts: Layouts, s: tir.Gemm) -> str:
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
         text = f"mma.sync m16n8k16 {kind} -> float32 (tensor cores), {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
-        text += ", operands by ldmatrix" + ("" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged)")
+        if id(s) in layouts.a_registers:
+            text += f", A ({s.a.buffer.name}) straight from registers, B by ldmatrix"
+        else:
+            text += ", operands by ldmatrix" + ("" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged)")
         return text
     lm, ln = (regs_along(frag, 0), regs_along(frag, 1)) if len(frag.shape) == 2 else (1, regs_along(frag, 0))
     a_ext = _squeezed(s.a)

@@ -28,7 +28,6 @@ from tilec.lower.cexpr import (
     symv,
     zero,
 )
-from tilec.passes.infer_layouts import Layouts
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
 
@@ -186,7 +185,7 @@ class TileOps:
         frag = self.layouts.buffers[c]
         out: list[T.Stmt] = []
         a_region = s.a
-        a_in_registers = _a_from_accumulator(s, self.layouts)
+        a_in_registers = id(s) in self.layouts.a_registers
         if s.a.buffer.scope == "fragment" and not a_in_registers:
             a_region, staging = self.stage_fragment(s.a)
             out += staging
@@ -577,24 +576,6 @@ def fma_local(fma: T.Assign, a_reg: str, b_reg: str) -> T.Assign:
     sa = T.Subscript(a_reg, a.indices, a.buffer.dtype)
     sb = T.Subscript(b_reg, b.indices, b.buffer.dtype)
     return T.Assign(fma.target, tir.BinOp("*", sa, sb, fma.value.dtype), "+=")  # type: ignore[arg-type]
-
-
-def _a_from_accumulator(g: tir.Gemm, layouts: Layouts) -> bool:
-    """True when gemm's A is a register tile whose mma-accumulator layout
-    already is the A fragment of this gemm's warps (the P of P V in flash
-    attention): same warp rows, every warp holding whole rows of A."""
-    a = g.a.buffer
-    if a.scope != "fragment" or g.transpose_a or id(g) not in layouts.mma or a.dtype != g.b.buffer.dtype:
-        return False
-    fa, fc = layouts.buffers[a], layouts.buffers[g.c.buffer]
-    mma_like = len(fa.thread_parts) == 4 and fa.thread_parts[:2] == fc.thread_parts[:2]
-    return (
-        mma_like
-        and fa.thread_parts[2].extent == 1
-        and fa.thread_parts[3] == fc.thread_parts[3]
-        and fa.local_parts[0] == fc.local_parts[0]
-        and fa.local_parts[1].extent % 2 == 0
-    )
 
 
 def _micro_tile(frag: L.Fragment, dim: int) -> tuple[int, int]:

@@ -42,6 +42,7 @@ class Layouts:
     loops: dict[int, L.Fragment] = field(default_factory=dict)  # id(tir.Parallel) -> layout
     origin: dict[tir.Buffer, Span] = field(default_factory=dict)  # statement that fixed it
     mma: set[int] = field(default_factory=set)  # id(tir.Gemm) of the gemms on tensor cores
+    a_registers: set[int] = field(default_factory=set)  # id(tir.Gemm) whose A is used from registers
     pitch: dict[tir.Buffer, int] = field(default_factory=dict)  # padded row length of shared tiles
 
 
@@ -72,6 +73,9 @@ def infer_layouts(kernel: tir.Kernel) -> Layouts:
                 state.out.loops[id(s)] = L.default(s.extents, kernel.threads, _loop_bytes(s))
     except _Conflict as c:
         raise CompileError([c.diag]) from None
+    for s in stmts:
+        if isinstance(s, tir.Gemm) and _a_from_accumulator(s, state.out):
+            state.out.a_registers.add(id(s))
     return state.out
 
 
@@ -99,6 +103,24 @@ def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts) -> L.Fragment:
                     out.pitch[operand] = _conflict_free_pitch(operand)
             return frag
     return L.accumulator(shape, threads)
+
+
+def _a_from_accumulator(g: tir.Gemm, layouts: Layouts) -> bool:
+    """True when gemm's A is a register tile whose mma-accumulator layout
+    already is the A fragment of this gemm's warps (the P of P V in flash
+    attention): same warp rows, every warp holding whole rows of A."""
+    a = g.a.buffer
+    if a.scope != "fragment" or g.transpose_a or id(g) not in layouts.mma or a.dtype != g.b.buffer.dtype:
+        return False
+    fa, fc = layouts.buffers[a], layouts.buffers[g.c.buffer]
+    mma_like = len(fa.thread_parts) == 4 and fa.thread_parts[:2] == fc.thread_parts[:2]
+    return (
+        mma_like
+        and fa.thread_parts[2].extent == 1
+        and fa.thread_parts[3] == fc.thread_parts[3]
+        and fa.local_parts[0] == fc.local_parts[0]
+        and fa.local_parts[1].extent % 2 == 0
+    )
 
 
 def _is_mma(frag: L.Fragment) -> bool:
