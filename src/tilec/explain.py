@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from tilec import layout as L
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.emit import expr_text
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
@@ -250,7 +250,7 @@ def parallel_instruction(layouts: Layouts, s: tir.Parallel) -> str:
     loads: list[tir.Load] = []
     for t in _walk(s.body):
         if isinstance(t, tir.Store):
-            _loads(t.value, loads)
+            loads += tir_walk.loads(t.value)
     touches |= any(ld.buffer.scope in ("global", "shared") for ld in loads)
     vec = f", {v}-wide vectors" if v > 1 and touches else (f", {v}-element groups" if v > 1 else "")
     return f"distributed over {frag.threads // replication(frag)} threads{vec}"
@@ -325,27 +325,6 @@ def _walk(stmts: tuple[tir.Stmt, ...]):
                 yield from _walk(s.orelse)
             case _:
                 pass
-
-
-def _loads(e: tir.Expr, out: list[tir.Load]) -> None:
-    match e:
-        case tir.Load(_, idx):
-            out.append(e)
-            for i in idx:
-                _loads(i, out)
-        case tir.BinOp(_, a, b):
-            _loads(a, out)
-            _loads(b, out)
-        case tir.UnaryOp(_, a) | tir.Cast(a):
-            _loads(a, out)
-        case tir.Select(c, a, b):
-            for x in (c, a, b):
-                _loads(x, out)
-        case tir.Call(_, args):
-            for x in args:
-                _loads(x, out)
-        case _:
-            pass
 
 
 def where(s: tir.Stmt | tir.Kernel) -> str:

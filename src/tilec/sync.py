@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.dtypes import DType
 
 
@@ -49,25 +49,7 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
     writes: set[tir.Buffer] = set()
 
     def rd(e: object) -> None:
-        if isinstance(e, tir.Load):
-            if e.buffer.scope == "shared":
-                reads.add(e.buffer)
-            for i in e.indices:
-                rd(i)
-        elif isinstance(e, tir.BinOp):
-            rd(e.a)
-            rd(e.b)
-        elif isinstance(e, (tir.UnaryOp,)):
-            rd(e.a)
-        elif isinstance(e, tir.Cast):
-            rd(e.value)
-        elif isinstance(e, tir.Select):
-            rd(e.cond)
-            rd(e.a)
-            rd(e.b)
-        elif isinstance(e, tir.Call):
-            for a in e.args:
-                rd(a)
+        reads.update(x.buffer for x in tir_walk.loads(e) if x.buffer.scope == "shared")  # type: ignore[arg-type]
 
     def region(r: tir.Region | None, out: set[tir.Buffer]) -> None:
         if r is not None and r.buffer.scope == "shared":

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tilec import layout as L
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.dtypes import DType
 from tilec.simplify import int_, simplify
 
@@ -49,34 +49,7 @@ def lt(a: tir.Expr, b: tir.Expr) -> tir.Expr:
 
 
 def vars_in(e: tir.Expr) -> set[tir.Var]:
-    out: set[tir.Var] = set()
-
-    def walk(x: object) -> None:
-        if isinstance(x, tir.Var):
-            out.add(x)
-        elif isinstance(x, T.Subscript):
-            for i in x.indices:
-                walk(i)
-        elif isinstance(x, tir.Load):
-            for i in x.indices:
-                walk(i)
-        elif isinstance(x, (tir.BinOp,)):
-            walk(x.a)
-            walk(x.b)
-        elif isinstance(x, (tir.UnaryOp,)):
-            walk(x.a)
-        elif isinstance(x, tir.Cast):
-            walk(x.value)
-        elif isinstance(x, tir.Select):
-            walk(x.cond)
-            walk(x.a)
-            walk(x.b)
-        elif isinstance(x, (tir.Call, T.Intrin)):
-            for a in x.args:
-                walk(a)
-
-    walk(e)
-    return out
+    return tir_walk.variables(e)
 
 
 def compute_dtype(d: DType) -> DType:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tilec import layout as L
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.emit import expr_text as _expr_text
@@ -200,7 +200,7 @@ class DistributedLoops:
         accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
         loads: list[tir.Load] = []
         for s in stores:
-            collect_loads(s.value, loads)
+            loads += tir_walk.loads(s.value)
         vec_loads: dict[tir.Load, str] = {}
         conds: list[tir.Expr] = []
         pre: list[T.Stmt] = []
@@ -330,27 +330,6 @@ class DistributedLoops:
 
 def _key(e: tir.Expr) -> object:
     return e
-
-
-def collect_loads(e: tir.Expr, out: list[tir.Load]) -> None:
-    match e:
-        case tir.Load(_, idx):
-            out.append(e)
-            for i in idx:
-                collect_loads(i, out)
-        case tir.BinOp(_, a, b):
-            collect_loads(a, out)
-            collect_loads(b, out)
-        case tir.UnaryOp(_, a) | tir.Cast(a):
-            collect_loads(a, out)
-        case tir.Select(c, a, b):
-            for x in (c, a, b):
-                collect_loads(x, out)
-        case tir.Call(_, args):
-            for x in args:
-                collect_loads(x, out)
-        case _:
-            pass
 
 
 def replace_loads(e: tir.Expr, table: dict[tir.Load, tir.Expr]) -> tir.Expr:

@@ -27,10 +27,9 @@ naming both statements, with the staging-through-shared hint.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import assert_never
 
 from tilec import layout as L
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.diagnostics import Diagnostic, Note
 from tilec.dtypes import DType
 from tilec.source import Span
@@ -166,28 +165,7 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
     out: list[tuple[tir.Buffer, tuple[tir.Expr, ...], Span]] = []
 
     def expr(e: tir.Expr) -> None:
-        match e:
-            case tir.Load(buf, idx):
-                if buf.scope == "fragment":
-                    out.append((buf, idx, e.span))
-                for i in idx:
-                    expr(i)
-            case tir.BinOp(_, a, b):
-                expr(a)
-                expr(b)
-            case tir.UnaryOp(_, a) | tir.Cast(a):
-                expr(a)
-            case tir.Select(c, a, b):
-                expr(c)
-                expr(a)
-                expr(b)
-            case tir.Call(_, args):
-                for a in args:
-                    expr(a)
-            case tir.IntImm() | tir.FloatImm() | tir.BoolImm() | tir.Var():
-                pass
-            case _:
-                assert_never(e)
+        out.extend((x.buffer, x.indices, x.span) for x in tir_walk.loads(e) if x.buffer.scope == "fragment")
 
     def stmt(s: tir.Stmt) -> None:
         match s:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tilec import tir
+from tilec import tir, tir_walk
 
 
 @dataclass
@@ -92,19 +92,4 @@ def _written(s: tir.Stmt) -> list[tir.Buffer]:
 
 
 def _vars(region: tir.Region) -> set[tir.Var]:
-    out: set[tir.Var] = set()
-
-    def walk(e: object) -> None:
-        if isinstance(e, tir.Var):
-            out.add(e)
-        for name in ("a", "b", "value", "cond"):
-            child = getattr(e, name, None)
-            if child is not None and not isinstance(child, (int, float, bool, str)):
-                walk(child)
-        for name in ("args", "indices"):
-            for child in getattr(e, name, ()) or ():
-                walk(child)
-
-    for e in (*region.starts, *region.extents):
-        walk(e)
-    return out
+    return {v for e in (*region.starts, *region.extents) for v in tir_walk.variables(e)}
