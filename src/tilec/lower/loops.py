@@ -213,7 +213,7 @@ class DistributedLoops:
             plan = self._vec_access(ld.buffer, ld.indices, lane_var, width, lane_zero)
             if plan is None:
                 continue
-            key = (ld.buffer, tuple(map(_key, ld.indices)))
+            key = (ld.buffer, ld.indices)
             if key in accesses:
                 vec_loads[ld] = accesses[key][0]  # type: ignore[assignment]
                 continue
@@ -326,10 +326,6 @@ class DistributedLoops:
                 conds.append(f"{_expr_text(self.value(buf.shape[-1], None))} % {width} == 0")
             self.prologue.append(T.Decl(flag, DType.bool, init=raw(" && ".join(conds)), const=True))
         return tir.Var(self.vec_flags[key], DType.bool, "let")
-
-
-def _key(e: tir.Expr) -> object:
-    return e
 
 
 def replace_loads(e: tir.Expr, table: dict[tir.Load, tir.Expr]) -> tir.Expr:
