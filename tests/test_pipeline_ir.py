@@ -51,3 +51,18 @@ def test_verifier_rejects_a_broken_program() -> None:
     broken = type(kernel)(**{**{f: getattr(kernel, f) for f in kernel.__dataclass_fields__}, "body": body})
     with pytest.raises(tir_print.VerifyError, match="A_shared"):
         tir_print.verify(type(program)((broken,), program.files))
+
+
+def test_shared_memory_is_checked_again_after_multi_buffering(tmp_path: pathlib.Path) -> None:
+    from tilec.diagnostics import CompileError, render_all
+
+    src = (ROOT / "examples" / "gemm.tile").read_text()
+    path = tmp_path / "gemm.tile"
+    path.write_text(src)
+    # 128x128x128 float16 tiles fit once (64 KiB), not in 4 padded stages on sm_86 (99 KiB)
+    program = elaborate_file(str(path), {"block_K": "128", "num_stages": "4"}, arch="sm_86")
+    with pytest.raises(CompileError) as caught:
+        compile_program(program, arch="sm_86")
+    text = render_all(caught.value.diagnostics)
+    assert "once its pipelines are multi-buffered; sm_86 allows 101376" in text
+    assert "hint: use fewer num_stages" in text

@@ -11,11 +11,12 @@ import os
 
 from tilec import thread_ir as T
 from tilec import tir
+from tilec.diagnostics import error
 from tilec.emit import emit_module
 from tilec.lower import lower_kernel
 from tilec.passes.infer_layouts import infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
-from tilec.targets import get_target
+from tilec.targets import Target, get_target
 
 
 def lower_program(program: tir.Program, arch: str) -> T.Module:
@@ -27,10 +28,24 @@ def lower_program(program: tir.Program, arch: str) -> T.Module:
         # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
         plan = plan_pipeline(kernel)
         # Tile ops become per-thread code under those layouts; barriers placed here too.
-        kernels.append(lower_kernel(kernel, layouts, target, plan))
+        lowered = lower_kernel(kernel, layouts, target, plan)
+        # Shared memory again, now with padding, pipeline stages and scratch.
+        _check_shared_memory(kernel, lowered, target)
+        kernels.append(lowered)
     source = os.path.basename(program.files[0]) if program.files else "<input>"
     helpers = tuple(sorted({h for k in kernels for h in k.helpers}))
     return T.Module(tuple(kernels), helpers, target.headers, source)
+
+
+def _check_shared_memory(kernel: tir.Kernel, lowered: T.Kernel, target: Target) -> None:
+    if lowered.dynamic_smem <= target.smem_limit:
+        return
+    raise error(
+        kernel.span,
+        f"kernel '{kernel.name}' needs {lowered.dynamic_smem} bytes of shared memory once its pipelines are "
+        f"multi-buffered; {target.arch} allows {target.smem_limit}",
+        hint="use fewer num_stages, smaller tiles, or a target with more shared memory (--arch sm_90a)",
+    )
 
 
 def compile_program(program: tir.Program, arch: str = "sm_80", emit: str = "cuda") -> str:
