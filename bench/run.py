@@ -41,9 +41,15 @@ CANDIDATES = {
     "add": ["elementwise_add", "elementwise_add-bench"],
     "softmax": ["softmax", "softmax-bench", "softmax-bench-t256"],
     "rmsnorm": ["rmsnorm", "rmsnorm-bench", "rmsnorm-bench-t256", "rmsnorm-bench-t1024", "rmsnorm-bench-m2"],
-    "gemm": ["gemm", "gemm-bench", "gemm-bench-128x256", "gemm-bench-k64"],
-    "fa": ["flash_attention", "flash_attention-bench", "flash_attention-bench-64"],
-    "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench"],
+    "gemm": ["gemm", "gemm-bench", "gemm-bench-128x256", "gemm-bench-k64", "gemm-bench-s4", "gemm-bench-256x128"],
+    "fa": [
+        "flash_attention",
+        "flash_attention-bench",
+        "flash_attention-bench-64",
+        "flash_attention-bench-t128",
+        "flash_attention-bench-n32",
+    ],
+    "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench", "flash_attention-causal-bench-t128"],
 }
 TOL = 1e-2  # relative error norm of fp16 outputs against torch's
 

@@ -80,6 +80,36 @@ VARIANTS: list[Variant] = [
         bench=True,
     ),
     Variant(
+        "gemm-bench-s4",
+        "gemm",
+        {"block_M": "128", "block_N": "128", "block_K": "32", "threads": "128", "num_stages": "4"},
+        bench=True,
+    ),
+    Variant(
+        "gemm-bench-256x128",
+        "gemm",
+        {"block_M": "256", "block_N": "128", "block_K": "32", "threads": "256", "num_stages": "3"},
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-bench-t128",
+        "flash_attention",
+        {"block_M": "128", "block_N": "64", "threads": "128", "num_stages": "2"},
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-causal-bench-t128",
+        "flash_attention",
+        {"is_causal": "True", "block_M": "128", "block_N": "64", "threads": "128", "num_stages": "2"},
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-bench-n32",
+        "flash_attention",
+        {"block_M": "128", "block_N": "32", "threads": "128", "num_stages": "2"},
+        bench=True,
+    ),
+    Variant(
         "flash_attention-bench-64",
         "flash_attention",
         {"block_M": "64", "block_N": "64", "threads": "128", "num_stages": "2"},
