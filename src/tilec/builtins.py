@@ -60,6 +60,7 @@ TILE_OPS: dict[str, Sig] = {
     "cumsum": Sig(("src", "dst"), {"dim": 0, "reverse": False}),
     "atomic_add": Sig(("dst", "value")),
     "use_swizzle": Sig(("panel_size",), {"order": "row"}),
+    "annotate_layout": Sig(("buf", "layout")),
     "print": Sig(("value",), {"msg": ""}),
     "device_assert": Sig(("cond",), {"msg": ""}),
 }
@@ -100,6 +101,7 @@ SPECIAL: dict[str, Sig] = {
 }
 
 POLICIES = ("Square", "FullRow", "FullCol")
+SHARED_LAYOUTS = ("row_major", "padded", "swizzle_32B", "swizzle_64B", "swizzle_128B")
 
 ALL_SIGS: dict[str, Sig] = {**TILE_OPS, **ALLOCS, **LOOPS, **FUNCS, **SPECIAL}
 BUILTIN_NAMES: tuple[str, ...] = tuple(ALL_SIGS) + tuple(DTYPES) + POLICIES

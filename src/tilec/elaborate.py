@@ -32,6 +32,7 @@ from tilec.builtins import (
     FUNCS,
     LOOPS,
     POLICIES,
+    SHARED_LAYOUTS,
     TILE_OPS,
     Sig,
     bind,
@@ -525,6 +526,8 @@ class _Elaborator(ProgramScope):
                 return self.atomic_add(args["dst"], args["value"], span, scope, kx)
             case "use_swizzle":
                 return self.use_swizzle(args, span, scope, kx)
+            case "annotate_layout":
+                return self.annotate_layout(args, span, scope, kx)
             case "print":
                 return self.print_(args, span, scope, kx)
             case "device_assert":
@@ -560,6 +563,29 @@ class _Elaborator(ProgramScope):
         if order not in ("row", "col"):
             raise error(args["order"].span, f'order must be "row" or "col", not "{order}"')
         return tir.UseSwizzle(panel, order, span)  # type: ignore[arg-type]
+
+    def annotate_layout(self, args: dict[str, S.Expr], span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
+        node = args["buf"]
+        v = self.ev_value(node, scope, kx)
+        if not (isinstance(v, BufVal) and v.buffer.scope == "shared"):
+            raise error(
+                node.span,
+                "annotate_layout() takes a whole alloc_shared buffer",
+                hint="register tiles (alloc_fragment) get their layouts from the ops that use them",
+            )
+        layout = self.string(args.get("layout"), scope, kx, "layout")
+        if layout not in SHARED_LAYOUTS:
+            hint = did_you_mean(layout, SHARED_LAYOUTS) or "one of: " + ", ".join(SHARED_LAYOUTS)
+            raise error(args["layout"].span, f"unknown shared-memory layout '{layout}'", hint=hint)
+        if layout.startswith("swizzle_"):
+            from tilec.layout_algebra import swizzled
+
+            try:
+                swizzled(v.buffer.const_shape, v.buffer.dtype.bytes, int(layout[len("swizzle_") : -1]))
+            except ValueError as e:
+                hint = "use a narrower swizzle, or a tile whose rows are whole 16-byte chunks"
+                raise error(args["layout"].span, f"'{v.buffer.name}' cannot take {layout}: {e}", hint=hint) from None
+        return tir.AnnotateLayout(v.buffer, layout, span)  # type: ignore[arg-type]
 
     def print_(self, args: dict[str, S.Expr], span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
         node = args["value"]

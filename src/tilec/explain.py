@@ -285,7 +285,16 @@ def instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> str | None
             return "atomicAdd per element" if s.src is not None else "atomicAdd by thread 0"
         case tir.Print():
             return "printf"
-        case tir.Alloc() | tir.Let() | tir.Store() | tir.For() | tir.If() | tir.DeviceAssert() | tir.UseSwizzle():
+        case (
+            tir.Alloc()
+            | tir.Let()
+            | tir.Store()
+            | tir.For()
+            | tir.If()
+            | tir.DeviceAssert()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
             return None
         case _:
             assert_never(s)
@@ -354,6 +363,11 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
             return head + (frag.describe(), per + (f", replicated x{rep}" if rep > 1 else ""))
         case "shared":
             size = math.prod(buf.const_shape) * buf.dtype.bytes
+            if buf in layouts.swizzle:
+                sw = layouts.swizzle[buf].swizzle
+                assert sw is not None
+                text = f"row-major, {(1 << sw.bits) * 16}-byte XOR swizzle (annotated)"
+                return head + (text, f"{size} B shared")
             if buf in layouts.pitch:
                 pitch = layouts.pitch[buf]
                 size = math.prod(buf.const_shape[:-1]) * pitch * buf.dtype.bytes

@@ -353,6 +353,19 @@ class UseSwizzle:
     span: Span = field(default=NO_SPAN, compare=False)
 
 
+SharedLayoutName = Literal["row_major", "padded", "swizzle_32B", "swizzle_64B", "swizzle_128B"]
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotateLayout:
+    """`annotate_layout(A_shared, "swizzle_128B")`: the user fixes a shared tile's
+    layout (the strict level of inference); nothing runs."""
+
+    buffer: Buffer
+    layout: SharedLayoutName
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
 Stmt: TypeAlias = (
     Alloc
     | Let
@@ -369,6 +382,7 @@ Stmt: TypeAlias = (
     | Print
     | DeviceAssert
     | UseSwizzle
+    | AnnotateLayout
 )
 
 # ---------------------------------------------------------------- kernels

@@ -69,6 +69,8 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             return [f'{pad}device_assert {expr_text(cond)} "{msg}"']
         case tir.UseSwizzle(panel, order):
             return [f"{pad}use_swizzle {panel} {order}"]
+        case tir.AnnotateLayout(buf, layout):
+            return [f"{pad}annotate_layout {buf.name} {layout}"]
         case _:
             assert_never(s)
 

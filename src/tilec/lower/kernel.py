@@ -269,6 +269,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             case tir.UseSwizzle():
                 self.swizzle = s
                 return []
+            case tir.AnnotateLayout():  # read by layout inference
+                return []
             case _:
                 assert_never(s)
 
@@ -285,6 +287,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 dims = buf.const_shape
                 if buf in self.layouts.pitch:  # padded rows: conflict-free ldmatrix
                     dims = dims[:-1] + (self.layouts.pitch[buf],)
+                if buf in self.layouts.swizzle:  # swizzled: one flat row, offsets through the XOR
+                    dims = (math.prod(dims),)
                 if buf in self.plan.stages:  # one copy per pipeline stage
                     dims = (self.plan.stages[buf], *dims)
                 self.shared_view(name, buf.dtype, dims)
@@ -402,6 +406,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                     conds = []
                 return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
             case "shared" | "local":
+                if buf in self.layouts.swizzle:
+                    idx = (simplify(self.layouts.swizzle[buf].expr(idx)),)
                 if buf in self.stage_of:
                     idx = (self.stage_of[buf], *idx)
                 return Access(T.Subscript(name, idx, buf.dtype), true)

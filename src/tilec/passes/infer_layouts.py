@@ -32,6 +32,7 @@ from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.diagnostics import Diagnostic, Note
 from tilec.dtypes import DType
+from tilec.layout_algebra import Layout, swizzled
 from tilec.source import Span
 
 
@@ -43,6 +44,8 @@ class Layouts:
     mma: set[int] = field(default_factory=set)  # id(tir.Gemm) of the gemms on tensor cores
     a_registers: set[int] = field(default_factory=set)  # id(tir.Gemm) whose A is used from registers
     pitch: dict[tir.Buffer, int] = field(default_factory=dict)  # padded row length of shared tiles
+    swizzle: dict[tir.Buffer, Layout] = field(default_factory=dict)  # XOR-swizzled shared tiles (flat)
+    fixed: set[tir.Buffer] = field(default_factory=set)  # shared tiles whose layout the user chose
 
 
 class _Conflict(Exception):
@@ -57,6 +60,9 @@ def infer_layouts(kernel: tir.Kernel) -> Layouts:
     state = _State(kernel.threads, Layouts())
     stmts = list(_walk(kernel.body))
     try:
+        for s in stmts:  # strict: what the user wrote down first
+            if isinstance(s, tir.AnnotateLayout):
+                _annotate(s, state.out)
         for s in stmts:
             if isinstance(s, tir.Gemm):
                 state.set(s.c.buffer, _gemm_layout(s, kernel.threads, state.out), s.span)
@@ -98,7 +104,7 @@ def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts) -> L.Fragment:
         if frag is not None:
             out.mma.add(id(g))
             for operand in (g.a.buffer, g.b.buffer):
-                if operand.scope == "shared":
+                if operand.scope == "shared" and operand not in out.fixed:
                     out.pitch[operand] = _conflict_free_pitch(operand)
             return frag
     return L.accumulator(shape, threads)
@@ -124,6 +130,18 @@ def _a_from_accumulator(g: tir.Gemm, layouts: Layouts) -> bool:
 
 def _is_mma(frag: L.Fragment) -> bool:
     return len(frag.thread_parts) == 4 and frag.thread_parts[:2] == (L.Part(4, 1, 2), L.Part(8, 0, 1))
+
+
+def _annotate(a: tir.AnnotateLayout, out: Layouts) -> None:
+    """A user's annotate_layout: the named shared-memory layout, or a diagnostic."""
+    buf = a.buffer
+    if buf in out.fixed:
+        raise _Conflict(Diagnostic(a.span, f"'{buf.name}' already has an annotated layout", hint="keep one annotation"))
+    out.fixed.add(buf)
+    if a.layout == "padded":
+        out.pitch[buf] = _conflict_free_pitch(buf)
+    elif a.layout.startswith("swizzle_"):  # the checker made sure the swizzle tiles the buffer
+        out.swizzle[buf] = swizzled(buf.const_shape, buf.dtype.bytes, int(a.layout.removeprefix("swizzle_")[:-1]))
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:
