@@ -79,7 +79,6 @@ class ElementLoop:
     layout: L.Fragment
     index: tuple[tir.Expr, ...]  # tile index per dim, in terms of loop counters
     local: tuple[tir.Expr, ...]  # the digit of each of the layout's register parts
-    vars: tuple[tir.Var, ...]  # the tir vars bound to index (Parallel's vars)
 
 
 def index_vars(rank: int) -> tuple[tir.Var, ...]:

@@ -145,7 +145,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.bounds: dict[tir.Var, int] = {self.tx: kernel.threads - 1}
         self.smem = 0
         self.views: list[T.SharedView] = []
-        self.red_offset: int | None = None
+        self.red_buf: str | None = None  # the reductions' shared scratch, once one needs it
         self.written: set[str] = set()
         self.sync = Barriers()
         self.swizzle: tir.UseSwizzle | None = None
@@ -157,21 +157,13 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
 
     def run(self) -> T.Kernel:
         body = self.block(self.kernel.body)
-        head = self._block_index() + self.views_stmts() + self.prologue
+        head = self._block_index() + list(self.views) + self.prologue
         params = self._params()
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
         body = drop_unused(head + body)
         helpers = tuple(sorted(self.helpers))
-        return T.Kernel(
-            self.kernel.name, params, self.kernel.threads, grid, self.smem_total(), tuple(body), abi, helpers
-        )
-
-    def smem_total(self) -> int:
-        return self.smem
-
-    def views_stmts(self) -> list[T.Stmt]:
-        return list(self.views)
+        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(body), abi, helpers)
 
     def _params(self) -> tuple[T.Param, ...]:
         out = []

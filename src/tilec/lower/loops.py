@@ -111,13 +111,13 @@ class DistributedLoops:
             self.bounds[cvar] = layout.shape[d] - 1
             decls.append(T.Decl(cvar.name, I32, init=i, const=True))
             named.append(cvar)
-        scalar_loop = ElementLoop(layout, tuple(named), local, vars)
+        scalar_loop = ElementLoop(layout, tuple(named), local)
         guard = all_of([lt(named[d], int_(layout.shape[d])) for d in padded])
         bound = tuple(substitute_stmt(s, dict(zip(vars, named))) for s in body)
         scalar = decls + guarded(guard, self.elements(bound, scalar_loop))
         if lane is None:
             return scalar, False
-        full = ElementLoop(layout, index, local, vars)
+        full = ElementLoop(layout, index, local)
         width = layout.local_parts[-1].extent
         vec = self.vector_path(tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, width)
         if vec is None:

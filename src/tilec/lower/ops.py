@@ -333,16 +333,8 @@ class TileOps:
             a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
         if frag.padded(1):
             b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
-        fma = T.Assign(
-            T.Subscript(cname, (simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(ln), I32), cv, I32)),), c.dtype),
-            tir.BinOp(
-                "*",
-                tir.Load(tir.Buffer(a_reg, (), acc_t, "local"), (rv,)),
-                tir.Load(tir.Buffer(b_reg, (), acc_t, "local"), (cv,)),
-                acc_t,
-            ),
-            "+=",
-        )
+        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]
+        fma = T.Assign(T.Subscript(cname, (simplify(add(mul(rv, ln), cv)),), c.dtype), product, "+=")
         inner: tuple[T.Stmt, ...] = (
             T.Decl(a_reg, acc_t, (lm,)),
             T.Loop(
@@ -358,7 +350,7 @@ class TileOps:
                 int_(lm),
                 1,
                 True,
-                (T.Loop(col_i, int_(0), int_(ln), 1, True, (fma_local(fma, a_reg, b_reg),)),),
+                (T.Loop(col_i, int_(0), int_(ln), 1, True, (fma,)),),
             ),
         )
         out.append(
@@ -485,12 +477,10 @@ class TileOps:
         return out
 
     def _red_scratch(self, dtype: DType) -> str:
-        if self.red_offset is None:
-            name = self._fresh("red_buf")
-            self.shared_view(name, DType.float64, (self.kernel.threads,))
-            self.red_offset = 1
-            self._red_name = name
-        return f"reinterpret_cast<{dtype.cname}*>({self._red_name})"
+        if self.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
+            self.red_buf = self._fresh("red_buf")
+            self.shared_view(self.red_buf, DType.float64, (self.kernel.threads,))
+        return f"reinterpret_cast<{dtype.cname}*>({self.red_buf})"
 
     def cumsum(self, s: tir.CumSum) -> list[T.Stmt]:
         """One thread per line along `dim`, scanning it serially (in place is fine)."""
@@ -566,16 +556,6 @@ def vec_width(last: int, regions: list[tir.Region]) -> int:
     while v > 1 and last % v:
         v //= 2
     return max(v, 1)
-
-
-def fma_local(fma: T.Assign, a_reg: str, b_reg: str) -> T.Assign:
-    """Rewrite the register loads of a gemm update into subscripts."""
-    assert isinstance(fma.value, tir.BinOp)
-    a, b = fma.value.a, fma.value.b
-    assert isinstance(a, tir.Load) and isinstance(b, tir.Load)
-    sa = T.Subscript(a_reg, a.indices, a.buffer.dtype)
-    sb = T.Subscript(b_reg, b.indices, b.buffer.dtype)
-    return T.Assign(fma.target, tir.BinOp("*", sa, sb, fma.value.dtype), "+=")  # type: ignore[arg-type]
 
 
 def _micro_tile(frag: L.Fragment, dim: int) -> tuple[int, int]:
