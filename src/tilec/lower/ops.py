@@ -39,9 +39,19 @@ class TileOps:
         layout = self.layouts.loops[id(s)]
         return self.distributed(layout, s.vars, s.body)
 
-    def _region_loop(self, ext: tuple[int, ...], name: str) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
-        shape = tuple(e for e in ext if e != 1) or (1,)
-        return index_vars(len(shape)), shape
+    def _tile_domain(self, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
+        """Loop variables and shape of the element loop of a tile op over `regions`
+        (in order of preference): a fragment's whole shape, else the first
+        region's extents with unit dims squeezed out."""
+        for r in regions:
+            if r.buffer.scope == "fragment":
+                shape = self.layouts.buffers[r.buffer].shape
+                return index_vars(len(shape)), shape
+        for r in regions:
+            shape = tuple(n for n in map(const_int, r.extents) if n != 1)
+            if shape:
+                return index_vars(len(shape)), shape
+        return index_vars(1), (1,)
 
     def _region_index(
         self, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
@@ -74,15 +84,7 @@ class TileOps:
         return L.default(shape, self.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
 
     def copy(self, s: tir.Copy) -> list[T.Stmt]:
-        ext = tuple(const_int(e) for e in s.dst.extents)
-        src_ext = tuple(const_int(e) for e in s.src.extents)
-        vars, shape = self._region_loop(ext if any(x != 1 for x in ext) else src_ext, "i")
-        if s.dst.buffer.scope == "fragment":
-            shape = self.layouts.buffers[s.dst.buffer].shape
-            vars = index_vars(len(shape))
-        elif s.src.buffer.scope == "fragment":
-            shape = self.layouts.buffers[s.src.buffer].shape
-            vars = index_vars(len(shape))
+        vars, shape = self._tile_domain([s.dst, s.src])
         layout = self._tile_layout([s.src, s.dst], shape)
         src_idx = self._region_index(s.src, vars, shape)
         dst_idx = self._region_index(s.dst, vars, shape)
@@ -116,11 +118,7 @@ class TileOps:
         return all_of([self._aligned(region.buffer, last.extent), *conds])
 
     def fill(self, s: tir.Fill) -> list[T.Stmt]:
-        ext = tuple(const_int(e) for e in s.dst.extents)
-        vars, shape = self._region_loop(ext, "i")
-        if s.dst.buffer.scope == "fragment":
-            shape = self.layouts.buffers[s.dst.buffer].shape
-            vars = index_vars(len(shape))
+        vars, shape = self._tile_domain([s.dst])
         if s.dst.buffer.scope == "var":
             return [
                 T.Assign(
@@ -134,11 +132,7 @@ class TileOps:
 
     def atomic_region(self, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.src is not None
-        ext = tuple(const_int(e) for e in s.src.extents)
-        vars, shape = self._region_loop(ext, "i")
-        if s.src.buffer.scope == "fragment":
-            shape = self.layouts.buffers[s.src.buffer].shape
-            vars = index_vars(len(shape))
+        vars, shape = self._tile_domain([s.src])
         layout = self._tile_layout([s.src], shape)
         src_idx = self._region_index(s.src, vars, shape)
         dst_idx = self._region_index(s.dst, vars, shape)
@@ -506,11 +500,8 @@ class TileOps:
     def print_(self, s: tir.Print) -> list[T.Stmt]:
         if isinstance(s.value, tir.Region):
             r = s.value
-            ext = tuple(const_int(e) for e in r.extents)
-            vars, shape = self._region_loop(ext, "i")
+            vars, shape = self._tile_domain([r])
             if r.buffer.scope == "fragment":
-                shape = self.layouts.buffers[r.buffer].shape
-                vars = index_vars(len(shape))
                 layout = self.layouts.buffers[r.buffer]
             else:
                 layout = L.replicated_all(shape, self.kernel.threads)
