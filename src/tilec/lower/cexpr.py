@@ -168,3 +168,15 @@ def printf(msg: str, value: tir.Expr) -> T.Call:
         fmt, arg = "%d", tir.Cast(value, I32)
     text = f"{msg}: {fmt}\\n" if msg else f"{fmt}\\n"
     return T.Call(T.Intrin("printf", (c_string(text), arg), I32))  # type: ignore[arg-type]
+
+
+def source_line(s: tir.Stmt) -> str:
+    """`file.tile:12` of a statement, for the comments above generated code."""
+    return f"{s.span.file.path.split('/')[-1]}:{s.span.line}"
+
+
+def source_comment(s: tir.Stmt, words: int | None = None) -> str:
+    """`file.tile:12: copy(A[...], A_shared)`: where a lowered op came from."""
+    if not s.span.text:
+        return type(s).__name__
+    return f"{source_line(s)}: {' '.join(s.span.text.split()[:words])}"

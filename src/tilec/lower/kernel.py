@@ -25,6 +25,8 @@ from tilec.lower.cexpr import (
     flatten,
     lt,
     raw,
+    source_comment,
+    source_line,
     upper_bound,
     zero,
 )
@@ -269,7 +271,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
     def op(self, s: tir.Stmt, body: list[T.Stmt]) -> list[T.Stmt]:
         reads, writes = shared_reads_writes(s)
         pre = self.sync.before({b.name for b in reads}, {b.name for b in writes})
-        return pre + [T.Scope(_comment(s), tuple(body), s.span)]
+        return pre + [T.Scope(source_comment(s), tuple(body), s.span)]
 
     def alloc(self, s: tir.Alloc) -> list[T.Stmt]:
         buf = s.buffer
@@ -328,7 +330,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             T.Sym(var, I32), self.value(s.start, None), self.value(s.stop, None), step, s.kind == "unroll", tuple(body)
         )
         if s.kind == "pipelined":
-            comment = f"{_where(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"
+            comment = f"{source_line(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"
             return pre + [T.Comment(comment), loop]
         return pre + [loop]
 
@@ -439,16 +441,6 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             return False
         hi = upper_bound(i, self.bounds)
         return hi is not None and hi < d.value
-
-
-def _comment(s: tir.Stmt) -> str:
-    return f"{_where(s)}: {' '.join(s.span.text.split())}" if s.span.text else type(s).__name__
-
-
-def _where(s: tir.Stmt) -> str:
-    import os
-
-    return f"{os.path.basename(s.span.file.path)}:{s.span.line}"
 
 
 def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan) -> T.Kernel:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from tilec import thread_ir as T
 from tilec import tir
-from tilec.lower.cexpr import I32, add, lt
+from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
 
@@ -44,7 +44,7 @@ class Pipelining:
         start = simplify(self.value(s.start, None))
         count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
         out: list[T.Stmt] = self.sync.flush()
-        out.append(T.Comment(f"{s.span.file.path.split('/')[-1]}:{s.span.line}: {' '.join(s.span.text.split()[:6])}"))
+        out.append(T.Comment(source_comment(s, words=6)))
         out.append(T.Comment(f"software pipeline, {stages} stages: copies run {stages - 1} iterations ahead"))
         # prologue: the first stages - 1 iterations' copies
         p = tir.Var(self._fresh("stage"), I32, "thread")
@@ -84,7 +84,7 @@ class Pipelining:
         code: list[T.Stmt] = []
         for prod in producers:
             self.stage_of[prod.dst.buffer] = stage
-            code.append(T.Scope(_comment(prod), tuple(self.copy(prod)), prod.span))
+            code.append(T.Scope(source_comment(prod), tuple(self.copy(prod)), prod.span))
             del self.stage_of[prod.dst.buffer]
         self.sync.reads, self.sync.writes = saved
         self.async_copy = False
@@ -93,7 +93,3 @@ class Pipelining:
 
 def _is_zero(e: tir.Expr) -> bool:
     return isinstance(e, tir.IntImm) and e.value == 0
-
-
-def _comment(s: tir.Stmt) -> str:
-    return f"{s.span.file.path.split('/')[-1]}:{s.span.line}: {' '.join(s.span.text.split())}"
