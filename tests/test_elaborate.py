@@ -56,7 +56,7 @@ def test_gemm_from_the_issue(monkeypatch: pytest.MonkeyPatch) -> None:
     (k,) = elaborate_file("examples/gemm.tile").kernels
     assert [t.name for t in k.tensors] == ["A", "B", "C"]
     assert [d.name for d in k.dims] == ["M", "K", "N"]
-    assert k.threads == 128 and [v.name for v in k.block_vars] == ["bx", "by"]
+    assert k.threads == 256 and [v.name for v in k.block_vars] == ["bx", "by"]
     loop = next(s for s in k.body if isinstance(s, tir.For))
     assert loop.kind == "pipelined" and loop.num_stages == 3
     copy_a = loop.body[0]

@@ -43,10 +43,12 @@ def test_explain_golden(case: pathlib.Path, golden) -> None:
 
 def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
-    assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x2 warps, 4x8 mma tiles per warp" in text
+    assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x4 warps, 4x8 mma tiles per warp" in text
     assert "num_stages=3: copies issued 2 iteration(s) ahead as cp.async" in text
+    assert "GEMM main loop: the gemm's fragments are loaded one 16-deep step ahead" in text
     assert "global -> shared: cp.async 16 B (8 x float16), issued ahead" in text
-    assert "dynamic shared memory: 56832 bytes" in text  # 3 stages of A 128x(32+8), B 32x(128+8) float16
+    assert "dynamic shared memory: 81408 bytes" in text  # 3 stages of A 128x(32+8), B 32x(256+8) float16
+    assert "gemm operands 48" in text  # two register sets of 4x4 A + 8x2 B words
 
 
 def test_reduce_plan_mirrors_lowering() -> None:
@@ -188,7 +190,7 @@ def test_svg_errors() -> None:
 def test_cli_explain_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("explain", str(ROOT / "examples" / "gemm.tile"), "-D", "block_K=16") == 0
     out = capsys.readouterr().out
-    assert out.startswith("kernel gemm (gemm.tile:10): 128 threads")
+    assert out.startswith("kernel gemm (gemm.tile:11): 256 threads")
     assert "mma.sync m16n8k16 float16 -> float32 (tensor cores)" in out
 
 

@@ -189,7 +189,7 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
     frag = op_layout(kernel, layouts, [s.src, s.dst])
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
-    if any(id(s) in ids for ids in plan_pipeline(kernel).producers.values()):
+    if any(id(s) in ids for ids in plan_pipeline(kernel, layouts.mma).producers.values()):
         width = vec_last(frag)
         dtype = s.dst.buffer.dtype
         vector = f"cp.async {width * dtype.bytes} B ({width} x {dtype.tile_name})"
@@ -402,9 +402,9 @@ def ops_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
 
 
-def pipeline_tables(kernel: tir.Kernel) -> list[Table]:
+def pipeline_tables(kernel: tir.Kernel, layouts: Layouts) -> list[Table]:
     """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass)."""
-    plan = plan_pipeline(kernel)
+    plan = plan_pipeline(kernel, layouts.mma)
     out = []
     for s in _walk(kernel.body):
         if isinstance(s, tir.For) and s.kind == "pipelined":
@@ -416,6 +416,11 @@ def pipeline_tables(kernel: tir.Kernel) -> list[Table]:
                     f"num_stages={s.num_stages}: copies issued {ahead} iteration(s) ahead as cp.async into "
                     f"{s.num_stages} copies of their tiles; the rest runs on the tiles of iteration k"
                 )
+                if any(id(t) in plan.fragments_ahead for t in s.body):
+                    caption += (
+                        "; GEMM main loop: the gemm's fragments are loaded one 16-deep step ahead into a second "
+                        "set of registers, and the iteration's barrier sits before its last step"
+                    )
             else:
                 caption = f"num_stages={s.num_stages}: {NOT_PIPELINED}"
             rows = tuple(
@@ -430,6 +435,7 @@ def pipeline_tables(kernel: tir.Kernel) -> list[Table]:
 def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
     """Registers per thread from the data lowering keeps in registers (an estimate)."""
     frags = locals_ = gemm = 0
+    ahead = plan_pipeline(kernel, layouts.mma).fragments_ahead
     for s in _walk(kernel.body):
         match s:
             case tir.Alloc(buffer=b) if b.scope == "fragment":
@@ -438,7 +444,8 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
                 locals_ += math.ceil(math.prod(b.const_shape) * b.dtype.bytes / 4)
             case tir.Gemm(c=c):
                 acc = layouts.buffers[c.buffer]
-                gemm = max(gemm, sum(regs_along(acc, d) for d in range(len(acc.shape))))
+                sets = 2 if id(s) in ahead else 1  # fragments loaded a step ahead: two register sets
+                gemm = max(gemm, sets * sum(regs_along(acc, d) for d in range(len(acc.shape))))
             case _:
                 pass
     total = frags + locals_ + gemm
@@ -449,7 +456,7 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
 def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
     """Dynamic shared memory, split into the tiles as declared (rows padded,
     one copy per pipeline stage) and what lowering adds (scratch, alignment)."""
-    stages = plan_pipeline(kernel).stages
+    stages = plan_pipeline(kernel, layouts.mma).stages
     declared = 0
     for s in _walk(kernel.body):
         if isinstance(s, tir.Alloc) and s.buffer.scope == "shared":
@@ -466,7 +473,7 @@ def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelRe
     layouts = infer_layouts(kernel)
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
-    tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts), *pipeline_tables(kernel)]
+    tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts), *pipeline_tables(kernel, layouts)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
     notes = (smem_note(kernel, layouts, dynamic_smem), register_estimate(kernel, layouts)[1])

@@ -26,7 +26,7 @@ def lower_program(program: tir.Program, arch: str) -> T.Module:
         # Layouts first: lowering reads where every fragment element lives.
         layouts = infer_layouts(kernel)
         # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
-        plan = plan_pipeline(kernel)
+        plan = plan_pipeline(kernel, layouts.mma)
         # Tile ops become per-thread code under those layouts; barriers placed here too.
         lowered = lower_kernel(kernel, layouts, target, plan)
         # Shared memory again, now with padding, pipeline stages and scratch.

@@ -59,6 +59,9 @@ VARIANTS: list[Variant] = [
     Variant("dequant_gemm", "dequant_gemm"),
     Variant("mla_decode", "mla_decode"),
     # ---- benchmark configurations (bench/run.py picks the fastest correct one per workload)
+    Variant("gemm-bench-128x128", "gemm", {"block_N": "128", "threads": "128"}, bench=True),
+    Variant("gemm-bench-s4", "gemm", {"num_stages": "4"}, bench=True),
+    Variant("gemm-bench-k64", "gemm", {"block_K": "64"}, bench=True),
     Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
     Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
     Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),
@@ -66,31 +69,6 @@ VARIANTS: list[Variant] = [
     Variant("rmsnorm-bench-t1024", "rmsnorm", {"block_N": "8192", "threads": "1024"}, bench=True),
     Variant("rmsnorm-bench-m2", "rmsnorm", {"block_M": "2", "block_N": "8192", "threads": "512"}, bench=True),
     Variant("softmax-bench-t256", "softmax", {"block_N": "8192", "threads": "256"}, bench=True),
-    Variant("gemm-bench", "gemm", {"block_M": "128", "block_N": "128", "block_K": "32", "threads": "256"}, bench=True),
-    Variant(
-        "gemm-bench-128x256",
-        "gemm",
-        {"block_M": "128", "block_N": "256", "block_K": "32", "threads": "256", "num_stages": "3"},
-        bench=True,
-    ),
-    Variant(
-        "gemm-bench-k64",
-        "gemm",
-        {"block_M": "128", "block_N": "128", "block_K": "64", "threads": "256", "num_stages": "3"},
-        bench=True,
-    ),
-    Variant(
-        "gemm-bench-s4",
-        "gemm",
-        {"block_M": "128", "block_N": "128", "block_K": "32", "threads": "128", "num_stages": "4"},
-        bench=True,
-    ),
-    Variant(
-        "gemm-bench-256x128",
-        "gemm",
-        {"block_M": "256", "block_N": "128", "block_K": "32", "threads": "256", "num_stages": "3"},
-        bench=True,
-    ),
     Variant(
         "flash_attention-bench-t128",
         "flash_attention",

@@ -381,6 +381,9 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 if d.is_low_precision:  # round through the narrow type, keep computing in float
                     return tir.Cast(cast(inner, d) if inner.dtype == F32 else tir.Cast(cast(inner, F32), d), F32)
                 return cast(inner, d)
+            case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
+                self.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
+                return T.Intrin("tilec_exp2", (cast(self.value(arg, loop), F32),), F32)
             case tir.Call(f, args, d):
                 cd = compute_dtype(d)
                 return tir.Call(f, tuple(cast(self.value(a, loop), cd) for a in args), cd)

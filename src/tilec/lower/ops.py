@@ -5,6 +5,8 @@ reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir
@@ -30,6 +32,22 @@ from tilec.lower.cexpr import (
 )
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
+
+
+@dataclass(frozen=True)
+class MmaGemm:
+    """A gemm on mma.sync m16n8k16, split into 16-deep steps (see TileOps.mma_setup)."""
+
+    gemm: tir.Gemm
+    a: tir.Region  # A as read by the steps (a fragment operand may have been staged to shared memory)
+    a_in_registers: bool  # A comes from a register tile laid out as an accumulator
+    c: str  # the accumulator's C name
+    kind: str  # f16 | bf16
+    mi_n: int  # m16 tiles per warp
+    ni_n: int  # n8 tiles per warp
+    m0: tir.Expr  # the warp's first row and column of C
+    n0: tir.Expr
+    steps: int  # 16-deep k steps
 
 
 class TileOps:
@@ -175,6 +193,19 @@ class TileOps:
         """Tensor cores: per 16-deep k step, ldmatrix the warp's A and B tiles
         from shared memory into registers, then one mma.sync m16n8k16 per
         16x8 piece of the warp's accumulator tile."""
+        out, mma = self.mma_setup(s)
+        kk = tir.Var(self._fresh("kk"), I32, "thread")
+        self.bounds[kk] = mma.steps - 1
+        a_reg, b_reg = self.mma_registers(mma)
+        body = self.mma_declare(mma, a_reg, b_reg)
+        body += self.mma_load(mma, a_reg, b_reg, kk)
+        body += self.mma_products(mma, a_reg, b_reg)
+        out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(mma.steps), 1, mma.steps <= 8, tuple(body)))
+        return out
+
+    def mma_setup(self, s: tir.Gemm) -> tuple[list[T.Stmt], MmaGemm]:
+        """What every 16-deep step of a tensor-core gemm needs, and the code that
+        runs once before the steps (staging of A, clearing of C)."""
         c = s.c.buffer
         frag = self.layouts.buffers[c]
         out: list[T.Stmt] = []
@@ -196,26 +227,38 @@ class TileOps:
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1]
         k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
-        lane = simplify(tir.BinOp("%", self.tx, int_(32), I32))
         warp = simplify(tir.BinOp("//", self.tx, int_(32), I32))
         warp_n = simplify(tir.BinOp("%", warp, int_(wn), I32)) if wn > 1 else int_(0)
         warp_m = simplify(tir.BinOp("//", warp, int_(wn), I32)) if wm > 1 else int_(0)
-        m0 = simplify(mul(warp_m, mi_n * 16))
-        n0 = simplify(mul(warp_n, ni_n * 8))
-        kk = tir.Var(self._fresh("kk"), I32, "thread")
-        self.bounds[kk] = k_extent // 16 - 1
+        kind = "bf16" if s.a.buffer.dtype == DType.bfloat16 else "f16"
+        m0, n0 = simplify(mul(warp_m, mi_n * 16)), simplify(mul(warp_n, ni_n * 8))
+        return out, MmaGemm(s, a_region, a_in_registers, cname, kind, mi_n, ni_n, m0, n0, k_extent // 16)
+
+    def mma_registers(self, mma: MmaGemm) -> tuple[str, str]:
+        """Fresh names for one set of A and B fragment registers."""
+        a_reg = self._fresh(f"{self.names.of(mma.a.buffer)}_frag")
+        b_reg = self._fresh(f"{self.names.of(mma.gemm.b.buffer)}_frag")
+        return a_reg, b_reg
+
+    def mma_declare(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
+        return [T.Decl(a_reg, DType.uint32, (mma.mi_n * 4,)), T.Decl(b_reg, DType.uint32, (mma.ni_n * 2,))]
+
+    def mma_load(self, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
+        """The A and B fragments of 16-deep step `kk` into registers `a_reg`, `b_reg`:
+        ldmatrix from shared memory (.trans for a transposed tile), or A packed
+        from a register tile laid out as an accumulator."""
+        s = mma.gemm
+        lane = simplify(tir.BinOp("%", self.tx, int_(32), I32))
         k0 = mul(kk, 16)
-        a_reg = self._fresh(f"{self.names.of(a_region.buffer)}_frag")
-        b_reg = self._fresh(f"{self.names.of(s.b.buffer)}_frag")
         lane16 = tir.BinOp("%", lane, int_(16), I32)
         lane8 = tir.BinOp("%", lane, int_(8), I32)
         hi16 = mul(tir.BinOp("//", lane, int_(16), I32), 8)  # (lane / 16) * 8
         mid8 = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), 8)  # (lane / 8 % 2) * 8
-        body: list[T.Stmt] = [T.Decl(a_reg, DType.uint32, (mi_n * 4,)), T.Decl(b_reg, DType.uint32, (ni_n * 2,))]
+        body: list[T.Stmt] = []
         self.helpers.add("ldmatrix")
-        for mi in range(mi_n):
-            row = add(m0, int_(mi * 16))
-            if a_in_registers:
+        for mi in range(mma.mi_n):
+            row = add(mma.m0, int_(mi * 16))
+            if mma.a_in_registers:
                 body += self._a_registers(s.a.buffer, a_reg, mi, kk)
                 continue
             if not s.transpose_a:  # A[m][k]: lane l addresses row l % 16, column (l / 16) * 8
@@ -224,34 +267,35 @@ class TileOps:
             else:  # A stored [k][m]: transposed load
                 idx = (add(k0, add(hi16, lane8)), add(row, mid8))
                 fn = "tilec_ldmatrix_x4_trans"
-            addr = self._smem_elem(a_region, idx)
+            addr = self._smem_elem(mma.a, idx)
             regs = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
             body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
-        for ni in range(0, ni_n, 2):
-            col = add(n0, int_(ni * 8))
-            pair = ni + 1 < ni_n
+        for ni in range(0, mma.ni_n, 2):
+            col = add(mma.n0, int_(ni * 8))
+            pair = ni + 1 < mma.ni_n
+            n_off = hi16 if pair else int_(0)
             if s.transpose_b:  # B stored [n][k]: rows n, plain load
-                n_off = hi16 if pair else int_(0)
                 idx = (add(col, add(n_off, lane8)), add(k0, mid8))
                 fn = "tilec_ldmatrix_x4" if pair else "tilec_ldmatrix_x2"
             else:  # B stored [k][n]: transposed load
-                n_off = hi16 if pair else int_(0)
                 idx = (add(k0, add(mid8, lane8)), add(col, n_off))
                 fn = "tilec_ldmatrix_x4_trans" if pair else "tilec_ldmatrix_x2_trans"
             addr = self._smem_elem(s.b, idx)
             regs = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
             body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
-        kind = "bf16" if s.a.buffer.dtype == DType.bfloat16 else "f16"
-        self.helpers.add(f"mma_{kind}")
-        for mi in range(mi_n):
-            for ni in range(ni_n):
-                acc = T.AddressOf(T.Subscript(cname, (int_((mi * ni_n + ni) * 4),), c.dtype))
+        return body
+
+    def mma_products(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
+        """One mma.sync per m16n8 piece of the warp's accumulator tile."""
+        self.helpers.add(f"mma_{mma.kind}")
+        body: list[T.Stmt] = []
+        for mi in range(mma.mi_n):
+            for ni in range(mma.ni_n):
+                acc = T.AddressOf(T.Subscript(mma.c, (int_((mi * mma.ni_n + ni) * 4),), mma.gemm.c.buffer.dtype))
                 a = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
                 b = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-                body.append(T.Call(T.Intrin(f"tilec_mma_m16n8k16_{kind}", (acc, a, b), I32)))  # type: ignore[arg-type]
-        steps = k_extent // 16
-        out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
-        return out
+                body.append(T.Call(T.Intrin(f"tilec_mma_m16n8k16_{mma.kind}", (acc, a, b), I32)))  # type: ignore[arg-type]
+        return body
 
     def _a_registers(self, a: tir.Buffer, a_reg: str, mi: int, kk: tir.Var) -> list[T.Stmt]:
         """A operand registers of one m16k16 tile taken from a register tile laid

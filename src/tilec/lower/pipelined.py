@@ -17,6 +17,25 @@ in the previous iteration). A trip count below the number of stages, or one
 that depends on the block (causal attention), is handled by the `< n` guards:
 every iteration still commits a (possibly empty) group, so the wait counts
 stay exact.
+
+A GEMM main loop - a body that is only the pipelined copies and one
+tensor-core gemm of two tiles they fill, with 3 or more stages - also
+pipelines the gemm's fragments: each 16-deep step's ldmatrix runs one step
+ahead of its mma.sync, into a second set of registers, and the barrier moves
+into the last step (before the next tile's first fragments are loaded), so
+neither the barrier nor ldmatrix latency sits between two runs of mma:
+
+    for (k = 0; k < n; ++k) {           // fragments of step 0 loaded before the loop
+      load fragments of step 1 (tile k % 3) into set 1
+      if (k + 2 < n) cp.async tile k + 2 -> stage (k + 2) % 3;  commit
+      mma on set 0
+      wait until 1 group is pending; __syncthreads()
+      if (k + 1 < n) load fragments of step 0 (tile (k + 1) % 3) into set 0
+      mma on set 1
+    }
+
+The stage overwritten in iteration k was last read before the barrier of
+iteration k - 1, so one barrier per iteration still suffices.
 """
 
 from __future__ import annotations
@@ -24,6 +43,7 @@ from __future__ import annotations
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
+from tilec.lower.ops import MmaGemm
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
 
@@ -54,19 +74,63 @@ class Pipelining:
         # steady state
         it = tir.Var(self.names.of(s.var) + "_iter" if not _is_zero(start) else self.names.of(s.var), I32, "thread")
         ahead = simplify(add(it, int_(stages - 1)))
-        body: list[T.Stmt] = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
-        body += self.produce(s.var, producers, start, ahead, simplify(tir.BinOp("%", ahead, int_(stages), I32)), count)
+        ahead_stage = simplify(tir.BinOp("%", ahead, int_(stages), I32))
+        prefetch = self.produce(s.var, producers, start, ahead, ahead_stage, count)
         self.cvars[s.var] = simplify(add(start, it))  # the user's k is start + iteration
-        for prod in producers:
-            self.stage_of[prod.dst.buffer] = simplify(tir.BinOp("%", it, int_(stages), I32))
-        self.sync.reads, self.sync.writes = set(), set()
-        body += self.block(consumers)
+        mma = self.mainloop_gemm(consumers)
+        if mma is not None:
+            setup, body = self.mainloop(mma, stages, it, count, prefetch)
+            out += setup
+        else:
+            body = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads(), *prefetch]
+            for prod in producers:
+                self.stage_of[prod.dst.buffer] = simplify(tir.BinOp("%", it, int_(stages), I32))
+            self.sync.reads, self.sync.writes = set(), set()
+            body += self.block(consumers)
+            for prod in producers:
+                del self.stage_of[prod.dst.buffer]
         self.sync.reads, self.sync.writes = set(), set()  # the next iteration starts with a barrier
-        for prod in producers:
-            del self.stage_of[prod.dst.buffer]
         out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
         out += [_call("tilec_cp_async_wait<0>"), syncthreads()]
         return out
+
+    def mainloop_gemm(self, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
+        """The gemm of a GEMM main loop (module docstring), or None."""
+        if len(consumers) != 1 or id(consumers[0]) not in self.plan.fragments_ahead:
+            return None
+        staging, mma = self.mma_setup(consumers[0])  # type: ignore[arg-type]
+        assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
+        return mma
+
+    def mainloop(
+        self, mma: MmaGemm, stages: int, it: tir.Var, count: tir.Expr, prefetch: list[T.Stmt]
+    ) -> tuple[list[T.Stmt], list[T.Stmt]]:
+        """The code before the steady-state loop and its body, for a GEMM main loop."""
+        g = mma.gemm
+        regs = [self.mma_registers(mma), self.mma_registers(mma)]
+
+        def load(regset: int, stage: tir.Expr, step: int) -> list[T.Stmt]:
+            self.stage_of[g.a.buffer] = self.stage_of[g.b.buffer] = stage
+            code = self.mma_load(mma, *regs[regset], int_(step))
+            del self.stage_of[g.a.buffer], self.stage_of[g.b.buffer]
+            return code
+
+        wait = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
+        setup = wait + [d for r in regs for d in self.mma_declare(mma, *r)]
+        setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
+        current = simplify(tir.BinOp("%", it, int_(stages), I32))
+        following = simplify(tir.BinOp("%", add(it, int_(1)), int_(stages), I32))
+        body: list[T.Stmt] = [T.Comment(source_comment(g)), T.Comment("fragments are loaded one 16-deep step ahead")]
+        for step in range(mma.steps):
+            if step + 1 < mma.steps:
+                body += load((step + 1) % 2, current, step + 1)
+            else:
+                body += wait
+                body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
+            if step == 0:
+                body += prefetch
+            body += self.mma_products(mma, *regs[step % 2])
+        return setup, body
 
     def produce(
         self,

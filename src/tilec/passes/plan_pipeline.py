@@ -11,6 +11,10 @@ the rest of the body (the consumers) reads the copy of iteration k.
 
 A copy is not a producer when its source indices use a value computed in
 the loop body, or when anything else in the loop writes its tile.
+
+A GEMM main loop - 3 or more stages, a body of producers and one
+tensor-core gemm of two tiles they fill, an even number of 16-deep k steps -
+also loads the gemm's fragments one k step ahead (lower/pipelined.py).
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from tilec import tir, tir_walk
 class PipelinePlan:
     stages: dict[tir.Buffer, int] = field(default_factory=dict)  # multi-buffered shared tiles
     producers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(For) -> ids of its producer copies
+    fragments_ahead: set[int] = field(default_factory=set)  # ids of main-loop gemms, fragments a k step ahead
 
 
-def plan_pipeline(kernel: tir.Kernel) -> PipelinePlan:
+def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePlan:
+    """`tensor_core_gemms`: ids of the gemms that run on mma.sync (Layouts.mma)."""
     plan = PipelinePlan()
     for loop in _loops(kernel.body):
         if loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
@@ -36,7 +42,24 @@ def plan_pipeline(kernel: tir.Kernel) -> PipelinePlan:
             plan.producers[id(loop)] = tuple(id(c) for c in producers)
             for c in producers:
                 plan.stages[c.dst.buffer] = loop.num_stages
+            gemm = _main_loop_gemm(loop, producers, tensor_core_gemms)
+            if gemm is not None:
+                plan.fragments_ahead.add(id(gemm))
     return plan
+
+
+def _main_loop_gemm(loop: tir.For, producers: list[tir.Copy], tensor_core_gemms: set[int]) -> tir.Gemm | None:
+    ids = {id(c) for c in producers}
+    rest = [s for s in loop.body if id(s) not in ids]
+    if loop.num_stages < 3 or len(rest) != 1 or not isinstance(rest[0], tir.Gemm):
+        return None
+    g = rest[0]
+    filled = {c.dst.buffer for c in producers}
+    if id(g) not in tensor_core_gemms or g.clear_accum or g.a.buffer not in filled or g.b.buffer not in filled:
+        return None
+    a_extents = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
+    k_extent = a_extents[0] if g.transpose_a else a_extents[-1]
+    return g if k_extent % 32 == 0 else None  # the two register sets alternate within a tile
 
 
 def _is_one(e: tir.Expr) -> bool:

@@ -153,9 +153,26 @@ extern "C" __global__ void __launch_bounds__(64)
     }
     tilec_cp_async_commit();
   }
+  tilec_cp_async_wait<1>();
+  __syncthreads();
+  unsigned int A_s_frag[4];
+  unsigned int B_s_frag[8];
+  unsigned int A_s_frag_1[4];
+  unsigned int B_s_frag_1[8];
+  if (0 < (K + 31) / 32) {
+    tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 8]);
+    tilec_ldmatrix_x4_trans(&B_s_frag[0], &B_s[0][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
+    tilec_ldmatrix_x4_trans(&B_s_frag[4],
+                            &B_s[0][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
+  }
   for (int k = 0; k < (K + 31) / 32; ++k) {
-    tilec_cp_async_wait<1>();
-    __syncthreads();
+    // gemm_pipelined.tile:11: gemm(A_s, B_s, acc)
+    // fragments are loaded one 16-deep step ahead
+    tilec_ldmatrix_x4(&A_s_frag_1[0], &A_s[k % 3][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 8 + 16]);
+    tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
+                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 16][tx % 32 / 16 * 8]);
+    tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
+                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 16][tx % 32 / 16 * 8 + 16]);
     if (k + 2 < (K + 31) / 32) {
       // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s)
       {
@@ -215,25 +232,23 @@ extern "C" __global__ void __launch_bounds__(64)
       }
     }
     tilec_cp_async_commit();
-    // gemm_pipelined.tile:11: gemm(A_s, B_s, acc)
-    {
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        unsigned int A_s_frag[4];
-        unsigned int B_s_frag[8];
-        tilec_ldmatrix_x4(&A_s_frag[0],
-                          &A_s[k % 3][tx / 32 * 16 + tx % 16][kk * 16 + tx % 32 / 16 * 8]);
-        tilec_ldmatrix_x4_trans(
-            &B_s_frag[0], &B_s[k % 3][kk * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
-        tilec_ldmatrix_x4_trans(
-            &B_s_frag[4],
-            &B_s[k % 3][kk * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
-        tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
-        tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
-        tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
-        tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
-      }
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
+    tilec_cp_async_wait<1>();
+    __syncthreads();
+    if (k + 1 < (K + 31) / 32) {
+      tilec_ldmatrix_x4(&A_s_frag[0], &A_s[(k + 1) % 3][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 8]);
+      tilec_ldmatrix_x4_trans(&B_s_frag[0],
+                              &B_s[(k + 1) % 3][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
+      tilec_ldmatrix_x4_trans(
+          &B_s_frag[4], &B_s[(k + 1) % 3][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
     }
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag_1[0], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
   }
   tilec_cp_async_wait<0>();
   __syncthreads();

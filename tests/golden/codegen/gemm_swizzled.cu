@@ -71,12 +71,12 @@ extern "C" __global__ void __launch_bounds__(64)
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   half(*A_s)[2048] = reinterpret_cast<half(*)[2048]>(smem + 0);
-  half(*B_s)[2048] = reinterpret_cast<half(*)[2048]>(smem + 8192);
+  half(*B_s)[2048] = reinterpret_cast<half(*)[2048]>(smem + 12288);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   float acc[16];
-  // gemm_swizzled.tile:9: clear(acc)
+  // gemm_swizzled.tile:10: clear(acc)
   {
 #pragma unroll
     for (int g1 = 0; g1 < 4; ++g1) {
@@ -89,12 +89,12 @@ extern "C" __global__ void __launch_bounds__(64)
       }
     }
   }
-// gemm_swizzled.tile:10: for k in Pipelined(ceildiv(K, 64), num_stages=2):
-// software pipeline, 2 stages: copies run 1 iterations ahead
+// gemm_swizzled.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3):
+// software pipeline, 3 stages: copies run 2 iterations ahead
 #pragma unroll
-  for (int stage = 0; stage < 1; ++stage) {
+  for (int stage = 0; stage < 2; ++stage) {
     if (stage < (K + 63) / 64) {
-      // gemm_swizzled.tile:11: copy(A[by * 32, k * 64], A_s)
+      // gemm_swizzled.tile:12: copy(A[by * 32, k * 64], A_s)
       {
         if (A_vec8 && by * 32 + 32 <= M && stage * 64 + 64 <= K) {
 #pragma unroll
@@ -124,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(64)
           }
         }
       }
-      // gemm_swizzled.tile:12: copy(B[k * 64, bx * 32], B_s)
+      // gemm_swizzled.tile:13: copy(B[k * 64, bx * 32], B_s)
       {
         if (B_vec8 && stage * 64 + 64 <= K && bx * 32 + 32 <= N) {
 #pragma unroll
@@ -157,70 +157,101 @@ extern "C" __global__ void __launch_bounds__(64)
     }
     tilec_cp_async_commit();
   }
+  tilec_cp_async_wait<1>();
+  __syncthreads();
+  unsigned int A_s_frag[4];
+  unsigned int B_s_frag[8];
+  unsigned int A_s_frag_1[4];
+  unsigned int B_s_frag_1[8];
+  if (0 < (K + 63) / 64) {
+    tilec_ldmatrix_x4(&A_s_frag[0],
+                      &A_s[0][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 ^
+                              (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[0],
+        &B_s[0][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 ^
+                (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[4],
+        &B_s[0][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 16 ^
+                (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 16) / 64 % 4 * 8]);
+  }
   for (int k = 0; k < (K + 63) / 64; ++k) {
-    tilec_cp_async_wait<0>();
-    __syncthreads();
-    if (k + 1 < (K + 63) / 64) {
-      // gemm_swizzled.tile:11: copy(A[by * 32, k * 64], A_s)
+    // gemm_swizzled.tile:14: gemm(A_s, B_s, acc)
+    // fragments are loaded one 16-deep step ahead
+    tilec_ldmatrix_x4(
+        &A_s_frag_1[0],
+        &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 16 ^
+                    (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 16) / 64 % 8 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[0],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 512 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 512) / 64 % 4 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[4],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 528 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 528) / 64 % 4 * 8]);
+    if (k + 2 < (K + 63) / 64) {
+      // gemm_swizzled.tile:12: copy(A[by * 32, k * 64], A_s)
       {
-        if (A_vec8 && by * 32 + 32 <= M && k * 64 + 128 <= K) {
+        if (A_vec8 && by * 32 + 32 <= M && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
             tilec_cp_async_16(
-                &A_s[(k + 1) % 2][g0_6 * 512 + tx / 8 * 64 + tx % 8 * 8 ^
+                &A_s[(k + 2) % 3][g0_6 * 512 + tx / 8 * 64 + tx % 8 * 8 ^
                                   (g0_6 * 512 + tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8],
-                &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 64]);
+                &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
           }
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            if (A_vec8 && by * 32 + g0_5 * 8 + tx / 8 < M && k * 64 + tx % 8 * 8 + 72 <= K) {
+            if (A_vec8 && by * 32 + g0_5 * 8 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
               tilec_cp_async_16(
-                  &A_s[(k + 1) % 2][g0_5 * 512 + tx / 8 * 64 + tx % 8 * 8 ^
+                  &A_s[(k + 2) % 3][g0_5 * 512 + tx / 8 * 64 + tx % 8 * 8 ^
                                     (g0_5 * 512 + tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8],
-                  &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 64]);
+                  &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
             } else {
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
                 const int i_5 = g0_5 * 8 + tx / 8;
                 const int j_5 = tx % 8 * 8 + e1_5;
-                A_s[(k + 1) % 2][i_5 * 64 + j_5 ^ (i_5 * 64 + j_5) / 64 % 8 * 8] =
+                A_s[(k + 2) % 3][i_5 * 64 + j_5 ^ (i_5 * 64 + j_5) / 64 % 8 * 8] =
                     static_cast<half>(
-                        by * 32 + i_5 < M && k * 64 + j_5 + 64 < K
-                            ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 64])
+                        by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
+                            ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 128])
                             : 0.0f);
               }
             }
           }
         }
       }
-      // gemm_swizzled.tile:12: copy(B[k * 64, bx * 32], B_s)
+      // gemm_swizzled.tile:13: copy(B[k * 64, bx * 32], B_s)
       {
-        if (B_vec8 && k * 64 + 128 <= K && bx * 32 + 32 <= N) {
+        if (B_vec8 && k * 64 + 192 <= K && bx * 32 + 32 <= N) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
             tilec_cp_async_16(
-                &B_s[(k + 1) % 2][g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
+                &B_s[(k + 2) % 3][g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
                                   (g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8],
-                &B[(k * 64 + g0_8 * 16 + tx / 4 + 64) * N + bx * 32 + tx % 4 * 8]);
+                &B[(k * 64 + g0_8 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
-            if (B_vec8 && k * 64 + g0_7 * 16 + tx / 4 + 64 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
+            if (B_vec8 && k * 64 + g0_7 * 16 + tx / 4 + 128 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[(k + 1) % 2][g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
+                  &B_s[(k + 2) % 3][g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
                                     (g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8],
-                  &B[(k * 64 + g0_7 * 16 + tx / 4 + 64) * N + bx * 32 + tx % 4 * 8]);
+                  &B[(k * 64 + g0_7 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 8 + e1_7;
-                B_s[(k + 1) % 2][i_7 * 32 + j_7 ^ (i_7 * 32 + j_7) / 64 % 4 * 8] =
+                B_s[(k + 2) % 3][i_7 * 32 + j_7 ^ (i_7 * 32 + j_7) / 64 % 4 * 8] =
                     static_cast<half>(
-                        k * 64 + i_7 + 64 < K && bx * 32 + j_7 < N
-                            ? static_cast<float>(B[(k * 64 + i_7 + 64) * N + bx * 32 + j_7])
+                        k * 64 + i_7 + 128 < K && bx * 32 + j_7 < N
+                            ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 32 + j_7])
                             : 0.0f);
               }
             }
@@ -229,36 +260,67 @@ extern "C" __global__ void __launch_bounds__(64)
       }
     }
     tilec_cp_async_commit();
-    // gemm_swizzled.tile:13: gemm(A_s, B_s, acc)
-    {
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        unsigned int A_s_frag[4];
-        unsigned int B_s_frag[8];
-        tilec_ldmatrix_x4(
-            &A_s_frag[0],
-            &A_s[k % 2][tx / 32 * 1024 + tx % 16 * 64 + kk * 16 + tx % 32 / 16 * 8 ^
-                        (tx / 32 * 1024 + tx % 16 * 64 + kk * 16 + tx % 32 / 16 * 8) / 64 % 8 * 8]);
-        tilec_ldmatrix_x4_trans(
-            &B_s_frag[0],
-            &B_s[k % 2]
-                [kk * 512 + tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                 (kk * 512 + tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8]);
-        tilec_ldmatrix_x4_trans(
-            &B_s_frag[4],
-            &B_s[k % 2][kk * 512 + tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 16 ^
-                        (kk * 512 + tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 16) /
-                            64 % 4 * 8]);
-        tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
-        tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
-        tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
-        tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
-      }
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
+    tilec_ldmatrix_x4(
+        &A_s_frag[0],
+        &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 32 ^
+                    (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 32) / 64 % 8 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[0],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1024 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1024) / 64 % 4 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[4],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1040 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1040) / 64 % 4 * 8]);
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag_1[0], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
+    tilec_ldmatrix_x4(
+        &A_s_frag_1[0],
+        &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 48 ^
+                    (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 48) / 64 % 8 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[0],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1536 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1536) / 64 % 4 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[4],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1552 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1552) / 64 % 4 * 8]);
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
+    tilec_cp_async_wait<1>();
+    __syncthreads();
+    if (k + 1 < (K + 63) / 64) {
+      tilec_ldmatrix_x4(
+          &A_s_frag[0],
+          &A_s[(k + 1) % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 ^
+                            (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8]);
+      tilec_ldmatrix_x4_trans(
+          &B_s_frag[0],
+          &B_s[(k + 1) % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 ^
+                            (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8]);
+      tilec_ldmatrix_x4_trans(
+          &B_s_frag[4],
+          &B_s[(k + 1) % 3]
+              [tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 16 ^
+               (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 16) / 64 % 4 * 8]);
     }
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag_1[0], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
   }
   tilec_cp_async_wait<0>();
   __syncthreads();
-  // gemm_swizzled.tile:14: copy(acc, C[by * 32, bx * 32])
+  // gemm_swizzled.tile:15: copy(acc, C[by * 32, bx * 32])
   {
     if (C_vec2 && by * 32 + 32 <= M && bx * 32 + 32 <= N) {
 #pragma unroll
@@ -313,7 +375,7 @@ extern "C" int gemm_swizzled(const half* A, const half* B, half* C, int M, int K
   const dim3 grid((N + 31) / 32, (M + 31) / 32, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  const int smem_bytes = 16384;
+  const int smem_bytes = 24576;
   gemm_swizzled_kernel<<<grid, 64, smem_bytes, stream>>>(A, B, C, M, K, N);
   return (int)cudaGetLastError();
 }
