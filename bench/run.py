@@ -42,14 +42,8 @@ CANDIDATES = {
     "softmax": ["softmax", "softmax-bench", "softmax-bench-t256"],
     "rmsnorm": ["rmsnorm", "rmsnorm-bench", "rmsnorm-bench-t256", "rmsnorm-bench-t1024", "rmsnorm-bench-m2"],
     "gemm": ["gemm", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k64"],
-    "fa": [
-        "flash_attention",
-        "flash_attention-bench",
-        "flash_attention-bench-64",
-        "flash_attention-bench-t128",
-        "flash_attention-bench-n32",
-    ],
-    "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench", "flash_attention-causal-bench-t128"],
+    "fa": ["flash_attention", "flash_attention-bench-n32", "flash_attention-bench-s1"],
+    "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench-s1"],
 }
 TOL = 1e-2  # relative error norm of fp16 outputs against torch's
 

@@ -144,19 +144,21 @@ def test_svg_acc_s_of_flash_attention() -> None:
     program = elaborate(str(ROOT / "examples" / "flash_attention.tile"))
     svg = explain.explain_svg(program, "acc_s")
     cells = _cells(svg)
-    assert len(cells) == 16 * 16  # a 64x64 tile is capped at its top-left 16x16 block
-    assert "top-left 16x16 block of 64x64" in svg
-    expected = layout_owners(L.mma_accumulator((64, 64), 128, "FullRow"))
+    assert len(cells) == 16 * 16  # a 128x64 tile is capped at its top-left 16x16 block
+    assert "top-left 16x16 block of 128x64" in svg
+    expected = layout_owners(L.mma_accumulator((128, 64), 128, "FullRow"))
     by_index = {tuple(map(int, c.get("data-index", "").split(","))): c for c in cells}
     for index in [(0, 0), (0, 1), (1, 0), (7, 15), (8, 0), (15, 15), (3, 9)]:
         threads, slot = expected[index]
         cell = by_index[index]
         assert {int(t) for t in cell.get("data-threads", "").split(",")} == threads
         assert int(cell.get("data-slot", "-1")) == slot
-    # mma.sync accumulator, one warp per 16 rows: element (i, j) is in lane 4 * (i % 8) + (j % 8) / 2
-    # of warp i / 16, register 4 * (j / 8) + 2 * (i % 16 / 8) + j % 2
+    # mma.sync accumulator, 4 warps of 32 rows (two m16 tiles each), 8 n8 tiles across: element (i, j)
+    # is in lane 4 * (i % 8) + (j % 8) / 2 of warp i / 32, register
+    # 4 * (8 * (i % 32 / 16) + j / 8) + 2 * (i % 16 / 8) + j % 2
     assert by_index[(9, 3)].get("data-threads") == str(4 * 1 + 1)
     assert by_index[(9, 3)].get("data-slot") == str(2 + 1)
+    assert by_index[(12, 10)].get("data-slot") == str(4 * 1 + 2 * 1 + 0)
     assert "T5" in ET.tostring(by_index[(9, 3)], encoding="unicode")
 
 

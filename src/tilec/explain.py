@@ -189,11 +189,14 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
     frag = op_layout(kernel, layouts, [s.src, s.dst])
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
-    if any(id(s) in ids for ids in plan_pipeline(kernel, layouts.mma).producers.values()):
+    plan = plan_pipeline(kernel, layouts.mma)
+    early = id(s) in plan.early
+    if early or any(id(s) in ids for ids in plan.producers.values()):
         width = vec_last(frag)
         dtype = s.dst.buffer.dtype
         vector = f"cp.async {width * dtype.bytes} B ({width} x {dtype.tile_name})"
-        return f"{kind}: {vector}, issued ahead; zero-filled scalar tail{once}"
+        when = "issued before the pipelined loop, which waits for it" if early else "issued ahead"
+        return f"{kind}: {vector}, {when}; zero-filled scalar tail{once}"
     return f"{kind}: {_vector_text(frag, [s.src, s.dst])}{once}"
 
 

@@ -287,10 +287,9 @@ def _cases() -> list[Case]:
         ("flash_attention-causal", True),
         ("flash_attention-sm90a", False),
         ("flash_attention-causal-sm90a", True),
-        ("flash_attention-bench", False),
-        ("flash_attention-causal-bench", True),
-        ("flash_attention-bench-t128", False),
-        ("flash_attention-causal-bench-t128", True),
+        ("flash_attention-bench-n32", False),
+        ("flash_attention-bench-s1", False),
+        ("flash_attention-causal-bench-s1", True),
     ):
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what}", check_flash_attention, B=B, H=H, S=S, D=128, causal=causal)

@@ -62,6 +62,9 @@ VARIANTS: list[Variant] = [
     Variant("gemm-bench-128x128", "gemm", {"block_N": "128", "threads": "128"}, bench=True),
     Variant("gemm-bench-s4", "gemm", {"num_stages": "4"}, bench=True),
     Variant("gemm-bench-k64", "gemm", {"block_K": "64"}, bench=True),
+    Variant("flash_attention-bench-n32", "flash_attention", {"block_N": "32"}, bench=True),
+    Variant("flash_attention-bench-s1", "flash_attention", {"num_stages": "1"}, bench=True),
+    Variant("flash_attention-causal-bench-s1", "flash_attention", {"is_causal": "True", "num_stages": "1"}, bench=True),
     Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
     Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
     Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),
@@ -69,42 +72,6 @@ VARIANTS: list[Variant] = [
     Variant("rmsnorm-bench-t1024", "rmsnorm", {"block_N": "8192", "threads": "1024"}, bench=True),
     Variant("rmsnorm-bench-m2", "rmsnorm", {"block_M": "2", "block_N": "8192", "threads": "512"}, bench=True),
     Variant("softmax-bench-t256", "softmax", {"block_N": "8192", "threads": "256"}, bench=True),
-    Variant(
-        "flash_attention-bench-t128",
-        "flash_attention",
-        {"block_M": "128", "block_N": "64", "threads": "128", "num_stages": "2"},
-        bench=True,
-    ),
-    Variant(
-        "flash_attention-causal-bench-t128",
-        "flash_attention",
-        {"is_causal": "True", "block_M": "128", "block_N": "64", "threads": "128", "num_stages": "2"},
-        bench=True,
-    ),
-    Variant(
-        "flash_attention-bench-n32",
-        "flash_attention",
-        {"block_M": "128", "block_N": "32", "threads": "128", "num_stages": "2"},
-        bench=True,
-    ),
-    Variant(
-        "flash_attention-bench-64",
-        "flash_attention",
-        {"block_M": "64", "block_N": "64", "threads": "128", "num_stages": "2"},
-        bench=True,
-    ),
-    Variant(
-        "flash_attention-bench",
-        "flash_attention",
-        {"block_M": "128", "block_N": "64", "threads": "256", "num_stages": "2"},
-        bench=True,
-    ),
-    Variant(
-        "flash_attention-causal-bench",
-        "flash_attention",
-        {"is_causal": "True", "block_M": "128", "block_N": "64", "threads": "256", "num_stages": "2"},
-        bench=True,
-    ),
 ]
 
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}

@@ -238,6 +238,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 return [T.Decl(self.names.of(var), var.dtype, init=self.value(value, None), const=True)]
             case tir.Store():
                 return self.scalar_store(s)
+            case tir.Copy() if id(s) in self.plan.early:
+                return self.early_copy(s)
             case tir.Copy():
                 return self.op(s, self.copy(s))
             case tir.Fill():

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from tilec import layout as L
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
+from tilec.emit import expr_text as _expr_text
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
@@ -126,14 +127,30 @@ class TileOps:
         if len(sides) != 1 or last is None or last.stride != 1 or last.dim != len(layout.shape) - 1:
             return None
         region = sides[0]
-        conds = []
+        fixed: list[tir.Expr] = [self._aligned(region.buffer, last.extent)]  # the same all kernel long
+        moving: list[tir.Expr] = []  # depends on loop counters or values computed in the body
         for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):
             end = simplify(add(self.value(start, None), ext))
             if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
-                conds.append(tir.BinOp("<=", end, self.value(dim, None), DType.bool))
-        if not conds:
+                cond = tir.BinOp("<=", end, self.value(dim, None), DType.bool)
+                kernel_wide = all(v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start))
+                (fixed if kernel_wide else moving).append(cond)
+        if len(fixed) == 1 and not moving:
             return None
-        return all_of([self._aligned(region.buffer, last.extent), *conds])
+        if not moving:
+            return all_of(fixed)
+        return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
+
+    def kernel_flag(self, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
+        """`const bool {tensor}_{what} = cond;` once, before the kernel's first statement
+        (`cond` may use block indices, tensor dims and scalars only): a loop then tests a
+        register instead of recomputing it every iteration."""
+        text = _expr_text(cond)
+        if text not in self.vec_flags:
+            flag = self._fresh(f"{self.names.of(buf)}_{what}")
+            self.vec_flags[text] = flag
+            self.prologue.append(T.Decl(flag, DType.bool, init=cond, const=True))
+        return tir.Var(self.vec_flags[text], DType.bool, "let")
 
     def fill(self, s: tir.Fill) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst])

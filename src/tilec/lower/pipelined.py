@@ -132,6 +132,17 @@ class Pipelining:
             body += self.mma_products(mma, *regs[step % 2])
         return setup, body
 
+    def early_copy(self, s: tir.Copy) -> list[T.Stmt]:
+        """A copy before a pipelined loop, issued as cp.async in a group of its own;
+        the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
+        self.helpers.add("cp_async")
+        self.async_copy = True
+        saved = (set(self.sync.reads), set(self.sync.writes))
+        code = self.copy(s)
+        self.sync.reads, self.sync.writes = saved
+        self.async_copy = False
+        return [T.Scope(source_comment(s), tuple(code), s.span), _call("tilec_cp_async_commit")]
+
     def produce(
         self,
         var: tir.Var,

@@ -12,6 +12,11 @@ the rest of the body (the consumers) reads the copy of iteration k.
 A copy is not a producer when its source indices use a value computed in
 the loop body, or when anything else in the loop writes its tile.
 
+A global -> shared copy that comes before a pipelined loop in the same block,
+with nothing between them touching its tile and nothing in the loop writing
+it, is issued as cp.async too (an *early* copy, e.g. the Q tile of flash
+attention): the loop's first wait, which precedes any read, also retires it.
+
 A GEMM main loop - 3 or more stages, a body of producers and one
 tensor-core gemm of two tiles they fill, an even number of 16-deep k steps -
 also loads the gemm's fragments one k step ahead (lower/pipelined.py).
@@ -22,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilec import tir, tir_walk
+from tilec.sync import shared_reads_writes
 
 
 @dataclass
@@ -29,6 +35,7 @@ class PipelinePlan:
     stages: dict[tir.Buffer, int] = field(default_factory=dict)  # multi-buffered shared tiles
     producers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(For) -> ids of its producer copies
     fragments_ahead: set[int] = field(default_factory=set)  # ids of main-loop gemms, fragments a k step ahead
+    early: dict[int, int] = field(default_factory=dict)  # id(copy) -> id(For) whose first wait retires it
 
 
 def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePlan:
@@ -45,7 +52,43 @@ def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePl
             gemm = _main_loop_gemm(loop, producers, tensor_core_gemms)
             if gemm is not None:
                 plan.fragments_ahead.add(id(gemm))
+    for block in _blocks(kernel.body):
+        for i, loop in enumerate(block):
+            if isinstance(loop, tir.For) and id(loop) in plan.producers:
+                for copy in _early_copies(block[:i], loop):
+                    plan.early[id(copy)] = id(loop)
     return plan
+
+
+def _blocks(stmts: tuple[tir.Stmt, ...]):
+    """Every statement list of the kernel: the body, loop bodies, branches."""
+    yield stmts
+    for s in stmts:
+        if isinstance(s, tir.For):
+            yield from _blocks(s.body)
+        elif isinstance(s, tir.If):
+            yield from _blocks(s.then)
+            yield from _blocks(s.orelse)
+
+
+def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]:
+    """The global -> shared copies of `before` that may run as cp.async until the first wait of `loop`."""
+    out: list[tir.Copy] = []
+    touched = {b for s in _all(loop.body) for b in _written(s)}
+    for j in range(len(before) - 1, -1, -1):
+        s = before[j]
+        if isinstance(s, (tir.For, tir.If, tir.Parallel)):
+            break  # keep it simple: only straight-line statements back to the loop
+        if (
+            isinstance(s, tir.Copy)
+            and s.src.buffer.scope == "global"
+            and s.dst.buffer.scope == "shared"
+            and s.dst.buffer not in touched
+        ):
+            out.append(s)
+        reads, writes = shared_reads_writes(s)
+        touched |= reads | writes
+    return out
 
 
 def _main_loop_gemm(loop: tir.For, producers: list[tir.Copy], tensor_core_gemms: set[int]) -> tir.Gemm | None:

@@ -92,7 +92,9 @@ extern "C" __global__ void __launch_bounds__(64)
   half(*V_s)[32][40] = reinterpret_cast<half(*)[32][40]>(smem + 7680);
   const bool Q_vec8 = reinterpret_cast<uintptr_t>(Q) % 16 == 0;
   const bool K_vec8 = reinterpret_cast<uintptr_t>(K) % 16 == 0;
+  const bool K_interior = K_vec8;
   const bool V_vec8 = reinterpret_cast<uintptr_t>(V) % 16 == 0;
+  const bool V_interior = V_vec8;
   const bool O_vec2 = reinterpret_cast<uintptr_t>(O) % 16 == 0;
   float s[16];
   half p[16];
@@ -104,31 +106,15 @@ extern "C" __global__ void __launch_bounds__(64)
     if (Q_vec8 && bx * 32 + 32 <= S) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-        alignas(16) half Q_v_1[8];
-        *reinterpret_cast<uint4*>(&Q_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-        alignas(16) half Q_s_v_1[8];
-#pragma unroll
-        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          Q_s_v_1[e1_1] = Q_v_1[e1_1];
-        }
-        *reinterpret_cast<uint4*>(&Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8]) =
-            *reinterpret_cast<const uint4*>(&Q_s_v_1[0]);
+        tilec_cp_async_16(&Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8],
+                          &Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 2; ++g0) {
         if (Q_vec8 && bx * 32 + g0 * 16 + tx / 4 < S) {
-          alignas(16) half Q_v[8];
-          *reinterpret_cast<uint4*>(&Q_v[0]) =
-              *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-          alignas(16) half Q_s_v[8];
-#pragma unroll
-          for (int e1 = 0; e1 < 8; ++e1) {
-            Q_s_v[e1] = Q_v[e1];
-          }
-          *reinterpret_cast<uint4*>(&Q_s[g0 * 16 + tx / 4][tx % 4 * 8]) =
-              *reinterpret_cast<const uint4*>(&Q_s_v[0]);
+          tilec_cp_async_16(&Q_s[g0 * 16 + tx / 4][tx % 4 * 8],
+                            &Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
@@ -141,6 +127,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
     }
   }
+  tilec_cp_async_commit();
   // attention_step.tile:16: clear(o)
   {
 #pragma unroll
@@ -154,7 +141,6 @@ extern "C" __global__ void __launch_bounds__(64)
       }
     }
   }
-  __syncthreads();
 // attention_step.tile:17: for k in Pipelined(ceildiv(S, 32), num_stages=2):
 // software pipeline, 2 stages: copies run 1 iterations ahead
 #pragma unroll
@@ -162,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (S + 31) / 32) {
       // attention_step.tile:18: copy(K[k * 32, 0], K_s)
       {
-        if (K_vec8 && stage * 32 + 32 <= S) {
+        if (K_interior && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
             tilec_cp_async_16(&K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8],
@@ -189,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // attention_step.tile:19: copy(V[k * 32, 0], V_s)
       {
-        if (V_vec8 && stage * 32 + 32 <= S) {
+        if (V_interior && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
             tilec_cp_async_16(&V_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8],
@@ -223,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 1 < (S + 31) / 32) {
       // attention_step.tile:18: copy(K[k * 32, 0], K_s)
       {
-        if (K_vec8 && k * 32 + 64 <= S) {
+        if (K_interior && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
             tilec_cp_async_16(&K_s[(k + 1) % 2][g0_8 * 16 + tx / 4][tx % 4 * 8],
@@ -250,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // attention_step.tile:19: copy(V[k * 32, 0], V_s)
       {
-        if (V_vec8 && k * 32 + 64 <= S) {
+        if (V_interior && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
             tilec_cp_async_16(&V_s[(k + 1) % 2][g0_10 * 16 + tx / 4][tx % 4 * 8],

@@ -92,7 +92,9 @@ extern "C" __global__ void __launch_bounds__(64)
   half(*V_s)[1024] = reinterpret_cast<half(*)[1024]>(smem + 6144);
   const bool Q_vec8 = reinterpret_cast<uintptr_t>(Q) % 16 == 0;
   const bool K_vec8 = reinterpret_cast<uintptr_t>(K) % 16 == 0;
+  const bool K_interior = K_vec8;
   const bool V_vec8 = reinterpret_cast<uintptr_t>(V) % 16 == 0;
+  const bool V_interior = V_vec8;
   const bool O_vec2 = reinterpret_cast<uintptr_t>(O) % 16 == 0;
   float s[16];
   half p[16];
@@ -104,33 +106,17 @@ extern "C" __global__ void __launch_bounds__(64)
     if (Q_vec8 && bx * 32 + 32 <= S) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-        alignas(16) half Q_v_1[8];
-        *reinterpret_cast<uint4*>(&Q_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-        alignas(16) half Q_s_v_1[8];
-#pragma unroll
-        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          Q_s_v_1[e1_1] = Q_v_1[e1_1];
-        }
-        *reinterpret_cast<uint4*>(&Q_s[g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
-                                       (g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8]) =
-            *reinterpret_cast<const uint4*>(&Q_s_v_1[0]);
+        tilec_cp_async_16(&Q_s[g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
+                               (g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8],
+                          &Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 2; ++g0) {
         if (Q_vec8 && bx * 32 + g0 * 16 + tx / 4 < S) {
-          alignas(16) half Q_v[8];
-          *reinterpret_cast<uint4*>(&Q_v[0]) =
-              *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-          alignas(16) half Q_s_v[8];
-#pragma unroll
-          for (int e1 = 0; e1 < 8; ++e1) {
-            Q_s_v[e1] = Q_v[e1];
-          }
-          *reinterpret_cast<uint4*>(&Q_s[g0 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
-                                         (g0 * 512 + tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8]) =
-              *reinterpret_cast<const uint4*>(&Q_s_v[0]);
+          tilec_cp_async_16(&Q_s[g0 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
+                                 (g0 * 512 + tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8],
+                            &Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
@@ -143,6 +129,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
     }
   }
+  tilec_cp_async_commit();
   // attention_swizzled.tile:20: clear(o)
   {
 #pragma unroll
@@ -156,7 +143,6 @@ extern "C" __global__ void __launch_bounds__(64)
       }
     }
   }
-  __syncthreads();
 // attention_swizzled.tile:21: for k in Pipelined(ceildiv(S, 32), num_stages=2):
 // software pipeline, 2 stages: copies run 1 iterations ahead
 #pragma unroll
@@ -164,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (S + 31) / 32) {
       // attention_swizzled.tile:22: copy(K[k * 32, 0], K_s)
       {
-        if (K_vec8 && stage * 32 + 32 <= S) {
+        if (K_interior && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
             tilec_cp_async_16(&K_s[stage][g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
@@ -193,7 +179,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // attention_swizzled.tile:23: copy(V[k * 32, 0], V_s)
       {
-        if (V_vec8 && stage * 32 + 32 <= S) {
+        if (V_interior && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
             tilec_cp_async_16(&V_s[stage][g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
@@ -229,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 1 < (S + 31) / 32) {
       // attention_swizzled.tile:22: copy(K[k * 32, 0], K_s)
       {
-        if (K_vec8 && k * 32 + 64 <= S) {
+        if (K_interior && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
             tilec_cp_async_16(
@@ -261,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // attention_swizzled.tile:23: copy(V[k * 32, 0], V_s)
       {
-        if (V_vec8 && k * 32 + 64 <= S) {
+        if (V_interior && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
             tilec_cp_async_16(

@@ -73,7 +73,9 @@ extern "C" __global__ void __launch_bounds__(64)
   half(*A_s)[32][40] = reinterpret_cast<half(*)[32][40]>(smem + 0);
   half(*B_s)[32][40] = reinterpret_cast<half(*)[32][40]>(smem + 7680);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
+  const bool A_interior = A_vec8 && by * 32 + 32 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
+  const bool B_interior = B_vec8 && bx * 32 + 32 <= N;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   float acc[16];
   // gemm_pipelined.tile:7: clear(acc)
@@ -96,7 +98,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (K + 31) / 32) {
       // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s)
       {
-        if (A_vec8 && by * 32 + 32 <= M && stage * 32 + 32 <= K) {
+        if (A_interior && stage * 32 + 32 <= K) {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
             tilec_cp_async_16(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8],
@@ -124,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s)
       {
-        if (B_vec8 && stage * 32 + 32 <= K && bx * 32 + 32 <= N) {
+        if (B_interior && stage * 32 + 32 <= K) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
             tilec_cp_async_16(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8],
@@ -176,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 2 < (K + 31) / 32) {
       // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s)
       {
-        if (A_vec8 && by * 32 + 32 <= M && k * 32 + 96 <= K) {
+        if (A_interior && k * 32 + 96 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
             tilec_cp_async_16(&A_s[(k + 2) % 3][g0_6 * 16 + tx / 4][tx % 4 * 8],
@@ -204,7 +206,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s)
       {
-        if (B_vec8 && k * 32 + 96 <= K && bx * 32 + 32 <= N) {
+        if (B_interior && k * 32 + 96 <= K) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
             tilec_cp_async_16(&B_s[(k + 2) % 3][g0_8 * 16 + tx / 4][tx % 4 * 8],

@@ -73,7 +73,9 @@ extern "C" __global__ void __launch_bounds__(64)
   half(*A_s)[2048] = reinterpret_cast<half(*)[2048]>(smem + 0);
   half(*B_s)[2048] = reinterpret_cast<half(*)[2048]>(smem + 12288);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
+  const bool A_interior = A_vec8 && by * 32 + 32 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
+  const bool B_interior = B_vec8 && bx * 32 + 32 <= N;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   float acc[16];
   // gemm_swizzled.tile:10: clear(acc)
@@ -96,7 +98,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (K + 63) / 64) {
       // gemm_swizzled.tile:12: copy(A[by * 32, k * 64], A_s)
       {
-        if (A_vec8 && by * 32 + 32 <= M && stage * 64 + 64 <= K) {
+        if (A_interior && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
             tilec_cp_async_16(&A_s[stage][g0_2 * 512 + tx / 8 * 64 + tx % 8 * 8 ^
@@ -126,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // gemm_swizzled.tile:13: copy(B[k * 64, bx * 32], B_s)
       {
-        if (B_vec8 && stage * 64 + 64 <= K && bx * 32 + 32 <= N) {
+        if (B_interior && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
             tilec_cp_async_16(&B_s[stage][g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
@@ -194,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 2 < (K + 63) / 64) {
       // gemm_swizzled.tile:12: copy(A[by * 32, k * 64], A_s)
       {
-        if (A_vec8 && by * 32 + 32 <= M && k * 64 + 192 <= K) {
+        if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
             tilec_cp_async_16(
@@ -227,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // gemm_swizzled.tile:13: copy(B[k * 64, bx * 32], B_s)
       {
-        if (B_vec8 && k * 64 + 192 <= K && bx * 32 + 32 <= N) {
+        if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
             tilec_cp_async_16(
