@@ -36,8 +36,9 @@ from typing import assert_never
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.emit import expr_text
-from tilec.passes.infer_layouts import Layouts, infer_layouts
+from tilec.passes.infer_layouts import Layouts, infer_layouts, mma_depth
 from tilec.passes.plan_pipeline import plan_pipeline
+from tilec.targets import get_target
 
 NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
 
@@ -203,10 +204,11 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
 def gemm_instruction(layouts: Layouts, s: tir.Gemm) -> str:
     frag = layouts.buffers[s.c.buffer]
     if id(s) in layouts.mma:
-        kind = s.a.buffer.dtype.tile_name
+        kind, acc = s.a.buffer.dtype.tile_name, s.c.buffer.dtype.tile_name
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
-        text = f"mma.sync m16n8k16 {kind} -> float32 (tensor cores), {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
+        shape = f"m16n8k{mma_depth(s.a.buffer.dtype)}"
+        text = f"mma.sync {shape} {kind} -> {acc} (tensor cores), {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
         if id(s) in layouts.a_registers:
             text += f", A ({s.a.buffer.name}) straight from registers, B by ldmatrix"
         else:
@@ -473,7 +475,7 @@ def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
 
 
 def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelReport:
-    layouts = infer_layouts(kernel)
+    layouts = infer_layouts(kernel, get_target(arch))
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
     tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts), *pipeline_tables(kernel, layouts)]

@@ -24,7 +24,7 @@ def lower_program(program: tir.Program, arch: str) -> T.Module:
     kernels = []
     for kernel in program.kernels:
         # Layouts first: lowering reads where every fragment element lives.
-        layouts = infer_layouts(kernel)
+        layouts = infer_layouts(kernel, target)
         # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
         plan = plan_pipeline(kernel, layouts.mma)
         # Tile ops become per-thread code under those layouts; barriers placed here too.

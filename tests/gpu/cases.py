@@ -70,6 +70,19 @@ def check_gemm(mod, gen, M, N, K, kernel="gemm", relu=False):
     return _finish(c, ref)
 
 
+def check_gemm_8bit(mod, gen, M, N, K, fp8=False):
+    """C = A @ B^T with B stored (N, K): int8 -> int32 (exact), or float8 e4m3 -> float32 (each
+    product is exact in float32, only the sums round)."""
+    if fp8:
+        a, b = randn((M, K), torch.float8_e4m3fn, gen), randn((N, K), torch.float8_e4m3fn, gen)
+    else:
+        a = torch.randint(-128, 128, (M, K), generator=gen, device=harness.DEVICE, dtype=torch.int8)
+        b = torch.randint(-128, 128, (N, K), generator=gen, device=harness.DEVICE, dtype=torch.int8)
+    c = guarded_output((M, N), f32 if fp8 else torch.int32)
+    mod.gemm_int8(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
+    return _finish(c, a.double() @ b.double().T)
+
+
 def check_gemm_splitk(mod, gen, M, N, K):
     a, b = randn((M, K), f16, gen), randn((K, N), f16, gen)
     c0 = randn((M, N), f32, gen)  # the kernel adds to C: start from random values, not zeros
@@ -266,6 +279,11 @@ def _cases() -> list[Case]:
 
     add("gemm_relu", "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)
     add("gemm_relu", "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000, kernel="gemm_relu", relu=True)
+
+    for v, fp8 in (("gemm_int8", False), ("gemm_fp8-sm90a", True)):
+        add(v, "256x256x256", check_gemm_8bit, M=256, N=256, K=256, fp8=fp8)
+        add(v, "M=N=K=1000", check_gemm_8bit, M=1000, N=1000, K=1000, fp8=fp8)
+        add(v, "129x77x45", check_gemm_8bit, M=129, N=77, K=45, fp8=fp8)
 
     add("gemm_splitk", "256x256x1024", check_gemm_splitk, M=256, N=256, K=1024)
     add("gemm_splitk", "M=N=K=1000", check_gemm_splitk, M=1000, N=1000, K=1000)

@@ -194,7 +194,7 @@ def randn(shape: tuple[int, ...], dtype: Any, gen: Any, scale: float = 1.0, shif
 # ---------------------------------------------------------------- comparing
 
 # relative tolerances by output dtype (relative norm, and elementwise against rms(ref) + |ref|)
-TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-4, "float64": 1e-10}
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-4, "float64": 1e-10, "int32": 0.0}
 
 
 def tol_for(t: Any) -> float:

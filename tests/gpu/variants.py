@@ -45,6 +45,8 @@ VARIANTS: list[Variant] = [
     Variant("gemm-64x64", "gemm", {"block_M": "64", "block_N": "64", "block_K": "16", "threads": "64"}),
     Variant("gemm_relu", "gemm_relu"),
     Variant("gemm_splitk", "gemm_splitk"),
+    Variant("gemm_int8", "gemm_int8"),
+    Variant("gemm_fp8-sm90a", "gemm_int8", {"dtype": "float8_e4m3", "accum_dtype": "float32"}, arch="sm_90a"),
     Variant("softmax", "softmax"),
     Variant("softmax-small", "softmax", _SMALL_ROWS),
     Variant("rmsnorm", "rmsnorm"),

@@ -43,12 +43,22 @@ class MmaGemm:
     a: tir.Region  # A as read by the steps (a fragment operand may have been staged to shared memory)
     a_in_registers: bool  # A comes from a register tile laid out as an accumulator
     c: str  # the accumulator's C name
-    kind: str  # f16 | bf16
+    kind: str  # f16 | bf16 | s8 | e4m3 | e5m2 (helper suffix, see emit.HELPERS)
     mi_n: int  # m16 tiles per warp
     ni_n: int  # n8 tiles per warp
     m0: tir.Expr  # the warp's first row and column of C
     n0: tir.Expr
-    steps: int  # 16-deep k steps
+    depth: int  # K of one instruction: 16, or 32 for 8-bit operands
+    steps: int  # k steps of `depth`
+
+
+_MMA_KIND = {
+    DType.float16: "f16",
+    DType.bfloat16: "bf16",
+    DType.int8: "s8",
+    DType.float8_e4m3: "e4m3",
+    DType.float8_e5m2: "e5m2",
+}
 
 
 class TileOps:
@@ -247,9 +257,10 @@ class TileOps:
         warp = simplify(tir.BinOp("//", self.tx, int_(32), I32))
         warp_n = simplify(tir.BinOp("%", warp, int_(wn), I32)) if wn > 1 else int_(0)
         warp_m = simplify(tir.BinOp("//", warp, int_(wn), I32)) if wm > 1 else int_(0)
-        kind = "bf16" if s.a.buffer.dtype == DType.bfloat16 else "f16"
+        kind = _MMA_KIND[s.a.buffer.dtype]
+        depth = 32 // s.a.buffer.dtype.bytes  # m16n8k16, or m16n8k32 for 8-bit operands
         m0, n0 = simplify(mul(warp_m, mi_n * 16)), simplify(mul(warp_n, ni_n * 8))
-        return out, MmaGemm(s, a_region, a_in_registers, cname, kind, mi_n, ni_n, m0, n0, k_extent // 16)
+        return out, MmaGemm(s, a_region, a_in_registers, cname, kind, mi_n, ni_n, m0, n0, depth, k_extent // depth)
 
     def mma_registers(self, mma: MmaGemm) -> tuple[str, str]:
         """Fresh names for one set of A and B fragment registers."""
@@ -266,11 +277,14 @@ class TileOps:
         from a register tile laid out as an accumulator."""
         s = mma.gemm
         lane = simplify(tir.BinOp("%", self.tx, int_(32), I32))
-        k0 = mul(kk, 16)
+        k0 = mul(kk, mma.depth)
+        chunk = 16 // s.a.buffer.dtype.bytes  # elements in one 16-byte ldmatrix row
         lane16 = tir.BinOp("%", lane, int_(16), I32)
         lane8 = tir.BinOp("%", lane, int_(8), I32)
         hi16 = mul(tir.BinOp("//", lane, int_(16), I32), 8)  # (lane / 16) * 8
         mid8 = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), 8)  # (lane / 8 % 2) * 8
+        hi_k = mul(tir.BinOp("//", lane, int_(16), I32), chunk)  # the same, in k and 16-byte chunks
+        mid_k = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), chunk)
         body: list[T.Stmt] = []
         self.helpers.add("ldmatrix")
         for mi in range(mma.mi_n):
@@ -278,8 +292,8 @@ class TileOps:
             if mma.a_in_registers:
                 body += self._a_registers(s.a.buffer, a_reg, mi, kk)
                 continue
-            if not s.transpose_a:  # A[m][k]: lane l addresses row l % 16, column (l / 16) * 8
-                idx = (add(row, lane16), add(k0, hi16))
+            if not s.transpose_a:  # A[m][k]: lane l addresses row l % 16, 16-byte chunk l / 16
+                idx = (add(row, lane16), add(k0, hi_k))
                 fn = "tilec_ldmatrix_x4"
             else:  # A stored [k][m]: transposed load
                 idx = (add(k0, add(hi16, lane8)), add(row, mid8))
@@ -292,7 +306,7 @@ class TileOps:
             pair = ni + 1 < mma.ni_n
             n_off = hi16 if pair else int_(0)
             if s.transpose_b:  # B stored [n][k]: rows n, plain load
-                idx = (add(col, add(n_off, lane8)), add(k0, mid8))
+                idx = (add(col, add(n_off, lane8)), add(k0, mid_k))
                 fn = "tilec_ldmatrix_x4" if pair else "tilec_ldmatrix_x2"
             else:  # B stored [k][n]: transposed load
                 idx = (add(k0, add(mid8, lane8)), add(col, n_off))
@@ -311,7 +325,8 @@ class TileOps:
                 acc = T.AddressOf(T.Subscript(mma.c, (int_((mi * mma.ni_n + ni) * 4),), mma.gemm.c.buffer.dtype))
                 a = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
                 b = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-                body.append(T.Call(T.Intrin(f"tilec_mma_m16n8k16_{mma.kind}", (acc, a, b), I32)))  # type: ignore[arg-type]
+                fn = f"tilec_mma_m16n8k{mma.depth}_{mma.kind}"
+                body.append(T.Call(T.Intrin(fn, (acc, a, b), I32)))  # type: ignore[arg-type]
         return body
 
     def _a_registers(self, a: tir.Buffer, a_reg: str, mi: int, kk: tir.Var) -> list[T.Stmt]:

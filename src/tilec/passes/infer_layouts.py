@@ -34,6 +34,7 @@ from tilec.diagnostics import Diagnostic, Note
 from tilec.dtypes import DType
 from tilec.layout_algebra import Layout, swizzled
 from tilec.source import Span
+from tilec.targets import Target, get_target
 
 
 @dataclass
@@ -53,11 +54,12 @@ class _Conflict(Exception):
         self.diag = diag
 
 
-def infer_layouts(kernel: tir.Kernel) -> Layouts:
-    """Layouts of every fragment and Parallel loop of `kernel` (raises CompileError on conflict)."""
+def infer_layouts(kernel: tir.Kernel, target: Target | None = None) -> Layouts:
+    """Layouts of every fragment and Parallel loop of `kernel` (raises CompileError on conflict).
+    `target` says which gemms have an mma.sync instruction (sm_80's by default)."""
     from tilec.diagnostics import CompileError
 
-    state = _State(kernel.threads, Layouts())
+    state = _State(kernel.threads, Layouts(), (target or get_target("sm_80")).mma_types)
     stmts = list(_walk(kernel.body))
     try:
         for s in stmts:  # strict: what the user wrote down first
@@ -65,7 +67,7 @@ def infer_layouts(kernel: tir.Kernel) -> Layouts:
                 _annotate(s, state.out)
         for s in stmts:
             if isinstance(s, tir.Gemm):
-                state.set(s.c.buffer, _gemm_layout(s, kernel.threads, state.out), s.span)
+                state.set(s.c.buffer, _gemm_layout(s, kernel.threads, state.out, state.mma_types), s.span)
         while True:
             while any([state.propagate(s) for s in stmts]):
                 pass
@@ -84,19 +86,26 @@ def infer_layouts(kernel: tir.Kernel) -> Layouts:
     return state.out
 
 
-_MMA_TYPES = {(DType.float16, DType.float32), (DType.bfloat16, DType.float32)}
+def mma_depth(dtype: DType) -> int:
+    """K of one mma.sync: m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones (32 bytes either way)."""
+    return 32 // dtype.bytes
 
 
-def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts) -> L.Fragment:
-    """mma.sync m16n8k16 when types and shapes allow (operands f16 or bf16 of one
-    type, f32 accumulator, K a multiple of 16, the tile divisible over the
-    warps); the SIMT accumulator otherwise."""
+def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts, mma_types: frozenset) -> L.Fragment:
+    """mma.sync when the target has one for the types (f16/bf16 -> f32 m16n8k16;
+    int8 -> int32, fp8 -> f32 m16n8k32) and the shapes allow (K a multiple of
+    the instruction's, the tile divisible over the warps; 8-bit operands from
+    shared memory as A (M, K) and B (N, K), since ldmatrix transposes 16-bit
+    elements only); the SIMT accumulator otherwise."""
     c = g.c.buffer
     shape = _shape2(c)
     k_dims = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
     k = (k_dims[0] if g.transpose_a else k_dims[-1]) if k_dims else 1
-    same = g.a.buffer.dtype == g.b.buffer.dtype
-    if same and (g.a.buffer.dtype, c.dtype) in _MMA_TYPES and k % 16 == 0 and len(c.shape) == 2:
+    a = g.a.buffer
+    same = a.dtype == g.b.buffer.dtype
+    depth = mma_depth(a.dtype) if a.dtype.bytes in (1, 2) else 0
+    k_major = a.dtype.bytes == 2 or (not g.transpose_a and g.transpose_b and a.scope == "shared")
+    if same and (a.dtype, c.dtype) in mma_types and k % max(depth, 1) == 0 and k_major and len(c.shape) == 2:
         rows = next(
             (f.thread_parts[3].extent for f in out.buffers.values() if _is_mma(f) and f.shape[0] == shape[0]), None
         )
@@ -251,6 +260,7 @@ def _var_dims(loop: tir.Parallel, idx: tuple[tir.Expr, ...]) -> tuple[int, ...] 
 class _State:
     threads: int
     out: Layouts
+    mma_types: frozenset
 
     def set(self, buf: tir.Buffer, frag: L.Fragment, span: Span) -> bool:
         old = self.out.buffers.get(buf)

@@ -102,7 +102,8 @@ def _main_loop_gemm(loop: tir.For, producers: list[tir.Copy], tensor_core_gemms:
         return None
     a_extents = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
     k_extent = a_extents[0] if g.transpose_a else a_extents[-1]
-    return g if k_extent % 32 == 0 else None  # the two register sets alternate within a tile
+    steps = k_extent // (32 // g.a.buffer.dtype.bytes)  # m16n8k16 / m16n8k32 steps
+    return g if steps % 2 == 0 else None  # the two register sets alternate within a tile
 
 
 def _is_one(e: tir.Expr) -> bool:
