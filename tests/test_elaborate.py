@@ -61,7 +61,7 @@ def test_gemm_from_the_issue(monkeypatch: pytest.MonkeyPatch) -> None:
     assert loop.kind == "pipelined" and loop.num_stages == 3
     copy_a = loop.body[0]
     assert isinstance(copy_a, tir.Copy)
-    assert [e.value for e in copy_a.src.extents] == [128, 32]  # type: ignore[attr-defined]
+    assert [e.value for e in copy_a.src.extents] == [128, 64]  # type: ignore[attr-defined]
     gemm = loop.body[2]
     assert isinstance(gemm, tir.Gemm) and gemm.policy == "Square" and not gemm.transpose_b
 

@@ -38,7 +38,7 @@ def test_emit_tir_and_thread_text() -> None:
     program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
     tir_text = compile_program(program, emit="tir")
     assert tir_text.startswith("kernel gemm(A: float16[M, K] global")
-    assert "gemm A_shared[" in tir_text and "pipelined(0, (K + 31) / 32, 1, stages=3)" in tir_text
+    assert "gemm A_shared[" in tir_text and "pipelined(0, (K + 63) / 64, 1, stages=3)" in tir_text
     thread_text = compile_program(program, emit="thread")
     assert thread_text.startswith("kernel gemm threads=256")
     assert "__syncthreads();" in thread_text

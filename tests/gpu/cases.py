@@ -268,13 +268,13 @@ def _cases() -> list[Case]:
         add(v, "N=1000003", check_elementwise_add, N=1_000_003)
         add(v, "N=100", check_elementwise_add, N=100)
 
-    for v in ("gemm", "gemm-sm90a", "gemm-64x64", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k64"):
+    for v in ("gemm", "gemm-sm90a", "gemm-64x64", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32"):
         add(v, "256x256x256", check_gemm, M=256, N=256, K=256)
         add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000)
     add("gemm", "129x77x45", check_gemm, M=129, N=77, K=45)
     add("gemm", "1x1x1", check_gemm, M=1, N=1, K=1)
     add("gemm", "300x520x96 (3 k-tiles)", check_gemm, M=300, N=520, K=96)
-    add("gemm-bench-k64", "129x77x45", check_gemm, M=129, N=77, K=45)
+    add("gemm-bench-k32", "129x77x45", check_gemm, M=129, N=77, K=45)
     add("gemm", "runtime API", check_runtime_api)
 
     add("gemm_relu", "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)

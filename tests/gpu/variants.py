@@ -62,8 +62,8 @@ VARIANTS: list[Variant] = [
     Variant("mla_decode", "mla_decode"),
     # ---- benchmark configurations (bench/run.py picks the fastest correct one per workload)
     Variant("gemm-bench-128x128", "gemm", {"block_N": "128", "threads": "128"}, bench=True),
-    Variant("gemm-bench-s4", "gemm", {"num_stages": "4"}, bench=True),
-    Variant("gemm-bench-k64", "gemm", {"block_K": "64"}, bench=True),
+    Variant("gemm-bench-s4", "gemm", {"block_K": "32", "num_stages": "4"}, bench=True),
+    Variant("gemm-bench-k32", "gemm", {"block_K": "32"}, bench=True),
     Variant("flash_attention-bench-n32", "flash_attention", {"block_N": "32"}, bench=True),
     Variant("flash_attention-bench-s1", "flash_attention", {"num_stages": "1"}, bench=True),
     Variant("flash_attention-causal-bench-s1", "flash_attention", {"is_causal": "True", "num_stages": "1"}, bench=True),

@@ -120,15 +120,19 @@ class Pipelining:
         setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
         current = simplify(tir.BinOp("%", it, int_(stages), I32))
         following = simplify(tir.BinOp("%", add(it, int_(1)), int_(stages), I32))
-        body: list[T.Stmt] = [T.Comment(source_comment(g)), T.Comment("fragments are loaded one 16-deep step ahead")]
+        body: list[T.Stmt] = [T.Comment(source_comment(g)), T.Comment("fragments are loaded one k step ahead")]
+        parts = _spread(prefetch, mma.steps)
+        # groups newer than tile k + 1 at the barrier: tiles k + 2 .. k + stages - 2 (one group each
+        # counted, which is exact while they come from the prologue and waits longer after), and the
+        # groups of tile k + stages - 1, all committed before the last step
+        pending = stages - 3 + sum(1 for part in parts if part)
         for step in range(mma.steps):
             if step + 1 < mma.steps:
                 body += load((step + 1) % 2, current, step + 1)
             else:
-                body += wait
+                body += [_call(f"tilec_cp_async_wait<{pending}>"), syncthreads()]
                 body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
-            if step == 0:
-                body += prefetch
+            body += parts[step]
             body += self.mma_products(mma, *regs[step % 2])
         return setup, body
 
@@ -164,6 +168,23 @@ class Pipelining:
         self.sync.reads, self.sync.writes = saved
         self.async_copy = False
         return [T.IfThen(lt(iteration, count), tuple(code)), _call("tilec_cp_async_commit")]
+
+
+def _spread(prefetch: list[T.Stmt], steps: int) -> list[list[T.Stmt]]:
+    """The producers' copies (`produce`'s guarded block, then its commit) spread over the k steps of
+    a main-loop iteration but its last, a share before each step's mma so that no step waits
+    behind all of them, each share a commit group of its own. Any step may write the stage being
+    refilled (it was last read before the previous iteration's barrier); keeping them before the
+    last step's barrier gives every copy at least stages - 2 whole iterations to land."""
+    guard, commit = prefetch
+    assert isinstance(guard, T.IfThen)
+    copies = guard.then
+    spread = max(steps - 1, 1)
+    parts: list[list[T.Stmt]] = []
+    for step in range(steps):
+        share = copies[step * len(copies) // spread : (step + 1) * len(copies) // spread] if step < spread else ()
+        parts.append([T.IfThen(guard.cond, share), commit] if share else [])
+    return parts
 
 
 def _is_zero(e: tir.Expr) -> bool:

@@ -166,7 +166,7 @@ extern "C" __global__ void __launch_bounds__(64)
   }
   for (int k = 0; k < (K + 63) / 64; ++k) {
     // gemm_int8.tile:12: gemm(A_s, B_s, acc, transpose_B=True)
-    // fragments are loaded one 16-deep step ahead
+    // fragments are loaded one k step ahead
     tilec_ldmatrix_x4(&A_s_frag_1[0], &A_s[k % 3][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 16 + 32]);
     tilec_ldmatrix_x4(&B_s_frag_1[0],
                       &B_s[k % 3][tx % 32 / 16 * 8 + tx % 8][tx % 32 / 8 % 2 * 16 + 32]);

@@ -169,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(64)
   }
   for (int k = 0; k < (K + 31) / 32; ++k) {
     // gemm_pipelined.tile:11: gemm(A_s, B_s, acc)
-    // fragments are loaded one 16-deep step ahead
+    // fragments are loaded one k step ahead
     tilec_ldmatrix_x4(&A_s_frag_1[0], &A_s[k % 3][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 8 + 16]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
                             &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 16][tx % 32 / 16 * 8]);

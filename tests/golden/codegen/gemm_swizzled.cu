@@ -180,7 +180,7 @@ extern "C" __global__ void __launch_bounds__(64)
   }
   for (int k = 0; k < (K + 63) / 64; ++k) {
     // gemm_swizzled.tile:14: gemm(A_s, B_s, acc)
-    // fragments are loaded one 16-deep step ahead
+    // fragments are loaded one k step ahead
     tilec_ldmatrix_x4(
         &A_s_frag_1[0],
         &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 16 ^
@@ -193,6 +193,22 @@ extern "C" __global__ void __launch_bounds__(64)
         &B_s_frag_1[4],
         &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 528 ^
                     (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 528) / 64 % 4 * 8]);
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
+    tilec_ldmatrix_x4(
+        &A_s_frag[0],
+        &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 32 ^
+                    (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 32) / 64 % 8 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[0],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1024 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1024) / 64 % 4 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[4],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1040 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1040) / 64 % 4 * 8]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_swizzled.tile:12: copy(A[by * 32, k * 64], A_s)
       {
@@ -227,6 +243,25 @@ extern "C" __global__ void __launch_bounds__(64)
           }
         }
       }
+    }
+    tilec_cp_async_commit();
+    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag_1[0], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
+    tilec_ldmatrix_x4(
+        &A_s_frag_1[0],
+        &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 48 ^
+                    (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 48) / 64 % 8 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[0],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1536 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1536) / 64 % 4 * 8]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[4],
+        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1552 ^
+                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1552) / 64 % 4 * 8]);
+    if (k + 2 < (K + 63) / 64) {
       // gemm_swizzled.tile:13: copy(B[k * 64, bx * 32], B_s)
       {
         if (B_interior && k * 64 + 192 <= K) {
@@ -266,39 +301,7 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
     tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
-    tilec_ldmatrix_x4(
-        &A_s_frag[0],
-        &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 32 ^
-                    (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 32) / 64 % 8 * 8]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag[0],
-        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1024 ^
-                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1024) / 64 % 4 * 8]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag[4],
-        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1040 ^
-                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1040) / 64 % 4 * 8]);
-    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
-    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
-    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag_1[0], &B_s_frag_1[4]);
-    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
-    tilec_ldmatrix_x4(
-        &A_s_frag_1[0],
-        &A_s[k % 3][tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 48 ^
-                    (tx / 32 * 1024 + tx % 16 * 64 + tx % 32 / 16 * 8 + 48) / 64 % 8 * 8]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag_1[0],
-        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1536 ^
-                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1536) / 64 % 4 * 8]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag_1[4],
-        &B_s[k % 3][tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1552 ^
-                    (tx % 32 / 8 % 2 * 256 + tx % 8 * 32 + tx % 32 / 16 * 8 + 1552) / 64 % 4 * 8]);
-    tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
-    tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
-    tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
-    tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
-    tilec_cp_async_wait<1>();
+    tilec_cp_async_wait<2>();
     __syncthreads();
     if (k + 1 < (K + 63) / 64) {
       tilec_ldmatrix_x4(
