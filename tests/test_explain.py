@@ -45,7 +45,7 @@ def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
     assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x4 warps, 4x8 mma tiles per warp" in text
     assert "num_stages=3: copies issued 2 iteration(s) ahead as cp.async" in text
-    assert "GEMM main loop: the gemm's fragments are loaded one 16-deep step ahead" in text
+    assert "GEMM main loop: the gemm's fragments are loaded one k step ahead" in text
     assert "global -> shared: cp.async 16 B (8 x float16), issued ahead" in text
     assert "dynamic shared memory: 156672 bytes" in text  # 3 stages of A 128x(64+8), B 64x(256+8) float16
     assert "gemm operands 48" in text  # two register sets of 4x4 A + 8x2 B words
@@ -233,3 +233,9 @@ def test_docs_are_current() -> None:
     program = elaborate(str(ROOT / "examples" / "flash_attention.tile"))
     picture = (ROOT / "docs" / "explain-flash_attention-acc_s.svg").read_text()
     assert picture == explain.explain_svg(program, "acc_s"), "run python docs/make_explain.py"
+
+
+def test_8bit_gemm_instruction() -> None:
+    text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm_int8.tile"))))
+    assert "mma.sync m16n8k32 int8 -> int32 (tensor cores)" in text
+    assert "GEMM main loop: the gemm's fragments are loaded one k step ahead" in text

@@ -66,3 +66,139 @@ def test_shared_memory_is_checked_again_after_multi_buffering(tmp_path: pathlib.
     text = render_all(caught.value.diagnostics)
     assert "once its pipelines are multi-buffered; sm_86 allows 101376" in text
     assert "hint: use fewer num_stages" in text
+
+
+# ---------------------------------------------------------------- pipeline plan and instruction choice
+
+
+def _plan(text: str, tmp_path: pathlib.Path, arch: str = "sm_80"):
+    from tilec import tir
+    from tilec.passes.plan_pipeline import plan_pipeline
+    from tilec.targets import get_target
+
+    path = tmp_path / "k.tile"
+    path.write_text(text)
+    (kernel,) = elaborate_file(str(path), {}, arch=arch).kernels
+    layouts = infer_layouts(kernel, get_target(arch))
+    stmts, stack = [], list(kernel.body)
+    while stack:
+        s = stack.pop(0)
+        stmts.append(s)
+        if isinstance(s, tir.For):
+            stack = list(s.body) + stack
+    return kernel, layouts, plan_pipeline(kernel, layouts.mma), stmts
+
+
+_MAIN_LOOP = """
+kernel k(A: Tensor((M, K), {t}), B: Tensor(({b}), {t}), C: Tensor((M, N), {acc})):
+    with Kernel(ceildiv(N, 64), ceildiv(M, 64), threads=128) as (bx, by):
+        A_s = alloc_shared((64, {bk}), {t})
+        B_s = alloc_shared(({bs}), {t})
+        acc = alloc_fragment((64, 64), {acc})
+        clear(acc)
+        for k in Pipelined(ceildiv(K, {bk}), num_stages={stages}):
+            copy(A[by * 64, k * {bk}], A_s)
+            copy(B[{borigin}], B_s)
+            gemm(A_s, B_s, acc{flags})
+        copy(acc, C[by * 64, bx * 64])
+"""
+
+
+def _main_loop(t="float16", acc="float32", bk=32, stages=3, nk=False):
+    b, bs, borigin = ("N, K", f"64, {bk}", f"bx * 64, k * {bk}") if nk else ("K, N", f"{bk}, 64", f"k * {bk}, bx * 64")
+    flags = ", transpose_B=True" if nk else ""
+    return _MAIN_LOOP.format(t=t, acc=acc, bk=bk, stages=stages, b=b, bs=bs, borigin=borigin, flags=flags)
+
+
+def _gemm(stmts):
+    from tilec import tir
+
+    return next(s for s in stmts if isinstance(s, tir.Gemm))
+
+
+@pytest.mark.parametrize(
+    ("case", "ahead"),
+    [
+        ({}, True),  # copies + one tensor-core gemm, 3 stages, two 16-deep steps per tile
+        ({"stages": 2}, False),  # two stages: the next tile is not in flight during the last step
+        ({"bk": 16}, False),  # one step per tile: the two register sets could not alternate
+        ({"bk": 48}, False),  # three steps
+        ({"t": "float32"}, False),  # SIMT gemm
+        ({"t": "int8", "acc": "int32", "bk": 64, "nk": True}, True),  # two 32-deep m16n8k32 steps
+        ({"t": "int8", "acc": "int32", "bk": 32, "nk": True}, False),  # one 32-deep step
+    ],
+)
+def test_main_loop_is_recognized(case: dict, ahead: bool, tmp_path: pathlib.Path) -> None:
+    _, _, plan, stmts = _plan(_main_loop(**case), tmp_path)
+    assert (id(_gemm(stmts)) in plan.fragments_ahead) == ahead
+
+
+def test_main_loop_needs_nothing_else_in_the_body(tmp_path: pathlib.Path) -> None:
+    scale = "            for i, j in Parallel(64, 64):\n                acc[i, j] *= 0.5\n"
+    text = _main_loop().replace("            gemm(A_s, B_s, acc)\n", "            gemm(A_s, B_s, acc)\n" + scale)
+    _, _, plan, _ = _plan(text, tmp_path)
+    assert not plan.fragments_ahead
+
+
+_EARLY = """
+kernel k(Q: Tensor((S, 64), float16), K: Tensor((S, 64), float16), O: Tensor((S, 64), float32)):
+    with Kernel(ceildiv(S, 64), threads=128) as bx:
+        Q_s = alloc_shared((64, 64), float16)
+        K_s = alloc_shared((64, 64), float16)
+        acc = alloc_fragment((64, 64), float32)
+        copy(Q[bx * 64, 0], Q_s)
+        clear(acc)
+{between}        for k in Pipelined(ceildiv(S, 64), num_stages=2):
+            copy(K[k * 64, 0], K_s)
+            gemm(Q_s, K_s, acc, transpose_B=True)
+        copy(acc, O[bx * 64, 0])
+"""
+
+
+@pytest.mark.parametrize(
+    ("between", "early"),
+    [
+        ("", True),  # Q's tile is first read inside the loop, after its first wait
+        ("        copy(Q_s, O[bx * 64, 0])\n", False),  # read before the loop: must be a plain copy
+    ],
+)
+def test_copy_before_a_pipeline_runs_as_cp_async(between: str, early: bool, tmp_path: pathlib.Path) -> None:
+    from tilec import tir
+
+    _, _, plan, stmts = _plan(_EARLY.format(between=between), tmp_path)
+    q_copy = next(s for s in stmts if isinstance(s, tir.Copy) and s.dst.buffer.name == "Q_s")
+    assert (id(q_copy) in plan.early) == early
+    if early:  # issued as cp.async, and no barrier for it before the pipeline's own first wait
+        text = compile_program(elaborate_file(str(tmp_path / "k.tile"), {}))
+        before_loop = text[: text.index("for (int k")]
+        assert "tilec_cp_async_16(&Q_s" in before_loop and "__syncthreads" not in before_loop
+
+
+@pytest.mark.parametrize(
+    ("t", "acc", "nk", "arch", "mma"),
+    [
+        ("int8", "int32", True, "sm_80", True),
+        ("int8", "int32", False, "sm_80", False),  # B (K, N): ldmatrix cannot transpose 8-bit elements
+        ("float8_e4m3", "float32", True, "sm_80", False),  # fp8 mma needs sm_89
+        ("float8_e4m3", "float32", True, "sm_89", True),
+        ("float8_e5m2", "float32", True, "sm_90a", True),
+    ],
+)
+def test_8bit_gemms_on_tensor_cores(t: str, acc: str, nk: bool, arch: str, mma: bool, tmp_path: pathlib.Path) -> None:
+    _, layouts, _, stmts = _plan(_main_loop(t=t, acc=acc, bk=64, nk=nk), tmp_path, arch)
+    assert (id(_gemm(stmts)) in layouts.mma) == mma
+    text = compile_program(elaborate_file(str(tmp_path / "k.tile"), {}, arch=arch), arch=arch)
+    assert ("mma.sync.aligned.m16n8k32" in text) == mma
+
+
+def test_spread_copies_keep_the_wait_counts(tmp_path: pathlib.Path) -> None:
+    # four 16-deep steps: A's copy before step 1, B's before step 2, each its own commit group; the
+    # barrier before step 3 may leave exactly those two groups (tile k + 2) in flight
+    path = tmp_path / "k.tile"
+    path.write_text(_main_loop(bk=64))
+    text = compile_program(elaborate_file(str(path), {}))
+    loop = text[text.index("for (int k = 0") :]
+    loop = loop[: loop.index("tilec_cp_async_wait<0>")]
+    assert loop.count("tilec_cp_async_commit()") == 2
+    assert loop.count("tilec_cp_async_wait<2>()") == 1 and loop.count("__syncthreads()") == 1
+    assert loop.index("copy(A[") < loop.index("copy(B[") < loop.index("tilec_cp_async_wait<2>")

@@ -423,7 +423,7 @@ def pipeline_tables(kernel: tir.Kernel, layouts: Layouts) -> list[Table]:
                 )
                 if any(id(t) in plan.fragments_ahead for t in s.body):
                     caption += (
-                        "; GEMM main loop: the gemm's fragments are loaded one 16-deep step ahead into a second "
+                        "; GEMM main loop: the gemm's fragments are loaded one k step ahead into a second "
                         "set of registers, and the iteration's barrier sits before its last step"
                     )
             else:
