@@ -202,3 +202,102 @@ def test_spread_copies_keep_the_wait_counts(tmp_path: pathlib.Path) -> None:
     assert loop.count("tilec_cp_async_commit()") == 2
     assert loop.count("tilec_cp_async_wait<2>()") == 1 and loop.count("__syncthreads()") == 1
     assert loop.index("copy(A[") < loop.index("copy(B[") < loop.index("tilec_cp_async_wait<2>")
+
+
+# ---------------------------------------------------------------- regressions found in review
+
+
+def _compile(text: str, tmp_path: pathlib.Path) -> str:
+    path = tmp_path / "k.tile"
+    path.write_text(text)
+    return compile_program(elaborate_file(str(path), {}))
+
+
+def test_early_copy_waits_for_earlier_readers_of_its_tile(tmp_path: pathlib.Path) -> None:
+    text = _compile(
+        """
+kernel k(A: Tensor((M, 64), float16), B: Tensor((N, 64), float16), X: Tensor((M, 64), float16),
+         C: Tensor((M, 64), float32)):
+    with Kernel(ceildiv(M, 64), threads=128) as bx:
+        A_s = alloc_shared((64, 64), float16)
+        B_s = alloc_shared((64, 64), float16)
+        acc = alloc_fragment((64, 64), float32)
+        clear(acc)
+        copy(X[bx * 64, 0], A_s)
+        gemm(A_s, A_s, acc, transpose_B=True)
+        copy(A[bx * 64, 0], A_s)
+        for k in Pipelined(ceildiv(N, 64), num_stages=2):
+            copy(B[k * 64, 0], B_s)
+            gemm(A_s, B_s, acc, transpose_B=True)
+        copy(acc, C[bx * 64, 0])
+""",
+        tmp_path,
+    )
+    # the first gemm's ldmatrix reads of A_s come before a barrier, then the early cp.async overwrites A_s
+    between = text[text.index(": gemm(A_s, A_s, acc") : text.index(": copy(A[bx * 64, 0], A_s)")]
+    assert "__syncthreads();" in between
+
+
+def test_copy_read_by_the_pipeline_prologue_is_not_early(tmp_path: pathlib.Path) -> None:
+    # the producers' indices read T_s in the prologue, before any wait: T_s must be written and
+    # published by a barrier before the loop
+    text = _compile(
+        """
+kernel k(Kc: Tensor((P, 64), float16), Tab: Tensor((G, 16), int32), A: Tensor((64, 64), float16),
+         C: Tensor((G, 64, 64), float32)):
+    with Kernel(G, threads=128) as bx:
+        T_s = alloc_shared((16,), int32)
+        A_s = alloc_shared((64, 64), float16)
+        B_s = alloc_shared((64, 64), float16)
+        acc = alloc_fragment((64, 64), float32)
+        clear(acc)
+        copy(A[0, 0], A_s)
+        copy(Tab[bx, 0], T_s)
+        for k in Pipelined(16, num_stages=3):
+            copy(Kc[T_s[k] * 64, 0], B_s)
+            gemm(A_s, B_s, acc, transpose_B=True)
+        copy(acc, C[bx, 0, 0])
+""",
+        tmp_path,
+    )
+    after_t = text[text.index("k.tile:11: copy(Tab") : text.index("software pipeline")]
+    assert "tilec_cp_async" not in after_t and "__syncthreads();" in after_t
+
+
+def test_interior_flags_never_read_memory(tmp_path: pathlib.Path) -> None:
+    text = _compile(
+        """
+kernel k(A: Tensor((M, N), float16), Idx: Tensor((G,), int32), C: Tensor((G, 64, N), float16)):
+    with Kernel(G, threads=128) as bx:
+        I_s = alloc_shared((1,), int32)
+        row = alloc_var(int32, 0)
+        S = alloc_shared((64, 64), float16)
+        copy(Idx[bx], I_s)
+        row = bx * 64
+        for j in range(ceildiv(N, 64)):
+            copy(A[I_s[0] * 64, j * 64], S)
+            copy(S, C[bx, 0, j * 64])
+            copy(A[row, j * 64], S)
+""",
+        tmp_path,
+    )
+    flags = [line for line in text.splitlines() if "_interior =" in line]
+    assert flags and not any("I_s" in f or "row" in f for f in flags)
+
+
+def test_main_loop_gemm_of_a_tile_with_itself(tmp_path: pathlib.Path) -> None:
+    text = _compile(
+        """
+kernel k(A: Tensor((M, K), float16), C: Tensor((M, M), float32)):
+    with Kernel(ceildiv(M, 64), threads=128) as bx:
+        A_s = alloc_shared((64, 32), float16)
+        acc = alloc_fragment((64, 64), float32)
+        clear(acc)
+        for k in Pipelined(ceildiv(K, 32), num_stages=3):
+            copy(A[bx * 64, k * 32], A_s)
+            gemm(A_s, A_s, acc, transpose_B=True)
+        copy(acc, C[bx * 64, bx * 64])
+""",
+        tmp_path,
+    )
+    assert "fragments are loaded one k step ahead" in text

@@ -52,6 +52,9 @@ class Fake:
     def gemm_relu(self, a, b, c):
         self._store(c, (a.float() @ b.float()).clamp_min(0))
 
+    def gemm_int8(self, a, b, c):  # B stored (N, K); int8 sums exactly in float64
+        self._store(c, a.double() @ b.double().T)
+
     def gemm_splitk(self, a, b, c):
         self._store(c, c + a.float() @ b.float())
 

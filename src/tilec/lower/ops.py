@@ -37,7 +37,8 @@ from tilec.sync import syncthreads
 
 @dataclass(frozen=True)
 class MmaGemm:
-    """A gemm on mma.sync m16n8k16, split into 16-deep steps (see TileOps.mma_setup)."""
+    """A gemm on mma.sync (m16n8k16, or m16n8k32 for 8-bit operands), split into k steps of the
+    instruction's depth (see TileOps.mma_setup)."""
 
     gemm: tir.Gemm
     a: tir.Region  # A as read by the steps (a fragment operand may have been staged to shared memory)
@@ -143,7 +144,9 @@ class TileOps:
             end = simplify(add(self.value(start, None), ext))
             if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
                 cond = tir.BinOp("<=", end, self.value(dim, None), DType.bool)
-                kernel_wide = all(v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start))
+                kernel_wide = not tir_walk.loads(start) and all(
+                    v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start)
+                )
                 (fixed if kernel_wide else moving).append(cond)
         if len(fixed) == 1 and not moving:
             return None
@@ -153,8 +156,9 @@ class TileOps:
 
     def kernel_flag(self, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
         """`const bool {tensor}_{what} = cond;` once, before the kernel's first statement
-        (`cond` may use block indices, tensor dims and scalars only): a loop then tests a
-        register instead of recomputing it every iteration."""
+        (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
+        tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
+        the tensor's alignment and the block-index part of "this tile is inside the tensor"."""
         text = _expr_text(cond)
         if text not in self.vec_flags:
             flag = self._fresh(f"{self.names.of(buf)}_{what}")
@@ -217,8 +221,8 @@ class TileOps:
         return self.gemm_simt(s)
 
     def gemm_mma(self, s: tir.Gemm) -> list[T.Stmt]:
-        """Tensor cores: per 16-deep k step, ldmatrix the warp's A and B tiles
-        from shared memory into registers, then one mma.sync m16n8k16 per
+        """Tensor cores: per k step (16 deep, 32 for 8-bit types), ldmatrix the warp's A and
+        B tiles from shared memory into registers, then one mma.sync per
         16x8 piece of the warp's accumulator tile."""
         out, mma = self.mma_setup(s)
         kk = tir.Var(self._fresh("kk"), I32, "thread")
@@ -231,7 +235,7 @@ class TileOps:
         return out
 
     def mma_setup(self, s: tir.Gemm) -> tuple[list[T.Stmt], MmaGemm]:
-        """What every 16-deep step of a tensor-core gemm needs, and the code that
+        """What every k step of a tensor-core gemm needs, and the code that
         runs once before the steps (staging of A, clearing of C)."""
         c = s.c.buffer
         frag = self.layouts.buffers[c]
@@ -272,7 +276,7 @@ class TileOps:
         return [T.Decl(a_reg, DType.uint32, (mma.mi_n * 4,)), T.Decl(b_reg, DType.uint32, (mma.ni_n * 2,))]
 
     def mma_load(self, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
-        """The A and B fragments of 16-deep step `kk` into registers `a_reg`, `b_reg`:
+        """The A and B fragments of k step `kk` into registers `a_reg`, `b_reg`:
         ldmatrix from shared memory (.trans for a transposed tile), or A packed
         from a register tile laid out as an accumulator."""
         s = mma.gemm

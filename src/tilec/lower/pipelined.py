@@ -20,7 +20,7 @@ stay exact.
 
 A GEMM main loop - a body that is only the pipelined copies and one
 tensor-core gemm of two tiles they fill, with 3 or more stages - also
-pipelines the gemm's fragments: each 16-deep step's ldmatrix runs one step
+pipelines the gemm's fragments: each k step's ldmatrix runs one step
 ahead of its mma.sync, into a second set of registers, and the barrier moves
 into the last step (before the next tile's first fragments are loaded), so
 neither the barrier nor ldmatrix latency sits between two runs of mma:
@@ -45,7 +45,7 @@ from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.ops import MmaGemm
 from tilec.simplify import int_, simplify
-from tilec.sync import syncthreads
+from tilec.sync import shared_reads_writes, syncthreads
 
 
 def _call(name: str, *args: tir.Expr | str) -> T.Call:
@@ -110,9 +110,12 @@ class Pipelining:
         regs = [self.mma_registers(mma), self.mma_registers(mma)]
 
         def load(regset: int, stage: tir.Expr, step: int) -> list[T.Stmt]:
-            self.stage_of[g.a.buffer] = self.stage_of[g.b.buffer] = stage
+            operands = {g.a.buffer, g.b.buffer}  # one tile when A and B are the same
+            for buf in operands:
+                self.stage_of[buf] = stage
             code = self.mma_load(mma, *regs[regset], int_(step))
-            del self.stage_of[g.a.buffer], self.stage_of[g.b.buffer]
+            for buf in operands:
+                del self.stage_of[buf]
             return code
 
         wait = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
@@ -140,12 +143,15 @@ class Pipelining:
         """A copy before a pipelined loop, issued as cp.async in a group of its own;
         the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
         self.helpers.add("cp_async")
+        reads, writes = shared_reads_writes(s)
+        pre = self.sync.before({b.name for b in reads}, {b.name for b in writes})  # earlier uses of the tile
+        self.sync.writes -= {b.name for b in writes}  # retired and published by the loop's first wait + barrier
         self.async_copy = True
         saved = (set(self.sync.reads), set(self.sync.writes))
         code = self.copy(s)
         self.sync.reads, self.sync.writes = saved
         self.async_copy = False
-        return [T.Scope(source_comment(s), tuple(code), s.span), _call("tilec_cp_async_commit")]
+        return pre + [T.Scope(source_comment(s), tuple(code), s.span), _call("tilec_cp_async_commit")]
 
     def produce(
         self,

@@ -18,7 +18,7 @@ it, is issued as cp.async too (an *early* copy, e.g. the Q tile of flash
 attention): the loop's first wait, which precedes any read, also retires it.
 
 A GEMM main loop - 3 or more stages, a body of producers and one
-tensor-core gemm of two tiles they fill, an even number of 16-deep k steps -
+tensor-core gemm of two tiles they fill, an even number of k steps -
 also loads the gemm's fragments one k step ahead (lower/pipelined.py).
 """
 
@@ -35,7 +35,7 @@ class PipelinePlan:
     stages: dict[tir.Buffer, int] = field(default_factory=dict)  # multi-buffered shared tiles
     producers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(For) -> ids of its producer copies
     fragments_ahead: set[int] = field(default_factory=set)  # ids of main-loop gemms, fragments a k step ahead
-    early: dict[int, int] = field(default_factory=dict)  # id(copy) -> id(For) whose first wait retires it
+    early: set[int] = field(default_factory=set)  # ids of copies issued before a loop whose first wait retires them
 
 
 def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePlan:
@@ -56,7 +56,7 @@ def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePl
         for i, loop in enumerate(block):
             if isinstance(loop, tir.For) and id(loop) in plan.producers:
                 for copy in _early_copies(block[:i], loop):
-                    plan.early[id(copy)] = id(loop)
+                    plan.early.add(id(copy))
     return plan
 
 
@@ -75,6 +75,11 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
     """The global -> shared copies of `before` that may run as cp.async until the first wait of `loop`."""
     out: list[tir.Copy] = []
     touched = {b for s in _all(loop.body) for b in _written(s)}
+    # the loop's bounds and its copies' indices are evaluated before its first wait (the prologue)
+    index_exprs = [loop.start, loop.stop] + [
+        e for s in _all(loop.body) if isinstance(s, tir.Copy) for r in (s.src, s.dst) for e in (*r.starts, *r.extents)
+    ]
+    touched |= {ld.buffer for e in index_exprs for ld in tir_walk.loads(e)}
     for j in range(len(before) - 1, -1, -1):
         s = before[j]
         if isinstance(s, (tir.For, tir.If, tir.Parallel)):
@@ -102,7 +107,7 @@ def _main_loop_gemm(loop: tir.For, producers: list[tir.Copy], tensor_core_gemms:
         return None
     a_extents = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
     k_extent = a_extents[0] if g.transpose_a else a_extents[-1]
-    steps = k_extent // (32 // g.a.buffer.dtype.bytes)  # m16n8k16 / m16n8k32 steps
+    steps = k_extent // (32 // g.a.buffer.dtype.bytes)  # m16n8k16 (16-bit) / m16n8k32 (8-bit) steps
     return g if steps % 2 == 0 else None  # the two register sets alternate within a tile
 
 
