@@ -301,3 +301,20 @@ kernel k(A: Tensor((M, K), float16), C: Tensor((M, M), float32)):
         tmp_path,
     )
     assert "fragments are loaded one k step ahead" in text
+
+
+def test_barrier_before_a_copy_whose_indices_read_shared_memory(tmp_path: pathlib.Path) -> None:
+    text = _compile(
+        """
+kernel k(Kc: Tensor((P, 64), float16), Tab: Tensor((G, 16), int32), C: Tensor((G, 64, 64), float16)):
+    with Kernel(G, threads=128) as bx:
+        T_s = alloc_shared((16,), int32)
+        B_s = alloc_shared((64, 64), float16)
+        copy(Tab[bx, 0], T_s)
+        copy(Kc[T_s[0] * 64, 0], B_s)
+        copy(B_s, C[bx, 0, 0])
+""",
+        tmp_path,
+    )
+    between = text[text.index(": copy(Tab[bx, 0], T_s)") : text.index(": copy(Kc[T_s[0] * 64, 0], B_s)")]
+    assert "__syncthreads();" in between

@@ -52,7 +52,11 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
         reads.update(x.buffer for x in tir_walk.loads(e) if x.buffer.scope == "shared")  # type: ignore[arg-type]
 
     def region(r: tir.Region | None, out: set[tir.Buffer]) -> None:
-        if r is not None and r.buffer.scope == "shared":
+        if r is None:
+            return
+        for e in (*r.starts, *r.extents):  # indices may read shared memory too (a gather's table)
+            rd(e)
+        if r.buffer.scope == "shared":
             out.add(r.buffer)
 
     def walk(x: tir.Stmt) -> None:
@@ -88,7 +92,12 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
                 rd(cond)
                 for t in then + orelse:
                     walk(t)
-            case tir.For(body=body) | tir.Parallel(body=body):
+            case tir.For(start=start, stop=stop, body=body):
+                rd(start)
+                rd(stop)
+                for t in body:
+                    walk(t)
+            case tir.Parallel(body=body):
                 for t in body:
                     walk(t)
             case tir.Print(value=value):
