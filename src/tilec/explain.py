@@ -37,7 +37,7 @@ from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.emit import expr_text
 from tilec.passes.infer_layouts import Layouts, infer_layouts, mma_depth
-from tilec.passes.plan_pipeline import plan_pipeline
+from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
 from tilec.targets import get_target
 
 NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
@@ -186,11 +186,10 @@ def spread(frag: L.Fragment) -> str:
     return f"{frag.local_size} el x {owners_} threads{rep}"
 
 
-def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
+def copy_instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir.Copy) -> str:
     frag = op_layout(kernel, layouts, [s.src, s.dst])
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
-    plan = plan_pipeline(kernel, layouts.mma)
     early = id(s) in plan.early
     if early or any(id(s) in ids for ids in plan.producers.values()):
         width = vec_last(frag)
@@ -270,11 +269,11 @@ def fill_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Fill) -> str:
     return _vector_text(frag, [s.dst])
 
 
-def instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> str | None:
+def instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir.Stmt) -> str | None:
     """What lowering emits for tile op `s` today; None for a statement that is not a tile op."""
     match s:
         case tir.Copy():
-            return copy_instruction(kernel, layouts, s)
+            return copy_instruction(kernel, layouts, plan, s)
         case tir.Gemm():
             return gemm_instruction(layouts, s)
         case tir.Reduce():
@@ -397,19 +396,18 @@ def buffers_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 
 
-def ops_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
+def ops_table(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan) -> Table:
     rows = []
     for s in _walk(kernel.body):
-        chosen = instruction(kernel, layouts, s)
+        chosen = instruction(kernel, layouts, plan, s)
         if chosen is not None:
             frag = layout_of_op(kernel, layouts, s)
             rows.append((where(s), op_text(s), chosen, spread(frag) if frag is not None else "-"))
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
 
 
-def pipeline_tables(kernel: tir.Kernel, layouts: Layouts) -> list[Table]:
+def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan) -> list[Table]:
     """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass)."""
-    plan = plan_pipeline(kernel, layouts.mma)
     out = []
     for s in _walk(kernel.body):
         if isinstance(s, tir.For) and s.kind == "pipelined":
@@ -437,10 +435,9 @@ def pipeline_tables(kernel: tir.Kernel, layouts: Layouts) -> list[Table]:
     return out
 
 
-def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
+def register_estimate(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan) -> tuple[int, str]:
     """Registers per thread from the data lowering keeps in registers (an estimate)."""
     frags = locals_ = gemm = 0
-    ahead = plan_pipeline(kernel, layouts.mma).fragments_ahead
     for s in _walk(kernel.body):
         match s:
             case tir.Alloc(buffer=b) if b.scope == "fragment":
@@ -449,7 +446,7 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
                 locals_ += math.ceil(math.prod(b.const_shape) * b.dtype.bytes / 4)
             case tir.Gemm(c=c):
                 acc = layouts.buffers[c.buffer]
-                sets = 2 if id(s) in ahead else 1  # fragments loaded a step ahead: two register sets
+                sets = 2 if id(s) in plan.fragments_ahead else 1  # fragments loaded a step ahead: two register sets
                 gemm = max(gemm, sets * sum(regs_along(acc, d) for d in range(len(acc.shape))))
             case _:
                 pass
@@ -458,10 +455,10 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
     return total, f"~{total} registers per thread (estimate: {parts}; nvcc adds indices, addresses, temporaries)"
 
 
-def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
+def smem_note(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, dynamic_smem: int) -> str:
     """Dynamic shared memory, split into the tiles as declared (rows padded,
     one copy per pipeline stage) and what lowering adds (scratch, alignment)."""
-    stages = plan_pipeline(kernel, layouts.mma).stages
+    stages = plan.stages
     declared = 0
     for s in _walk(kernel.body):
         if isinstance(s, tir.Alloc) and s.buffer.scope == "shared":
@@ -476,12 +473,13 @@ def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
 
 def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelReport:
     layouts = infer_layouts(kernel, get_target(arch))
+    plan = plan_pipeline(kernel, layouts.mma)
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
-    tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts), *pipeline_tables(kernel, layouts)]
+    tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts, plan), *pipeline_tables(kernel, plan)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    notes = (smem_note(kernel, layouts, dynamic_smem), register_estimate(kernel, layouts)[1])
+    notes = (smem_note(kernel, layouts, plan, dynamic_smem), register_estimate(kernel, layouts, plan)[1])
     return KernelReport(kernel.name, heading, tuple(tables), notes)
 
 

@@ -31,6 +31,7 @@ from tilec.lower.cexpr import (
     symv,
     zero,
 )
+from tilec.passes.infer_layouts import mma_depth
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
 
@@ -262,7 +263,7 @@ class TileOps:
         warp_n = simplify(tir.BinOp("%", warp, int_(wn), I32)) if wn > 1 else int_(0)
         warp_m = simplify(tir.BinOp("//", warp, int_(wn), I32)) if wm > 1 else int_(0)
         kind = _MMA_KIND[s.a.buffer.dtype]
-        depth = 32 // s.a.buffer.dtype.bytes  # m16n8k16, or m16n8k32 for 8-bit operands
+        depth = mma_depth(s.a.buffer.dtype)
         m0, n0 = simplify(mul(warp_m, mi_n * 16)), simplify(mul(warp_n, ni_n * 8))
         return out, MmaGemm(s, a_region, a_in_registers, cname, kind, mi_n, ni_n, m0, n0, depth, k_extent // depth)
 

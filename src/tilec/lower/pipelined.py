@@ -146,12 +146,17 @@ class Pipelining:
         reads, writes = shared_reads_writes(s)
         pre = self.sync.before({b.name for b in reads}, {b.name for b in writes})  # earlier uses of the tile
         self.sync.writes -= {b.name for b in writes}  # retired and published by the loop's first wait + barrier
+        return pre + [self.async_copy_of(s), _call("tilec_cp_async_commit")]
+
+    def async_copy_of(self, s: tir.Copy) -> T.Scope:
+        """`s` issued as cp.async; its write is not tracked for barriers (a pipeline wait and
+        barrier publish it)."""
         self.async_copy = True
         saved = (set(self.sync.reads), set(self.sync.writes))
         code = self.copy(s)
         self.sync.reads, self.sync.writes = saved
         self.async_copy = False
-        return pre + [T.Scope(source_comment(s), tuple(code), s.span), _call("tilec_cp_async_commit")]
+        return T.Scope(source_comment(s), tuple(code), s.span)
 
     def produce(
         self,
@@ -164,15 +169,11 @@ class Pipelining:
     ) -> list[T.Stmt]:
         """Issue the copies of `iteration` into `stage`, then commit a group."""
         self.cvars[var] = simplify(add(start, iteration))
-        self.async_copy = True
-        saved = (set(self.sync.reads), set(self.sync.writes))
         code: list[T.Stmt] = []
         for prod in producers:
             self.stage_of[prod.dst.buffer] = stage
-            code.append(T.Scope(source_comment(prod), tuple(self.copy(prod)), prod.span))
+            code.append(self.async_copy_of(prod))
             del self.stage_of[prod.dst.buffer]
-        self.sync.reads, self.sync.writes = saved
-        self.async_copy = False
         return [T.IfThen(lt(iteration, count), tuple(code)), _call("tilec_cp_async_commit")]
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilec import tir, tir_walk
+from tilec.passes.infer_layouts import mma_depth
 from tilec.sync import shared_reads_writes
 
 
@@ -107,7 +108,7 @@ def _main_loop_gemm(loop: tir.For, producers: list[tir.Copy], tensor_core_gemms:
         return None
     a_extents = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
     k_extent = a_extents[0] if g.transpose_a else a_extents[-1]
-    steps = k_extent // (32 // g.a.buffer.dtype.bytes)  # m16n8k16 (16-bit) / m16n8k32 (8-bit) steps
+    steps = k_extent // mma_depth(g.a.buffer.dtype)
     return g if steps % 2 == 0 else None  # the two register sets alternate within a tile
 
 
