@@ -318,3 +318,11 @@ kernel k(Kc: Tensor((P, 64), float16), Tab: Tensor((G, 16), int32), C: Tensor((G
     )
     between = text[text.index(": copy(Tab[bx, 0], T_s)") : text.index(": copy(Kc[T_s[0] * 64, 0], B_s)")]
     assert "__syncthreads();" in between
+
+
+def test_no_interior_flag_merely_renames_the_alignment_flag() -> None:
+    import re
+
+    text = compile_program(elaborate_file(str(ROOT / "examples" / "rmsnorm.tile"), {}))
+    assert "_vec8" in text
+    assert not re.search(r"const bool \w+_interior = \w+_vec\d+;", text)

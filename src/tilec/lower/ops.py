@@ -153,6 +153,8 @@ class TileOps:
             return None
         if not moving:
             return all_of(fixed)
+        if len(fixed) == 1:  # only the alignment is kernel-wide, and it already is a flag
+            return all_of(fixed + moving)
         return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
 
     def kernel_flag(self, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:

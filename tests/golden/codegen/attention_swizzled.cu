@@ -92,9 +92,7 @@ extern "C" __global__ void __launch_bounds__(64)
   half(*V_s)[1024] = reinterpret_cast<half(*)[1024]>(smem + 6144);
   const bool Q_vec8 = reinterpret_cast<uintptr_t>(Q) % 16 == 0;
   const bool K_vec8 = reinterpret_cast<uintptr_t>(K) % 16 == 0;
-  const bool K_interior = K_vec8;
   const bool V_vec8 = reinterpret_cast<uintptr_t>(V) % 16 == 0;
-  const bool V_interior = V_vec8;
   const bool O_vec2 = reinterpret_cast<uintptr_t>(O) % 16 == 0;
   float s[16];
   half p[16];
@@ -150,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (S + 31) / 32) {
       // attention_swizzled.tile:22: copy(K[k * 32, 0], K_s)
       {
-        if (K_interior && stage * 32 + 32 <= S) {
+        if (K_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
             tilec_cp_async_16(&K_s[stage][g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
@@ -179,7 +177,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // attention_swizzled.tile:23: copy(V[k * 32, 0], V_s)
       {
-        if (V_interior && stage * 32 + 32 <= S) {
+        if (V_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
             tilec_cp_async_16(&V_s[stage][g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8 ^
@@ -215,7 +213,7 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 1 < (S + 31) / 32) {
       // attention_swizzled.tile:22: copy(K[k * 32, 0], K_s)
       {
-        if (K_interior && k * 32 + 64 <= S) {
+        if (K_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
             tilec_cp_async_16(
@@ -247,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(64)
       }
       // attention_swizzled.tile:23: copy(V[k * 32, 0], V_s)
       {
-        if (V_interior && k * 32 + 64 <= S) {
+        if (V_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
             tilec_cp_async_16(
