@@ -14,6 +14,7 @@ from tilec import fragment_algebra as fa
 from tilec import layout_algebra as la
 from tilec.dtypes import DType
 from tilec.emit import expr_text
+from tilec.lower.cexpr import swizzled_offset
 
 I32 = DType.int32
 needs_tvm = pytest.mark.skipif(not arith.available(), reason="apache-tvm not importable")
@@ -100,6 +101,61 @@ def test_padded_permuted_and_errors() -> None:
         la.swizzled((8, 12), 2, 128)
     with pytest.raises(ValueError, match="shift >= bits"):
         la.Swizzle(3, 3, 2)
+
+
+@st.composite
+def swizzle_offsets(draw: st.DrawFn) -> tuple[la.Swizzle, tir.Expr, dict[tir.Var, int], tir.Var, tir.Var]:
+    """A swizzle and an offset shaped like generated code's: thread-index bit fields
+    (tx % m * 2**a, tx // d % m * 2**a), a bounded loop counter, an unbounded one, a constant."""
+    sw = la.swizzle_for(draw(st.sampled_from([32, 64, 128])), draw(st.sampled_from([1, 2, 4])))
+    tx, g, k = var("tx"), var("g"), var("k")
+    offset: tir.Expr = tir.IntImm(draw(st.integers(0, 4 * sw.block)), I32)
+    for _ in range(draw(st.integers(0, 4))):
+        base = draw(st.sampled_from([tx, tir.BinOp("//", tx, tir.IntImm(draw(st.sampled_from([2, 8, 16])), I32), I32)]))
+        field = tir.BinOp("%", base, tir.IntImm(draw(st.sampled_from([2, 4, 8, 16])), I32), I32)
+        scale = draw(st.sampled_from([1, 2, 3, 8, 64, 256, sw.block, 3 * sw.block]))
+        offset = tir.BinOp("+", offset, tir.BinOp("*", field, tir.IntImm(scale, I32), I32), I32)
+    for v in (g, k):
+        if draw(st.booleans()):
+            offset = tir.BinOp(
+                "+", offset, tir.BinOp("*", v, tir.IntImm(draw(st.sampled_from([8, sw.block])), I32), I32), I32
+            )
+    return sw, offset, {tx: 255, g: 3}, g, k
+
+
+@given(swizzle_offsets())
+@FAST
+def test_strength_reduced_swizzle_equals_the_swizzle(case: tuple) -> None:
+    sw, offset, bounds, g, k = case
+    fast = swizzled_offset(sw, offset, bounds)
+    tx = next(v for v in bounds if v.name == "tx")
+    for t in range(256):
+        for gv in range(4):
+            for kv in (0, 5):
+                env = {tx: t, g: gv, k: kv}
+                assert la.evaluate(fast, env) == sw.apply(la.evaluate(offset, env)), (expr_text(fast), env)
+
+
+def test_strength_reduced_swizzle_keeps_only_the_thread_part_inside() -> None:
+    """ldmatrix of a 128-byte-swizzled fp16 tile: rows 16 apart and the k step's +16 columns
+    come out of the swizzle as an added block and an XORed constant."""
+    sw, tx, stage = la.swizzle_for(128, 2), var("tx"), var("stage")
+    row = tir.BinOp("+", tir.BinOp("%", tx, tir.IntImm(16, I32), I32), tir.IntImm(16, I32), I32)
+    col = tir.BinOp(
+        "+",
+        tir.BinOp(
+            "*",
+            tir.BinOp("//", tir.BinOp("%", tx, tir.IntImm(32, I32), I32), tir.IntImm(16, I32), I32),
+            tir.IntImm(8, I32),
+            I32,
+        ),
+        tir.IntImm(16, I32),
+        I32,
+    )
+    offset = la.row_major((3, 64, 64)).strided_expr((stage, row, col))
+    text = expr_text(swizzled_offset(sw, offset, {tx: 127}))
+    thread = "tx % 16 * 64 + tx % 32 / 16 * 8"
+    assert text == f"({thread} ^ ({thread}) / 64 % 8 * 8 ^ 16) + stage * 4096 + 1024", text
 
 
 # ---------------------------------------------------------------- bank conflicts

@@ -204,6 +204,49 @@ def test_spread_copies_keep_the_wait_counts(tmp_path: pathlib.Path) -> None:
     assert loop.index("copy(A[") < loop.index("copy(B[") < loop.index("tilec_cp_async_wait<2>")
 
 
+_TWO_GEMMS = """
+kernel k(Q: Tensor((S, 32), float16), K: Tensor((S, 32), float16), V: Tensor((S, 32), float16),
+         O: Tensor((S, 32), float16)):
+    with Kernel(ceildiv(S, 32), threads=64) as bx:
+        Q_s = alloc_shared((32, 32), float16)
+        K_s = alloc_shared((32, 32), float16)
+        V_s = alloc_shared((32, 32), float16)
+        s = alloc_fragment((32, 32), float32)
+        p = alloc_fragment((32, 32), float16)
+        o = alloc_fragment((32, 32), float32)
+        copy(Q[bx * 32, 0], Q_s)
+        clear(o)
+        for k in Pipelined(ceildiv(S, 32), num_stages=2):
+            copy(K[k * 32, 0], K_s)
+            copy(V[k * 32, 0], V_s)
+            gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
+            copy(s, p)
+            gemm(p, V_s, o, policy=FullRow)
+        copy(o, O[bx * 32, 0])
+"""
+
+
+def test_copy_first_read_after_a_gemm_is_issued_after_it(tmp_path: pathlib.Path) -> None:
+    # K is read by the first gemm: issued at the top; V only by the second: issued after the first,
+    # and the iteration's one commit follows it (the top wait still waits for one group)
+    from tilec import tir
+
+    _, _, plan, stmts = _plan(_TWO_GEMMS, tmp_path)
+    copies = {s.dst.buffer.name: s for s in stmts if isinstance(s, tir.Copy) and s.dst.buffer.scope == "shared"}
+    first_gemm = _gemm(stmts)
+    assert plan.issue_after == {id(copies["V_s"]): id(first_gemm)}
+    loop = _compile(_TWO_GEMMS, tmp_path)
+    loop = loop[loop.index("for (int k = 0") : loop.rindex("tilec_cp_async_wait<0>")]
+    assert loop.count("tilec_cp_async_commit()") == 1 and loop.count("tilec_cp_async_wait<0>") == 1
+    assert loop.index("copy(K[") < loop.index("gemm(Q_s") < loop.index("copy(V[") < loop.index("commit")
+    assert loop.index("commit") < loop.index("gemm(p, V_s")
+
+
+def test_copies_of_a_one_gemm_loop_stay_at_the_top(tmp_path: pathlib.Path) -> None:
+    _, _, plan, _ = _plan(_main_loop(stages=2), tmp_path)
+    assert plan.issue_after == {}
+
+
 # ---------------------------------------------------------------- regressions found in review
 
 

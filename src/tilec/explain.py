@@ -427,12 +427,25 @@ def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan) -> list[Table]:
             else:
                 caption = f"num_stages={s.num_stages}: {NOT_PIPELINED}"
             rows = tuple(
-                (f"k + {s.num_stages - 1}" if id(t) in producers else "k" if producers else "-", where(t), op_text(t))
+                (_stage_label(t, s, producers, plan), where(t), op_text(t))
                 for t in s.body
                 if not isinstance(t, tir.Alloc)
             )
             out.append(Table(title, ("stage", "where", "statement"), rows, caption))
     return out
+
+
+def _stage_label(t: tir.Stmt, loop: tir.For, producers: set[int], plan: PipelinePlan) -> str:
+    """The iteration whose tiles statement `t` of a pipelined loop works on (and, for a copy
+    issued after a gemm rather than at the top of the iteration, which gemm)."""
+    if id(t) not in producers:
+        return "k" if producers else "-"
+    label = f"k + {loop.num_stages - 1}"
+    after = plan.issue_after.get(id(t))
+    if after is not None:
+        gemm = next(g for g in loop.body if id(g) == after)
+        label += f", issued after the gemm at line {gemm.span.line}"
+    return label
 
 
 def register_estimate(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan) -> tuple[int, str]:

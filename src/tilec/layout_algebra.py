@@ -161,13 +161,18 @@ class Layout:
         return offset if self.swizzle is None else self.swizzle.apply(offset)
 
     def expr(self, index: Sequence[tir.Expr]) -> tir.Expr:
+        offset = self.strided_expr(index)
+        return offset if self.swizzle is None else self.swizzle.expr(offset)
+
+    def strided_expr(self, index: Sequence[tir.Expr]) -> tir.Expr:
+        """The offset before the swizzle: sum(index[d] * strides[d])."""
         _check_rank(self, index)
         offset: tir.Expr | None = None
         for i, st in zip(index, self.strides):
             term = i if st == 1 else tir.BinOp("*", i, int_(st), i.dtype)
             offset = term if offset is None else tir.BinOp("+", offset, term, i.dtype)
         assert offset is not None, "a layout has at least one dimension"
-        return offset if self.swizzle is None else self.swizzle.expr(offset)
+        return offset
 
     def offsets(self) -> list[int]:
         """Every offset, index in row-major order."""

@@ -170,6 +170,16 @@ def simplify(e: tir.Expr) -> tir.Expr:
             return e
 
 
+def linear(e: tir.Expr) -> Linear | None:
+    """The linear form ({atom: coefficient}, constant) of an int expression, or None."""
+    return _linear(simplify(e))
+
+
+def from_linear(lin: Linear, dtype: DType = _INT) -> tir.Expr:
+    """The expression of a linear form (the inverse of `linear`)."""
+    return _build(lin, dtype)
+
+
 def _compare(op: str, a: int, b: int) -> bool:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
 

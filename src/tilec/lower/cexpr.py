@@ -10,7 +10,8 @@ from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.dtypes import DType
-from tilec.simplify import int_, simplify
+from tilec.layout_algebra import Swizzle
+from tilec.simplify import from_linear, int_, linear, simplify
 
 I32 = DType.int32
 
@@ -155,6 +156,68 @@ def upper_bound(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
             return c - 1
         case _:
             return None
+
+
+def swizzled_offset(sw: Swizzle, offset: tir.Expr, bounds: dict[tir.Var, int]) -> tir.Expr:
+    """sw(offset), written so that an access costs little more than an unswizzled one.
+
+    The swizzle permutes offsets only inside aligned blocks of `sw.block` elements, and on an
+    offset's bits it is linear over XOR. So terms that are whole blocks (a pipeline stage, an
+    unrolled step of rows) are added after it; and when the other terms cannot carry into each
+    other (their possible bits are disjoint, so their sum is their XOR), a constant is XORed in
+    after it (sw(v + c) = sw(v) ^ sw(c)) and a term below the swizzled bits (the element in a
+    16-byte chunk) is added after it. What stays inside is the thread-dependent part, the same
+    expression for every access of a loop nest: nvcc computes it once, and an access is an XOR
+    and an immediate offset, as with CUTLASS's iterators.
+    """
+    lin = linear(offset)
+    if lin is None or sw.bits == 0:
+        return sw.expr(offset)
+    terms, c = lin
+    if c < 0 or any(k < 0 for k in terms.values()):
+        return sw.expr(offset)
+    block = sw.block
+    inside = {a: k for a, k in terms.items() if k % block}
+    outside = from_linear(({a: k for a, k in terms.items() if k % block == 0}, c - c % block))
+    low = c % block
+    masks = {a: _term_bits(a, k, bounds) for a, k in inside.items()}
+    known = [m for m in masks.values() if m is not None]
+    union = _union(known)
+    if len(known) < len(masks) or union is None or union & low:
+        core = sw.expr(from_linear((inside, low)))
+    else:
+        below = (1 << sw.base) - 1
+        kept = {a: k for a, k in inside.items() if masks[a] & ~below}
+        passed = from_linear(({a: k for a, k in inside.items() if not masks[a] & ~below}, 0))
+        core = sw.expr(from_linear((kept, 0))) if kept else int_(0)
+        if low and kept:
+            core = tir.BinOp("^", core, int_(sw.apply(low)), I32)
+        elif low:
+            core = int_(sw.apply(low))
+        outside = tir.BinOp("+", passed, outside, I32)
+    return simplify(tir.BinOp("+", core, outside, I32))
+
+
+def _term_bits(atom: tir.Expr, k: int, bounds: dict[tir.Var, int]) -> int | None:
+    """The bits that atom * k can set (atom nonnegative, at most its upper bound), or None:
+    a multiple of 2**lo below 2**hi sets bits lo..hi-1 only."""
+    ub = upper_bound(atom, bounds)
+    if ub is None:
+        return None
+    if ub == 0:
+        return 0
+    lo, hi = (k & -k).bit_length() - 1, (ub * k).bit_length()
+    return ((1 << hi) - 1) ^ ((1 << lo) - 1)
+
+
+def _union(masks: list[int]) -> int | None:
+    """The union of bit masks, or None if two overlap (their sum could carry)."""
+    out = 0
+    for m in masks:
+        if out & m:
+            return None
+        out |= m
+    return out
 
 
 def printf(msg: str, value: tir.Expr) -> T.Call:

@@ -27,6 +27,7 @@ from tilec.lower.cexpr import (
     raw,
     source_comment,
     source_line,
+    swizzled_offset,
     upper_bound,
     zero,
 )
@@ -406,7 +407,9 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
             case "shared" | "local":
                 if buf in self.layouts.swizzle:
-                    idx = (simplify(self.layouts.swizzle[buf].expr(idx)),)
+                    layout = self.layouts.swizzle[buf]
+                    assert layout.swizzle is not None, "layouts.swizzle holds swizzled layouts"
+                    idx = (swizzled_offset(layout.swizzle, simplify(layout.strided_expr(idx)), self.bounds),)
                 if buf in self.stage_of:
                     idx = (self.stage_of[buf], *idx)
                 return Access(T.Subscript(name, idx, buf.dtype), true)

@@ -36,6 +36,11 @@ neither the barrier nor ldmatrix latency sits between two runs of mma:
 
 The stage overwritten in iteration k was last read before the barrier of
 iteration k - 1, so one barrier per iteration still suffices.
+
+In other loops, a copy may be issued later in the iteration, after a gemm
+(plan_pipeline's issue points: flash attention's V after Q K^T); the
+stage it writes is still the one read in iteration k - 1, and the one
+commit per iteration moves after it.
 """
 
 from __future__ import annotations
@@ -82,16 +87,40 @@ class Pipelining:
             setup, body = self.mainloop(mma, stages, it, count, prefetch)
             out += setup
         else:
-            body = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads(), *prefetch]
+            body = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
             for prod in producers:
                 self.stage_of[prod.dst.buffer] = simplify(tir.BinOp("%", it, int_(stages), I32))
             self.sync.reads, self.sync.writes = set(), set()
-            body += self.block(consumers)
+            body += self.interleaved(producers, consumers, prefetch)
             for prod in producers:
                 del self.stage_of[prod.dst.buffer]
         self.sync.reads, self.sync.writes = set(), set()  # the next iteration starts with a barrier
         out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
         out += [_call("tilec_cp_async_wait<0>"), syncthreads()]
+        return out
+
+    def interleaved(
+        self, producers: list[tir.Copy], consumers: tuple[tir.Stmt, ...], prefetch: list[T.Stmt]
+    ) -> list[T.Stmt]:
+        """The consumers, with each producer's prefetch issued at the top of the iteration or right
+        after the gemm the plan names (plan_pipeline.issue_after), and one commit after the last."""
+        guard, commit = prefetch
+        assert isinstance(guard, T.IfThen) and len(guard.then) == len(producers)
+        after: dict[int | None, list[T.Stmt]] = {}
+        for prod, code in zip(producers, guard.then):
+            after.setdefault(self.plan.issue_after.get(id(prod)), []).append(code)
+        last = max(
+            (i for i, c in enumerate(consumers) if id(c) in after), default=None
+        )  # the consumer after which the last copies go out
+        out: list[T.Stmt] = [T.IfThen(guard.cond, tuple(after[None]))] if None in after else []
+        if last is None:
+            out.append(commit)
+        for i, c in enumerate(consumers):
+            out += self.stmt(c)
+            if id(c) in after:
+                out.append(T.IfThen(guard.cond, tuple(after[id(c)])))
+            if i == last:
+                out.append(commit)
         return out
 
     def mainloop_gemm(self, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:

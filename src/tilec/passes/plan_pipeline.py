@@ -20,6 +20,13 @@ attention): the loop's first wait, which precedes any read, also retires it.
 A GEMM main loop - 3 or more stages, a body of producers and one
 tensor-core gemm of two tiles they fill, an even number of k steps -
 also loads the gemm's fragments one k step ahead (lower/pipelined.py).
+
+In any other pipelined loop with several gemms, a producer whose tile is
+first read after a gemm is issued right after the last such gemm rather
+than at the top of the iteration: flash attention's V copy goes out after
+the Q K^T gemm, so the two tiles' loads do not compete at the iteration's
+start, and V still has the softmax and the rest of the iteration to land
+(each iteration still commits one group, so the wait counts do not change).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ class PipelinePlan:
     producers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(For) -> ids of its producer copies
     fragments_ahead: set[int] = field(default_factory=set)  # ids of main-loop gemms, fragments a k step ahead
     early: set[int] = field(default_factory=set)  # ids of copies issued before a loop whose first wait retires them
+    issue_after: dict[int, int] = field(default_factory=dict)  # id(producer) -> id(gemm) it is issued after
 
 
 def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePlan:
@@ -53,6 +61,8 @@ def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePl
             gemm = _main_loop_gemm(loop, producers, tensor_core_gemms)
             if gemm is not None:
                 plan.fragments_ahead.add(id(gemm))
+            else:
+                plan.issue_after.update(_issue_points(loop, producers))
     for block in _blocks(kernel.body):
         for i, loop in enumerate(block):
             if isinstance(loop, tir.For) and id(loop) in plan.producers:
@@ -110,6 +120,25 @@ def _main_loop_gemm(loop: tir.For, producers: list[tir.Copy], tensor_core_gemms:
     k_extent = a_extents[0] if g.transpose_a else a_extents[-1]
     steps = k_extent // mma_depth(g.a.buffer.dtype)
     return g if steps % 2 == 0 else None  # the two register sets alternate within a tile
+
+
+def _issue_points(loop: tir.For, producers: list[tir.Copy]) -> dict[int, int]:
+    """id(producer) -> id(the last gemm of the body before the first statement reading its tile),
+    for the producers that have one (the others are issued at the top of the iteration)."""
+    ids = {id(c) for c in producers}
+    out: dict[int, int] = {}
+    for c in producers:
+        last_gemm = None
+        for s in loop.body:
+            if id(s) in ids:
+                continue
+            if c.dst.buffer in shared_reads_writes(s)[0]:
+                break
+            if isinstance(s, tir.Gemm):
+                last_gemm = s
+        if last_gemm is not None:
+            out[id(c)] = id(last_gemm)
+    return out
 
 
 def _is_one(e: tir.Expr) -> bool:

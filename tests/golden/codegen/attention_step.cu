@@ -232,35 +232,7 @@ extern "C" __global__ void __launch_bounds__(64)
           }
         }
       }
-      // attention_step.tile:19: copy(V[k * 32, 0], V_s)
-      {
-        if (V_vec8 && k * 32 + 64 <= S) {
-#pragma unroll
-          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-            tilec_cp_async_16(&V_s[(k + 1) % 2][g0_10 * 16 + tx / 4][tx % 4 * 8],
-                              &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
-          }
-        } else {
-#pragma unroll
-          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-            if (V_vec8 && k * 32 + g0_9 * 16 + tx / 4 + 32 < S) {
-              tilec_cp_async_16(&V_s[(k + 1) % 2][g0_9 * 16 + tx / 4][tx % 4 * 8],
-                                &V[k * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
-            } else {
-#pragma unroll
-              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-                const int i_9 = g0_9 * 16 + tx / 4;
-                const int j_9 = tx % 4 * 8 + e1_9;
-                V_s[(k + 1) % 2][i_9][j_9] = static_cast<half>(
-                    k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
-                                          : 0.0f);
-              }
-            }
-          }
-        }
-      }
     }
-    tilec_cp_async_commit();
     // attention_step.tile:20: clear(s)
     {
 #pragma unroll
@@ -292,6 +264,36 @@ extern "C" __global__ void __launch_bounds__(64)
         tilec_mma_m16n8k16_f16(&s[12], &Q_s_frag[0], &K_s_frag[6]);
       }
     }
+    if (k + 1 < (S + 31) / 32) {
+      // attention_step.tile:19: copy(V[k * 32, 0], V_s)
+      {
+        if (V_vec8 && k * 32 + 64 <= S) {
+#pragma unroll
+          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+            tilec_cp_async_16(&V_s[(k + 1) % 2][g0_10 * 16 + tx / 4][tx % 4 * 8],
+                              &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+          }
+        } else {
+#pragma unroll
+          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+            if (V_vec8 && k * 32 + g0_9 * 16 + tx / 4 + 32 < S) {
+              tilec_cp_async_16(&V_s[(k + 1) % 2][g0_9 * 16 + tx / 4][tx % 4 * 8],
+                                &V[k * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+            } else {
+#pragma unroll
+              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+                const int i_9 = g0_9 * 16 + tx / 4;
+                const int j_9 = tx % 4 * 8 + e1_9;
+                V_s[(k + 1) % 2][i_9][j_9] = static_cast<half>(
+                    k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
+                                          : 0.0f);
+              }
+            }
+          }
+        }
+      }
+    }
+    tilec_cp_async_commit();
     // attention_step.tile:22: reduce_max(s, m, dim=1)
     {
       float red = -INFINITY;
