@@ -370,7 +370,8 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
             if buf in layouts.swizzle:
                 sw = layouts.swizzle[buf].swizzle
                 assert sw is not None
-                text = f"row-major, {(1 << sw.bits) * 16}-byte XOR swizzle (annotated)"
+                why = "annotated" if buf in layouts.fixed else "conflict-free ldmatrix, aligned cp.async rows"
+                text = f"row-major, {(1 << sw.bits) * 16}-byte XOR swizzle ({why})"
                 return head + (text, f"{size} B shared")
             if buf in layouts.pitch:
                 pitch = layouts.pitch[buf]

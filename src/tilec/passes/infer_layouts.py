@@ -26,6 +26,7 @@ naming both statements, with the staging-through-shared hint.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tilec import layout as L
@@ -114,7 +115,7 @@ def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts, mma_types: frozenset) 
             out.mma.add(id(g))
             for operand in (g.a.buffer, g.b.buffer):
                 if operand.scope == "shared" and operand not in out.fixed:
-                    out.pitch[operand] = _conflict_free_pitch(operand)
+                    _place_operand(operand, out)
             return frag
     return L.accumulator(shape, threads)
 
@@ -151,6 +152,19 @@ def _annotate(a: tir.AnnotateLayout, out: Layouts) -> None:
         out.pitch[buf] = _conflict_free_pitch(buf)
     elif a.layout.startswith("swizzle_"):  # the checker made sure the swizzle tiles the buffer
         out.swizzle[buf] = swizzled(buf.const_shape, buf.dtype.bytes, int(a.layout.removeprefix("swizzle_")[:-1]))
+
+
+def _place_operand(buf: tir.Buffer, out: Layouts) -> None:
+    """The layout of a shared tile that ldmatrix reads: 128-byte rows of 16-bit elements take the
+    128-byte XOR swizzle (no padding, and every 16-byte cp.async chunk of a row lands in one
+    aligned 128-byte line); other rows are padded to an odd number of 16-byte chunks. Both make
+    ldmatrix conflict-free. (A row wider than the swizzle would need the swizzle tiled over
+    column blocks to stay conflict-free; those stay padded.)"""
+    shape = buf.const_shape
+    if buf.dtype.bytes == 2 and shape[-1] * 2 == 128 and math.prod(shape) % 512 == 0:
+        out.swizzle[buf] = swizzled(shape, 2, 128)
+    else:
+        out.pitch[buf] = _conflict_free_pitch(buf)
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:
