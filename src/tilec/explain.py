@@ -36,7 +36,7 @@ from typing import assert_never
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.emit import expr_text
-from tilec.passes.infer_layouts import Layouts, infer_layouts, mma_depth
+from tilec.passes.infer_layouts import SWIZZLE_REGISTER_BUDGET, Layouts, fragment_registers, infer_layouts, mma_depth
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
 from tilec.targets import get_target
 
@@ -371,12 +371,18 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
                 sw = layouts.swizzle[buf].swizzle
                 assert sw is not None
                 why = "annotated" if buf in layouts.fixed else "conflict-free ldmatrix, aligned cp.async rows"
-                text = f"row-major, {(1 << sw.bits) * 16}-byte XOR swizzle ({why})"
+                lay = layouts.swizzle[buf]
+                blocks = f" in {lay.shape[-1]}-column blocks" if len(lay.shape) > len(buf.shape) else ""
+                text = f"row-major{blocks}, {(1 << sw.bits) * 16}-byte XOR swizzle ({why})"
                 return head + (text, f"{size} B shared")
             if buf in layouts.pitch:
                 pitch = layouts.pitch[buf]
                 size = math.prod(buf.const_shape[:-1]) * pitch * buf.dtype.bytes
-                return head + (f"row-major, rows padded to {pitch} (conflict-free ldmatrix)", f"{size} B shared")
+                why = "conflict-free ldmatrix"
+                regs = fragment_registers(layouts)
+                if regs > SWIZZLE_REGISTER_BUDGET:
+                    why += f"; not swizzled: fragments take {regs} registers per thread"
+                return head + (f"row-major, rows padded to {pitch} ({why})", f"{size} B shared")
             return head + ("row-major", f"{size} B shared")
         case "global":
             sym = [expr_text(d) for d in buf.shape if not isinstance(d, tir.IntImm)]

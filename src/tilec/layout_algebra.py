@@ -219,6 +219,19 @@ def swizzled(shape: Sequence[int], elem_bytes: int, swizzle_bytes: int) -> Layou
     return Layout(row_major(shape).shape, row_major(shape).strides, sw)
 
 
+def swizzled_blocks(shape: Sequence[int], elem_bytes: int, swizzle_bytes: int) -> Layout:
+    """A 2-D tile whose rows are wider than the swizzle, stored as column blocks one swizzle wide,
+    each block row-major and swizzled: the layout of index (row, col // width, col % width), where
+    width = swizzle_bytes / elem_bytes. Swizzling the flat rows instead would XOR by only the low
+    bits of the row, and ldmatrix's eight rows would share banks; in blocks every eight rows of a
+    block differ in all swizzled bits, as in a tile exactly one swizzle wide."""
+    rows, cols = shape
+    width = swizzle_bytes // elem_bytes
+    if cols % width or rows % 8:
+        raise ValueError(f"tile {tuple(shape)} is not whole {swizzle_bytes}-byte swizzle blocks of 8 rows")
+    return Layout((rows, cols // width, width), (width, rows * width, 1), swizzle_for(swizzle_bytes, elem_bytes))
+
+
 # ---------------------------------------------------------------- composition, checks, inverse
 
 

@@ -186,16 +186,53 @@ def swizzled_offset(sw: Swizzle, offset: tir.Expr, bounds: dict[tir.Var, int]) -
     if len(known) < len(masks) or union is None or union & low:
         core = sw.expr(from_linear((inside, low)))
     else:
-        below = (1 << sw.base) - 1
-        kept = {a: k for a, k in inside.items() if masks[a] & ~below}
-        passed = from_linear(({a: k for a, k in inside.items() if not masks[a] & ~below}, 0))
+        target = ((1 << sw.bits) - 1) << sw.base  # the bits the swizzle XORs into
+        source = target << sw.shift  # the bits it reads
+        kept = {a: k for a, k in inside.items() if masks[a] & source}
+        xored = {a: k for a, k in inside.items() if not masks[a] & source and masks[a] & target}
+        passed = {a: k for a, k in inside.items() if not masks[a] & (source | target)}
         core = sw.expr(from_linear((kept, 0))) if kept else int_(0)
-        if low and kept:
-            core = tir.BinOp("^", core, int_(sw.apply(low)), I32)
-        elif low:
-            core = int_(sw.apply(low))
-        outside = tir.BinOp("+", passed, outside, I32)
+        for part in [from_linear(({a: k}, 0)) for a, k in xored.items()] + ([int_(sw.apply(low))] if low else []):
+            core = part if _is_zero(core) else tir.BinOp("^", core, part, I32)
+        outside = tir.BinOp("+", from_linear((passed, 0)), outside, I32)
     return simplify(tir.BinOp("+", core, outside, I32))
+
+
+def _is_zero(e: tir.Expr) -> bool:
+    return isinstance(e, tir.IntImm) and e.value == 0
+
+
+def split_index(c: tir.Expr, width: int, bounds: dict[tir.Var, int]) -> tuple[tir.Expr, tir.Expr]:
+    """(c // width, c % width), exact and without a division when the terms of c that are not
+    multiples of width provably stay below it (the usual case: a block-aligned warp offset plus a
+    lane's offset inside the block)."""
+    lin = linear(c)
+    if lin is not None and lin[1] >= 0 and all(k > 0 for k in lin[0].values()):
+        terms, const = _split_atoms(lin[0], width, bounds), lin[1]
+        whole = {a: k // width for a, k in terms.items() if k % width == 0}
+        part = ({a: k for a, k in terms.items() if k % width}, const % width)
+        top = upper_bound(from_linear(part), bounds)
+        if top is not None and top < width:
+            return from_linear((whole, const // width)), from_linear(part)
+    return simplify(tir.BinOp("//", c, int_(width), I32)), simplify(tir.BinOp("%", c, int_(width), I32))
+
+
+def _split_atoms(terms: dict[tir.Expr, int], width: int, bounds: dict[tir.Var, int]) -> dict[tir.Expr, int]:
+    """Terms a * k (k dividing width) that can reach width, as (a // m) * width + (a % m) * k with
+    m = width / k: a k step of 16 columns over 64-column blocks is a block and a step inside one."""
+    out: dict[tir.Expr, int] = {}
+    for a, k in terms.items():
+        ub = upper_bound(a, bounds)
+        if k % width and width % k == 0 and ub is not None and ub * k >= width:
+            m = width // k
+            for part, coef in (
+                (simplify(tir.BinOp("//", a, int_(m), I32)), width),
+                (simplify(tir.BinOp("%", a, int_(m), I32)), k),
+            ):
+                out[part] = out.get(part, 0) + coef
+        else:
+            out[a] = out.get(a, 0) + k
+    return out
 
 
 def _term_bits(atom: tir.Expr, k: int, bounds: dict[tir.Var, int]) -> int | None:

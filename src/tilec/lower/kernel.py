@@ -27,6 +27,7 @@ from tilec.lower.cexpr import (
     raw,
     source_comment,
     source_line,
+    split_index,
     swizzled_offset,
     upper_bound,
     zero,
@@ -409,6 +410,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 if buf in self.layouts.swizzle:
                     layout = self.layouts.swizzle[buf]
                     assert layout.swizzle is not None, "layouts.swizzle holds swizzled layouts"
+                    if len(layout.shape) == len(idx) + 1:  # column blocks (layout_algebra.swizzled_blocks)
+                        idx = (*idx[:-1], *split_index(idx[-1], layout.shape[-1], self.bounds))
                     idx = (swizzled_offset(layout.swizzle, simplify(layout.strided_expr(idx)), self.bounds),)
                 if buf in self.stage_of:
                     idx = (self.stage_of[buf], *idx)

@@ -33,7 +33,7 @@ from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.diagnostics import Diagnostic, Note
 from tilec.dtypes import DType
-from tilec.layout_algebra import Layout, swizzled
+from tilec.layout_algebra import Layout, swizzled, swizzled_blocks
 from tilec.source import Span
 from tilec.targets import Target, get_target
 
@@ -84,7 +84,26 @@ def infer_layouts(kernel: tir.Kernel, target: Target | None = None) -> Layouts:
     for s in stmts:
         if isinstance(s, tir.Gemm) and _a_from_accumulator(s, state.out):
             state.out.a_registers.add(id(s))
+    tight = fragment_registers(state.out) > SWIZZLE_REGISTER_BUDGET
+    for s in stmts:
+        if isinstance(s, tir.Gemm) and id(s) in state.out.mma:
+            for operand in (s.a.buffer, s.b.buffer):
+                if operand.scope == "shared" and operand not in state.out.fixed:
+                    _place_operand(operand, state.out, tight)
     return state.out
+
+
+# Swizzled ldmatrix addresses cost a few registers per operand tile (one per XOR pattern, where
+# padding has immediate offsets). Above this many registers of fragments per thread - the
+# 255-register cap less two sets of gemm operand fragments (64) - padding is chosen instead:
+# flash attention (about 230) ran 7% slower with spills when swizzled, the 128x256 GEMM (128)
+# 7% faster (H200, same run).
+SWIZZLE_REGISTER_BUDGET = 191
+
+
+def fragment_registers(out: Layouts) -> int:
+    """Registers per thread that the kernel's fragments occupy."""
+    return sum(math.ceil(f.local_size * b.dtype.bytes / 4) for b, f in out.buffers.items())
 
 
 def mma_depth(dtype: DType) -> int:
@@ -113,9 +132,6 @@ def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts, mma_types: frozenset) 
         frag = L.mma_accumulator(shape, threads, g.policy, rows)
         if frag is not None:
             out.mma.add(id(g))
-            for operand in (g.a.buffer, g.b.buffer):
-                if operand.scope == "shared" and operand not in out.fixed:
-                    _place_operand(operand, out)
             return frag
     return L.accumulator(shape, threads)
 
@@ -154,17 +170,22 @@ def _annotate(a: tir.AnnotateLayout, out: Layouts) -> None:
         out.swizzle[buf] = swizzled(buf.const_shape, buf.dtype.bytes, int(a.layout.removeprefix("swizzle_")[:-1]))
 
 
-def _place_operand(buf: tir.Buffer, out: Layouts) -> None:
-    """The layout of a shared tile that ldmatrix reads: 128-byte rows of 16-bit elements take the
-    128-byte XOR swizzle (no padding, and every 16-byte cp.async chunk of a row lands in one
-    aligned 128-byte line); other rows are padded to an odd number of 16-byte chunks. Both make
-    ldmatrix conflict-free. (A row wider than the swizzle would need the swizzle tiled over
-    column blocks to stay conflict-free; those stay padded.)"""
+def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool) -> None:
+    """The layout of a shared tile that ldmatrix reads. 16-bit tiles whose rows are whole
+    128-byte lines take the 128-byte XOR swizzle (rows wider than that in 64-column blocks,
+    layout_algebra.swizzled_blocks): every 16-byte cp.async chunk of a row lands in an aligned
+    128-byte line, where padded rows straddle two. Other tiles, and every tile of a kernel whose
+    fragments leave too few registers for swizzled addresses (`tight`), are padded to an odd
+    number of 16-byte chunks per row. Both make ldmatrix conflict-free."""
     shape = buf.const_shape
-    if buf.dtype.bytes == 2 and shape[-1] * 2 == 128 and math.prod(shape) % 512 == 0:
-        out.swizzle[buf] = swizzled(shape, 2, 128)
-    else:
-        out.pitch[buf] = _conflict_free_pitch(buf)
+    if not tight and buf.dtype.bytes == 2 and len(shape) == 2 and shape[0] % 8 == 0:
+        if shape[-1] == 64:
+            out.swizzle[buf] = swizzled(shape, 2, 128)
+            return
+        if shape[-1] % 64 == 0:
+            out.swizzle[buf] = swizzled_blocks(shape, 2, 128)
+            return
+    out.pitch[buf] = _conflict_free_pitch(buf)
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:

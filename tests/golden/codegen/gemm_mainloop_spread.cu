@@ -101,25 +101,22 @@ extern "C" __global__ void __launch_bounds__(64)
         if (A_interior && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-            tilec_cp_async_16(
-                &A_s[stage][(tx / 8 * 64 + tx % 8 * 8 ^ (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                            g0_2 * 512],
-                &A[(by * 32 + g0_2 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
+            tilec_cp_async_16(&A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 512],
+                              &A[(by * 32 + g0_2 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
             if (A_vec8 && by * 32 + g0_1 * 8 + tx / 8 < M && stage * 64 + tx % 8 * 8 + 8 <= K) {
               tilec_cp_async_16(
-                  &A_s[stage][(tx / 8 * 64 + tx % 8 * 8 ^ (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                              g0_1 * 512],
+                  &A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_1 * 512],
                   &A[(by * 32 + g0_1 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
             } else {
 #pragma unroll
               for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
                 const int i_1 = g0_1 * 8 + tx / 8;
                 const int j_1 = tx % 8 * 8 + e1_1;
-                A_s[stage][i_1 * 64 + j_1 ^ (i_1 * 64 + j_1) / 64 % 8 * 8] = static_cast<half>(
+                A_s[stage][i_1 * 64 ^ i_1 % 8 * 8 ^ j_1] = static_cast<half>(
                     by * 32 + i_1 < M && stage * 64 + j_1 < K
                         ? static_cast<float>(A[(by * 32 + i_1) * K + stage * 64 + j_1])
                         : 0.0f);
@@ -166,10 +163,8 @@ extern "C" __global__ void __launch_bounds__(64)
   unsigned int A_s_frag_1[4];
   unsigned int B_s_frag_1[8];
   if (0 < (K + 63) / 64) {
-    tilec_ldmatrix_x4(
-        &A_s_frag[0],
-        &A_s[0][(tx % 16 * 64 + tx % 32 / 16 * 8 ^ (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8) +
-                tx / 32 * 1024]);
+    tilec_ldmatrix_x4(&A_s_frag[0],
+                      &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag[0], &B_s[0][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
     tilec_ldmatrix_x4_trans(&B_s_frag[4],
                             &B_s[0][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
@@ -177,10 +172,9 @@ extern "C" __global__ void __launch_bounds__(64)
   for (int k = 0; k < (K + 63) / 64; ++k) {
     // gemm_mainloop_spread.tile:13: gemm(A_s, B_s, acc)
     // fragments are loaded one k step ahead
-    tilec_ldmatrix_x4(&A_s_frag_1[0],
-                      &A_s[k % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                   (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8 ^ 16) +
-                                  tx / 32 * 1024]);
+    tilec_ldmatrix_x4(
+        &A_s_frag_1[0],
+        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 16) + tx / 32 * 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
                             &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 16][tx % 32 / 16 * 8]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
@@ -189,10 +183,9 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
     tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
-    tilec_ldmatrix_x4(&A_s_frag[0],
-                      &A_s[k % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                   (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8 ^ 32) +
-                                  tx / 32 * 1024]);
+    tilec_ldmatrix_x4(
+        &A_s_frag[0],
+        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 32) + tx / 32 * 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag[0],
                             &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 32][tx % 32 / 16 * 8]);
     tilec_ldmatrix_x4_trans(&B_s_frag[4],
@@ -203,29 +196,26 @@ extern "C" __global__ void __launch_bounds__(64)
         if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-            tilec_cp_async_16(&A_s[(k + 2) % 3][(tx / 8 * 64 + tx % 8 * 8 ^
-                                                 (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                                                g0_6 * 512],
-                              &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+            tilec_cp_async_16(
+                &A_s[(k + 2) % 3][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 512],
+                &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
           }
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
             if (A_vec8 && by * 32 + g0_5 * 8 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
-              tilec_cp_async_16(&A_s[(k + 2) % 3][(tx / 8 * 64 + tx % 8 * 8 ^
-                                                   (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                                                  g0_5 * 512],
-                                &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+              tilec_cp_async_16(
+                  &A_s[(k + 2) % 3][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 512],
+                  &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
             } else {
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
                 const int i_5 = g0_5 * 8 + tx / 8;
                 const int j_5 = tx % 8 * 8 + e1_5;
-                A_s[(k + 2) % 3][i_5 * 64 + j_5 ^ (i_5 * 64 + j_5) / 64 % 8 * 8] =
-                    static_cast<half>(
-                        by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
-                            ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 128])
-                            : 0.0f);
+                A_s[(k + 2) % 3][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
+                    by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
+                        ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 128])
+                        : 0.0f);
               }
             }
           }
@@ -237,10 +227,9 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag_1[0], &B_s_frag_1[4]);
     tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
-    tilec_ldmatrix_x4(&A_s_frag_1[0],
-                      &A_s[k % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                   (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8 ^ 48) +
-                                  tx / 32 * 1024]);
+    tilec_ldmatrix_x4(
+        &A_s_frag_1[0],
+        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 48) + tx / 32 * 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
                             &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 48][tx % 32 / 16 * 8]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
@@ -283,10 +272,9 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_cp_async_wait<2>();
     __syncthreads();
     if (k + 1 < (K + 63) / 64) {
-      tilec_ldmatrix_x4(&A_s_frag[0],
-                        &A_s[(k + 1) % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                           (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8) +
-                                          tx / 32 * 1024]);
+      tilec_ldmatrix_x4(
+          &A_s_frag[0],
+          &A_s[(k + 1) % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
       tilec_ldmatrix_x4_trans(&B_s_frag[0],
                               &B_s[(k + 1) % 3][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
       tilec_ldmatrix_x4_trans(

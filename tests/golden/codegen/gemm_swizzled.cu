@@ -101,25 +101,22 @@ extern "C" __global__ void __launch_bounds__(64)
         if (A_interior && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-            tilec_cp_async_16(
-                &A_s[stage][(tx / 8 * 64 + tx % 8 * 8 ^ (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                            g0_2 * 512],
-                &A[(by * 32 + g0_2 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
+            tilec_cp_async_16(&A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 512],
+                              &A[(by * 32 + g0_2 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
             if (A_vec8 && by * 32 + g0_1 * 8 + tx / 8 < M && stage * 64 + tx % 8 * 8 + 8 <= K) {
               tilec_cp_async_16(
-                  &A_s[stage][(tx / 8 * 64 + tx % 8 * 8 ^ (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                              g0_1 * 512],
+                  &A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_1 * 512],
                   &A[(by * 32 + g0_1 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
             } else {
 #pragma unroll
               for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
                 const int i_1 = g0_1 * 8 + tx / 8;
                 const int j_1 = tx % 8 * 8 + e1_1;
-                A_s[stage][i_1 * 64 + j_1 ^ (i_1 * 64 + j_1) / 64 % 8 * 8] = static_cast<half>(
+                A_s[stage][i_1 * 64 ^ i_1 % 8 * 8 ^ j_1] = static_cast<half>(
                     by * 32 + i_1 < M && stage * 64 + j_1 < K
                         ? static_cast<float>(A[(by * 32 + i_1) * K + stage * 64 + j_1])
                         : 0.0f);
@@ -134,8 +131,7 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
             tilec_cp_async_16(
-                &B_s[stage][(tx / 4 * 32 + tx % 4 * 8 ^ (tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8) +
-                            g0_4 * 512],
+                &B_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_4 * 512],
                 &B[(stage * 64 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
@@ -143,15 +139,14 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
             if (B_vec8 && stage * 64 + g0_3 * 16 + tx / 4 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[stage][(tx / 4 * 32 + tx % 4 * 8 ^ (tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8) +
-                              g0_3 * 512],
+                  &B_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_3 * 512],
                   &B[(stage * 64 + g0_3 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
                 const int i_3 = g0_3 * 16 + tx / 4;
                 const int j_3 = tx % 4 * 8 + e1_3;
-                B_s[stage][i_3 * 32 + j_3 ^ (i_3 * 32 + j_3) / 64 % 4 * 8] = static_cast<half>(
+                B_s[stage][i_3 * 32 ^ i_3 * 32 / 64 % 4 * 8 ^ j_3] = static_cast<half>(
                     stage * 64 + i_3 < K && bx * 32 + j_3 < N
                         ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 32 + j_3])
                         : 0.0f);
@@ -170,79 +165,67 @@ extern "C" __global__ void __launch_bounds__(64)
   unsigned int A_s_frag_1[4];
   unsigned int B_s_frag_1[8];
   if (0 < (K + 63) / 64) {
-    tilec_ldmatrix_x4(
-        &A_s_frag[0],
-        &A_s[0][(tx % 16 * 64 + tx % 32 / 16 * 8 ^ (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8) +
-                tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag[0],
-        &B_s[0][(tx % 8 * 32 + tx % 32 / 16 * 8 ^ (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8) +
-                tx % 32 / 8 % 2 * 256]);
-    tilec_ldmatrix_x4_trans(&B_s_frag[4],
-                            &B_s[0][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                     (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8 ^ 16) +
+    tilec_ldmatrix_x4(&A_s_frag[0],
+                      &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
+    tilec_ldmatrix_x4_trans(&B_s_frag[0],
+                            &B_s[0][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
                                     tx % 32 / 8 % 2 * 256]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[4], &B_s[0][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                              tx % 32 / 8 % 2 * 256]);
   }
   for (int k = 0; k < (K + 63) / 64; ++k) {
     // gemm_swizzled.tile:14: gemm(A_s, B_s, acc)
     // fragments are loaded one k step ahead
-    tilec_ldmatrix_x4(&A_s_frag_1[0],
-                      &A_s[k % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                   (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8 ^ 16) +
-                                  tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
-                            &B_s[k % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                         (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8) +
-                                        tx % 32 / 8 % 2 * 256 + 512]);
-    tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
-                            &B_s[k % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                         (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8 ^ 16) +
-                                        tx % 32 / 8 % 2 * 256 + 512]);
+    tilec_ldmatrix_x4(
+        &A_s_frag_1[0],
+        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 16) + tx / 32 * 1024]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[0], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
+                                    tx % 32 / 8 % 2 * 256 + 512]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[4],
+        &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                    tx % 32 / 8 % 2 * 256 + 512]);
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
     tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
-    tilec_ldmatrix_x4(&A_s_frag[0],
-                      &A_s[k % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                   (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8 ^ 32) +
-                                  tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(&B_s_frag[0],
-                            &B_s[k % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                         (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8) +
-                                        tx % 32 / 8 % 2 * 256 + 1024]);
-    tilec_ldmatrix_x4_trans(&B_s_frag[4],
-                            &B_s[k % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                         (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8 ^ 16) +
-                                        tx % 32 / 8 % 2 * 256 + 1024]);
+    tilec_ldmatrix_x4(
+        &A_s_frag[0],
+        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 32) + tx / 32 * 1024]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[0], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
+                                  tx % 32 / 8 % 2 * 256 + 1024]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[4], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                                  tx % 32 / 8 % 2 * 256 + 1024]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_swizzled.tile:12: copy(A[by * 32, k * 64], A_s)
       {
         if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-            tilec_cp_async_16(&A_s[(k + 2) % 3][(tx / 8 * 64 + tx % 8 * 8 ^
-                                                 (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                                                g0_6 * 512],
-                              &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+            tilec_cp_async_16(
+                &A_s[(k + 2) % 3][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 512],
+                &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
           }
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
             if (A_vec8 && by * 32 + g0_5 * 8 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
-              tilec_cp_async_16(&A_s[(k + 2) % 3][(tx / 8 * 64 + tx % 8 * 8 ^
-                                                   (tx / 8 * 64 + tx % 8 * 8) / 64 % 8 * 8) +
-                                                  g0_5 * 512],
-                                &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+              tilec_cp_async_16(
+                  &A_s[(k + 2) % 3][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 512],
+                  &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
             } else {
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
                 const int i_5 = g0_5 * 8 + tx / 8;
                 const int j_5 = tx % 8 * 8 + e1_5;
-                A_s[(k + 2) % 3][i_5 * 64 + j_5 ^ (i_5 * 64 + j_5) / 64 % 8 * 8] =
-                    static_cast<half>(
-                        by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
-                            ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 128])
-                            : 0.0f);
+                A_s[(k + 2) % 3][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
+                    by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
+                        ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 128])
+                        : 0.0f);
               }
             }
           }
@@ -254,47 +237,44 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag_1[0], &B_s_frag_1[4]);
     tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
-    tilec_ldmatrix_x4(&A_s_frag_1[0],
-                      &A_s[k % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                   (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8 ^ 48) +
-                                  tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
-                            &B_s[k % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                         (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8) +
-                                        tx % 32 / 8 % 2 * 256 + 1536]);
-    tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
-                            &B_s[k % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                         (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8 ^ 16) +
-                                        tx % 32 / 8 % 2 * 256 + 1536]);
+    tilec_ldmatrix_x4(
+        &A_s_frag_1[0],
+        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 48) + tx / 32 * 1024]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[0], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
+                                    tx % 32 / 8 % 2 * 256 + 1536]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag_1[4],
+        &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                    tx % 32 / 8 % 2 * 256 + 1536]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_swizzled.tile:13: copy(B[k * 64, bx * 32], B_s)
       {
         if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
-            tilec_cp_async_16(&B_s[(k + 2) % 3][(tx / 4 * 32 + tx % 4 * 8 ^
-                                                 (tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8) +
-                                                g0_8 * 512],
-                              &B[(k * 64 + g0_8 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
+            tilec_cp_async_16(
+                &B_s[(k + 2) % 3]
+                    [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_8 * 512],
+                &B[(k * 64 + g0_8 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
             if (B_vec8 && k * 64 + g0_7 * 16 + tx / 4 + 128 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
-              tilec_cp_async_16(&B_s[(k + 2) % 3][(tx / 4 * 32 + tx % 4 * 8 ^
-                                                   (tx / 4 * 32 + tx % 4 * 8) / 64 % 4 * 8) +
-                                                  g0_7 * 512],
-                                &B[(k * 64 + g0_7 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
+              tilec_cp_async_16(
+                  &B_s[(k + 2) % 3]
+                      [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_7 * 512],
+                  &B[(k * 64 + g0_7 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 8 + e1_7;
-                B_s[(k + 2) % 3][i_7 * 32 + j_7 ^ (i_7 * 32 + j_7) / 64 % 4 * 8] =
-                    static_cast<half>(
-                        k * 64 + i_7 + 128 < K && bx * 32 + j_7 < N
-                            ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 32 + j_7])
-                            : 0.0f);
+                B_s[(k + 2) % 3][i_7 * 32 ^ i_7 * 32 / 64 % 4 * 8 ^ j_7] = static_cast<half>(
+                    k * 64 + i_7 + 128 < K && bx * 32 + j_7 < N
+                        ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 32 + j_7])
+                        : 0.0f);
               }
             }
           }
@@ -309,18 +289,17 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_cp_async_wait<2>();
     __syncthreads();
     if (k + 1 < (K + 63) / 64) {
-      tilec_ldmatrix_x4(&A_s_frag[0],
-                        &A_s[(k + 1) % 3][(tx % 16 * 64 + tx % 32 / 16 * 8 ^
-                                           (tx % 16 * 64 + tx % 32 / 16 * 8) / 64 % 8 * 8) +
-                                          tx / 32 * 1024]);
-      tilec_ldmatrix_x4_trans(&B_s_frag[0],
-                              &B_s[(k + 1) % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                                 (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8) +
-                                                tx % 32 / 8 % 2 * 256]);
+      tilec_ldmatrix_x4(
+          &A_s_frag[0],
+          &A_s[(k + 1) % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
       tilec_ldmatrix_x4_trans(
-          &B_s_frag[4], &B_s[(k + 1) % 3][(tx % 8 * 32 + tx % 32 / 16 * 8 ^
-                                           (tx % 8 * 32 + tx % 32 / 16 * 8) / 64 % 4 * 8 ^ 16) +
-                                          tx % 32 / 8 % 2 * 256]);
+          &B_s_frag[0],
+          &B_s[(k + 1) % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
+                            tx % 32 / 8 % 2 * 256]);
+      tilec_ldmatrix_x4_trans(
+          &B_s_frag[4],
+          &B_s[(k + 1) % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                            tx % 32 / 8 % 2 * 256]);
     }
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
