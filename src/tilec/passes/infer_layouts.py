@@ -85,12 +85,26 @@ def infer_layouts(kernel: tir.Kernel, target: Target | None = None) -> Layouts:
         if isinstance(s, tir.Gemm) and _a_from_accumulator(s, state.out):
             state.out.a_registers.add(id(s))
     tight = fragment_registers(state.out) > SWIZZLE_REGISTER_BUDGET
+    main_loop = _main_loop_tiles(stmts, state.out.mma)
     for s in stmts:
         if isinstance(s, tir.Gemm) and id(s) in state.out.mma:
             for operand in (s.a.buffer, s.b.buffer):
                 if operand.scope == "shared" and operand not in state.out.fixed:
-                    _place_operand(operand, state.out, tight)
+                    _place_operand(operand, state.out, tight, operand in main_loop)
     return state.out
+
+
+def _main_loop_tiles(stmts: list[tir.Stmt], mma: set[int]) -> set[tir.Buffer]:
+    """Shared operands of a tensor-core gemm that is, with copies, the whole body of a Pipelined
+    loop of 3 or more stages: the shape of a GEMM main loop (plan_pipeline adds its other
+    conditions), where the tiles' copies are what limits the loop."""
+    out: set[tir.Buffer] = set()
+    for s in stmts:
+        if isinstance(s, tir.For) and s.kind == "pipelined" and s.num_stages >= 3:
+            rest = [t for t in s.body if not isinstance(t, tir.Copy)]
+            if len(rest) == 1 and isinstance(rest[0], tir.Gemm) and id(rest[0]) in mma:
+                out |= {rest[0].a.buffer, rest[0].b.buffer}
+    return out
 
 
 # Swizzled ldmatrix addresses cost a few registers per operand tile (one per XOR pattern, where
@@ -170,19 +184,21 @@ def _annotate(a: tir.AnnotateLayout, out: Layouts) -> None:
         out.swizzle[buf] = swizzled(buf.const_shape, buf.dtype.bytes, int(a.layout.removeprefix("swizzle_")[:-1]))
 
 
-def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool) -> None:
-    """The layout of a shared tile that ldmatrix reads. 16-bit tiles whose rows are whole
-    128-byte lines take the 128-byte XOR swizzle (rows wider than that in 64-column blocks,
-    layout_algebra.swizzled_blocks): every 16-byte cp.async chunk of a row lands in an aligned
-    128-byte line, where padded rows straddle two. Other tiles, and every tile of a kernel whose
-    fragments leave too few registers for swizzled addresses (`tight`), are padded to an odd
-    number of 16-byte chunks per row. Both make ldmatrix conflict-free."""
+def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool, main_loop: bool) -> None:
+    """The layout of a shared tile that ldmatrix reads. A 16-bit tile with 128-byte rows takes the
+    128-byte XOR swizzle: every 16-byte cp.async chunk of a row lands in an aligned 128-byte line,
+    where a padded row straddles two. A wider tile of a GEMM main loop (`main_loop`), whose copies
+    limit it, takes the swizzle in 64-column blocks (layout_algebra.swizzled_blocks); elsewhere its
+    extra XOR patterns cost more registers than the alignment saves (MLA decode: 0.90 vs 0.71 ms).
+    Other tiles, and all tiles of a kernel whose fragments leave too few registers for swizzled
+    addresses (`tight`), get rows padded to an odd number of 16-byte chunks. Each layout makes
+    ldmatrix conflict-free."""
     shape = buf.const_shape
     if not tight and buf.dtype.bytes == 2 and len(shape) == 2 and shape[0] % 8 == 0:
         if shape[-1] == 64:
             out.swizzle[buf] = swizzled(shape, 2, 128)
             return
-        if shape[-1] % 64 == 0:
+        if shape[-1] % 64 == 0 and main_loop:
             out.swizzle[buf] = swizzled_blocks(shape, 2, 128)
             return
     out.pitch[buf] = _conflict_free_pitch(buf)
