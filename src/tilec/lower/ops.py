@@ -153,7 +153,10 @@ class TileOps:
             return None
         if not moving:
             return all_of(fixed)
-        if len(fixed) == 1:  # only the alignment is kernel-wide, and it already is a flag
+        if len(fixed) == 1 or not self.async_copy:
+            # only the alignment is kernel-wide (already a flag), or a synchronous copy: a hoisted
+            # flag pays off in cp.async loops (a profile showed the recomputed test), while in a
+            # row loop it held registers (RMSNorm at 256 threads: 108 instead of 64, 0.18 vs 0.13 ms)
             return all_of(fixed + moving)
         return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
 

@@ -54,9 +54,7 @@ extern "C" __global__ void __launch_bounds__(128)
   half(*A_s)[24] = reinterpret_cast<half(*)[24]>(smem + 0);
   half(*B_s)[24] = reinterpret_cast<half(*)[24]>(smem + 3072);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
-  const bool A_interior = A_vec8 && by * 64 + 64 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && K % 8 == 0;
-  const bool B_interior = B_vec8 && bx * 64 + 64 <= N;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   float acc[32];
   // gemm_mma.tile:7: clear(acc)
@@ -78,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(128)
   for (int k = 0; k < (K + 15) / 16; ++k) {
     // gemm_mma.tile:9: copy(A[by * 64, k * 16], A_s)
     {
-      if (A_interior && k * 16 + 16 <= K) {
+      if (A_vec8 && by * 64 + 64 <= M && k * 16 + 16 <= K) {
         alignas(16) half A_v_1[8];
         *reinterpret_cast<uint4*>(&A_v_1[0]) =
             *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
@@ -114,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(128)
     }
     // gemm_mma.tile:10: copy(B[bx * 64, k * 16], B_s)
     {
-      if (B_interior && k * 16 + 16 <= K) {
+      if (B_vec8 && bx * 64 + 64 <= N && k * 16 + 16 <= K) {
         alignas(16) half B_v_1[8];
         *reinterpret_cast<uint4*>(&B_v_1[0]) =
             *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);

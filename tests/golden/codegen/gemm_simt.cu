@@ -17,9 +17,7 @@ extern "C" __global__ void __launch_bounds__(128)
   float (*A_s)[16] = reinterpret_cast<float (*)[16]>(smem + 0);
   float (*B_s)[16] = reinterpret_cast<float (*)[16]>(smem + 4096);
   const bool A_vec4 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 4 == 0;
-  const bool A_interior = A_vec4 && by * 64 + 64 <= M;
   const bool B_vec4 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && K % 4 == 0;
-  const bool B_interior = B_vec4 && bx * 64 + 64 <= N;
   float acc[32];
   // gemm_simt.tile:7: clear(acc)
   {
@@ -34,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(128)
   for (int k = 0; k < (K + 15) / 16; ++k) {
     // gemm_simt.tile:9: copy(A[by * 64, k * 16], A_s)
     {
-      if (A_interior && k * 16 + 16 <= K) {
+      if (A_vec4 && by * 64 + 64 <= M && k * 16 + 16 <= K) {
 #pragma unroll
         for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
           alignas(16) float A_v_1[4];
@@ -77,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(128)
     }
     // gemm_simt.tile:10: copy(B[bx * 64, k * 16], B_s)
     {
-      if (B_interior && k * 16 + 16 <= K) {
+      if (B_vec4 && bx * 64 + 64 <= N && k * 16 + 16 <= K) {
 #pragma unroll
         for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
           alignas(16) float B_v_1[4];
