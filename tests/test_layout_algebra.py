@@ -136,6 +136,19 @@ def test_strength_reduced_swizzle_equals_the_swizzle(case: tuple) -> None:
                 assert la.evaluate(fast, env) == sw.apply(la.evaluate(offset, env)), (expr_text(fast), env)
 
 
+@given(swizzle_offsets(), st.sampled_from([32, 64, 128]))
+@FAST
+def test_column_split_is_divmod(case: tuple, width: int) -> None:
+    _, offset, bounds, g, k = case
+    q, r = split_index(offset, width, bounds)
+    tx = next(v for v in bounds if v.name == "tx")
+    for t in range(0, 256, 3):
+        for gv in range(4):
+            for kv in (0, 5):
+                env = {tx: t, g: gv, k: kv}
+                assert (la.evaluate(q, env), la.evaluate(r, env)) == divmod(la.evaluate(offset, env), width)
+
+
 def test_strength_reduced_swizzle_keeps_only_the_thread_part_inside() -> None:
     """ldmatrix of a 128-byte-swizzled fp16 tile: rows 16 apart and the stage come out of the
     swizzle as added blocks, the lane's chunk and the k step's +16 columns (bits the swizzle XORs
