@@ -36,7 +36,7 @@ from typing import assert_never
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.emit import expr_text
-from tilec.passes.infer_layouts import SWIZZLE_REGISTER_BUDGET, Layouts, fragment_registers, infer_layouts, mma_depth
+from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layouts, mma_depth
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
 from tilec.targets import get_target
 
@@ -379,9 +379,8 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
                 pitch = layouts.pitch[buf]
                 size = math.prod(buf.const_shape[:-1]) * pitch * buf.dtype.bytes
                 why = "conflict-free ldmatrix"
-                regs = fragment_registers(layouts)
-                if regs > SWIZZLE_REGISTER_BUDGET:
-                    why += f"; not swizzled: fragments take {regs} registers per thread"
+                if buf in layouts.tight:
+                    why += f"; not swizzled: fragments take {fragment_registers(layouts)} registers per thread"
                 return head + (f"row-major, rows padded to {pitch} ({why})", f"{size} B shared")
             return head + ("row-major", f"{size} B shared")
         case "global":

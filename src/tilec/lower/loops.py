@@ -218,10 +218,10 @@ class DistributedLoops:
                 vec_loads[ld] = accesses[key][0]  # type: ignore[assignment]
                 continue
             reg = self._fresh(f"{self.names.of(ld.buffer)}_v")
-            cond, ref = plan
+            cond, refs = plan
             conds.append(cond)
             pre.append(T.Decl(reg, ld.buffer.dtype, (width,), align=16))
-            pre += vec_moves(T.Subscript(reg, (int_(0),), ld.buffer.dtype), ref, width)
+            pre += vec_moves(T.Subscript(reg, (int_(0),), ld.buffer.dtype), refs, width, to_registers=True)
             reg_buf = tir.Buffer(reg, (int_(width),), ld.buffer.dtype, "local")
             self.names.given[reg_buf] = reg
             vec_loads[ld] = reg_buf  # type: ignore[assignment]
@@ -237,7 +237,7 @@ class DistributedLoops:
                     return None  # a scalar global store needs per-element bounds: keep the scalar path
                 lane_body += self.elements((tir.Store(s.buffer, s.indices, value, s.span),), loop)
                 continue
-            cond, ref = target_plan
+            cond, refs = target_plan
             conds += [cond, self.replica_zero(loop.layout)]
             reg = self._fresh(f"{self.names.of(s.buffer)}_v")
             pre.append(T.Decl(reg, s.buffer.dtype, (width,), align=16))
@@ -247,9 +247,9 @@ class DistributedLoops:
                     cast(self.value(value, loop), s.buffer.dtype),
                 )
             )
-            post += vec_moves(ref, T.Subscript(reg, (int_(0),), s.buffer.dtype), width)
+            post += vec_moves(T.Subscript(reg, (int_(0),), s.buffer.dtype), refs, width, to_registers=False)
             if s.buffer.scope == "global":
-                self.written.add(ref.array)
+                self.written.add(refs[0].array)
         if not conds:
             return None
         body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
@@ -272,7 +272,7 @@ class DistributedLoops:
         if src is None or dst is None:
             return None
         self.helpers.add("cp_async")
-        call = T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst[1]), T.AddressOf(src[1])), I32)  # type: ignore[arg-type]
+        call = T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst[1][0]), T.AddressOf(src[1][0])), I32)  # type: ignore[arg-type]
         return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), [T.Call(call)]
 
     def _vec_access(
@@ -294,7 +294,7 @@ class DistributedLoops:
         if gcd_of(self.value(base, None)) % width:
             return None
         base_idx = tuple(substitute(i, lane_zero) for i in idx)
-        acc = self.ref(buf, base_idx, None)
+        refs = self._chunk_refs(buf, base_idx, width)
         conds: list[tir.Expr] = []
         if buf.scope == "shared":
             if buf.const_shape[-1] % width:
@@ -312,7 +312,20 @@ class DistributedLoops:
             hi = upper_bound(vals[-1], self.bounds)
             if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value):
                 conds.append(tir.BinOp("<=", last_end, shape[-1], DType.bool))
-        return all_of(conds), acc.ref
+        return all_of(conds), refs
+
+    def _chunk_refs(self, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int) -> list[T.Subscript]:
+        """The subscript of each 16-byte piece of a `width`-element vector at `base_idx`: consecutive
+        elements, except in a swizzled tile, where each piece's column goes through the swizzle."""
+        first = self.ref(buf, base_idx, None).ref
+        per = min(width, 16 // buf.dtype.bytes)
+        if buf not in self.layouts.swizzle:
+            return [offset(first, k * per) for k in range(width // per)]
+        last = base_idx[-1]
+        return [first] + [
+            self.ref(buf, (*base_idx[:-1], simplify(tir.BinOp("+", last, int_(k * per), I32))), None).ref
+            for k in range(1, width // per)
+        ]
 
     def _aligned(self, buf: tir.Buffer, width: int) -> tir.Expr:
         """A kernel-wide flag: the tensor's rows start on `width`-element boundaries."""
@@ -349,16 +362,16 @@ def replace_loads(e: tir.Expr, table: dict[tir.Load, tir.Expr]) -> tir.Expr:
             return e
 
 
-def vec_moves(dst: T.Subscript, src: T.Subscript, width: int) -> list[T.Stmt]:
-    """16-byte (or narrower) moves of `width` elements from src to dst."""
-    total = width * src.dtype.bytes
-    chunk = min(16, total)
-    per = chunk // src.dtype.bytes
+def vec_moves(regs: T.Subscript, pieces: list[T.Subscript], width: int, to_registers: bool) -> list[T.Stmt]:
+    """16-byte (or narrower) moves of `width` elements between a register array and memory, whose
+    pieces (each up to 16 bytes of consecutive elements) are at `pieces`."""
+    chunk = width * regs.dtype.bytes // len(pieces)
+    per = chunk // regs.dtype.bytes
     out: list[T.Stmt] = []
-    for k in range(total // chunk):
-        d = offset(dst, k * per)
-        s = offset(src, k * per)
-        out.append(T.Assign(T.VecRef(d, chunk), T.VecRef(s, chunk)))
+    for k, piece in enumerate(pieces):
+        reg = T.VecRef(offset(regs, k * per), chunk)
+        mem = T.VecRef(piece, chunk)
+        out.append(T.Assign(reg, mem) if to_registers else T.Assign(mem, reg))
     return out
 
 

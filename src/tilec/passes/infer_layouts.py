@@ -48,6 +48,7 @@ class Layouts:
     pitch: dict[tir.Buffer, int] = field(default_factory=dict)  # padded row length of shared tiles
     swizzle: dict[tir.Buffer, Layout] = field(default_factory=dict)  # XOR-swizzled shared tiles (flat)
     fixed: set[tir.Buffer] = field(default_factory=set)  # shared tiles whose layout the user chose
+    tight: set[tir.Buffer] = field(default_factory=set)  # padded, not swizzled, for the registers' sake
 
 
 class _Conflict(Exception):
@@ -109,9 +110,10 @@ def _main_loop_tiles(stmts: list[tir.Stmt], mma: set[int]) -> set[tir.Buffer]:
 
 # Swizzled ldmatrix addresses cost a few registers per operand tile (one per XOR pattern, where
 # padding has immediate offsets). Above this many registers of fragments per thread - the
-# 255-register cap less two sets of gemm operand fragments (64) - padding is chosen instead:
-# flash attention (about 230) ran 7% slower with spills when swizzled, the 128x256 GEMM (128)
-# 7% faster (H200, same run).
+# 255-register cap less two sets of gemm operand fragments (64) - padding is chosen instead. The
+# evidence is one pair (H200, same run): flash attention (244) ran 7% slower swizzled, with
+# spills, the 128x256 GEMM (128) 7% faster. (Its wide tiles now stay padded anyway, as tiles
+# outside a main loop; the budget still guards 64-wide tiles of register-heavy kernels.)
 SWIZZLE_REGISTER_BUDGET = 191
 
 
@@ -194,13 +196,17 @@ def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool, main_loop: bool) 
     addresses (`tight`), get rows padded to an odd number of 16-byte chunks. Each layout makes
     ldmatrix conflict-free."""
     shape = buf.const_shape
-    if not tight and buf.dtype.bytes == 2 and len(shape) == 2 and shape[0] % 8 == 0:
+    layout = None
+    if buf.dtype.bytes == 2 and len(shape) == 2 and shape[0] % 8 == 0:
         if shape[-1] == 64:
-            out.swizzle[buf] = swizzled(shape, 2, 128)
-            return
-        if shape[-1] % 64 == 0 and main_loop:
-            out.swizzle[buf] = swizzled_blocks(shape, 2, 128)
-            return
+            layout = swizzled(shape, 2, 128)
+        elif shape[-1] % 64 == 0 and main_loop:
+            layout = swizzled_blocks(shape, 2, 128)
+    if layout is not None and not tight:
+        out.swizzle[buf] = layout
+        return
+    if layout is not None:
+        out.tight.add(buf)
     out.pitch[buf] = _conflict_free_pitch(buf)
 
 
