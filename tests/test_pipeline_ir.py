@@ -333,6 +333,28 @@ kernel k(A: Tensor((G, M, N), float16), Idx: Tensor((G,), int32), C: Tensor((G, 
     assert "I_s[0] * 64 + 64 <= M" in text
 
 
+def test_copy_through_a_table_the_loop_writes_is_not_run_ahead(tmp_path: pathlib.Path) -> None:
+    # T_s is rewritten every iteration, so A's copy of iteration k + 1 cannot be issued before it
+    from tilec import tir
+
+    _, _, plan, stmts = _plan(
+        """
+kernel k(A: Tensor((M, 64), float16), Idx: Tensor((N,), int32), C: Tensor((N, 64), float16)):
+    with Kernel(1, threads=128) as bx:
+        T_s = alloc_shared((1,), int32)
+        S = alloc_shared((64, 64), float16)
+        for j in Pipelined(ceildiv(N, 64), num_stages=2):
+            copy(Idx[j], T_s)
+            copy(A[T_s[0], 0], S)
+            copy(S, C[j * 64, 0])
+""",
+        tmp_path,
+    )
+    (loop,) = [s for s in stmts if isinstance(s, tir.For)]
+    producers = {s.dst.buffer.name for s in stmts if id(s) in plan.producers.get(id(loop), ())}
+    assert producers == {"T_s"}
+
+
 def test_synchronous_copies_test_bounds_in_place(tmp_path: pathlib.Path) -> None:
     # a hoisted flag held registers in row loops (RMSNorm at 256 threads: 108 instead of 64)
     text = _compile(

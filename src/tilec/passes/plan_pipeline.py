@@ -169,7 +169,17 @@ def _producers(loop: tir.For) -> list[tir.Copy]:
     for s in _all(loop.body):
         for buf in _written(s):
             writes[buf] = writes.get(buf, 0) + 1
-    return [c for c in candidates if writes.get(c.dst.buffer, 0) == 1]
+    return [
+        c
+        for c in candidates
+        if writes.get(c.dst.buffer, 0) == 1 and not any(ld.buffer in writes for ld in _index_loads(c.src))
+    ]
+
+
+def _index_loads(region: tir.Region) -> list[tir.Load]:
+    """The loads in a region's indices (a gather through a table): a copy whose table the loop
+    writes cannot be issued iterations ahead."""
+    return [ld for e in (*region.starts, *region.extents) for ld in tir_walk.loads(e)]
 
 
 def _all(stmts: tuple[tir.Stmt, ...]):
