@@ -36,9 +36,9 @@ from typing import assert_never
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.emit import expr_text
-from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layouts, mma_depth
+from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layouts
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
-from tilec.targets import get_target
+from tilec.targets import get_target, mma_depth
 
 NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
 

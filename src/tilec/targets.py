@@ -34,5 +34,10 @@ TARGETS: dict[str, Target] = {
 }
 
 
+def mma_depth(dtype: DType) -> int:
+    """K of one mma.sync: m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones (32 bytes either way)."""
+    return 32 // dtype.bytes
+
+
 def get_target(arch: str) -> Target:
     return TARGETS[arch]

@@ -11,7 +11,7 @@ from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.dtypes import DType
 from tilec.layout_algebra import Swizzle
-from tilec.simplify import from_linear, int_, linear, simplify
+from tilec.simplify import const, from_linear, int_, linear, simplify
 
 I32 = DType.int32
 
@@ -193,13 +193,9 @@ def swizzled_offset(sw: Swizzle, offset: tir.Expr, bounds: dict[tir.Var, int]) -
         passed = {a: k for a, k in inside.items() if not masks[a] & (source | target)}
         core = sw.expr(from_linear((kept, 0))) if kept else int_(0)
         for part in [from_linear(({a: k}, 0)) for a, k in xored.items()] + ([int_(sw.apply(low))] if low else []):
-            core = part if _is_zero(core) else tir.BinOp("^", core, part, I32)
+            core = part if const(core) == 0 else tir.BinOp("^", core, part, I32)
         outside = tir.BinOp("+", from_linear((passed, 0)), outside, I32)
     return simplify(tir.BinOp("+", core, outside, I32))
-
-
-def _is_zero(e: tir.Expr) -> bool:
-    return isinstance(e, tir.IntImm) and e.value == 0
 
 
 def split_index(c: tir.Expr, width: int, bounds: dict[tir.Var, int]) -> tuple[tir.Expr, tir.Expr]:

@@ -31,9 +31,9 @@ from tilec.lower.cexpr import (
     symv,
     zero,
 )
-from tilec.passes.infer_layouts import mma_depth
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
+from tilec.targets import mma_depth
 
 
 @dataclass(frozen=True)

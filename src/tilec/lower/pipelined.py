@@ -49,7 +49,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.ops import MmaGemm
-from tilec.simplify import int_, simplify
+from tilec.simplify import const, int_, simplify
 from tilec.sync import shared_reads_writes, syncthreads
 
 
@@ -77,7 +77,7 @@ class Pipelining:
         fill = self.produce(s.var, producers, start, p, p, count)
         out.append(T.Loop(T.Sym(p.name, I32), int_(0), int_(stages - 1), 1, True, tuple(fill)))
         # steady state
-        it = tir.Var(self.names.of(s.var) + "_iter" if not _is_zero(start) else self.names.of(s.var), I32, "thread")
+        it = tir.Var(self.names.of(s.var) + "_iter" if const(start) != 0 else self.names.of(s.var), I32, "thread")
         ahead = simplify(add(it, int_(stages - 1)))
         ahead_stage = simplify(tir.BinOp("%", ahead, int_(stages), I32))
         prefetch = self.produce(s.var, producers, start, ahead, ahead_stage, count)
@@ -221,7 +221,3 @@ def _spread(prefetch: list[T.Stmt], steps: int) -> list[list[T.Stmt]]:
         share = copies[step * len(copies) // spread : (step + 1) * len(copies) // spread] if step < spread else ()
         parts.append([T.IfThen(guard.cond, share), commit] if share else [])
     return parts
-
-
-def _is_zero(e: tir.Expr) -> bool:
-    return isinstance(e, tir.IntImm) and e.value == 0

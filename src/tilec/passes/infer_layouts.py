@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.diagnostics import Diagnostic, Note
-from tilec.dtypes import DType
 from tilec.layout_algebra import Layout, swizzled, swizzled_blocks
+from tilec.passes.plan_pipeline import main_loop_gemm
 from tilec.source import Span
-from tilec.targets import Target, get_target
+from tilec.targets import Target, get_target, mma_depth
 
 
 @dataclass
@@ -96,15 +96,13 @@ def infer_layouts(kernel: tir.Kernel, target: Target | None = None) -> Layouts:
 
 
 def _main_loop_tiles(stmts: list[tir.Stmt], mma: set[int]) -> set[tir.Buffer]:
-    """Shared operands of a tensor-core gemm that is, with copies, the whole body of a Pipelined
-    loop of 3 or more stages: the shape of a GEMM main loop (plan_pipeline adds its other
-    conditions), where the tiles' copies are what limits the loop."""
+    """The operand tiles of GEMM main loops (plan_pipeline.main_loop_gemm), loops that their
+    tiles' copies limit."""
     out: set[tir.Buffer] = set()
     for s in stmts:
-        if isinstance(s, tir.For) and s.kind == "pipelined" and s.num_stages >= 3:
-            rest = [t for t in s.body if not isinstance(t, tir.Copy)]
-            if len(rest) == 1 and isinstance(rest[0], tir.Gemm) and id(rest[0]) in mma:
-                out |= {rest[0].a.buffer, rest[0].b.buffer}
+        gemm = main_loop_gemm(s, mma) if isinstance(s, tir.For) else None
+        if gemm is not None:
+            out |= {gemm.a.buffer, gemm.b.buffer}
     return out
 
 
@@ -120,11 +118,6 @@ SWIZZLE_REGISTER_BUDGET = 191
 def fragment_registers(out: Layouts) -> int:
     """Registers per thread that the kernel's fragments occupy."""
     return sum(math.ceil(f.local_size * b.dtype.bytes / 4) for b, f in out.buffers.items())
-
-
-def mma_depth(dtype: DType) -> int:
-    """K of one mma.sync: m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones (32 bytes either way)."""
-    return 32 // dtype.bytes
 
 
 def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts, mma_types: frozenset) -> L.Fragment:

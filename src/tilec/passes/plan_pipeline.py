@@ -34,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilec import tir, tir_walk
-from tilec.passes.infer_layouts import mma_depth
 from tilec.sync import shared_reads_writes
+from tilec.targets import mma_depth
 
 
 @dataclass
@@ -58,7 +58,7 @@ def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePl
             plan.producers[id(loop)] = tuple(id(c) for c in producers)
             for c in producers:
                 plan.stages[c.dst.buffer] = loop.num_stages
-            gemm = _main_loop_gemm(loop, producers, tensor_core_gemms)
+            gemm = main_loop_gemm(loop, tensor_core_gemms)
             if gemm is not None:
                 plan.fragments_ahead.add(id(gemm))
             else:
@@ -87,10 +87,11 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
     out: list[tir.Copy] = []
     touched = {b for s in _all(loop.body) for b in _written(s)}
     # the loop's bounds and its copies' indices are evaluated before its first wait (the prologue)
-    index_exprs = [loop.start, loop.stop] + [
-        e for s in _all(loop.body) if isinstance(s, tir.Copy) for r in (s.src, s.dst) for e in (*r.starts, *r.extents)
+    bound_loads = [ld for e in (loop.start, loop.stop) for ld in tir_walk.loads(e)]
+    index_loads = [
+        ld for s in _all(loop.body) if isinstance(s, tir.Copy) for r in (s.src, s.dst) for ld in _index_loads(r)
     ]
-    touched |= {ld.buffer for e in index_exprs for ld in tir_walk.loads(e)}
+    touched |= {ld.buffer for ld in bound_loads + index_loads}
     for j in range(len(before) - 1, -1, -1):
         s = before[j]
         if isinstance(s, (tir.For, tir.If, tir.Parallel)):
@@ -107,7 +108,13 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
     return out
 
 
-def _main_loop_gemm(loop: tir.For, producers: list[tir.Copy], tensor_core_gemms: set[int]) -> tir.Gemm | None:
+def main_loop_gemm(loop: tir.For, tensor_core_gemms: set[int]) -> tir.Gemm | None:
+    """The gemm of `loop` when it is a GEMM main loop (module docstring), or None.
+    `tensor_core_gemms`: ids of the gemms on mma.sync; layout inference asks too, to lay out
+    the tiles of these copy-limited loops."""
+    if loop.kind != "pipelined" or not _is_one(loop.step):
+        return None
+    producers = _producers(loop)
     ids = {id(c) for c in producers}
     rest = [s for s in loop.body if id(s) not in ids]
     if loop.num_stages < 3 or len(rest) != 1 or not isinstance(rest[0], tir.Gemm):
