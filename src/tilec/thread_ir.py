@@ -16,7 +16,7 @@ shape (times stages), fragments and locals are per-thread register arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from tilec import tir
 from tilec.dtypes import DType
@@ -62,6 +62,26 @@ class VecRef:
 
     target: Subscript
     bytes: int
+
+
+BuiltinName = Literal[
+    "thread_index",  # this thread's index in the block (x)
+    "block_index_x",
+    "block_index_y",
+    "block_index_z",
+    "grid_dim_x",
+    "grid_dim_y",
+    "grid_dim_z",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    """A built-in register of the target (`threadIdx.x` in CUDA); the emitter
+    spells it from the Target record, lowering never does."""
+
+    name: BuiltinName
+    dtype: DType = DType.int32
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +151,29 @@ class Call:
     call: Intrin
 
 
+BarrierKind = Literal[
+    "block",  # every thread of the block waits; shared-memory writes before it are visible after
+    "async_commit",  # close this thread's group of asynchronous global->shared copies
+    "async_wait",  # wait until at most args[0] groups of this thread are in flight
+    # Named slots the Hopper backend fills in (mbarrier phases, named barriers, proxy fences):
+    "mbarrier_init",
+    "mbarrier_arrive",
+    "mbarrier_expect_tx",
+    "mbarrier_wait",
+    "named",
+    "fence_proxy_async",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """A synchronization statement; `sync.py` places and models them, the
+    target record spells them (`__syncthreads();`, a cp.async wait, ...)."""
+
+    kind: BarrierKind
+    args: tuple[tir.Expr, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Comment:
     text: str
@@ -145,7 +188,7 @@ class Scope:
     span: Span = field(default=NO_SPAN, compare=False)
 
 
-Stmt: TypeAlias = Decl | SharedView | Assign | Loop | IfThen | Call | Comment | Scope
+Stmt: TypeAlias = Decl | SharedView | Assign | Loop | IfThen | Call | Barrier | Comment | Scope
 
 # ---------------------------------------------------------------- kernels
 
