@@ -242,7 +242,15 @@ WORKLOADS = {
 # ---------------------------------------------------------------- worker
 
 
-def worker(name: str, quick: bool, budget: float) -> int:
+def load_baseline(variant: str, baseline: str):
+    """The previous build's module of `variant` (`<baseline>/<variant>.cu`), loaded under another name."""
+    from tilec import runtime
+
+    with open(os.path.join(baseline, f"{variant}.cu"), encoding="utf-8") as f:
+        return runtime.compile_source(f.read(), name=f"{variant}-baseline")
+
+
+def worker(name: str, quick: bool, budget: float, baseline: str | None = None) -> int:
     import torch
     from harness import load
 
@@ -268,10 +276,13 @@ def worker(name: str, quick: bool, budget: float) -> int:
         }
     )
 
-    for variant in CANDIDATES[name]:
-        rec = {"kind": "tilec", "workload": name, "variant": variant}
+    builds = [("tilec", v) for v in CANDIDATES[name]]
+    if baseline:  # the previous build of each variant, timed in the same process right after it
+        builds = [b for v in CANDIDATES[name] for b in (("tilec", v), ("baseline", v))]
+    for kind, variant in builds:
+        rec = {"kind": kind, "workload": name, "variant": variant}
         try:
-            mod = load(variant)
+            mod = load(variant) if kind == "tilec" else load_baseline(variant, baseline)
             out = w["out"]()
             w["tilec"](mod, *sets[0], out)
             torch.cuda.synchronize()
@@ -313,10 +324,12 @@ def worker(name: str, quick: bool, budget: float) -> int:
 # ---------------------------------------------------------------- parent
 
 
-def run_worker(name: str, quick: bool, budget: float, timeout: float) -> list[dict]:
+def run_worker(name: str, quick: bool, budget: float, timeout: float, baseline: str | None) -> list[dict]:
     cmd = [sys.executable, "-u", os.path.abspath(__file__), "--worker", name, "--budget", str(budget)]
     if quick:
         cmd.append("--quick")
+    if baseline:
+        cmd += ["--baseline", baseline]
     recs = []
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -341,6 +354,7 @@ def rate(amount: float, ms: float, units: str) -> float:
 def report(name: str, recs: list[dict]) -> dict:
     torch_runs = [r for r in recs if r["kind"] == "torch"]
     tilec = [r for r in recs if r["kind"] == "tilec"]
+    base = {r["variant"]: r for r in recs if r["kind"] == "baseline" and r.get("status") == "ok"}
     row = {"workload": name}
     if not torch_runs:
         row["note"] = "; ".join(r.get("status", "") for r in recs) or "no result"
@@ -368,7 +382,16 @@ def report(name: str, recs: list[dict]) -> dict:
             )
         else:
             line += r.get("status", "?")
+        if r["variant"] in base:
+            b = base[r["variant"]]
+            b_rate = rate(amount, b["ms"], units)
+            line += f"\n  {'':10s} {'  previous build':30s} {b['ms']:9.3f} ms  {b_rate:8.1f} {units}"
+            if r.get("status") == "ok":
+                line += f"  new/previous time x{r['ms'] / b['ms']:.3f}"
         print(line, flush=True)
+    for r in recs:
+        if r["kind"] == "baseline" and r.get("status") != "ok":
+            print(f"  {name:10s} {r['variant'] + ' (previous build)':30s} {r.get('status', '?')}", flush=True)
     print(
         f"  {name:10s} {'torch: ' + t0['name']:30s} {torch_ms:9.3f} ms  {row['torch_rate']:8.1f} {units}  "
         "(runs " + ", ".join(f"{r['ms']:.3f}" for r in torch_runs) + " ms)",
@@ -383,6 +406,8 @@ def report(name: str, recs: list[dict]) -> dict:
             ratio=best["ms"] / torch_ms,
             rel_err=best["rel_err"],
         )
+        if best["variant"] in base:
+            row["baseline_ms"] = base[best["variant"]]["ms"]
     else:
         row["note"] = "; ".join(f"{r['variant']}: {r.get('status', '?')}" for r in tilec) or "no tilec variant ran"
     return row
@@ -392,16 +417,20 @@ def print_table(rows: list[dict]) -> None:
     print("\n## tilec vs torch (median times, same process)\n")
     print(
         "| workload | shape | torch op | torch ms | tilec variant | tilec ms | tilec/torch time | tilec rate "
-        "| torch rate | torch run-to-run |"
+        "| torch rate | torch run-to-run | previous build ms | new/previous time |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "torch_ms" not in r:
-            print(f"| {r['workload']} | | | | | | | | | {r.get('note', '')[:200]} |")
+            print(f"| {r['workload']} | | | | | | | | | {r.get('note', '')[:200]} | | |")
             continue
         u = r["units"]
         torch_part = f"| {r['workload']} | {r['shape']} | {r['torch_name']} | {r['torch_ms']:.3f} "
         tail = f"| {r['torch_rate']:.1f} {u} | {100 * r['torch_spread']:.1f}% |"
+        if "baseline_ms" in r:
+            tail += f" {r['baseline_ms']:.3f} | {r['tilec_ms'] / r['baseline_ms']:.3f} |"
+        else:
+            tail += " | |"
         if "tilec_ms" in r:
             print(
                 torch_part + f"| {r['variant']} | {r['tilec_ms']:.3f} | **{r['ratio']:.2f}x** "
@@ -419,10 +448,15 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=1.0, help="seconds of timed runs per measurement")
     ap.add_argument("--timeout", type=float, default=150.0, help="seconds per workload")
     ap.add_argument("--total", type=float, default=250.0, help="seconds for everything; later workloads are skipped")
+    ap.add_argument(
+        "--baseline",
+        default=os.environ.get("TILEC_BASELINE") or None,
+        help="folder of a previous build's .cu files (same variant names): timed beside each variant",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        return worker(args.worker, args.quick, args.budget)
+        return worker(args.worker, args.quick, args.budget, args.baseline)
 
     import torch
     from harness import build_all, prebuilt_dir
@@ -453,7 +487,7 @@ def main() -> int:
             rows.append({"workload": name, "note": "skipped: out of time (--total)"})
             all_recs.append({"kind": "error", "workload": name, "status": "skipped: out of time"})
             continue
-        recs = run_worker(name, args.quick, args.budget, min(args.timeout, left - 5))
+        recs = run_worker(name, args.quick, args.budget, min(args.timeout, left - 5), args.baseline)
         all_recs += recs
         rows.append(report(name, recs))
         print(f"  ({name}: {time.perf_counter() - t1:.1f}s)", flush=True)
@@ -472,7 +506,7 @@ def main() -> int:
                 indent=1,
             )
     print_table(rows)
-    bad = [r for r in all_recs if r["kind"] == "error" or (r["kind"] == "tilec" and r.get("status") != "ok")]
+    bad = [r for r in all_recs if r["kind"] == "error" or (r["kind"] != "torch" and r.get("status") != "ok")]
     return 1 if bad else 0
 
 
