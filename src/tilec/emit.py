@@ -8,9 +8,11 @@ Parentheses come from a precedence table, never from guessing:
 Every word that differs by target comes from its record (targets.py; the CUDA
 words are in backends/cuda/spelling.py), never from this module:
 
-    T.Builtin("thread_index")   ->  spelling.builtins["thread_index"]   (threadIdx.x)
-    T.Barrier("block")          ->  spelling.barriers["block"]          (__syncthreads();)
-    T.Intrin("shfl_xor", ...)   ->  spelling.intrinsics["shfl_xor"]     (__shfl_xor_sync(...))
+    T.Builtin("thread_index")   ->  spelling.builtins["thread_index"]
+    T.Barrier("block")          ->  spelling.barriers["block"]
+    T.Intrin("shfl_xor", ...)   ->  spelling.intrinsics["shfl_xor"]
+
+(backends/cuda/spelling.py shows what each becomes in CUDA.)
 
 An intrinsic name the record does not spell (an inline helper, a C function)
 is printed as written. Layout is left to clang-format (format.py); this module

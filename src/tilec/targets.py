@@ -49,6 +49,7 @@ class Launch:
 
     stream_param: str
     doc: str  # {name}
+    prototype_doc: str  # {name}; the comment on the launcher's prototype in `--header` files
     grid: str  # {0}, {1}, {2}: the grid's extents
     smem_opt_in_above: int  # bytes of dynamic shared memory usable without opting in
     smem_opt_in: tuple[str, ...]  # {name}
@@ -89,7 +90,8 @@ class Target:
     compiler: Compiler
     headers: tuple[str, ...]  # every header a file may include, in include order
     header_rules: Headers
-    warp_size: int = 32
+    warp_size: int = 32  # threads that execute in lockstep (a block is a whole number of them)
+    max_threads: int = 1024  # threads one block may have
 
 
 CUDA_SPELLING = Spelling(
@@ -107,9 +109,15 @@ CUDA_SPELLING = Spelling(
     shared_address_helpers=cuda.SHARED_ADDRESS_HELPERS,
 )
 CUDA_LAUNCH = Launch(
-    cuda.STREAM_PARAM, cuda.LAUNCHER_DOC, cuda.GRID, cuda.SMEM_OPT_IN_ABOVE, cuda.SMEM_OPT_IN, cuda.LAUNCH,
-    cuda.LAUNCH_STATUS,
-)  # fmt: skip
+    stream_param=cuda.STREAM_PARAM,
+    doc=cuda.LAUNCHER_DOC,
+    prototype_doc=cuda.PROTOTYPE_DOC,
+    grid=cuda.GRID,
+    smem_opt_in_above=cuda.SMEM_OPT_IN_ABOVE,
+    smem_opt_in=cuda.SMEM_OPT_IN,
+    launch=cuda.LAUNCH,
+    status=cuda.LAUNCH_STATUS,
+)
 CUDA_HEADERS = Headers(cuda.HEADER_ALWAYS, cuda.HEADER_OF_NAME)
 NVCC = Compiler(
     command="nvcc",

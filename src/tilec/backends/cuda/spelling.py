@@ -60,6 +60,7 @@ RESTRICT = " __restrict__"  # pointer qualifier of kernel parameters, dropped in
 # The launcher: `extern "C" int NAME(params..., STREAM_PARAM)` launching NAME_kernel.
 STREAM_PARAM = "cudaStream_t stream"
 LAUNCHER_DOC = "// Launches {name}_kernel on `stream`; returns the launch's cudaError_t (0 on success)."
+PROTOTYPE_DOC = "// Launches kernel `{name}` on `stream`; returns the launch's cudaError_t (0 on success)."  # in the .h
 GRID = "const dim3 grid({0}, {1}, {2});"
 SMEM_OPT_IN_ABOVE = 48 * 1024  # bytes of dynamic shared memory a kernel gets without opting in
 SMEM_OPT_IN = (
