@@ -26,7 +26,8 @@ import click
 
 import tilec
 from tilec import driver
-from tilec.toolchain import ARCHES, ToolchainError
+from tilec.targets import ARCHES
+from tilec.toolchain import ToolchainError
 
 OK, USER_ERROR, INTERNAL_ERROR, TOOLCHAIN_ERROR = 0, 1, 2, 3
 _SEVERITY = {OK: 0, USER_ERROR: 1, TOOLCHAIN_ERROR: 2, INTERNAL_ERROR: 3}
@@ -312,7 +313,7 @@ def write_job(job: Job, result: driver.Result, opts: BuildOptions) -> None:
     elif job.cu is not None:
         driver.write_atomic(job.cu, result.text)
     if job.header:
-        driver.write_atomic(job.header, driver.header_text(result.text, job.source))
+        driver.write_atomic(job.header, driver.header_text(result.text, job.source, opts.arch))
     if job.binary:
         compile_binary(job, result.text, opts)
     if job.depfile:

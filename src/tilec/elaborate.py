@@ -43,6 +43,7 @@ from tilec.dtypes import DTYPES, DType
 from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
 from tilec.source import Span
+from tilec.targets import Target, get_target
 from tilec.values import (
     POISON,
     Abandon,
@@ -56,15 +57,6 @@ from tilec.values import (
     SubVal,
     Value,
 )
-
-# Static shared memory per block that each target allows (bytes).
-SHARED_MEMORY_LIMIT = {
-    "sm_80": 166912,
-    "sm_86": 101376,
-    "sm_89": 101376,
-    "sm_90": 232448,
-    "sm_90a": 232448,
-}
 
 
 def elaborate_file(
@@ -100,6 +92,11 @@ class _KernelState:
 
 
 class _Elaborator(ProgramScope):
+    @property
+    def target(self) -> Target:
+        """The arch's record: its shared-memory limit and warp size bound what a kernel may use."""
+        return get_target(self.arch)
+
     def run(self, path: str, text: str | None) -> tir.Program:
         try:
             main = self.load(path, text, None, [])
@@ -148,14 +145,14 @@ class _Elaborator(ProgramScope):
         )
 
     def check_shared_memory(self, k: S.KernelDef, kx: _KernelState) -> None:
-        limit = SHARED_MEMORY_LIMIT.get(self.arch)
+        limit = self.target.smem_limit
         total = 0
         for buf in kx.shared:
             n = 1
             for d in buf.const_shape:
                 n *= d
             total += n * buf.dtype.bytes
-        if limit is not None and total > limit:
+        if total > limit:
             self.diags.append(
                 Diagnostic(
                     k.span,
@@ -277,11 +274,12 @@ class _Elaborator(ProgramScope):
         b = bind(call, "Kernel", ALL_SIGS["Kernel"])
         grid = tuple(self.int_expr(g, scope, kx, "a grid extent") for g in b.rest)
         threads = self.const_int(b.args.get("threads"), scope, kx, "threads", 128)
-        if threads <= 0 or threads % 32 or threads > 1024:
+        warp, most = self.target.warp_size, self.target.max_threads
+        if threads <= 0 or threads % warp or threads > most:
             node = b.args.get("threads") or call
             raise error(
                 node.span,
-                f"threads must be a positive multiple of 32, at most 1024; got {threads}",
+                f"threads must be a positive multiple of {warp}, at most {most}; got {threads}",
                 hint="use 128 or 256 threads",
             )
         if len(s.targets) != len(grid):

@@ -1,23 +1,41 @@
-"""Print Thread IR as CUDA C++: device kernels, launchers and the ABI line.
+"""Print Thread IR as C++ through a target's Spelling: device kernels, launchers and the ABI line.
 
 Parentheses come from a precedence table, never from guessing:
 
     BinOp("*", BinOp("+", a, b), c)  ->  (a + b) * c
     BinOp("+", a, BinOp("*", b, c))  ->  a + b * c
 
-Layout is left to clang-format (format.py); this module only decides words
-and nesting. Output depends on nothing but the input (no set or hash order).
+Every word that differs by target comes from its record (targets.py; the CUDA
+words are in backends/cuda/spelling.py), never from this module:
+
+    T.Builtin("thread_index")   ->  spelling.builtins["thread_index"]
+    T.Barrier("block")          ->  spelling.barriers["block"]
+    T.Intrin("shfl_xor", ...)   ->  spelling.intrinsics["shfl_xor"]
+
+(backends/cuda/spelling.py shows what each becomes in CUDA.)
+
+An intrinsic name the record does not spell (an inline helper, a C function)
+is printed as written. Layout is left to clang-format (format.py); this module
+only decides words and nesting. Output depends on nothing but the input (no
+set or hash order).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 from typing import assert_never
 
 from tilec import __version__, tir
 from tilec import thread_ir as T
-from tilec.dtypes import DType
+from tilec.dtypes import DTYPES, DType
+from tilec.source import Span
+from tilec.targets import ARCHES, TARGETS, Spelling, Target
+
+# For callers without a target (Tile IR printing, lowering's expression keys).
+_DEFAULT = TARGETS[ARCHES[0]].spelling
 
 # C++ precedence: larger binds tighter.
 _PREC = {
@@ -76,15 +94,14 @@ _MATH_F64 = {
     "max": "fmax",
     "min": "fmin",
 }
-_VEC_TYPE = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 
 
-def expr_text(e: object) -> str:
-    return _expr(e)[0]
+def expr_text(e: object, sp: Spelling | None = None) -> str:
+    return _expr(e, sp or _DEFAULT)[0]
 
 
-def _paren(e: object, prec: int) -> str:
-    text, p = _expr(e)
+def _paren(e: object, prec: int, sp: Spelling) -> str:
+    text, p = _expr(e, sp)
     return f"({text})" if p < prec else text
 
 
@@ -105,7 +122,7 @@ def _int_literal(v: int, d: DType) -> str:
     return f"{v}{suffix}"
 
 
-def _expr(e: object) -> tuple[str, int]:
+def _expr(e: object, sp: Spelling) -> tuple[str, int]:
     match e:
         case tir.IntImm(v, d):
             return _int_literal(v, d), _PRIMARY if v >= 0 else _UNARY
@@ -115,75 +132,86 @@ def _expr(e: object) -> tuple[str, int]:
             return ("true" if v else "false"), _PRIMARY
         case tir.Var(name) | T.Sym(name):
             return name, _PRIMARY
+        case T.Builtin(name):
+            return sp.builtins[name], _PRIMARY
         case tir.BinOp(op, a, b, d):
-            return _binop(op, a, b, d)
+            return _binop(op, a, b, d, sp)
         case tir.UnaryOp(op, a):
             sym = {"-": "-", "~": "~", "not": "!"}[op]
-            return f"{sym}{_paren(a, _UNARY)}", _UNARY
+            return f"{sym}{_paren(a, _UNARY, sp)}", _UNARY
         case tir.Select(c, a, b):
-            return f"{_paren(c, 4)} ? {_paren(a, 4)} : {_paren(b, 3)}", 3
+            return f"{_paren(c, 4, sp)} ? {_paren(a, 4, sp)} : {_paren(b, 3, sp)}", 3
         case tir.Cast(v, d):
-            return _cast(v, d), _PRIMARY
+            return _cast(v, d, sp), _PRIMARY
         case tir.Call(f, args, d):
-            return _call(f, args, d), _PRIMARY
+            return _call(f, args, d, sp), _PRIMARY
         case T.Subscript(array, indices):
-            return array + "".join(f"[{expr_text(i)}]" for i in indices), _PRIMARY
+            return array + "".join(f"[{expr_text(i, sp)}]" for i in indices), _PRIMARY
         case T.Intrin(name, args):
-            return f"{name}({', '.join(a if isinstance(a, str) else expr_text(a) for a in args)})", _PRIMARY
+            return _intrin(name, args, sp), _PRIMARY
         case T.VecRef(target, nbytes):
-            return f"*reinterpret_cast<{_VEC_TYPE[nbytes]}*>(&{expr_text(target)})", _UNARY
+            return f"*reinterpret_cast<{sp.vector_types[nbytes]}*>(&{expr_text(target, sp)})", _UNARY
         case tir.Load(buf, idx):
-            return buf.name + "".join(f"[{expr_text(i)}]" for i in idx), _PRIMARY
+            return buf.name + "".join(f"[{expr_text(i, sp)}]" for i in idx), _PRIMARY
         case T.AddressOf(target):
-            return f"&{expr_text(target)}", _UNARY
+            return f"&{expr_text(target, sp)}", _UNARY
         case _:
             raise TypeError(f"cannot print {e!r}")
 
 
-def _binop(op: str, a: tir.Expr, b: tir.Expr, d: DType) -> tuple[str, int]:
+def _intrin(name: str, args: tuple[tir.Expr | str, ...], sp: Spelling) -> str:
+    """A neutral intrinsic through the record's template; any other name as written."""
+    texts = [a if isinstance(a, str) else expr_text(a, sp) for a in args]
+    template = sp.intrinsics.get(name)
+    if template is None:
+        return f"{name}({', '.join(texts)})"
+    return template.format(*texts, args=", ".join(texts))
+
+
+def _binop(op: str, a: tir.Expr, b: tir.Expr, d: DType, sp: Spelling) -> tuple[str, int]:
     if op == "**":
-        return _call("pow", (a, b), d), _PRIMARY
+        return _call("pow", (a, b), d, sp), _PRIMARY
     if op == "%" and d.is_float:
-        return _call_named("fmodf" if d == DType.float32 else "fmod", (a, b)), _PRIMARY
+        return _call_named("fmodf" if d == DType.float32 else "fmod", (a, b), sp), _PRIMARY
     if op == "//" and d.is_float:
-        return _call("floor", (tir.BinOp("/", a, b, d),), d), _PRIMARY
+        return _call("floor", (tir.BinOp("/", a, b, d),), d, sp), _PRIMARY
     c_op = _C_OP.get(op, op)
     prec = _PREC[c_op]
     # left-associative: the right operand needs parentheses at equal precedence
-    return f"{_paren(a, prec)} {c_op} {_paren(b, prec + 1)}", prec
+    return f"{_paren(a, prec, sp)} {c_op} {_paren(b, prec + 1, sp)}", prec
 
 
-def _cast(v: tir.Expr, d: DType) -> str:
-    inner = expr_text(v)
+def _cast(v: tir.Expr, d: DType, sp: Spelling) -> str:
+    inner = expr_text(v, sp)
     if d.is_low_precision and v.dtype not in (DType.float32, d):
         inner = f"static_cast<float>({inner})"
     return f"static_cast<{d.cname}>({inner})"
 
 
-def _call_named(name: str, args: tuple[tir.Expr, ...]) -> str:
-    return f"{name}({', '.join(expr_text(a) for a in args)})"
+def _call_named(name: str, args: tuple[tir.Expr, ...], sp: Spelling) -> str:
+    return f"{name}({', '.join(expr_text(a, sp) for a in args)})"
 
 
-def _call(f: str, args: tuple[tir.Expr, ...], d: DType) -> str:
+def _call(f: str, args: tuple[tir.Expr, ...], d: DType, sp: Spelling) -> str:
     if f == "sigmoid":
         one = "1.0f" if d == DType.float32 else "1.0"
-        return f"({one} / ({one} + {_call('exp', (tir.UnaryOp('-', args[0], d),), d)}))"
+        return f"({one} / ({one} + {_call('exp', (tir.UnaryOp('-', args[0], d),), d, sp)}))"
     if d == DType.float32:
-        return _call_named(_MATH_F32[f], args)
+        return _call_named(_MATH_F32[f], args, sp)
     if d == DType.float64:
-        return _call_named(_MATH_F64[f], args)
+        return _call_named(_MATH_F64[f], args, sp)
     if f in ("max", "min", "abs"):
-        return _call_named(f, args)
+        return _call_named(f, args, sp)
     raise TypeError(f"{f} on {d}")
 
 
 # ---------------------------------------------------------------- statements
 
 
-def _decl(s: T.Decl) -> str:
+def _decl(s: T.Decl, sp: Spelling) -> str:
     dims = "".join(f"[{d}]" for d in s.dims)
     prefix = ("const " if s.const else "") + (f"alignas({s.align}) " if s.align else "")
-    init = f" = {expr_text(s.init)}" if s.init is not None else ""
+    init = f" = {expr_text(s.init, sp)}" if s.init is not None else ""
     return f"{prefix}{s.dtype.cname} {s.name}{dims}{init};"
 
 
@@ -194,211 +222,184 @@ def _view(s: T.SharedView) -> str:
     return f"{s.dtype.cname} (*{s.name}){inner} = reinterpret_cast<{s.dtype.cname} (*){inner}>(smem + {s.offset});"
 
 
-def _vec_src(v: T.VecRef) -> str:
-    return f"*reinterpret_cast<const {_VEC_TYPE[v.bytes]}*>(&{expr_text(v.target)})"
+def _vec_src(v: T.VecRef, sp: Spelling) -> str:
+    return f"*reinterpret_cast<const {sp.vector_types[v.bytes]}*>(&{expr_text(v.target, sp)})"
 
 
-def stmt_lines(s: T.Stmt) -> list[str]:
+def _barrier(s: T.Barrier, sp: Spelling) -> str:
+    template = sp.barriers.get(s.kind)
+    if template is None:
+        raise NotImplementedError(f"barrier kind '{s.kind}' is not spelled for this target yet")
+    return template.format(*(expr_text(a, sp) for a in s.args))
+
+
+def stmt_lines(s: T.Stmt, sp: Spelling | None = None) -> list[str]:
+    sp = sp or _DEFAULT
     match s:
         case T.Decl():
-            return [_decl(s)]
+            return [_decl(s, sp)]
         case T.SharedView():
             return [_view(s)]
         case T.Assign(target, value, op):
-            rhs = _vec_src(value) if isinstance(value, T.VecRef) else expr_text(value)
-            return [f"{expr_text(target)} {op} {rhs};"]
+            rhs = _vec_src(value, sp) if isinstance(value, T.VecRef) else expr_text(value, sp)
+            return [f"{expr_text(target, sp)} {op} {rhs};"]
         case T.Loop(var, start, stop, step, unroll, body, factor):
-            head = f"for (int {var.name} = {expr_text(start)}; {var.name} < {expr_text(stop)}; "
+            head = f"for (int {var.name} = {expr_text(start, sp)}; {var.name} < {expr_text(stop, sp)}; "
             head += f"++{var.name})" if step == 1 else f"{var.name} += {step})"
             pragma = [f"#pragma unroll {factor}"] if factor else ["#pragma unroll"] if unroll else []
-            return pragma + [head + " {"] + _body(body) + ["}"]
+            return pragma + [head + " {"] + _body(body, sp) + ["}"]
         case T.IfThen(cond, then, orelse):
-            out = [f"if ({expr_text(cond)}) {{"] + _body(then)
+            out = [f"if ({expr_text(cond, sp)}) {{"] + _body(then, sp)
             if orelse:
                 if len(orelse) == 1 and isinstance(orelse[0], T.IfThen):
-                    nested = stmt_lines(orelse[0])
+                    nested = stmt_lines(orelse[0], sp)
                     return out + ["} else " + nested[0]] + nested[1:]
-                out += ["} else {"] + _body(orelse)
+                out += ["} else {"] + _body(orelse, sp)
             return out + ["}"]
         case T.Call(call):
-            return [expr_text(call) + ";"]
+            return [expr_text(call, sp) + ";"]
+        case T.Barrier():
+            return [_barrier(s, sp)]
         case T.Comment(text):
             return [f"// {text}"]
         case T.Scope(comment, body):
             head = [f"// {comment}"] if comment else []
-            return head + ["{"] + _body(body) + ["}"]
+            return head + ["{"] + _body(body, sp) + ["}"]
         case _:
             assert_never(s)
 
 
-def _body(stmts: tuple[T.Stmt, ...]) -> list[str]:
+def _body(stmts: tuple[T.Stmt, ...], sp: Spelling) -> list[str]:
     out: list[str] = []
     for s in stmts:
-        out += stmt_lines(s)
+        out += stmt_lines(s, sp)
     return out
 
 
 # ---------------------------------------------------------------- kernels
 
 
-def _kernel(k: T.Kernel) -> list[str]:
+def _kernel(k: T.Kernel, sp: Spelling) -> list[str]:
     params = ", ".join(f"{p.ctype} {p.name}" for p in k.params)
-    out = [f'extern "C" __global__ void __launch_bounds__({k.threads}) {k.name}_kernel({params}) {{']
+    out = [f"{sp.kernel_qualifiers.format(threads=k.threads)} {k.name}_kernel({params}) {{"]
     if k.dynamic_smem:
-        out.append("extern __shared__ __align__(16) unsigned char smem[];")
-    out += _body(k.body)
+        out.append(sp.dynamic_smem)
+    out += _body(k.body, sp)
     out.append("}")
     return out
 
 
-def _launcher(k: T.Kernel) -> list[str]:
-    params = ", ".join([f"{p.ctype.replace(' __restrict__', '')} {p.name}" for p in k.params] + ["cudaStream_t stream"])
-    grid = [expr_text(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
-    args = ", ".join(p.name for p in k.params)
+def _launcher(k: T.Kernel, target: Target) -> list[str]:
+    """`extern "C" int NAME(params..., stream)`: the grid, the shared-memory opt-in,
+    the kernel's host prologue (k.host_prologue, e.g. TMA descriptors), the launch."""
+    sp, launch = target.spelling, target.launch
+    params = [f"{p.ctype.replace(sp.restrict, '')} {p.name}" for p in k.params] + [launch.stream_param]
+    grid = [expr_text(g, sp) for g in k.grid] + ["1"] * (3 - len(k.grid))
     out = [
-        f"// Launches {k.name}_kernel on `stream`; returns the launch's cudaError_t (0 on success).",
-        f'extern "C" int {k.name}({params}) {{',
-        f"const dim3 grid({', '.join(grid)});",
+        launch.doc.format(name=k.name),
+        f'extern "C" int {k.name}({", ".join(params)}) {{',
+        launch.grid.format(*grid),
         "if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;  // empty problem: nothing to launch",
         f"const int smem_bytes = {k.dynamic_smem};",
     ]
-    if k.dynamic_smem > 48 * 1024:
-        out += [
-            f"cudaError_t err = cudaFuncSetAttribute({k.name}_kernel, "
-            "cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
-            "if (err != cudaSuccess) return (int)err;",
-        ]
-    out += [
-        f"{k.name}_kernel<<<grid, {k.threads}, smem_bytes, stream>>>({args});",
-        "return (int)cudaGetLastError();",
-        "}",
-    ]
-    return out
+    if k.dynamic_smem > launch.smem_opt_in_above:
+        out += [line.format(name=k.name) for line in launch.smem_opt_in]
+    out += _body(k.host_prologue, sp)
+    args = ", ".join(p.name for p in k.params)
+    return out + [launch.launch.format(name=k.name, threads=k.threads, args=args), launch.status, "}"]
 
 
-# Inline-PTX helpers, emitted once per file and only when a kernel calls them.
-HELPERS: dict[str, str] = {
-    "cp_async": """
-// cp.async: global -> shared copies that bypass registers, in commit groups; wait<N> returns once
-// at most N groups are still in flight (this thread's; a barrier then publishes them).
-__device__ __forceinline__ void tilec_cp_async_16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(tilec_smem_addr(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void tilec_cp_async_8(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(tilec_smem_addr(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void tilec_cp_async_4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(tilec_smem_addr(smem)), "l"(gmem));
-}
-__device__ __forceinline__ void tilec_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void tilec_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }""",
-    "ldmatrix": """
-// ldmatrix: eight 16-byte rows per 8x8 matrix, addressed by lanes 8j..8j+7, land in register j
-// of every lane (lane l gets row l / 4, columns 2 * (l % 4) and +1); .trans loads the transpose.
-__device__ __forceinline__ void tilec_ldmatrix_x4(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tilec_smem_addr(p)));
-}
-__device__ __forceinline__ void tilec_ldmatrix_x4_trans(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tilec_smem_addr(p)));
-}
-__device__ __forceinline__ void tilec_ldmatrix_x2(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1]) : "r"(tilec_smem_addr(p)));
-}
-__device__ __forceinline__ void tilec_ldmatrix_x2_trans(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1]) : "r"(tilec_smem_addr(p)));
-}""",
-    "exp2": """
-// 2^x in float32 with the SFU's ex2.approx.ftz: one instruction, at most 2 ulp from exact, and
-// denormal inputs and results flush to zero (exp2f adds a range fix-up around the same instruction).
-__device__ __forceinline__ float tilec_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}""",
-    "pack": """
-// Two 16-bit values packed into one 32-bit register, the first in the low half (mma operand order).
-__device__ __forceinline__ unsigned tilec_pack_f16x2(half lo, half hi) {
-  __half2 v = __halves2half2(lo, hi);
-  return *reinterpret_cast<unsigned*>(&v);
-}
-__device__ __forceinline__ unsigned tilec_pack_bf16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-  __nv_bfloat162 v = __halves2bfloat162(lo, hi);
-  return *reinterpret_cast<unsigned*>(&v);
-}""",
-    "mma_f16": """
-// c[0..3] += A (16x16, a[0..3]) * B (16x8, b[0..1]) on tensor cores, float16 in, float32 out.
-__device__ __forceinline__ void tilec_mma_m16n8k16_f16(float* c, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}""",
-    "mma_bf16": """
-// c[0..3] += A (16x16, a[0..3]) * B (16x8, b[0..1]) on tensor cores, bfloat16 in, float32 out.
-__device__ __forceinline__ void tilec_mma_m16n8k16_bf16(float* c, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}""",
-    "mma_s8": """
-// c[0..3] += A (16x32, a[0..3]) * B (32x8, b[0..1]) on tensor cores, int8 in, int32 out.
-__device__ __forceinline__ void tilec_mma_m16n8k32_s8(int* c, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}""",
-    "mma_e4m3": """
-// c[0..3] += A (16x32, a[0..3]) * B (32x8, b[0..1]) on tensor cores, float8 e4m3 in, float32 out.
-__device__ __forceinline__ void tilec_mma_m16n8k32_e4m3(float* c, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}""",
-    "mma_e5m2": """
-// c[0..3] += A (16x32, a[0..3]) * B (32x8, b[0..1]) on tensor cores, float8 e5m2 in, float32 out.
-__device__ __forceinline__ void tilec_mma_m16n8k32_e5m2(float* c, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}""",
-}
+def _helper_lines(m: T.Module, sp: Spelling) -> list[str]:
+    names = _helpers(m, sp, _uses(m))
+    lines = sp.smem_addr_helper.split("\n") if set(names) & sp.shared_address_helpers else []
+    for name in names:
+        lines += sp.helpers[name].split("\n")
+    return lines
 
 
-_SHARED_HELPERS = {"cp_async", "ldmatrix"}  # the helpers that take shared-memory addresses
-_SMEM_ADDR = """
-__device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}"""
-
-
-def emit_module(m: T.Module) -> str:
+def emit_module(m: T.Module, target: Target) -> str:
     abi = json.dumps({"kernels": [k.abi for k in m.kernels]}, separators=(", ", ": "))
     lines = [f"// Generated by tilec {__version__} from {m.source_name}. Do not edit.", f"// tilec-abi: {abi}"]
-    lines += [f"#include <{h}>" for h in m.headers]
-    if set(m.helpers) & _SHARED_HELPERS:
-        lines += _SMEM_ADDR.split("\n")
-    for name in m.helpers:
-        lines += HELPERS[name].split("\n")
+    lines += [f"#include <{h}>" for h in used_headers(m, target)]
+    lines += _helper_lines(m, target.spelling)
     for k in m.kernels:
-        lines += [""] + _kernel(k) + [""] + _launcher(k)
+        lines += [""] + _kernel(k, target.spelling) + [""] + _launcher(k, target)
     return "\n".join(lines) + "\n"
 
 
-def thread_text(m: T.Module) -> str:
+def thread_text(m: T.Module, target: Target | None = None) -> str:
     """Thread IR before formatting (`--emit thread`): the kernels' bodies as
     structured statements, without launchers or includes."""
+    sp = target.spelling if target else _DEFAULT
     lines: list[str] = []
     for k in m.kernels:
-        grid = ", ".join(expr_text(g) for g in k.grid)
+        grid = ", ".join(expr_text(g, sp) for g in k.grid)
         lines.append(f"kernel {k.name} threads={k.threads} smem={k.dynamic_smem} grid=({grid})")
-        lines += ["  " + line for line in _body(k.body)]
+        lines += ["  " + line for line in _body(k.body, sp)]
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- headers
+
+
+@dataclasses.dataclass(slots=True)
+class _Uses:
+    """What a module's kernels contain, for the headers and helpers it needs."""
+
+    names: set[str] = dataclasses.field(default_factory=set)  # C types, intrinsics, words of C text
+    barriers: set[str] = dataclasses.field(default_factory=set)
+
+
+def used_headers(m: T.Module, target: Target) -> tuple[str, ...]:
+    """The headers `m` needs, in `target.headers` order: the runtime's always, and
+    the header declaring each name the file prints: element types (declarations,
+    casts, parameters, helpers' texts), intrinsics, types in C text lowering wrote.
+
+        a float32-only kernel                    -> cuda_runtime.h
+        + a float16 tensor                       -> + cuda_fp16.h
+        + the `pack` helper (half and bfloat16)  -> + cuda_fp16.h, cuda_bf16.h
+        + printf (a device assertion)            -> + stdio.h
+    """
+    uses, sp, of_name = _uses(m), target.spelling, target.header_rules.of_name
+    names = uses.names | {t for h in _helpers(m, sp, uses) for t in sp.helper_types.get(h, ())}
+    needed = {target.header_rules.always} | {of_name[n] for n in names if n in of_name}
+    return tuple(h for h in target.headers if h in needed)
+
+
+def _helpers(m: T.Module, sp: Spelling, uses: _Uses) -> list[str]:
+    """The inline helpers the kernels call, and those their barriers call (sorted)."""
+    return sorted(set(m.helpers) | {sp.barrier_helpers[b] for b in uses.barriers if b in sp.barrier_helpers})
+
+
+def _uses(m: T.Module) -> _Uses:
+    uses = _Uses()
+    _collect(m.kernels, uses)
+    for k in m.kernels:
+        uses.names |= {DTYPES[a["dtype"]].cname for a in (*k.abi.get("tensors", ()), *k.abi.get("scalars", ()))}
+    return uses
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _collect(node: object, uses: _Uses) -> None:
+    """Every type name (DTypes), identifier of C text, T.Intrin name and T.Barrier
+    kind under `node`, comments aside, through any IR dataclass (a generic walk on
+    purpose: a node kind added later is covered without a case here)."""
+    match node:
+        case DType():
+            uses.names.add(node.cname)
+        case str():
+            uses.names.update(_WORD.findall(node))
+        case T.Barrier(kind=kind):
+            uses.barriers.add(kind)
+        case T.Comment() | Span():
+            return
+        case T.Scope(body=body):
+            return _collect(body, uses)
+        case tuple() | list():
+            for item in node:
+                _collect(item, uses)
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            _collect(getattr(node, f.name), uses)

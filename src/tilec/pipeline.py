@@ -58,4 +58,4 @@ def compile_program(program: tir.Program, arch: str = "sm_80", emit: str = "cuda
         from tilec.emit import thread_text
 
         return thread_text(module)
-    return emit_module(module)
+    return emit_module(module, get_target(arch))

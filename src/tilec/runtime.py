@@ -4,9 +4,9 @@
     mod.gemm(A, B, C)                                 # dims M, N, K inferred from the shapes
 
 This module imports only the standard library (torch is imported inside the
-functions that need it), and nothing else from tilec: it runs on the GPU
-machine, where lark, click, rich and TVM are absent, and may be copied there
-as a single file. It reads the ABI line every generated file carries on line 2
+functions that need it) and, from tilec, the target registry (targets.py, which
+is standard library only too): it runs on the GPU machine, where lark, click,
+rich and TVM are absent. It reads the ABI line every generated file carries on line 2
 
     // tilec-abi: {"kernels": [{"name": "gemm", "tensors": [{"name": "A", "dtype": "float16",
     //             "shape": ["M", "K"]}, ...], "scalars": [...], "dims": ["M", "N", "K"]}]}
@@ -30,8 +30,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tilec.targets import ARCHES, TARGETS, compiler_flags, target_of_capability
+
 ABI_PREFIX = "// tilec-abi:"
-SHARED_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "-lineinfo")
 
 # tile dtype -> (torch dtype attribute, ctypes type for a scalar argument).
 # Scalars of 16/8-bit float types travel as their bit patterns: a 2-byte
@@ -153,16 +154,21 @@ def nvcc_version(nvcc: str) -> str:
 
 
 def gpu_arch() -> str:
-    """The current GPU's arch: sm_90a for (9, 0) (wgmma/TMA need the `a`), else sm_XY."""
+    """The registered target of the current GPU's compute capability ((9, 0) -> sm_90a)."""
     import torch
 
     major, minor = torch.cuda.get_device_capability()
-    return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+    target = target_of_capability(major, minor)
+    if target is None:
+        raise RuntimeError(f"no tilec target for compute capability {major}.{minor} (targets: {', '.join(ARCHES)})")
+    return target.arch
 
 
 def nvcc_flags(arch: str, extra_flags: Sequence[str] = ()) -> list[str]:
-    num = arch.removeprefix("sm_")
-    return [*SHARED_FLAGS, "-gencode", f"arch=compute_{num},code=sm_{num}", *extra_flags]
+    """The target record's flags for a shared library, then `extra_flags`."""
+    if arch not in TARGETS:
+        raise ValueError(f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHES)})")
+    return [*compiler_flags(TARGETS[arch], "shared"), *extra_flags]
 
 
 def cache_key(source: str, flags: Sequence[str], nvcc_ver: str) -> str:

@@ -1,37 +1,159 @@
-"""Targets as data: what differs between GPU architectures lives here.
+"""Targets as data: one record per GPU architecture, read by every stage that differs by target.
 
-The emitter and lowering read these fields; they never test an arch name.
+    get_target("sm_90a").smem_limit        -> 232448      (elaborate, pipeline)
+    get_target("sm_90a").warp_size         -> 32          (elaborate, layout inference)
+    get_target("sm_90a").gencode           -> "arch=compute_90a,code=sm_90a"  (toolchain, runtime)
+    get_target("sm_90a").spelling.builtins["thread_index"]  -> "threadIdx.x"  (emit)
+    sorted(TARGETS)                         -> the CLI's --arch choices
+
+The words of a language live in its backend (backends/cuda/spelling.py); this
+module assembles them into records. Nothing here imports beyond the standard
+library and tilec.dtypes: the runtime reads the registry on the GPU machine.
+Adding a target is adding a record here (and, for a new language, a
+spelling module under backends/).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
+from tilec.backends.cuda import spelling as cuda
 from tilec.dtypes import DType
+
+Language = Literal["cuda", "hip"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Spelling:
+    """How a language writes the neutral Thread IR forms (templates: see backends/cuda/spelling.py)."""
+
+    builtins: Mapping[str, str]  # T.Builtin name -> register
+    barriers: Mapping[str, str]  # T.Barrier kind -> statement
+    barrier_helpers: Mapping[str, str]  # T.Barrier kind -> the inline helper it calls
+    intrinsics: Mapping[str, str]  # neutral T.Intrin name -> call template
+    vector_types: Mapping[int, str]  # bytes -> register type of a T.VecRef move
+    kernel_qualifiers: str  # device kernel head; {threads}
+    dynamic_smem: str  # declaration of the block's dynamic shared memory `smem`
+    restrict: str  # pointer qualifier of kernel parameters, not repeated in the launcher
+    helpers: Mapping[str, str]  # inline helper name (T.Kernel.helpers) -> text
+    helper_types: Mapping[str, tuple[str, ...]]  # helper -> names in its text that need a header
+    smem_addr_helper: str  # emitted before the helpers that take shared-memory addresses
+    shared_address_helpers: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Launch:
+    """The host launcher's words: `extern "C" int NAME(params..., stream_param)`."""
+
+    stream_param: str
+    doc: str  # {name}
+    prototype_doc: str  # {name}; the comment on the launcher's prototype in `--header` files
+    grid: str  # {0}, {1}, {2}: the grid's extents
+    smem_opt_in_above: int  # bytes of dynamic shared memory usable without opting in
+    smem_opt_in: tuple[str, ...]  # {name}
+    launch: str  # {name}, {threads}, {args}
+    status: str  # the launcher's last statement
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Headers:
+    """Which headers a file includes: `always`, then those declaring a name it prints."""
+
+    always: str
+    of_name: Mapping[str, str]  # C type or function name (or neutral intrinsic) -> header
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Compiler:
+    """The device compiler: `command kind_flags -gencode GENCODE base_flags [werror_flags] -o OUT SRC`."""
+
+    command: str
+    arch_flag: str  # precedes Target.gencode
+    base_flags: tuple[str, ...]
+    werror_flags: tuple[str, ...]
+    kind_flags: Mapping[str, tuple[str, ...]]  # "cubin" | "obj" | "shared" -> flags
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
     arch: str  # as given to --arch
-    gencode: str  # nvcc -gencode value
+    language: Language
+    backend: str  # the lowering module under backends/ ("cuda.sm80")
+    capability: tuple[int, int]  # the device's compute capability (runtime.gpu_arch)
+    gencode: str  # the compiler's arch value
     smem_limit: int  # bytes of shared memory one block may use (opt-in)
-    headers: tuple[str, ...]
     mma_types: frozenset[tuple[DType, DType]]  # (operands, accumulator) pairs with an mma.sync instruction
-    warp_size: int = 32
+    spelling: Spelling
+    launch: Launch
+    compiler: Compiler
+    headers: tuple[str, ...]  # every header a file may include, in include order
+    header_rules: Headers
+    warp_size: int = 32  # threads that execute in lockstep (a block is a whole number of them)
+    max_threads: int = 1024  # threads one block may have
 
 
-_HEADERS = ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "stdint.h", "stdio.h")
+CUDA_SPELLING = Spelling(
+    builtins=cuda.BUILTINS,
+    barriers=cuda.BARRIERS,
+    barrier_helpers=cuda.BARRIER_HELPERS,
+    intrinsics=cuda.INTRINSICS,
+    vector_types=cuda.VECTOR_TYPES,
+    kernel_qualifiers=cuda.KERNEL_QUALIFIERS,
+    dynamic_smem=cuda.DYNAMIC_SMEM,
+    restrict=cuda.RESTRICT,
+    helpers=cuda.HELPERS,
+    helper_types=cuda.HELPER_TYPES,
+    smem_addr_helper=cuda.SMEM_ADDR_HELPER,
+    shared_address_helpers=cuda.SHARED_ADDRESS_HELPERS,
+)
+CUDA_LAUNCH = Launch(
+    stream_param=cuda.STREAM_PARAM,
+    doc=cuda.LAUNCHER_DOC,
+    prototype_doc=cuda.PROTOTYPE_DOC,
+    grid=cuda.GRID,
+    smem_opt_in_above=cuda.SMEM_OPT_IN_ABOVE,
+    smem_opt_in=cuda.SMEM_OPT_IN,
+    launch=cuda.LAUNCH,
+    status=cuda.LAUNCH_STATUS,
+)
+CUDA_HEADERS = Headers(cuda.HEADER_ALWAYS, cuda.HEADER_OF_NAME)
+NVCC = Compiler(
+    command="nvcc",
+    arch_flag="-gencode",
+    base_flags=("-O3", "-std=c++17", "-lineinfo"),
+    werror_flags=("-Werror", "all-warnings"),
+    kind_flags={
+        "cubin": ("-cubin",),
+        "obj": ("-c", "-Xcompiler", "-fPIC"),
+        "shared": ("-shared", "-Xcompiler", "-fPIC"),
+    },
+)
 
 # m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones; fp8 operands need sm_89 or later
 _MMA_SM80 = frozenset({(DType.float16, DType.float32), (DType.bfloat16, DType.float32), (DType.int8, DType.int32)})
 _MMA_SM89 = _MMA_SM80 | {(DType.float8_e4m3, DType.float32), (DType.float8_e5m2, DType.float32)}
 
+
+def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, mma_types: frozenset) -> Target:
+    num = arch.removeprefix("sm_")
+    return Target(
+        arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, mma_types,
+        CUDA_SPELLING, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
+    )  # fmt: skip
+
+
 TARGETS: dict[str, Target] = {
-    "sm_80": Target("sm_80", "arch=compute_80,code=sm_80", 166912, _HEADERS, _MMA_SM80),
-    "sm_86": Target("sm_86", "arch=compute_86,code=sm_86", 101376, _HEADERS, _MMA_SM80),
-    "sm_89": Target("sm_89", "arch=compute_89,code=sm_89", 101376, _HEADERS, _MMA_SM89),
-    "sm_90a": Target("sm_90a", "arch=compute_90a,code=sm_90a", 232448, _HEADERS, _MMA_SM89),
+    t.arch: t
+    for t in (
+        _cuda("sm_80", (8, 0), 166912, _MMA_SM80),
+        _cuda("sm_86", (8, 6), 101376, _MMA_SM80),
+        _cuda("sm_89", (8, 9), 101376, _MMA_SM89),
+        _cuda("sm_90a", (9, 0), 232448, _MMA_SM89),  # the `a`: wgmma/TMA need it
+    )
 }
+ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order
 
 
 def mma_depth(dtype: DType) -> int:
@@ -41,3 +163,15 @@ def mma_depth(dtype: DType) -> int:
 
 def get_target(arch: str) -> Target:
     return TARGETS[arch]
+
+
+def target_of_capability(major: int, minor: int) -> Target | None:
+    """The registered target of a device's compute capability ((9, 0) -> sm_90a); None if none is."""
+    return next((t for t in TARGETS.values() if t.capability == (major, minor)), None)
+
+
+def compiler_flags(target: Target, kind: str, werror: bool = False) -> list[str]:
+    """`kind` ("cubin", "obj", "shared") for `target`, without the output and source:
+    sm_80 cubin -> ["-cubin", "-gencode", "arch=compute_80,code=sm_80", "-O3", "-std=c++17", "-lineinfo"]."""
+    c = target.compiler
+    return [*c.kind_flags[kind], c.arch_flag, target.gencode, *c.base_flags, *(c.werror_flags if werror else ())]

@@ -202,6 +202,17 @@ class Param:
 
 @dataclass(frozen=True, slots=True)
 class Kernel:
+    """One device kernel and its launcher.
+
+    `host_prologue` holds statements the emitter prints in the launcher after the
+    shared-memory opt-in and before the launch (host code: e.g. building TMA
+    descriptors the kernel takes); empty for every sm_80-family kernel today.
+
+        extern "C" int gemm(..., stream) {  const dim3 grid(...); ...
+          <host_prologue>
+          gemm_kernel<<<grid, 128, smem_bytes, stream>>>(...);
+    """
+
     name: str
     params: tuple[Param, ...]  # device kernel parameters (also the launcher's, minus stream)
     threads: int
@@ -209,7 +220,8 @@ class Kernel:
     dynamic_smem: int
     body: tuple[Stmt, ...]
     abi: dict  # the kernel's entry of the `// tilec-abi:` line
-    helpers: tuple[str, ...] = ()  # inline-PTX helpers it calls (emit.HELPERS keys)
+    helpers: tuple[str, ...] = ()  # inline helpers it calls (keys of its target's Spelling.helpers)
+    host_prologue: tuple[Stmt, ...] = ()  # launcher statements before the launch (see above)
 
 
 @dataclass(frozen=True, slots=True)

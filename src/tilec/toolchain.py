@@ -5,6 +5,8 @@
                  -o build/.gemm.cubin.XXXX.tmp build/gemm.cu
       then renames the temporary file to build/gemm.cubin.
 
+The flags are the target record's (targets.py: Target.compiler, Target.gencode).
+
 Outputs appear atomically: nvcc writes a temporary file beside the output,
 renamed into place only on success; on failure the temporary file and any
 stale old output are removed, so Make never sees an out-of-date file as new.
@@ -15,20 +17,12 @@ A failure raises ToolchainError carrying nvcc's own messages (which name the
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
 
-ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90a")
-BASE_FLAGS = ("-O3", "-std=c++17", "-lineinfo")
-WERROR_FLAGS = ("-Werror", "all-warnings")
-KIND_FLAGS = {
-    "cubin": ("-cubin",),
-    "obj": ("-c", "-Xcompiler", "-fPIC"),
-    "shared": ("-shared", "-Xcompiler", "-fPIC"),
-}
+from tilec.targets import ARCHES, TARGETS, Target, compiler_flags
 
 
 class ToolchainError(Exception):
@@ -48,22 +42,23 @@ def find_nvcc() -> str:
     raise ToolchainError("nvcc not found: put the CUDA toolkit's bin/ on PATH or set CUDA_HOME")
 
 
-def gencode(arch: str) -> list[str]:
-    """`sm_80` -> `-gencode arch=compute_80,code=sm_80`; `sm_90a` -> compute_90a/sm_90a."""
-    match = re.fullmatch(r"sm_(\d+[a-z]?)", arch)
-    if not match:
+def target_of(arch: str) -> Target:
+    """The registry's record of `arch` (targets.TARGETS); ToolchainError if there is none."""
+    if arch not in TARGETS:
         raise ToolchainError(f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHES)})")
-    num = match.group(1)
-    return ["-gencode", f"arch=compute_{num},code=sm_{num}"]
+    return TARGETS[arch]
+
+
+def gencode(arch: str) -> list[str]:
+    """`sm_80` -> `-gencode arch=compute_80,code=sm_80` (the target record's arch flag and gencode)."""
+    target = target_of(arch)
+    return [target.compiler.arch_flag, target.gencode]
 
 
 def nvcc_command(
     kind: str, src: str, out: str, arch: str, werror: bool = False, extra: Sequence[str] = ()
 ) -> list[str]:
-    flags = [*KIND_FLAGS[kind], *gencode(arch), *BASE_FLAGS]
-    if werror:
-        flags += WERROR_FLAGS
-    return [find_nvcc(), *flags, *extra, "-o", out, src]
+    return [find_nvcc(), *compiler_flags(target_of(arch), kind, werror), *extra, "-o", out, src]
 
 
 def run_nvcc(kind: str, src: str, out: str, arch: str, werror: bool = False, extra: Sequence[str] = ()) -> str:

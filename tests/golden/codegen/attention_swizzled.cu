@@ -3,9 +3,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <stdint.h>
-#include <stdio.h>
 
 __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));

@@ -2,10 +2,7 @@
 // tilec-abi: {"kernels": [{"name": "copy_tile", "tensors": [{"name": "A", "dtype": "float16", "shape": ["M", "N"]}, {"name": "B", "dtype": "float16", "shape": ["M", "N"]}], "scalars": [], "dims": ["M", "N"]}]}
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <stdint.h>
-#include <stdio.h>
 
 extern "C" __global__ void __launch_bounds__(128)
     copy_tile_kernel(const half* __restrict__ A, half* __restrict__ B, int M, int N) {

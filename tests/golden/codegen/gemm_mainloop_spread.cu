@@ -2,10 +2,7 @@
 // tilec-abi: {"kernels": [{"name": "gemm_spread", "tensors": [{"name": "A", "dtype": "float16", "shape": ["M", "K"]}, {"name": "B", "dtype": "float16", "shape": ["K", "N"]}, {"name": "C", "dtype": "float16", "shape": ["M", "N"]}], "scalars": [], "dims": ["M", "K", "N"]}]}
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <stdint.h>
-#include <stdio.h>
 
 __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));

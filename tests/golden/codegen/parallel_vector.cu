@@ -2,10 +2,7 @@
 // tilec-abi: {"kernels": [{"name": "scale_add", "tensors": [{"name": "X", "dtype": "float16", "shape": ["N"]}, {"name": "Y", "dtype": "float16", "shape": ["N"]}], "scalars": [{"name": "alpha", "dtype": "float32"}], "dims": ["N"]}]}
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <stdint.h>
-#include <stdio.h>
 
 extern "C" __global__ void __launch_bounds__(128)
     scale_add_kernel(const half* __restrict__ X, half* __restrict__ Y, float alpha, int N) {

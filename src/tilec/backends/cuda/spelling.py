@@ -1,0 +1,197 @@
+"""The CUDA target's words: what the emitter prints for each neutral form.
+
+targets.py assembles these into the `Spelling` record of every CUDA target;
+the emitter (emit.py) prints Thread IR through that record and holds no CUDA
+word itself. A form that lowering produces, and what this file makes of it:
+
+    T.Builtin("thread_index")                  ->  threadIdx.x
+    T.Barrier("block")                         ->  __syncthreads();
+    T.Barrier("async_wait", (IntImm(1),))      ->  tilec_cp_async_wait<1>();
+    T.Intrin("shfl_xor", (v, IntImm(16)))      ->  __shfl_xor_sync(0xffffffffu, v, 16)
+
+Templates are `str.format` strings: `{0}`, `{1}` are the arguments in order,
+`{args}` all of them joined with ", ". Only the standard library is imported
+here (the runtime reads the target registry on the GPU machine).
+"""
+
+from __future__ import annotations
+
+LANGUAGE = "cuda"
+
+# T.Builtin names -> the registers that hold them.
+BUILTINS: dict[str, str] = {
+    "thread_index": "threadIdx.x",
+    "block_index_x": "blockIdx.x",
+    "block_index_y": "blockIdx.y",
+    "block_index_z": "blockIdx.z",
+    "grid_dim_x": "gridDim.x",
+    "grid_dim_y": "gridDim.y",
+    "grid_dim_z": "gridDim.z",
+}
+
+# T.Barrier kinds -> one statement. The Hopper kinds (mbarrier_*, named,
+# fence_proxy_async) are absent: the emitter reports them as not spelled yet.
+BARRIERS: dict[str, str] = {
+    "block": "__syncthreads();",
+    "async_commit": "tilec_cp_async_commit();",
+    "async_wait": "tilec_cp_async_wait<{0}>();",
+}
+
+# Inline helpers a barrier kind calls (emitted into the file when it is used).
+BARRIER_HELPERS: dict[str, str] = {"async_commit": "cp_async", "async_wait": "cp_async"}
+
+# Neutral T.Intrin names -> calls. Any other name is printed as written
+# (an inline helper of this backend, or a C function).
+INTRINSICS: dict[str, str] = {
+    "shfl_xor": "__shfl_xor_sync(0xffffffffu, {0}, {1})",
+    "atomic_add": "atomicAdd({0}, {1})",
+    "printf": "printf({args})",
+    "trap": "__trap()",
+}
+
+# Register types for moves of 2..16 bytes (T.VecRef).
+VECTOR_TYPES: dict[int, str] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
+
+# The device kernel's head ({threads}: the block size) and its dynamic shared memory.
+KERNEL_QUALIFIERS = 'extern "C" __global__ void __launch_bounds__({threads})'
+DYNAMIC_SMEM = "extern __shared__ __align__(16) unsigned char smem[];"
+RESTRICT = " __restrict__"  # pointer qualifier of kernel parameters, dropped in the launcher
+
+# The launcher: `extern "C" int NAME(params..., STREAM_PARAM)` launching NAME_kernel.
+STREAM_PARAM = "cudaStream_t stream"
+LAUNCHER_DOC = "// Launches {name}_kernel on `stream`; returns the launch's cudaError_t (0 on success)."
+PROTOTYPE_DOC = "// Launches kernel `{name}` on `stream`; returns the launch's cudaError_t (0 on success)."  # in the .h
+GRID = "const dim3 grid({0}, {1}, {2});"
+SMEM_OPT_IN_ABOVE = 48 * 1024  # bytes of dynamic shared memory a kernel gets without opting in
+SMEM_OPT_IN = (
+    "cudaError_t err = cudaFuncSetAttribute({name}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
+    "if (err != cudaSuccess) return (int)err;",
+)
+LAUNCH = "{name}_kernel<<<grid, {threads}, smem_bytes, stream>>>({args});"
+LAUNCH_STATUS = "return (int)cudaGetLastError();"
+
+# Headers: always the runtime's; the header that declares a name the file
+# prints: a type (dtypes.py's cnames, or an intN_t-style type in C text that
+# lowering writes) or a function.
+HEADER_ALWAYS = "cuda_runtime.h"
+_STDINT = ("int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t")
+HEADER_OF_NAME: dict[str, str] = {
+    "half": "cuda_fp16.h",
+    "__half2": "cuda_fp16.h",
+    "__nv_bfloat16": "cuda_bf16.h",
+    "__nv_bfloat162": "cuda_bf16.h",
+    "__nv_fp8_e4m3": "cuda_fp8.h",
+    "__nv_fp8_e5m2": "cuda_fp8.h",
+    **dict.fromkeys(_STDINT + ("intptr_t", "uintptr_t"), "stdint.h"),
+    "printf": "stdio.h",
+}
+HEADER_ORDER = ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "stdint.h", "stdio.h")
+
+# The C names each helper's text uses that need a header (so it is included with the helper).
+HELPER_TYPES: dict[str, tuple[str, ...]] = {"pack": ("half", "__nv_bfloat16")}
+
+# Inline-PTX helpers, emitted once per file and only when a kernel calls them.
+HELPERS: dict[str, str] = {
+    "cp_async": """
+// cp.async: global -> shared copies that bypass registers, in commit groups; wait<N> returns once
+// at most N groups are still in flight (this thread's; a barrier then publishes them).
+__device__ __forceinline__ void tilec_cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(tilec_smem_addr(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void tilec_cp_async_8(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(tilec_smem_addr(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void tilec_cp_async_4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(tilec_smem_addr(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void tilec_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void tilec_cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }""",
+    "ldmatrix": """
+// ldmatrix: eight 16-byte rows per 8x8 matrix, addressed by lanes 8j..8j+7, land in register j
+// of every lane (lane l gets row l / 4, columns 2 * (l % 4) and +1); .trans loads the transpose.
+__device__ __forceinline__ void tilec_ldmatrix_x4(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tilec_smem_addr(p)));
+}
+__device__ __forceinline__ void tilec_ldmatrix_x4_trans(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tilec_smem_addr(p)));
+}
+__device__ __forceinline__ void tilec_ldmatrix_x2(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(tilec_smem_addr(p)));
+}
+__device__ __forceinline__ void tilec_ldmatrix_x2_trans(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(tilec_smem_addr(p)));
+}""",
+    "exp2": """
+// 2^x in float32 with the SFU's ex2.approx.ftz: one instruction, at most 2 ulp from exact, and
+// denormal inputs and results flush to zero (exp2f adds a range fix-up around the same instruction).
+__device__ __forceinline__ float tilec_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}""",
+    "pack": """
+// Two 16-bit values packed into one 32-bit register, the first in the low half (mma operand order).
+__device__ __forceinline__ unsigned tilec_pack_f16x2(half lo, half hi) {
+  __half2 v = __halves2half2(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
+__device__ __forceinline__ unsigned tilec_pack_bf16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  __nv_bfloat162 v = __halves2bfloat162(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}""",
+    "mma_f16": """
+// c[0..3] += A (16x16, a[0..3]) * B (16x8, b[0..1]) on tensor cores, float16 in, float32 out.
+__device__ __forceinline__ void tilec_mma_m16n8k16_f16(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}""",
+    "mma_bf16": """
+// c[0..3] += A (16x16, a[0..3]) * B (16x8, b[0..1]) on tensor cores, bfloat16 in, float32 out.
+__device__ __forceinline__ void tilec_mma_m16n8k16_bf16(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}""",
+    "mma_s8": """
+// c[0..3] += A (16x32, a[0..3]) * B (32x8, b[0..1]) on tensor cores, int8 in, int32 out.
+__device__ __forceinline__ void tilec_mma_m16n8k32_s8(int* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}""",
+    "mma_e4m3": """
+// c[0..3] += A (16x32, a[0..3]) * B (32x8, b[0..1]) on tensor cores, float8 e4m3 in, float32 out.
+__device__ __forceinline__ void tilec_mma_m16n8k32_e4m3(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}""",
+    "mma_e5m2": """
+// c[0..3] += A (16x32, a[0..3]) * B (32x8, b[0..1]) on tensor cores, float8 e5m2 in, float32 out.
+__device__ __forceinline__ void tilec_mma_m16n8k32_e5m2(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}""",
+}
+
+
+SMEM_ADDR_HELPER = """
+__device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}"""
+
+
+# The helpers that take shared-memory addresses (SMEM_ADDR_HELPER comes first).
+SHARED_ADDRESS_HELPERS = frozenset({"cp_async", "ldmatrix"})
