@@ -61,13 +61,14 @@ def stub_compiler(monkeypatch: pytest.MonkeyPatch) -> dict:
             raise ZeroDivisionError("boom")
         return FakeProgram((path, *calls["imports"].get(path, ())))
 
-    def compile_program_text(program, arch="sm_80", emit="cuda"):
+    def compile_program_text(program, arch="sm_80", emit="cuda", formatted=True):
         body = pathlib.Path(program.files[0]).read_text()
         extra = "".join(pathlib.Path(f).read_text() for f in program.files[1:])
         return SCALE_CU + f"// {arch} {emit}\n// {body.strip()} {extra.strip()}\n"
 
     monkeypatch.setattr(driver, "elaborate", elaborate)
     monkeypatch.setattr(driver, "compile_program_text", compile_program_text)
+    monkeypatch.setattr(driver, "format_texts", list)
     return calls
 
 
@@ -121,13 +122,13 @@ def test_usage_errors_exit_1(args: tuple[str, ...], message: str, capsys: pytest
 
 def test_defines_are_passed(stub_compiler: dict, kernel: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = {}
-    real = driver.build
+    real = driver.build_many
 
-    def build(path, defines, *args, **kwargs):
+    def build_many(paths, defines, *args, **kwargs):
         seen.update(defines)
-        return real(path, defines, *args, **kwargs)
+        return real(paths, defines, *args, **kwargs)
 
-    monkeypatch.setattr(driver, "build", build)
+    monkeypatch.setattr(driver, "build_many", build_many)
     assert run("build", str(kernel), "-D", "block_M=64", "-Dthreads = 256", "-o", str(kernel.with_suffix(".cu"))) == 0
     assert seen == {"block_M": "64", "threads": "256"}
 

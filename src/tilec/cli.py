@@ -233,7 +233,8 @@ def build(
     )
     no_cache = no_cache or bool(os.environ.get("TILEC_NO_CACHE"))
     opts = BuildOptions(parse_defines(defines), arch, emit, check, not no_cache, werror, phony)
-    codes = [run_job(job, opts) for job in jobs]
+    outcomes = driver.build_many([job.source for job in jobs], opts.defines, opts.arch, opts.emit, cache=opts.cache)
+    codes = [finish_job(job, outcome, opts) for job, outcome in zip(jobs, outcomes, strict=True)]
     if show_time:
         print_times()
     raise SystemExit(worst(codes))
@@ -292,9 +293,12 @@ def _single_job(inputs, output, header, headers, binaries, make_deps, depfile, c
     return Job(inputs[0], output, header, depfile, binary)
 
 
-def run_job(job: Job, opts: BuildOptions) -> int:
+def finish_job(job: Job, outcome: driver.Result | Exception, opts: BuildOptions) -> int:
+    """Check or write one job's outputs; a failure (the build's or the writing's) is reported."""
     try:
-        result = driver.build(job.source, opts.defines, opts.arch, opts.emit, cache=opts.cache)
+        if isinstance(outcome, Exception):
+            raise outcome
+        result = outcome
         if opts.check:
             return check_output(job, result.text)
         write_job(job, result, opts)

@@ -18,6 +18,7 @@ imported inside functions so `tilec --version` and cache hits stay cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -77,17 +78,21 @@ def check_file(path: str, defines: Mapping[str, str] | None = None, arch: str = 
     return elaborate(path, defines, arch)
 
 
-def compile_program_text(program, arch: str = "sm_80", emit: str = "cuda") -> str:
+def compile_program_text(program, arch: str = "sm_80", emit: str = "cuda", formatted: bool = True) -> str:
+    """The text of `program`: CUDA C++ through clang-format unless `formatted` is
+    False (then the caller formats it, as `build_many` does for many files at once)."""
     with phase("import back end"):
         from tilec.pipeline import compile_program
     with phase("codegen"):
         text = compile_program(program, arch, emit)
-    if emit == "cuda":
-        from tilec.format import format_cpp
+    return format_texts([text])[0] if emit == "cuda" and formatted else text
 
-        with phase("clang-format"):
-            text = format_cpp(text)
-    return text
+
+def format_texts(texts: Sequence[str]) -> list[str]:
+    from tilec.format import format_many
+
+    with phase("clang-format"):
+        return format_many(texts)
 
 
 def compile_file(path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80", emit: str = "cuda") -> str:
@@ -99,19 +104,56 @@ def build(
     path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80", emit: str = "cuda", cache: bool = True
 ) -> Result:
     """compile_file plus the files read (for depfiles), through the cache."""
+    outcome = build_many([path], defines, arch, emit, cache)[0]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def build_many(
+    paths: Sequence[str],
+    defines: Mapping[str, str] | None = None,
+    arch: str = "sm_80",
+    emit: str = "cuda",
+    cache: bool = True,
+) -> list[Result | Exception]:
+    """`build` of each path, in one process: a file's failure is its own entry
+    (the exception), and the C++ of every file compiled goes through one
+    clang-format run."""
     defines = dict(defines or {})
-    key = None
-    if cache:
-        with phase("cache lookup"):
-            key = _cache_key(path, defines, arch, emit)
-            hit = _cache_get(key) if key is not None else None
-        if hit is not None:
-            return hit
-    program = elaborate(path, defines, arch)
-    result = Result(compile_program_text(program, arch, emit), tuple(program.files) or (path,))
-    if key is not None:
-        _cache_put(key, result)
-    return result
+    outcomes: list[Result | Exception] = []
+    fresh: list[tuple[int, str | None, Result]] = []  # (index, cache key, unformatted result)
+    for path in paths:
+        try:
+            key = None
+            if cache:
+                with phase("cache lookup"):
+                    key = _cache_key(path, defines, arch, emit)
+                    hit = _cache_get(key) if key is not None else None
+                if hit is not None:
+                    outcomes.append(hit)
+                    continue
+            program = elaborate(path, defines, arch)
+            text = compile_program_text(program, arch, emit, formatted=False)
+            result = Result(text, tuple(program.files) or (path,))
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, per file
+            outcomes.append(exc)
+            continue
+        fresh.append((len(outcomes), key, result))
+        outcomes.append(result)
+    if emit == "cuda" and fresh:
+        try:
+            texts = format_texts([r.text for _, _, r in fresh])
+        except Exception as exc:  # noqa: BLE001 - clang-format failed: every fresh file fails with it
+            for i, _, _ in fresh:
+                outcomes[i] = exc
+            return outcomes
+        fresh = [(i, key, dataclasses.replace(r, text=t)) for (i, key, r), t in zip(fresh, texts, strict=True)]
+    for i, key, result in fresh:
+        outcomes[i] = result
+        if key is not None:
+            _cache_put(key, result)
+    return outcomes
 
 
 # ---------------------------------------------------------------- outputs
