@@ -70,7 +70,8 @@ class Pipelining:
         count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
         out: list[T.Stmt] = self.sync.flush()
         out.append(T.Comment(source_comment(s, words=6)))
-        out.append(T.Comment(f"software pipeline, {stages} stages: copies run {stages - 1} iterations ahead"))
+        lead = "1 iteration" if stages == 2 else f"{stages - 1} iterations"
+        out.append(T.Comment(f"software pipeline, {stages} stages: copies run {lead} ahead"))
         # prologue: the first stages - 1 iterations' copies
         p = tir.Var(self._fresh("stage"), I32, "thread")
         self.bounds[p] = stages - 2

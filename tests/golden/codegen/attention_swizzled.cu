@@ -138,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(64)
     }
   }
 // attention_swizzled.tile:21: for k in Pipelined(ceildiv(S, 32), num_stages=2):
-// software pipeline, 2 stages: copies run 1 iterations ahead
+// software pipeline, 2 stages: copies run 1 iteration ahead
 #pragma unroll
   for (int stage = 0; stage < 1; ++stage) {
     if (stage < (S + 31) / 32) {
