@@ -17,7 +17,6 @@ from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.emit import expr_text as _expr_text
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
@@ -28,7 +27,6 @@ from tilec.lower.cexpr import (
     guarded,
     lt,
     printf,
-    raw,
     upper_bound,
     vars_in,
 )
@@ -327,18 +325,27 @@ class DistributedLoops:
             for k in range(1, width // per)
         ]
 
-    def _aligned(self, buf: tir.Buffer, width: int) -> tir.Expr:
-        """A kernel-wide flag: the tensor's rows start on `width`-element boundaries."""
-        name = self.names.of(buf)
-        key = f"{name}/{width}"
+    def _aligned(self, buf: tir.Buffer, width: int) -> tir.Var:
+        """A kernel-wide flag: the tensor's rows start on `width`-element boundaries.
+
+        const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
+        """
+        key = (buf, width)
         if key not in self.vec_flags:
-            flag = self._fresh(f"{name}_vec{width}")
+            name = self.names.of(buf)
+            flag = tir.Var(self._fresh(f"{name}_vec{width}"), DType.bool, "let")
             self.vec_flags[key] = flag
-            conds = [f"reinterpret_cast<uintptr_t>({name}) % 16 == 0"]
+            address = T.Intrin("address", (T.Sym(name, buf.dtype),), DType.uint64)
+            cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
             if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
-                conds.append(f"{_expr_text(self.value(buf.shape[-1], None))} % {width} == 0")
-            self.prologue.append(T.Decl(flag, DType.bool, init=raw(" && ".join(conds)), const=True))
-        return tir.Var(self.vec_flags[key], DType.bool, "let")
+                cond = tir.BinOp("and", cond, _divisible(self.value(buf.shape[-1], None), width), DType.bool)
+            self.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
+        return self.vec_flags[key]
+
+
+def _divisible(e: tir.Expr, k: int) -> tir.Expr:
+    """`e % k == 0`, as written."""
+    return tir.BinOp("==", tir.BinOp("%", e, int_(k), e.dtype), int_(0), DType.bool)
 
 
 def replace_loads(e: tir.Expr, table: dict[tir.Load, tir.Expr]) -> tir.Expr:

@@ -12,7 +12,6 @@ from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.emit import expr_text as _expr_text
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
@@ -165,12 +164,11 @@ class TileOps:
         (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
         tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
         the tensor's alignment and the block-index part of "this tile is inside the tensor"."""
-        text = _expr_text(cond)
-        if text not in self.vec_flags:
-            flag = self._fresh(f"{self.names.of(buf)}_{what}")
-            self.vec_flags[text] = flag
-            self.prologue.append(T.Decl(flag, DType.bool, init=cond, const=True))
-        return tir.Var(self.vec_flags[text], DType.bool, "let")
+        if cond not in self.vec_flags:
+            flag = tir.Var(self._fresh(f"{self.names.of(buf)}_{what}"), DType.bool, "let")
+            self.vec_flags[cond] = flag
+            self.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
+        return self.vec_flags[cond]
 
     def fill(self, s: tir.Fill) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst])
