@@ -127,23 +127,22 @@ extern "C" __global__ void __launch_bounds__(64)
         if (B_interior && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
-            tilec_cp_async_16(
-                &B_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_4 * 512],
-                &B[(stage * 64 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+            tilec_cp_async_16(&B_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_4 * 512],
+                              &B[(stage * 64 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
             if (B_vec8 && stage * 64 + g0_3 * 16 + tx / 4 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_3 * 512],
+                  &B_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_3 * 512],
                   &B[(stage * 64 + g0_3 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
                 const int i_3 = g0_3 * 16 + tx / 4;
                 const int j_3 = tx % 4 * 8 + e1_3;
-                B_s[stage][i_3 * 32 ^ i_3 * 32 / 64 % 4 * 8 ^ j_3] = static_cast<half>(
+                B_s[stage][i_3 * 32 ^ i_3 / 2 % 4 * 8 ^ j_3] = static_cast<half>(
                     stage * 64 + i_3 < K && bx * 32 + j_3 < N
                         ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 32 + j_3])
                         : 0.0f);
@@ -164,12 +163,12 @@ extern "C" __global__ void __launch_bounds__(64)
   if (0 < (K + 63) / 64) {
     tilec_ldmatrix_x4(&A_s_frag[0],
                       &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(&B_s_frag[0],
-                            &B_s[0][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
-                                    tx % 32 / 8 % 2 * 256]);
     tilec_ldmatrix_x4_trans(
-        &B_s_frag[4], &B_s[0][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
-                              tx % 32 / 8 % 2 * 256]);
+        &B_s_frag[0],
+        &B_s[0][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8) + tx % 32 / 8 % 2 * 256]);
+    tilec_ldmatrix_x4_trans(
+        &B_s_frag[4],
+        &B_s[0][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8 ^ 16) + tx % 32 / 8 % 2 * 256]);
   }
   for (int k = 0; k < (K + 63) / 64; ++k) {
     // gemm_swizzled.tile:14: gemm(A_s, B_s, acc)
@@ -177,13 +176,12 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_ldmatrix_x4(
         &A_s_frag_1[0],
         &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 16) + tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag_1[0], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
-                                    tx % 32 / 8 % 2 * 256 + 512]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag_1[4],
-        &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
-                    tx % 32 / 8 % 2 * 256 + 512]);
+    tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
+                            &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8) +
+                                        tx % 32 / 8 % 2 * 256 + 512]);
+    tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
+                            &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                                        tx % 32 / 8 % 2 * 256 + 512]);
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
@@ -191,12 +189,12 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_ldmatrix_x4(
         &A_s_frag[0],
         &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 32) + tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag[0], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
-                                  tx % 32 / 8 % 2 * 256 + 1024]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag[4], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
-                                  tx % 32 / 8 % 2 * 256 + 1024]);
+    tilec_ldmatrix_x4_trans(&B_s_frag[0],
+                            &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8) +
+                                        tx % 32 / 8 % 2 * 256 + 1024]);
+    tilec_ldmatrix_x4_trans(&B_s_frag[4],
+                            &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                                        tx % 32 / 8 % 2 * 256 + 1024]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_swizzled.tile:12: copy(A[by * 32, k * 64], A_s)
       {
@@ -237,13 +235,12 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_ldmatrix_x4(
         &A_s_frag_1[0],
         &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 48) + tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag_1[0], &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
-                                    tx % 32 / 8 % 2 * 256 + 1536]);
-    tilec_ldmatrix_x4_trans(
-        &B_s_frag_1[4],
-        &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
-                    tx % 32 / 8 % 2 * 256 + 1536]);
+    tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
+                            &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8) +
+                                        tx % 32 / 8 % 2 * 256 + 1536]);
+    tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
+                            &B_s[k % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                                        tx % 32 / 8 % 2 * 256 + 1536]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_swizzled.tile:13: copy(B[k * 64, bx * 32], B_s)
       {
@@ -251,8 +248,7 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
             tilec_cp_async_16(
-                &B_s[(k + 2) % 3]
-                    [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_8 * 512],
+                &B_s[(k + 2) % 3][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_8 * 512],
                 &B[(k * 64 + g0_8 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
@@ -260,15 +256,14 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
             if (B_vec8 && k * 64 + g0_7 * 16 + tx / 4 + 128 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[(k + 2) % 3]
-                      [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_7 * 512],
+                  &B_s[(k + 2) % 3][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_7 * 512],
                   &B[(k * 64 + g0_7 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 8 + e1_7;
-                B_s[(k + 2) % 3][i_7 * 32 ^ i_7 * 32 / 64 % 4 * 8 ^ j_7] = static_cast<half>(
+                B_s[(k + 2) % 3][i_7 * 32 ^ i_7 / 2 % 4 * 8 ^ j_7] = static_cast<half>(
                     k * 64 + i_7 + 128 < K && bx * 32 + j_7 < N
                         ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 32 + j_7])
                         : 0.0f);
@@ -289,14 +284,12 @@ extern "C" __global__ void __launch_bounds__(64)
       tilec_ldmatrix_x4(
           &A_s_frag[0],
           &A_s[(k + 1) % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
+      tilec_ldmatrix_x4_trans(&B_s_frag[0],
+                              &B_s[(k + 1) % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8) +
+                                                tx % 32 / 8 % 2 * 256]);
       tilec_ldmatrix_x4_trans(
-          &B_s_frag[0],
-          &B_s[(k + 1) % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
-                            tx % 32 / 8 % 2 * 256]);
-      tilec_ldmatrix_x4_trans(
-          &B_s_frag[4],
-          &B_s[(k + 1) % 3][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
-                            tx % 32 / 8 % 2 * 256]);
+          &B_s_frag[4], &B_s[(k + 1) % 3][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
+                                          tx % 32 / 8 % 2 * 256]);
     }
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
