@@ -519,7 +519,7 @@ class TileOps:
         outer: list[tuple[int, int]] = []
         for extent, stride in parts:
             inner = 1
-            while inner < extent and stride * inner * 2 <= 32:
+            while inner < extent and stride * inner * 2 <= self.target.warp_size:
                 inner *= 2
             mask = stride * inner // 2
             while mask >= stride and inner > 1:

@@ -84,6 +84,8 @@ extern "C" __global__ void __launch_bounds__(64)
                      const half* __restrict__ V, half* __restrict__ O, int S) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   half* Q_s = reinterpret_cast<half*>(smem + 0);
   half(*K_s)[1024] = reinterpret_cast<half(*)[1024]>(smem + 2048);
@@ -254,17 +256,15 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int kk = 0; kk < 2; ++kk) {
         unsigned int Q_s_frag[4];
         unsigned int K_s_frag[8];
-        tilec_ldmatrix_x4(&Q_s_frag[0],
-                          &Q_s[(tx % 16 * 32 ^ tx % 16 / 2 % 4 * 8 ^ kk * 16 ^ tx % 32 / 16 * 8) +
-                               tx / 32 * 512]);
         tilec_ldmatrix_x4(
-            &K_s_frag[0],
-            &K_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ kk * 16 ^ tx % 32 / 8 % 2 * 8) +
-                        tx % 32 / 16 * 256]);
-        tilec_ldmatrix_x4(
-            &K_s_frag[4],
-            &K_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ kk * 16 ^ tx % 32 / 8 % 2 * 8) +
-                        tx % 32 / 16 * 256 + 512]);
+            &Q_s_frag[0],
+            &Q_s[(tx % 16 * 32 ^ tx % 16 / 2 % 4 * 8 ^ kk * 16 ^ lane / 16 * 8) + warp * 512]);
+        tilec_ldmatrix_x4(&K_s_frag[0],
+                          &K_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) +
+                                      lane / 16 * 256]);
+        tilec_ldmatrix_x4(&K_s_frag[4],
+                          &K_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) +
+                                      lane / 16 * 256 + 512]);
         tilec_mma_m16n8k16_f16(&s[0], &Q_s_frag[0], &K_s_frag[0]);
         tilec_mma_m16n8k16_f16(&s[4], &Q_s_frag[0], &K_s_frag[2]);
         tilec_mma_m16n8k16_f16(&s[8], &Q_s_frag[0], &K_s_frag[4]);
@@ -394,12 +394,12 @@ extern "C" __global__ void __launch_bounds__(64)
         p_frag[1] = tilec_pack_f16x2(p[kk_1 * 8 + 2], p[kk_1 * 8 + 3]);
         p_frag[2] = tilec_pack_f16x2(p[kk_1 * 8 + 4], p[kk_1 * 8 + 5]);
         p_frag[3] = tilec_pack_f16x2(p[kk_1 * 8 + 6], p[kk_1 * 8 + 7]);
-        tilec_ldmatrix_x4_trans(&V_s_frag[0],
-                                &V_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8) +
-                                            kk_1 * 512 + tx % 32 / 8 % 2 * 256]);
+        tilec_ldmatrix_x4_trans(
+            &V_s_frag[0], &V_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ lane / 16 * 8) + kk_1 * 512 +
+                                      lane / 8 % 2 * 256]);
         tilec_ldmatrix_x4_trans(&V_s_frag[4],
-                                &V_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
-                                            kk_1 * 512 + tx % 32 / 8 % 2 * 256]);
+                                &V_s[k % 2][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ lane / 16 * 8 ^ 16) +
+                                            kk_1 * 512 + lane / 8 % 2 * 256]);
         tilec_mma_m16n8k16_f16(&o[0], &p_frag[0], &V_s_frag[0]);
         tilec_mma_m16n8k16_f16(&o[4], &p_frag[0], &V_s_frag[2]);
         tilec_mma_m16n8k16_f16(&o[8], &p_frag[0], &V_s_frag[4]);
@@ -434,8 +434,8 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
             O_v_1[e1_16] = static_cast<half>(o[g1_6 * 4 + g0_16 * 2 + e1_16]);
           }
-          *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_16 * 256 +
-                                              tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+          *reinterpret_cast<unsigned int*>(
+              &O[bx * 1024 + warp * 512 + g0_16 * 256 + tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
@@ -444,19 +444,19 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
 #pragma unroll
         for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
-          if (O_vec2 && bx * 32 + tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
+          if (O_vec2 && bx * 32 + warp * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
             for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
               O_v[e1_15] = static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
             }
-            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_15 * 256 +
+            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_15 * 256 +
                                                 tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
             for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
-              const int i_14 = tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8;
+              const int i_14 = warp * 16 + g0_15 * 8 + tx / 4 % 8;
               const int j_14 = g1_5 * 8 + tx % 4 * 2 + e1_15;
               if (bx * 32 + i_14 < S) {
                 O[bx * 1024 + i_14 * 32 + j_14] =
