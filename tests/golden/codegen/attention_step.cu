@@ -202,6 +202,8 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_cp_async_commit();
   }
   for (int k = 0; k < (S + 31) / 32; ++k) {
+    const int read_stage = k % 2;
+    const int write_stage = (k + 1) % 2;
     tilec_cp_async_wait<0>();
     __syncthreads();
     if (k + 1 < (S + 31) / 32) {
@@ -210,21 +212,21 @@ extern "C" __global__ void __launch_bounds__(64)
         if (K_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-            tilec_cp_async_16(&K_s[(k + 1) % 2][g0_8 * 16 + tx / 4][tx % 4 * 8],
+            tilec_cp_async_16(&K_s[write_stage][g0_8 * 16 + tx / 4][tx % 4 * 8],
                               &K[k * 1024 + g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
             if (K_vec8 && k * 32 + g0_7 * 16 + tx / 4 + 32 < S) {
-              tilec_cp_async_16(&K_s[(k + 1) % 2][g0_7 * 16 + tx / 4][tx % 4 * 8],
+              tilec_cp_async_16(&K_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 8],
                                 &K[k * 1024 + g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 8 + e1_7;
-                K_s[(k + 1) % 2][i_7][j_7] = static_cast<half>(
+                K_s[write_stage][i_7][j_7] = static_cast<half>(
                     k * 32 + i_7 + 32 < S ? static_cast<float>(K[k * 1024 + i_7 * 32 + j_7 + 1024])
                                           : 0.0f);
               }
@@ -254,9 +256,10 @@ extern "C" __global__ void __launch_bounds__(64)
         unsigned int K_s_frag[8];
         tilec_ldmatrix_x4(&Q_s_frag[0], &Q_s[warp * 16 + tx % 16][kk * 16 + lane / 16 * 8]);
         tilec_ldmatrix_x4(&K_s_frag[0],
-                          &K_s[k % 2][lane / 16 * 8 + tx % 8][kk * 16 + lane / 8 % 2 * 8]);
-        tilec_ldmatrix_x4(&K_s_frag[4],
-                          &K_s[k % 2][lane / 16 * 8 + tx % 8 + 16][kk * 16 + lane / 8 % 2 * 8]);
+                          &K_s[read_stage][lane / 16 * 8 + tx % 8][kk * 16 + lane / 8 % 2 * 8]);
+        tilec_ldmatrix_x4(
+            &K_s_frag[4],
+            &K_s[read_stage][lane / 16 * 8 + tx % 8 + 16][kk * 16 + lane / 8 % 2 * 8]);
         tilec_mma_m16n8k16_f16(&s[0], &Q_s_frag[0], &K_s_frag[0]);
         tilec_mma_m16n8k16_f16(&s[4], &Q_s_frag[0], &K_s_frag[2]);
         tilec_mma_m16n8k16_f16(&s[8], &Q_s_frag[0], &K_s_frag[4]);
@@ -269,21 +272,21 @@ extern "C" __global__ void __launch_bounds__(64)
         if (V_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-            tilec_cp_async_16(&V_s[(k + 1) % 2][g0_10 * 16 + tx / 4][tx % 4 * 8],
+            tilec_cp_async_16(&V_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 8],
                               &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
 #pragma unroll
           for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
             if (V_vec8 && k * 32 + g0_9 * 16 + tx / 4 + 32 < S) {
-              tilec_cp_async_16(&V_s[(k + 1) % 2][g0_9 * 16 + tx / 4][tx % 4 * 8],
+              tilec_cp_async_16(&V_s[write_stage][g0_9 * 16 + tx / 4][tx % 4 * 8],
                                 &V[k * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
               for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
                 const int i_9 = g0_9 * 16 + tx / 4;
                 const int j_9 = tx % 4 * 8 + e1_9;
-                V_s[(k + 1) % 2][i_9][j_9] = static_cast<half>(
+                V_s[write_stage][i_9][j_9] = static_cast<half>(
                     k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
                                           : 0.0f);
               }
@@ -384,10 +387,11 @@ extern "C" __global__ void __launch_bounds__(64)
         p_frag[1] = tilec_pack_f16x2(p[kk_1 * 8 + 2], p[kk_1 * 8 + 3]);
         p_frag[2] = tilec_pack_f16x2(p[kk_1 * 8 + 4], p[kk_1 * 8 + 5]);
         p_frag[3] = tilec_pack_f16x2(p[kk_1 * 8 + 6], p[kk_1 * 8 + 7]);
-        tilec_ldmatrix_x4_trans(&V_s_frag[0],
-                                &V_s[k % 2][kk_1 * 16 + lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8]);
         tilec_ldmatrix_x4_trans(
-            &V_s_frag[4], &V_s[k % 2][kk_1 * 16 + lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8 + 16]);
+            &V_s_frag[0], &V_s[read_stage][kk_1 * 16 + lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8]);
+        tilec_ldmatrix_x4_trans(
+            &V_s_frag[4],
+            &V_s[read_stage][kk_1 * 16 + lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8 + 16]);
         tilec_mma_m16n8k16_f16(&o[0], &p_frag[0], &V_s_frag[0]);
         tilec_mma_m16n8k16_f16(&o[4], &p_frag[0], &V_s_frag[2]);
         tilec_mma_m16n8k16_f16(&o[8], &p_frag[0], &V_s_frag[4]);
