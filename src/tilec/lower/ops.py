@@ -523,7 +523,7 @@ class TileOps:
                 inner *= 2
             mask = stride * inner // 2
             while mask >= stride and inner > 1:
-                other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
+                other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
                 out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
                 mask //= 2
             if extent // inner > 1:
@@ -604,7 +604,7 @@ class TileOps:
         msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
         return T.IfThen(
             tir.UnaryOp("not", cond, DType.bool),
-            (T.Call(T.Intrin("printf", (c_string(msg + "\\n"),), I32)), T.Call(T.Intrin("__trap", (), I32))),
+            (T.Call(T.Intrin("printf", (c_string(msg + "\\n"),), I32)), T.Call(T.Intrin("trap", (), I32))),
         )
 
 
