@@ -38,7 +38,7 @@ from tilec import tir, tir_walk
 from tilec.emit import expr_text
 from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layouts
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
-from tilec.targets import get_target, mma_depth
+from tilec.targets import Target, get_target, mma_depth
 
 NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
 
@@ -222,7 +222,7 @@ def gemm_instruction(layouts: Layouts, s: tir.Gemm) -> str:
     return text
 
 
-def cross_thread_plan(frag: L.Fragment, dim: int) -> tuple[int, int, int]:
+def cross_thread_plan(frag: L.Fragment, dim: int, warp_size: int) -> tuple[int, int, int]:
     """(elements per thread, shuffle lanes, warps via shared memory) of a
     reduce over `dim`, mirroring lowering's shuffle-then-shared split."""
     per_thread = regs_along(frag, dim)
@@ -230,14 +230,14 @@ def cross_thread_plan(frag: L.Fragment, dim: int) -> tuple[int, int, int]:
     if count == 1:
         return per_thread, 1, 1
     inner = 1
-    while inner < count and stride * inner * 2 <= 32:
+    while inner < count and stride * inner * 2 <= warp_size:
         inner *= 2
     return per_thread, inner, count // inner
 
 
-def reduce_instruction(layouts: Layouts, s: tir.Reduce) -> str:
+def reduce_instruction(layouts: Layouts, s: tir.Reduce, warp_size: int) -> str:
     frag = layouts.buffers[s.src.buffer]
-    per_thread, lanes, warps = cross_thread_plan(frag, s.dim)
+    per_thread, lanes, warps = cross_thread_plan(frag, s.dim, warp_size)
     parts = [f"in-thread over {per_thread}"]
     if lanes > 1:
         stride = threads_along(frag, s.dim)[1]
@@ -269,7 +269,7 @@ def fill_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Fill) -> str:
     return _vector_text(frag, [s.dst])
 
 
-def instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir.Stmt) -> str | None:
+def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: PipelinePlan, s: tir.Stmt) -> str | None:
     """What lowering emits for tile op `s` today; None for a statement that is not a tile op."""
     match s:
         case tir.Copy():
@@ -277,7 +277,7 @@ def instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir
         case tir.Gemm():
             return gemm_instruction(layouts, s)
         case tir.Reduce():
-            return reduce_instruction(layouts, s)
+            return reduce_instruction(layouts, s, target.warp_size)
         case tir.Parallel():
             return parallel_instruction(layouts, s)
         case tir.Fill():
@@ -402,10 +402,10 @@ def buffers_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 
 
-def ops_table(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan) -> Table:
+def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: PipelinePlan) -> Table:
     rows = []
     for s in _walk(kernel.body):
-        chosen = instruction(kernel, layouts, plan, s)
+        chosen = instruction(kernel, target, layouts, plan, s)
         if chosen is not None:
             frag = layout_of_op(kernel, layouts, s)
             rows.append((where(s), op_text(s), chosen, spread(frag) if frag is not None else "-"))
@@ -491,11 +491,13 @@ def smem_note(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, dynamic_
 
 
 def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelReport:
-    layouts = infer_layouts(kernel, get_target(arch))
+    target = get_target(arch)
+    layouts = infer_layouts(kernel, target)
     plan = plan_pipeline(kernel, layouts.mma)
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
-    tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts, plan), *pipeline_tables(kernel, plan)]
+    ops = ops_table(kernel, target, layouts, plan)
+    tables = [buffers_table(kernel, layouts), ops, *pipeline_tables(kernel, plan)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
     notes = (smem_note(kernel, layouts, plan, dynamic_smem), register_estimate(kernel, layouts, plan)[1])
@@ -596,8 +598,10 @@ def drawn_region(shape: tuple[int, ...], cap: int) -> tuple[int, int]:
     return min(shape[-2], cap), min(shape[-1], cap)
 
 
-def fragment_svg(kernel: tir.Kernel, buf: tir.Buffer, frag: L.Fragment, color_by: str = "warp", cap: int = 16) -> str:
-    """SVG of `frag`'s thread-to-element map: one cell per drawn element."""
+def fragment_svg(
+    kernel: tir.Kernel, buf: tir.Buffer, frag: L.Fragment, color_by: str = "warp", cap: int = 16, *, warp_size: int
+) -> str:
+    """SVG of `frag`'s thread-to-element map: one cell per drawn element (warps of `warp_size` threads)."""
     rank = len(frag.shape)
     rows, cols = drawn_region(frag.shape, cap)
     cw, ch, left, top = 64, 36, 44, 92
@@ -623,21 +627,21 @@ def fragment_svg(kernel: tir.Kernel, buf: tir.Buffer, frag: L.Fragment, color_by
             out.append(f'<text x="{left - 6}" y="{y + ch // 2 + 4}" font-size="11" text-anchor="end">{i}</text>')
         for j in range(cols):
             index = lead + ((i, j) if rank > 1 else (j,))
-            out.append(_cell(frag, index, left + j * cw, y, cw, ch, color_by))
+            out.append(_cell(frag, index, left + j * cw, y, cw, ch, color_by, warp_size))
     out.append(
         f'<text x="8" y="{height - 42}" font-size="12">{_esc(caption)}; '
         f"{frag.local_size} registers per thread, replication x{replication(frag)}</text>"
     )
-    out += _legend(frag, color_by, height - 30)
+    out += _legend(frag, color_by, height - 30, warp_size)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def _legend(frag: L.Fragment, color_by: str, y: int) -> list[str]:
+def _legend(frag: L.Fragment, color_by: str, y: int, warp_size: int) -> list[str]:
     if color_by != "warp":
         return []
     out = []
-    for w in range(min(math.ceil(frag.threads / 32), len(PALETTE))):
+    for w in range(min(math.ceil(frag.threads / warp_size), len(PALETTE))):
         x = 8 + w * 84
         out.append(
             f'<rect x="{x}" y="{y}" width="14" height="14" fill="{PALETTE[w]}" stroke="#555" stroke-width="0.5"/>'
@@ -655,9 +659,11 @@ def _caption(shape: tuple[int, ...], rows: int, cols: int) -> str:
     return f"top-left {rows}x{cols} block of {whole}" + (" (leading indices 0)" if len(shape) > 2 else "")
 
 
-def _cell(frag: L.Fragment, index: tuple[int, ...], x: int, y: int, w: int, h: int, color_by: str) -> str:
+def _cell(
+    frag: L.Fragment, index: tuple[int, ...], x: int, y: int, w: int, h: int, color_by: str, warp_size: int
+) -> str:
     tids, slot = owners(frag, index)
-    key = tids[0] // 32 if color_by == "warp" else tids[0]
+    key = tids[0] // warp_size if color_by == "warp" else tids[0]
     fill = PALETTE[key % len(PALETTE)]
     idx = ",".join(map(str, index))
     all_t = ",".join(map(str, tids))
@@ -673,5 +679,6 @@ def _cell(frag: L.Fragment, index: tuple[int, ...], x: int, y: int, w: int, h: i
 
 def explain_svg(program: tir.Program, buffer: str, kernel: str | None = None, color_by: str = "warp") -> str:
     k, buf = find_fragment(program, buffer, kernel)
-    frag = infer_layouts(k).buffers[buf]
-    return fragment_svg(k, buf, frag, color_by)
+    target = get_target("sm_80")
+    frag = infer_layouts(k, target).buffers[buf]
+    return fragment_svg(k, buf, frag, color_by, warp_size=target.warp_size)
