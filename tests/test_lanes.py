@@ -13,13 +13,13 @@ from tilec.simplify import int_
 I32 = DType.int32
 
 
-def lowered(index: tir.Expr, tx: tir.Var, warp_size: int = 32) -> list[str]:
+def lowered(index: tir.Expr, tx: tir.Var, warp_size: int = 32, threads: int = 1024) -> list[str]:
     body: list[T.Stmt] = [
         T.Decl(tx.name, I32, init=builtin("thread_index"), const=True),
         T.Assign(T.Subscript("out", (index,), I32), int_(1)),
     ]
     names = iter(["lane", "warp"])
-    out = drop_unused(name_lanes(body, tx, warp_size, lambda base: next(names)))
+    out = drop_unused(name_lanes(body, tx, threads, warp_size, lambda base: next(names)))
     return [line for s in out for line in emit.stmt_lines(s)]
 
 
@@ -55,3 +55,12 @@ def test_the_warp_size_is_the_targets() -> None:
         "const int lane = tx % 64;",
         "out[lane + tx % 32] = 1;",
     ]
+
+
+def test_the_block_size_bounds_the_warp() -> None:
+    tx = tir.Var("tx", I32, "thread")
+    warp_row = b("%", b("//", tx, 32), 8)
+    assert lowered(warp_row, tx, threads=256)[-1] == "out[warp] = 1;"  # 8 warps: warp % 8 is warp
+    assert lowered(warp_row, tx, threads=512)[-1] == "out[warp % 8] = 1;"
+    below = tir.BinOp("+", tir.BinOp("-", tx, b("*", warp_row, 32), I32), b("*", b("//", tx, 64), 32), I32)
+    assert lowered(below, tx, threads=256)[-1] == "out[lane + warp / 2 * 32] = 1;"  # tx - warp * 32 is lane

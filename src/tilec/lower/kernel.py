@@ -169,7 +169,9 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         params = self._params()
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
-        body = drop_unused(name_lanes(head + body, self.tx, self.target.warp_size, self.names.fresh))
+        body = drop_unused(
+            name_lanes(head + body, self.tx, self.kernel.threads, self.target.warp_size, self.names.fresh)
+        )
         helpers = tuple(sorted(self.helpers))
         return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(body), abi, helpers)
 

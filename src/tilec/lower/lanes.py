@@ -8,7 +8,8 @@
     tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][warp * 16 + tx % 16][lane / 16 * 8]);
 
 32 is the target's warp size (Target.warp_size), and `tx / 64` is `warp / 2` (exact: tx is
-nonnegative). It runs on a lowered kernel before unused constants are dropped, so a kernel that
+nonnegative). With the block's warp count known, `warp % 8` in a block of 8 warps is `warp`,
+and `tx - warp * 32` is `lane`. It runs on a lowered kernel before unused constants are dropped, so a kernel that
 never names a lane or a warp declares neither.
 """
 
@@ -28,8 +29,11 @@ from tilec.source import Span
 I32 = DType.int32
 
 
-def name_lanes(body: list[T.Stmt], tx: tir.Var, warp_size: int, fresh: Callable[[str], str]) -> list[T.Stmt]:
-    """`body` with `lane` and `warp` declared after `tx` and used wherever they are meant."""
+def name_lanes(
+    body: list[T.Stmt], tx: tir.Var, threads: int, warp_size: int, fresh: Callable[[str], str]
+) -> list[T.Stmt]:
+    """`body` (of a block of `threads` threads) with `lane` and `warp` declared after `tx` and
+    used wherever they are meant."""
     lane = tir.Var(fresh("lane"), I32, "thread")
     warp = tir.Var(fresh("warp"), I32, "thread")
 
@@ -41,6 +45,10 @@ def name_lanes(body: list[T.Stmt], tx: tir.Var, warp_size: int, fresh: Callable[
                 return warp
             case tir.BinOp("//", a, tir.IntImm(k)) if a is tx and k % warp_size == 0:
                 return tir.BinOp("//", warp, int_(k // warp_size), I32)
+            case tir.BinOp("%", a, tir.IntImm(k)) if a is warp and k * warp_size >= threads:
+                return warp
+            case tir.BinOp("-", a, tir.BinOp("*", w, tir.IntImm(k))) if a is tx and w is warp and k == warp_size:
+                return lane
         return node
 
     out = [cast(T.Stmt, _rewrite(s, respell)) for s in body]
