@@ -124,8 +124,8 @@ def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
         g = math.gcd(d, c, *terms.values())
         if g > 1:  # x * 32 / 64 = x / 2, x * 32 % 64 = x % 2 * 32
             reduced = _build(({k: v // g for k, v in terms.items()}, c // g), e.dtype)
-            inner = _divmod(tir.BinOp(e.op, reduced, int_(d // g), e.dtype, e.span), reduced, int_(d // g))
-            return inner if e.op == "//" else simplify(tir.BinOp("*", inner, int_(g), e.dtype))
+            part = _divmod(tir.BinOp(e.op, reduced, int_(d // g), e.dtype, e.span), reduced, int_(d // g))
+            return part if e.op == "//" else simplify(tir.BinOp("*", part, int_(g), e.dtype))
         if (terms, c) != lin:
             a = _build((terms, c), e.dtype)
     return tir.BinOp(e.op, a, b, e.dtype, e.span)

@@ -75,7 +75,7 @@ def _rewrite(node: object, f: Callable[[object], object]) -> object:
         new = _rewrite(value, f)
         if new is not value:
             changed[name] = new
-    return f(dataclasses.replace(node, **changed) if changed else node)  # type: ignore[type-var]
+    return f(dataclasses.replace(node, **changed) if changed else node)
 
 
 @functools.cache

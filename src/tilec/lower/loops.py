@@ -309,7 +309,7 @@ class DistributedLoops:
 
     def _vec_access(
         self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
-    ) -> tuple[tir.Expr, T.Subscript] | None:
+    ) -> tuple[tir.Expr, list[T.Subscript]] | None:
         """(condition, subscript of the first element) for a vector access, or None."""
         if width * buf.dtype.bytes > 16 and (width * buf.dtype.bytes) % 16:
             return None
@@ -369,7 +369,7 @@ class DistributedLoops:
             name = self.names.of(buf)
             flag = tir.Var(self._fresh(f"{name}_vec{width}"), DType.bool, "let")
             self.vec_flags[key] = flag
-            address = T.Intrin("address", (T.Sym(name, buf.dtype),), DType.uint64)
+            address = T.Intrin("address", (tir.Var(name, buf.dtype, "thread"),), DType.uint64)
             cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
             if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
                 cond = tir.BinOp("and", cond, _divisible(self.value(buf.shape[-1], None), width), DType.bool)
