@@ -243,7 +243,7 @@ class TileOps:
         record = instruction_named(self.target, s.instruction)
         if record.group == "thread":
             return self.gemm_simt(s)
-        return self.backend.gemm(self, s, record)  # type: ignore[arg-type]
+        return self.backend.gemm(self, s, record)
 
     def gemm_simt(self, s: tir.Gemm) -> list[T.Stmt]:
         c = s.c.buffer
