@@ -3,7 +3,7 @@ run it as a distributed loop; gemm (SIMT FMA over the accumulator micro-tile),
 reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
 (a thread per line) are lowered directly. A gemm whose instruction record
 (passes/select.py) runs on a warp or more goes to the target's backend module
-(`gemm_backend`: backends/cuda/sm80.py for the CUDA targets)."""
+(`backend_of`: backends/cuda/sm80.py for the CUDA targets)."""
 
 from __future__ import annotations
 
@@ -64,9 +64,12 @@ class MmaGemm:
     steps: int  # k steps of `depth`
 
 
-class GemmBackend(Protocol):
-    """What a backend module (tilec.backends.<Target.backend>) provides for gemms on its warp-level
-    instructions: the whole gemm, and the pieces the GEMM main loop (lower/pipelined.py) interleaves."""
+class Backend(Protocol):
+    """What a backend module (tilec.backends.<Target.backend>) provides: gemms on its warp-level
+    instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
+    interleaves), and the asynchronous global -> shared copy of pipelined loops."""
+
+    ASYNC_COPY_BYTES: tuple[int, ...]  # the sizes one asynchronous copy moves
 
     def gemm(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> list[T.Stmt]: ...
     def setup(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]: ...
@@ -74,11 +77,12 @@ class GemmBackend(Protocol):
     def declare(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
     def load(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]: ...
     def products(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
+    def async_copy(self, ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt: ...
 
 
-def gemm_backend(target: Target) -> GemmBackend:
+def backend_of(target: Target) -> Backend:
     """The backend module Target.backend names ("cuda.sm80" -> tilec.backends.cuda.sm80)."""
-    return typing.cast(GemmBackend, importlib.import_module(f"tilec.backends.{target.backend}"))
+    return typing.cast(Backend, importlib.import_module(f"tilec.backends.{target.backend}"))
 
 
 class TileOps:

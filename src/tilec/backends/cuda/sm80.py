@@ -1,5 +1,6 @@
-"""The gemm on sm_80's tensor cores: mma.sync m16n8k16 / m16n8k32 (the records of
-instructions.py here), operands by ldmatrix from shared memory.
+"""sm_80's own lowerings: the gemm on tensor cores, mma.sync m16n8k16 / m16n8k32 (the
+records of instructions.py here) with operands by ldmatrix from shared memory, and the
+asynchronous global -> shared copy, cp.async (`async_copy`).
 
     gemm(A_s, B_s, acc)     # float16, 128x128x32 tile, 4 warps of 64x64 (FullRow, Square, ...)
   ->
@@ -12,7 +13,8 @@ instructions.py here), operands by ldmatrix from shared memory.
 lower/ops.py sends every gemm whose record runs on a warp here (the module
 named by Target.backend); the GEMM main loop (lower/pipelined.py) calls
 `setup`, `registers`, `declare`, `load` and `products` to load each k step's
-fragments a step ahead. `ctx` is the kernel's lowering (lower/kernel.py).
+fragments a step ahead; the copies of pipelined loops (lower/loops.py) call
+`async_copy`. `ctx` is the kernel's lowering (lower/kernel.py).
 """
 
 from __future__ import annotations
@@ -183,3 +185,13 @@ def _smem_elem(ctx: KernelLowering, region: tir.Region, idx2: tuple[tir.Expr, ti
 def _threads(ctx: KernelLowering, record: Instruction) -> int:
     """Threads of one instruction's group (a warp)."""
     return group_threads(record.group, ctx.target.warp_size)
+
+
+# cp.async sizes: 16 bytes bypass L1 (.cg), 4 and 8 go through it (.ca); spelling.py's cp_async helper
+ASYNC_COPY_BYTES = (4, 8, 16)
+
+
+def async_copy(ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt:
+    """`nbytes` from global `src` to shared `dst` by cp.async, in the current commit group."""
+    ctx.helpers.add("cp_async")
+    return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))
