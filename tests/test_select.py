@@ -4,6 +4,7 @@ against the PTX tables of fragment_algebra; the choice printed by `--emit tir`."
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 import pytest
@@ -187,3 +188,22 @@ def test_8bit_fragments_match_the_ptx_tables() -> None:
     assert where_a[(15, 31)] == (31, 15) and where_a[(2, 5)] == (9, 1)
     where_b = fa.locate(fa.mma_m16n8k32_b())
     assert where_b[(3, 0)] == (0, 3) and where_b[(16, 0)] == (0, 4) and where_b[(5, 2)] == (9, 1)
+
+
+def test_explain_and_lowering_follow_the_targets_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a target without tensor-core records: the same gemm is explained and lowered as SIMT FMA
+    from tilec.explain import explain_program
+
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    (ops,) = [t for t in explain_program(program)[0].tables if t.title == "Tile ops"]
+    assert any(row[2].startswith("mma.sync m16n8k16 float16 -> float32 (tensor cores)") for row in ops.rows)
+    monkeypatch.setitem(TARGETS, "sm_80", dataclasses.replace(get_target("sm_80"), instructions=(SIMT_FMA,)))
+    (ops,) = [t for t in explain_program(program)[0].tables if t.title == "Tile ops"]
+    gemm_rows = [row for row in ops.rows if row[1].startswith("gemm(")]
+    assert gemm_rows and all(row[2].startswith("SIMT FMA (CUDA cores), micro-tile") for row in gemm_rows)
+    text = compile_program(program)
+    assert (
+        "mma.sync" not in text
+        and "ldmatrix" not in text
+        and "instruction=simt_fma" in compile_program(program, emit="tir")
+    )
