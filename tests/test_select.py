@@ -207,3 +207,13 @@ def test_explain_and_lowering_follow_the_targets_records(monkeypatch: pytest.Mon
         and "ldmatrix" not in text
         and "instruction=simt_fma" in compile_program(program, emit="tir")
     )
+
+
+def test_every_targets_backend_module_provides_the_lowerings() -> None:
+    from tilec.lower.ops import Backend, backend_of
+
+    methods = [name for name in dir(Backend) if not name.startswith("_")]  # gemm, setup, ..., async_copy
+    for target in TARGETS.values():
+        module = backend_of(target)
+        assert all(callable(getattr(module, name)) for name in methods)
+        assert all(isinstance(getattr(module, name), tuple) for name in Backend.__annotations__)

@@ -194,4 +194,4 @@ ASYNC_COPY_BYTES = (4, 8, 16)
 def async_copy(ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt:
     """`nbytes` from global `src` to shared `dst` by cp.async, in the current commit group."""
     ctx.helpers.add("cp_async")
-    return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))
+    return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))  # type: ignore[arg-type]
