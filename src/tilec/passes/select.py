@@ -17,6 +17,7 @@ pipeline plan, lowering and explain all read the choice.
 from __future__ import annotations
 
 import dataclasses
+from typing import assert_never
 
 from tilec import tir
 from tilec.instructions import Instruction, takes
@@ -45,8 +46,23 @@ def _stmt(s: tir.Stmt, threads: int, target: Target) -> tir.Stmt:
             return dataclasses.replace(
                 s, then=_block(s.then, threads, target), orelse=_block(s.orelse, threads, target)
             )
+        case (
+            tir.Alloc()
+            | tir.Let()
+            | tir.Store()
+            | tir.Copy()
+            | tir.Fill()
+            | tir.Reduce()
+            | tir.CumSum()
+            | tir.AtomicAdd()
+            | tir.Print()
+            | tir.DeviceAssert()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
+            return s  # no instruction to choose (a copy's cp.async is the pipeline plan's)
         case _:
-            return s
+            assert_never(s)
 
 
 def choose(g: tir.Gemm, threads: int, target: Target) -> Instruction:
