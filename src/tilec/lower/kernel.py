@@ -364,7 +364,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 return cast(self.cvars[e], compute_dtype(e.dtype))
             case tir.Load(buf, idx):
                 acc = self.ref(buf, idx, loop)
-                ref: tir.Expr = acc.ref  # type: ignore[assignment]
+                ref: tir.Expr = acc.ref  # type: ignore[assignment]  # a C subscript standing for the loaded value
                 ref = cast(ref, compute_dtype(buf.dtype))
                 if not all(c in self.assumed for c in conjuncts(acc.inbounds)):
                     ref = tir.Select(acc.inbounds, ref, zero(compute_dtype(buf.dtype)), compute_dtype(buf.dtype))
@@ -387,8 +387,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 return cast(inner, d)
             case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
                 self.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
-                # A Thread IR call inside a Tile IR expression tree (whose operands are typed tir.Expr).
-                return T.Intrin("tilec_exp2", (cast(self.value(arg, loop), F32),), F32)  # type: ignore[return-value]
+                return T.Intrin("tilec_exp2", (cast(self.value(arg, loop), F32),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
             case tir.Call(f, args, d):
                 cd = compute_dtype(d)
                 return tir.Call(f, tuple(cast(self.value(a, loop), cd) for a in args), cd)

@@ -419,7 +419,7 @@ class TileOps:
             a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
         if frag.padded(1):
             b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
-        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]
+        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         fma = T.Assign(T.Subscript(cname, (simplify(add(mul(rv, ln), cv)),), c.dtype), product, "+=")
         inner: tuple[T.Stmt, ...] = (
             T.Decl(a_reg, acc_t, (lm,)),
@@ -504,7 +504,7 @@ class TileOps:
             out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
             for digits in group:
                 reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
-                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]
+                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 if s.kind in ("abssum", "absmax"):
                     x = tir.Call("abs", (x,), acc_t)
                 upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
@@ -514,7 +514,7 @@ class TileOps:
             target = T.Subscript(dname, (int_(dslot),), dst.dtype)
             val: tir.Expr = tir.Var(acc, acc_t, "let")
             if not s.clear:
-                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]
+                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Assign(target, cast(val, dst.dtype)))
         return out
 
@@ -534,7 +534,7 @@ class TileOps:
             mask = stride * inner // 2
             while mask >= stride and inner > 1:
                 other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
-                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
+                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 mask //= 2
             if extent // inner > 1:
                 outer.append((extent // inner, stride * inner))
@@ -553,7 +553,7 @@ class TileOps:
             k = T.Sym(self._fresh("k"), I32)
             kv = counter_var(k, extent, self.bounds)
             other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
-            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]
+            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
             return out
         offsets = [0]
@@ -561,7 +561,7 @@ class TileOps:
             offsets = [o + c * step for o in offsets for c in range(extent)]
         for off in offsets[1:]:
             other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
-            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         return out
 
     def _red_scratch(self: LoweringHost, dtype: DType) -> str:

@@ -132,7 +132,7 @@ class Pipelining:
         """The gemm of a GEMM main loop (module docstring), or None."""
         if len(consumers) != 1 or id(consumers[0]) not in self.plan.fragments_ahead:
             return None
-        staging, mma = self.mma_setup(consumers[0])  # type: ignore[arg-type]
+        staging, mma = self.mma_setup(consumers[0])  # type: ignore[arg-type]  # fragments_ahead holds only gemms
         assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
         return mma
 
