@@ -42,7 +42,7 @@ from tilec.sync import syncthreads
 from tilec.targets import Target, instruction_named
 
 if TYPE_CHECKING:
-    from tilec.lower.kernel import KernelLowering
+    from tilec.lower.kernel import KernelLowering, LoweringHost
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,13 @@ def backend_of(target: Target) -> Backend:
 class TileOps:
     """Mixin of KernelLowering: one method per tile op."""
 
-    def parallel(self, s: tir.Parallel) -> list[T.Stmt]:
+    red_buf: str | None  # declared here, as _red_scratch assigns it (KernelLowering starts it at None)
+
+    def parallel(self: LoweringHost, s: tir.Parallel) -> list[T.Stmt]:
         layout = self.layouts.loops[id(s)]
         return self.distributed(layout, s.vars, s.body)
 
-    def _tile_domain(self, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
+    def _tile_domain(self: LoweringHost, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
         """Loop variables and shape of the element loop of a tile op over `regions`
         (in order of preference): a fragment's whole shape, else the first
         region's extents with unit dims squeezed out."""
@@ -107,7 +109,7 @@ class TileOps:
         return index_vars(1), (1,)
 
     def _region_index(
-        self, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
+        self: LoweringHost, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
     ) -> tuple[tir.Expr, ...]:
         """Buffer index of element `vars` of a loop over `shape`: the region's
         non-unit dims take the loop's non-unit dims in order (unit dims of
@@ -121,7 +123,7 @@ class TileOps:
                 out.append(simplify(tir.BinOp("+", start, loop_dims.pop(0), I32)))
         return tuple(out)
 
-    def _tile_layout(self, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
+    def _tile_layout(self: LoweringHost, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
         for r in regions:
             if r.buffer.scope == "fragment":
                 frag = self.layouts.buffers[r.buffer]
@@ -136,7 +138,7 @@ class TileOps:
             )
         return L.default(shape, self.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
 
-    def copy(self, s: tir.Copy) -> list[T.Stmt]:
+    def copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst, s.src])
         layout = self._tile_layout([s.src, s.dst], shape)
         src_idx = self._region_index(s.src, vars, shape)
@@ -153,7 +155,7 @@ class TileOps:
         self.interior.discard(tensor)
         return [T.IfThen(interior, tuple(fast), tuple(general))]
 
-    def _interior_condition(self, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
+    def _interior_condition(self: LoweringHost, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
         """`tile in bounds && tensor aligned` for a vectorized copy between a
         tensor and on-chip memory, or None when there is nothing to check."""
         sides = [r for r in (s.src, s.dst) if r.buffer.scope == "global"]
@@ -182,7 +184,7 @@ class TileOps:
             return all_of(fixed + moving)
         return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
 
-    def kernel_flag(self, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
+    def kernel_flag(self: LoweringHost, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
         """`const bool {tensor}_{what} = cond;` once, before the kernel's first statement
         (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
         tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
@@ -194,7 +196,7 @@ class TileOps:
             self.prologue.append(T.Decl(flag, DType.bool, init=cond, const=True))
         return tir.Var(self.vec_flags[text], DType.bool, "let")
 
-    def fill(self, s: tir.Fill) -> list[T.Stmt]:
+    def fill(self: LoweringHost, s: tir.Fill) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst])
         if s.dst.buffer.scope == "var":
             return [
@@ -207,7 +209,7 @@ class TileOps:
         body = (tir.Store(s.dst.buffer, self._region_index(s.dst, vars, shape), s.value, s.span),)
         return self.distributed(layout, vars, body)
 
-    def atomic_region(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+    def atomic_region(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.src is not None
         vars, shape = self._tile_domain([s.src])
         layout = self._tile_layout([s.src], shape)
@@ -224,7 +226,7 @@ class TileOps:
         out = self.distributed(layout, vars, body, vectorize=False)
         return out
 
-    def atomic_element(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+    def atomic_element(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.value is not None
         return [
             T.IfThen(
@@ -234,22 +236,22 @@ class TileOps:
         ]
 
     def _atomic(
-        self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
+        self: LoweringHost, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
     ) -> list[T.Stmt]:
         acc = self.ref(buf, idx, loop)
         if buf.scope == "global":
             self.written.add(acc.ref.array)
         v = cast(self.value(value, loop), buf.dtype)
-        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))  # type: ignore[arg-type]
+        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))
         return guarded(acc.inbounds, [call])
 
-    def gemm(self, s: tir.Gemm) -> list[T.Stmt]:
+    def gemm(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
         record = instruction_named(self.target, s.instruction)
         if record.group == "thread":
             return self.gemm_simt(s)
         return self.backend.gemm(self, s, record)
 
-    def gemm_simt(self, s: tir.Gemm) -> list[T.Stmt]:
+    def gemm_simt(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
         c = s.c.buffer
         frag = self.layouts.buffers[c]
         out: list[T.Stmt] = []
@@ -299,7 +301,7 @@ class TileOps:
             a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
         if frag.padded(1):
             b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
-        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]
+        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         fma = T.Assign(T.Subscript(cname, (simplify(add(mul(rv, ln), cv)),), c.dtype), product, "+=")
         inner: tuple[T.Stmt, ...] = (
             T.Decl(a_reg, acc_t, (lm,)),
@@ -324,7 +326,7 @@ class TileOps:
         )
         return out
 
-    def _operand_index(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
+    def _operand_index(self: LoweringHost, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
         """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
         the two logical dims are the region's last two non-unit dims."""
         rank = len(region.extents)
@@ -337,7 +339,7 @@ class TileOps:
             out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
         return tuple(out)
 
-    def stage_fragment(self, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
+    def stage_fragment(self: LoweringHost, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
         """Write a register operand to a shared scratch tile (the SIMT gemm reads
         operands from shared memory); returns the scratch region and the code."""
         buf = region.buffer
@@ -354,7 +356,7 @@ class TileOps:
             scratch, tuple(int_(0) for _ in frag.shape), tuple(int_(x) for x in frag.shape), region.span
         ), code
 
-    def reduce(self, s: tir.Reduce) -> list[T.Stmt]:
+    def reduce(self: LoweringHost, s: tir.Reduce) -> list[T.Stmt]:
         """Fold the registers along `dim` in each thread, then across the
         threads sharing a row: warp shuffles, then shared memory across warps."""
         src, dst = s.src.buffer, s.dst.buffer
@@ -384,7 +386,7 @@ class TileOps:
             out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
             for digits in group:
                 reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
-                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]
+                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 if s.kind in ("abssum", "absmax"):
                     x = tir.Call("abs", (x,), acc_t)
                 upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
@@ -394,11 +396,13 @@ class TileOps:
             target = T.Subscript(dname, (int_(dslot),), dst.dtype)
             val: tir.Expr = tir.Var(acc, acc_t, "let")
             if not s.clear:
-                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]
+                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Assign(target, cast(val, dst.dtype)))
         return out
 
-    def _cross_thread(self, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+    def _cross_thread(
+        self: LoweringHost, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]
+    ) -> list[T.Stmt]:
         """Combine `acc` over the threads that differ only in `parts` ((extent,
         thread-id stride) each): xor shuffles inside a warp, then a round
         through shared memory for the factors that span warps."""
@@ -412,7 +416,7 @@ class TileOps:
             mask = stride * inner // 2
             while mask >= stride and inner > 1:
                 other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
-                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
+                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 mask //= 2
             if extent // inner > 1:
                 outer.append((extent // inner, stride * inner))
@@ -425,13 +429,13 @@ class TileOps:
             base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
         base = simplify(base)
         out += [syncthreads(), T.Assign(T.Subscript(red, (self.tx,), dtype), accv), syncthreads()]
-        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))  # type: ignore[arg-type]
+        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))
         if len(outer) == 1:
             extent, step = outer[0]
             k = T.Sym(self._fresh("k"), I32)
             kv = counter_var(k, extent, self.bounds)
             other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
-            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]
+            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
             return out
         offsets = [0]
@@ -439,16 +443,16 @@ class TileOps:
             offsets = [o + c * step for o in offsets for c in range(extent)]
         for off in offsets[1:]:
             other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
-            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         return out
 
-    def _red_scratch(self, dtype: DType) -> str:
+    def _red_scratch(self: LoweringHost, dtype: DType) -> str:
         if self.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
             self.red_buf = self._fresh("red_buf")
             self.shared_view(self.red_buf, DType.float64, (self.kernel.threads,))
         return f"reinterpret_cast<{dtype.cname}*>({self.red_buf})"
 
-    def cumsum(self, s: tir.CumSum) -> list[T.Stmt]:
+    def cumsum(self: LoweringHost, s: tir.CumSum) -> list[T.Stmt]:
         """One thread per line along `dim`, scanning it serially (in place is fine)."""
         src, dst = s.src, s.dst
         ext = tuple(const_int(e) for e in src.extents)
@@ -469,7 +473,7 @@ class TileOps:
         body = (tir.Alloc(running, zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
         return self.distributed(layout, vars, body, vectorize=False)
 
-    def print_(self, s: tir.Print) -> list[T.Stmt]:
+    def print_(self: LoweringHost, s: tir.Print) -> list[T.Stmt]:
         if isinstance(s.value, tir.Region):
             r = s.value
             vars, shape = self._tile_domain([r])
@@ -487,7 +491,7 @@ class TileOps:
             )
         return [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), (printf(s.msg, self.value(s.value, None)),))]
 
-    def device_assert(self, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
+    def device_assert(self: LoweringHost, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
         cond = self.value(s.cond, loop)
         msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
         return T.IfThen(

@@ -124,7 +124,7 @@ def load(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr
             fn = "tilec_ldmatrix_x4_trans"
         addr = _smem_elem(ctx, mma.a, idx)
         regs = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
-        body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
+        body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))
     for ni in range(0, mma.ni_n, 2):
         col = add(mma.n0, int_(ni * 8))
         pair = ni + 1 < mma.ni_n
@@ -137,7 +137,7 @@ def load(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr
             fn = "tilec_ldmatrix_x4_trans" if pair else "tilec_ldmatrix_x2_trans"
         addr = _smem_elem(ctx, s.b, idx)
         regs = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-        body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
+        body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))
     return body
 
 
@@ -150,7 +150,7 @@ def products(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str) -> list[
             acc = T.AddressOf(T.Subscript(mma.c, (int_((mi * mma.ni_n + ni) * 4),), mma.gemm.c.buffer.dtype))
             a = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
             b = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-            body.append(T.Call(T.Intrin(mma.types.call, (acc, a, b), I32)))  # type: ignore[arg-type]
+            body.append(T.Call(T.Intrin(mma.types.call, (acc, a, b), I32)))
     return body
 
 
@@ -172,7 +172,7 @@ def _a_registers(ctx: KernelLowering, mma: MmaGemm, a_reg: str, mi: int, kk: tir
         lo = T.Subscript(name, (base,), a.dtype)
         hi = T.Subscript(name, (simplify(add(base, int_(1))),), a.dtype)
         target = T.Subscript(a_reg, (int_(mi * 4 + r),), DType.uint32)
-        out.append(T.Assign(target, T.Intrin(helper, (lo, hi), DType.uint32)))  # type: ignore[arg-type]
+        out.append(T.Assign(target, T.Intrin(helper, (lo, hi), DType.uint32)))
     return out
 
 
@@ -194,4 +194,4 @@ ASYNC_COPY_BYTES = (4, 8, 16)
 def async_copy(ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt:
     """`nbytes` from global `src` to shared `dst` by cp.async, in the current commit group."""
     ctx.helpers.add("cp_async")
-    return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))  # type: ignore[arg-type]
+    return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))
