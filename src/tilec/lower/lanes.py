@@ -9,8 +9,8 @@
 
 32 is the target's warp size (Target.warp_size), and `tx / 64` is `warp / 2` (exact: tx is
 nonnegative). With the block's warp count known, `warp % 8` in a block of 8 warps is `warp`,
-and `tx - warp * 32` is `lane`. It runs on a lowered kernel before unused constants are dropped, so a kernel that
-never names a lane or a warp declares neither.
+and `tx - warp * 32` is `lane`. It runs on a lowered kernel before unused constants are
+dropped, so a kernel that never names a lane or a warp declares neither.
 """
 
 from __future__ import annotations
