@@ -70,7 +70,7 @@ class _State:
     writes: set[str] = field(default_factory=set)  # since the last block barrier (retired cp.async too)
     uncommitted: set[str] = field(default_factory=set)  # cp.async writes of the open group
     groups: list[frozenset[str]] = field(default_factory=list)  # committed, in flight, oldest first
-    tx: dict[tir.Expr, frozenset[str]] = field(default_factory=dict)  # TMA writes by mbarrier, in flight
+    tx: dict[T.BarrierArg, frozenset[str]] = field(default_factory=dict)  # TMA writes by mbarrier, in flight
 
     def copy(self) -> _State:
         return _State(set(self.reads), set(self.writes), set(self.uncommitted), list(self.groups), dict(self.tx))
@@ -96,8 +96,8 @@ class _State:
 def _join(a: _State, b: _State) -> _State:
     """What holds after either of two paths: pending on one of them is pending. Groups are
     aligned from the newest (a wait counts from there), each one the union of both."""
-    newest_first = zip_longest(reversed(a.groups), reversed(b.groups), fillvalue=frozenset())
-    groups = [x | y for x, y in newest_first][::-1]
+    empty: frozenset[str] = frozenset()
+    groups = [x | y for x, y in zip_longest(reversed(a.groups), reversed(b.groups), fillvalue=empty)][::-1]
     tx = {bar: a.tx.get(bar, frozenset()) | b.tx.get(bar, frozenset()) for bar in (*a.tx, *b.tx)}
     return _State(a.reads | b.reads, a.writes | b.writes, a.uncommitted | b.uncommitted, groups, tx)
 
@@ -171,7 +171,7 @@ def _barrier(b: T.Barrier, st: _State) -> None:
             st.groups.append(frozenset(st.uncommitted))
             st.uncommitted = set()
         case "async_wait":
-            keep = const(b.args[0]) if b.args else None
+            keep = b.args[0].value if b.args and isinstance(b.args[0], tir.IntImm) else None
             if keep is None:
                 raise error(None, "internal: a cp.async wait needs a constant group count")
             cut = max(len(st.groups) - keep, 0)

@@ -165,6 +165,9 @@ BarrierKind = Literal[
 ]
 
 
+BarrierArg: TypeAlias = tir.Expr | Subscript  # a count, an id, or an mbarrier (a uint64 in shared memory)
+
+
 @dataclass(frozen=True, slots=True)
 class Barrier:
     """A synchronization statement; `sync.py` places `block` barriers and
@@ -172,7 +175,7 @@ class Barrier:
     a cp.async wait, ...)."""
 
     kind: BarrierKind
-    args: tuple[tir.Expr, ...] = ()
+    args: tuple[BarrierArg, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +194,7 @@ class SharedAccess:
     async_writes: frozenset[str] = frozenset()  # cp.async: complete once their commit group is waited for
     # TMA writes (Hopper): complete once `mbarrier` (an mbarrier_wait's first argument) completes a phase
     tx_writes: frozenset[str] = frozenset()
-    mbarrier: tir.Expr | None = None
+    mbarrier: BarrierArg | None = None
     # writes into a pipeline stage that no statement reads before the pipeline's own wait and
     # barrier (lower/pipelined.py places those; sync.py's docstring states the contract)
     stage_writes: frozenset[str] = frozenset()

@@ -149,7 +149,7 @@ class Pipelining:
                 del self.stage_of[buf]
             return code
 
-        wait = [_wait(stages - 2), BLOCK]
+        wait: list[T.Stmt] = [_wait(stages - 2), BLOCK]
         setup = wait + [d for r in regs for d in self.mma_declare(mma, *r)]
         setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
         current = simplify(tir.BinOp("%", it, int_(stages), I32))
