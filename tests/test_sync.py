@@ -221,3 +221,19 @@ def test_lowering_records_accesses_on_scopes(monkeypatch: pytest.MonkeyPatch) ->
     simt = _lowered_scopes("gemm_simt")
     assert any(s.access.writes for s in simt)  # the copies into shared tiles
     assert any(s.access.reads and s.access.scratch for s in simt)  # the gemm reading them
+
+
+def test_every_barrier_kind_is_spelled_for_sm_90a() -> None:
+    from typing import get_args
+
+    from tilec import emit
+    from tilec.targets import get_target
+
+    sp = get_target("sm_90a").spelling
+    args = (BAR, tir.IntImm(1, I32))
+    lines = {kind: emit.stmt_lines(T.Barrier(kind, args), sp) for kind in get_args(T.BarrierKind)}
+    assert lines["mbarrier_wait"] == ["tilec_mbarrier_wait(&bars[0], 1);"]
+    assert lines["named"] == ['asm volatile("bar.sync %0, %1;" ::"r"(bars[0]), "r"(1) : "memory");']
+    assert lines["fence_proxy_async"] == ['asm volatile("fence.proxy.async.shared::cta;" ::: "memory");']
+    assert {sp.barrier_helpers[k] for k in lines if k.startswith("mbarrier")} == {"mbarrier"}
+    assert "mbarrier_wait" not in get_target("sm_80").spelling.barriers  # sm_80 has no try_wait.parity

@@ -16,7 +16,7 @@ spelling module under backends/).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tilec.backends.cuda import spelling as cuda
@@ -108,6 +108,9 @@ CUDA_SPELLING = Spelling(
     smem_addr_helper=cuda.SMEM_ADDR_HELPER,
     shared_address_helpers=cuda.SHARED_ADDRESS_HELPERS,
 )
+HOPPER_SPELLING = replace(
+    CUDA_SPELLING, barriers=cuda.HOPPER_BARRIERS, barrier_helpers=cuda.HOPPER_BARRIER_HELPERS
+)  # mbarriers, named barriers and async-proxy fences (sm_90a)
 CUDA_LAUNCH = Launch(
     stream_param=cuda.STREAM_PARAM,
     doc=cuda.LAUNCHER_DOC,
@@ -136,11 +139,13 @@ _MMA_SM80 = frozenset({(DType.float16, DType.float32), (DType.bfloat16, DType.fl
 _MMA_SM89 = _MMA_SM80 | {(DType.float8_e4m3, DType.float32), (DType.float8_e5m2, DType.float32)}
 
 
-def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, mma_types: frozenset) -> Target:
+def _cuda(
+    arch: str, capability: tuple[int, int], smem_limit: int, mma_types: frozenset, spelling: Spelling = CUDA_SPELLING
+) -> Target:
     num = arch.removeprefix("sm_")
     return Target(
         arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, mma_types,
-        CUDA_SPELLING, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
+        spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
     )  # fmt: skip
 
 
@@ -150,7 +155,7 @@ TARGETS: dict[str, Target] = {
         _cuda("sm_80", (8, 0), 166912, _MMA_SM80),
         _cuda("sm_86", (8, 6), 101376, _MMA_SM80),
         _cuda("sm_89", (8, 9), 101376, _MMA_SM89),
-        _cuda("sm_90a", (9, 0), 232448, _MMA_SM89),  # the `a`: wgmma/TMA need it
+        _cuda("sm_90a", (9, 0), 232448, _MMA_SM89, HOPPER_SPELLING),  # the `a`: wgmma/TMA need it
     )
 }
 ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order
