@@ -237,3 +237,52 @@ def test_every_barrier_kind_is_spelled_for_sm_90a() -> None:
     assert lines["fence_proxy_async"] == ['asm volatile("fence.proxy.async.shared::cta;" ::: "memory");']
     assert {sp.barrier_helpers[k] for k in lines if k.startswith("mbarrier")} == {"mbarrier"}
     assert "mbarrier_wait" not in get_target("sm_80").spelling.barriers  # sm_80 has no try_wait.parity
+
+
+def sub(array: str, i: int = 0) -> T.Subscript:
+    return T.Subscript(array, (tir.IntImm(i, I32),), DType.float32)
+
+
+def load(array: str, i: int = 0) -> tir.Expr:
+    """`array[i]` read in an expression (Thread IR subscripts stand where Tile IR loads were)."""
+    return sub(array, i)  # type: ignore[return-value]
+
+
+def view(name: str) -> T.SharedView:
+    return T.SharedView(name, DType.float32, (64,), 0)
+
+
+def test_scalar_statements_outside_tile_ops_are_ordered_too() -> None:
+    store = T.Assign(sub("A", 1), load("A", 2))  # A[1] = A[2], by every thread
+    read = T.Decl("v", DType.float32, init=load("A"), const=True)  # a Let reading A
+    out = shape(placed(view("A"), op("copy", writes="A"), store, read, op("use", reads="A")))
+    assert out == ["SharedView", "copy", "|", "Assign", "|", "Decl", "use"]
+    registers = T.Assign(sub("acc"), load("frag"))  # not shared arrays: nothing to order
+    assert shape(placed(view("A"), op("copy", writes="A"), registers)) == ["SharedView", "copy", "Assign"]
+
+
+def test_branch_condition_and_loop_bounds_read_shared_arrays() -> None:
+    cond = tir.BinOp(">", load("A"), tir.FloatImm(0.0, DType.float32), DType.bool)
+    out = shape(placed(view("A"), op("copy", writes="A"), T.IfThen(cond, (op("r"),))))
+    assert out == ["SharedView", "copy", "|", ("if", ["r"], [])]
+    bound = T.Loop(T.Sym("i", I32), tir.IntImm(0, I32), tir.Cast(load("A"), I32), body=(op("r"),))
+    assert shape(placed(view("A"), op("copy", writes="A"), bound)) == ["SharedView", "copy", "|", ["r", "|"]]
+
+
+def test_a_branch_on_a_shared_tile_waits_for_the_copy_into_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilec.elaborate import elaborate_file
+    from tilec.emit import thread_text
+    from tilec.pipeline import lower_program
+
+    source = """kernel k(A: Tensor((M, N), float16), B: Tensor((M, N), float16)):
+    with Kernel(ceildiv(N, 64), ceildiv(M, 32), threads=128) as (bx, by):
+        A_shared = alloc_shared((32, 64), float16)
+        copy(A[by * 32, bx * 64], A_shared)
+        if A_shared[0, 0] > 0:
+            B[by * 32, bx * 64] = 1
+"""
+    monkeypatch.chdir(ROOT)
+    text = thread_text(lower_program(elaborate_file("k.tile", {}, text=source), "sm_80"))
+    lines = [line.strip() for line in text.splitlines()]
+    branch = next(i for i, line in enumerate(lines) if line.startswith("if (static_cast<float>(A_shared[0][0])"))
+    assert lines[branch - 1] == "__syncthreads();"

@@ -41,6 +41,7 @@ The contract with lowering:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import assert_never
@@ -49,6 +50,7 @@ from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.simplify import const
+from tilec.source import NO_SPAN, Span
 
 BLOCK = T.Barrier("block")
 _SIMULATED_ITERATIONS = 8  # iterations of a loop walked to count its cp.async groups
@@ -56,7 +58,8 @@ _SIMULATED_ITERATIONS = 8  # iterations of a loop walked to count its cp.async g
 
 def place_barriers(kernel: T.Kernel) -> T.Kernel:
     """`kernel` with the `block` barriers its shared-memory accesses need."""
-    return replace(kernel, body=tuple(_block(kernel.body, _State())))
+    placement = _Placement(_shared_arrays(kernel.body))
+    return replace(kernel, body=tuple(placement.block(kernel.body, _State())))
 
 
 # ---------------------------------------------------------------- the state
@@ -105,49 +108,152 @@ def _join(a: _State, b: _State) -> _State:
 # ---------------------------------------------------------------- the walk
 
 
-def _block(stmts: tuple[T.Stmt, ...], st: _State) -> list[T.Stmt]:
-    out: list[T.Stmt] = []
-    for s in stmts:
-        before, code = _stmt(s, st)
-        if before:
-            at = len(out)
-            while at and isinstance(out[at - 1], T.Comment):  # the comments heading `s` stay on it
-                at -= 1
-            out[at:at] = before
-        out += code
-    return out
+@dataclass(frozen=True)
+class _Placement:
+    """The walk over one kernel; `shared` names its shared arrays (scalar statements' accesses)."""
+
+    shared: frozenset[str]
+
+    def block(self, stmts: tuple[T.Stmt, ...], st: _State) -> list[T.Stmt]:
+        out: list[T.Stmt] = []
+        for s in stmts:
+            before, code = self.stmt(s, st)
+            if before:
+                at = len(out)
+                while at and isinstance(out[at - 1], T.Comment):  # the comments heading `s` stay on it
+                    at -= 1
+                out[at:at] = before
+            out += code
+        return out
+
+    def stmt(self, s: T.Stmt, st: _State) -> tuple[list[T.Stmt], list[T.Stmt]]:
+        """(barriers to place before `s`, `s` rewritten); updates `st` past `s`."""
+        match s:
+            case T.Scope(access=access, span=span):
+                return _access(access, st, span), [s]
+            case T.Loop():
+                return self.loop(s, st)
+            case T.IfThen(cond, then, orelse):
+                before = _access(self.scalar_access(s), st, NO_SPAN)
+                other = st.copy()
+                then_code = self.block(then, st)
+                else_code = self.block(orelse, other)
+                st.become(_join(st, other))
+                return before, [T.IfThen(cond, tuple(then_code), tuple(else_code))]
+            case T.Barrier():
+                _barrier(s, st)
+                return [], [s]
+            case T.Decl() | T.Assign():
+                return _access(self.scalar_access(s), st, NO_SPAN), [s]
+            case T.SharedView() | T.Call() | T.Comment():
+                return [], [s]
+            case _:
+                assert_never(s)
+
+    def loop(self, s: T.Loop, st: _State) -> tuple[list[T.Stmt], list[T.Stmt]]:
+        """The loop rule (module docstring). A loop issuing asynchronous copies is walked as many
+        times as it runs (up to a bound), for its commit groups; every walk must agree."""
+        touches = self.touches(s)
+        before = st.flush() if touches else []
+        before += _access(self.scalar_access(s), st, NO_SPAN)  # the bounds
+        entry = st.copy()
+        body = self.iteration(s.body, st, touches)
+        trips = _trip_count(s)
+        if _has_async(s.body):
+            for _ in range(min(trips if trips is not None else 2, _SIMULATED_ITERATIONS) - 1):
+                if self.iteration(s.body, st, touches) != body:
+                    raise error(None, "internal: a loop's barriers differ between its iterations")
+        if trips is None or trips == 0:  # it may not run at all
+            st.become(_join(entry, st))
+        return before, [replace(s, body=tuple(body))]
+
+    def iteration(self, body: tuple[T.Stmt, ...], st: _State, touches: bool) -> list[T.Stmt]:
+        """One iteration of a loop body; nothing is left pending at its end (module docstring)."""
+        code = self.block(body, st)
+        if touches and not _starts_with_barrier(body):
+            code += st.flush()
+        return code
+
+    def touches(self, s: T.Stmt) -> bool:
+        """`s` (nested loops and branches too) touches shared memory."""
+        match s:
+            case T.Scope(access=access):
+                return access.touches
+            case T.Loop(body=body):
+                return self.scalar_access(s).touches or any(self.touches(x) for x in body)
+            case T.IfThen(then=then, orelse=orelse):
+                return self.scalar_access(s).touches or any(self.touches(x) for x in then + orelse)
+            case T.Decl() | T.Assign():
+                return self.scalar_access(s).touches
+            case T.Barrier() | T.SharedView() | T.Call() | T.Comment():
+                return False
+            case _:
+                assert_never(s)
+
+    def scalar_access(self, s: T.Decl | T.Assign | T.IfThen | T.Loop) -> T.SharedAccess:
+        """The shared arrays a statement outside tile ops reads and writes: a scalar store or
+        declaration (`A_s[0][1] = x;`, `const float v = A_s[i][j];`), a branch's condition,
+        a loop's bounds (its body aside)."""
+        reads: set[str] = set()
+        writes: set[str] = set()
+        match s:
+            case T.Decl(init=init):
+                reads.update(_arrays(init))
+            case T.Assign(target, value, op):
+                reads.update(_arrays(value))
+                ref = target.target if isinstance(target, T.VecRef) else target
+                if isinstance(ref, T.Subscript):
+                    writes.add(ref.array)
+                    reads.update(_arrays(*ref.indices, *((ref,) if op != "=" else ())))
+            case T.IfThen(cond=cond):
+                reads.update(_arrays(cond))
+            case T.Loop(start=start, stop=stop):
+                reads.update(_arrays(start, stop))
+            case _:
+                assert_never(s)
+        return T.SharedAccess(reads=frozenset(reads & self.shared), writes=frozenset(writes & self.shared))
 
 
-def _stmt(s: T.Stmt, st: _State) -> tuple[list[T.Stmt], list[T.Stmt]]:
-    """(barriers to place before `s`, `s` rewritten); updates `st` past `s`."""
-    match s:
-        case T.Scope():
-            return _access(s, st), [s]
-        case T.Loop():
-            return _loop(s, st)
-        case T.IfThen(cond, then, orelse):
-            other = st.copy()
-            then_code = _block(then, st)
-            else_code = _block(orelse, other)
-            st.become(_join(st, other))
-            return [], [T.IfThen(cond, tuple(then_code), tuple(else_code))]
-        case T.Barrier():
-            _barrier(s, st)
-            return [], [s]
-        case T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Comment():
-            return [], [s]
-        case _:
-            assert_never(s)
+def _shared_arrays(body: tuple[T.Stmt, ...]) -> frozenset[str]:
+    """The kernel's shared arrays: its views into dynamic shared memory and `__shared__` declarations."""
+    return frozenset(s.name for s in body if isinstance(s, T.SharedView) or (isinstance(s, T.Decl) and s.shared))
 
 
-def _access(s: T.Scope, st: _State) -> list[T.Stmt]:
-    """The barrier a tile op needs before it, if any; then its accesses are pending."""
-    a = s.access
+_Expr = tir.Expr | T.Subscript | T.VecRef | T.AddressOf | T.Intrin | T.Sym | T.Builtin | str | None
+
+
+def _arrays(*exprs: _Expr) -> Iterator[str]:
+    """The C arrays the expressions subscript."""
+    for e in exprs:
+        match e:
+            case T.Subscript(array, indices):
+                yield array
+                yield from _arrays(*indices)
+            case T.VecRef(target) | T.AddressOf(target):
+                yield from _arrays(target)
+            case T.Intrin(args=args):
+                yield from _arrays(*args)
+            case tir.Call(args=args) | tir.Load(indices=args):
+                yield from _arrays(*args)
+            case tir.BinOp(a=a, b=b):
+                yield from _arrays(a, b)
+            case tir.UnaryOp(a=a) | tir.Cast(value=a):
+                yield from _arrays(a)
+            case tir.Select(cond, a, b):
+                yield from _arrays(cond, a, b)
+            case tir.IntImm() | tir.FloatImm() | tir.BoolImm() | tir.Var() | T.Sym() | T.Builtin() | str() | None:
+                pass
+            case _:
+                assert_never(e)
+
+
+def _access(a: T.SharedAccess, st: _State, span: Span) -> list[T.Stmt]:
+    """The barrier a statement doing `a` needs before it, if any; then its accesses are pending."""
     writes = a.writes | a.async_writes | a.tx_writes
     early = (a.reads | writes) & st.in_flight()
     if early:
         raise error(
-            s.span,
+            span,
             f"internal: '{sorted(early)[0]}' is accessed while an asynchronous write of it may be in flight "
             "(no wait retires it first)",
         )
@@ -158,7 +264,7 @@ def _access(s: T.Scope, st: _State) -> list[T.Stmt]:
     st.uncommitted |= a.async_writes
     if a.tx_writes:
         if a.mbarrier is None:
-            raise error(s.span, "internal: TMA writes without the mbarrier that completes them")
+            raise error(span, "internal: TMA writes without the mbarrier that completes them")
         st.tx[a.mbarrier] = st.tx.get(a.mbarrier, frozenset()) | a.tx_writes
     return before
 
@@ -185,31 +291,6 @@ def _barrier(b: T.Barrier, st: _State) -> None:
             assert_never(b.kind)
 
 
-def _loop(s: T.Loop, st: _State) -> tuple[list[T.Stmt], list[T.Stmt]]:
-    """The loop rule (module docstring). A loop issuing asynchronous copies is walked as many
-    times as it runs (up to a bound), for its commit groups; every walk must agree."""
-    touches = _touches(s.body)
-    before = st.flush() if touches else []
-    entry = st.copy()
-    body = _iteration(s.body, st, touches)
-    trips = _trip_count(s)
-    if _has_async(s.body):
-        for _ in range(min(trips if trips is not None else 2, _SIMULATED_ITERATIONS) - 1):
-            if _iteration(s.body, st, touches) != body:
-                raise error(None, "internal: a loop's barriers differ between its iterations")
-    if trips is None or trips == 0:  # it may not run at all
-        st.become(_join(entry, st))
-    return before, [replace(s, body=tuple(body))]
-
-
-def _iteration(body: tuple[T.Stmt, ...], st: _State, touches: bool) -> list[T.Stmt]:
-    """One iteration of a loop body; nothing is left pending at its end (module docstring)."""
-    code = _block(body, st)
-    if touches and not _starts_with_barrier(body):
-        code += st.flush()
-    return code
-
-
 def _trip_count(s: T.Loop) -> int | None:
     start, stop = const(s.start), const(s.stop)
     if start is None or stop is None:
@@ -230,25 +311,6 @@ def _starts_with_barrier(body: tuple[T.Stmt, ...]) -> bool:
             case _:
                 assert_never(s)
     return False
-
-
-def _touches(body: tuple[T.Stmt, ...]) -> bool:
-    """Some tile op in `body` (nested loops and branches too) touches shared memory."""
-    return any(_scopes_touch(s) for s in body)
-
-
-def _scopes_touch(s: T.Stmt) -> bool:
-    match s:
-        case T.Scope(access=access):
-            return access.touches
-        case T.Loop(body=body):
-            return _touches(body)
-        case T.IfThen(then=then, orelse=orelse):
-            return _touches(then) or _touches(orelse)
-        case T.Barrier() | T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Comment():
-            return False
-        case _:
-            assert_never(s)
 
 
 def _has_async(body: tuple[T.Stmt, ...]) -> bool:
