@@ -12,8 +12,13 @@ The contract with lowering:
   shared tiles it reads and writes (`shared_reads_writes` below gives them from
   the Tile IR). The pass reads that record only: it never looks inside a Scope,
   and a Scope's own barriers (a cross-warp reduction's scratch, a staged gemm
-  operand) are the op's business. Other statements outside Scopes are taken
-  not to touch shared tiles.
+  operand) are the op's business.
+- Scalar statements outside Scopes (a store into a shared tile, a declaration
+  reading one, a branch's condition, a loop's bounds) are ordered by their
+  subscripts of the kernel's shared arrays (its SharedViews and `__shared__`
+  declarations). Calls outside Scopes are not looked at: the only ones that
+  reach shared memory are a GEMM main loop's fragment loads (ldmatrix), which
+  read pipeline stages ordered by the pipeline's own wait + barrier (below).
 - Asynchronous writes are complete only after their wait: a cp.async write
   (`async_writes`) once a `Barrier("async_wait", (n,))` retires its commit
   group (the groups committed by `async_commit`, oldest first, all but the n
@@ -22,11 +27,13 @@ The contract with lowering:
   this thread: visible to the block after the next `block` barrier. Reading or
   overwriting a tile whose asynchronous write is still in flight is an
   internal error: lowering places the waits, the pass only the barriers.
-- Pipelines (lower/pipelined.py) decide where their own wait + barrier go, as
-  `Barrier` nodes the pass reads like any other: a `block` barrier retires all
-  reads and writes before it. Their producers' writes (`stage_writes`) go to a
-  stage that nothing reads before the pipeline's next wait + barrier, so the
-  pass neither checks nor tracks them.
+- Pipelines (lower/pipelined.py) decide where their own wait + barrier go (the
+  schedule), as `Barrier` nodes the pass reads like any other: a `block`
+  barrier retires all reads and writes before it, and `async_wait` retires the
+  early copies' groups (counted through the prologue loop, whose iterations the
+  pass walks). Their producers' writes (`stage_writes`) go to a stage that
+  nothing reads before the pipeline's next wait + barrier, so the pass neither
+  checks nor tracks them.
 - Loops: a loop whose body touches shared memory starts with nothing pending
   (a barrier before it if anything is), and its body ends with nothing pending
   (a barrier at its end) unless the body begins with a `block` barrier, which

@@ -41,6 +41,13 @@ In other loops, a copy may be issued later in the iteration, after a gemm
 (plan_pipeline's issue points: flash attention's V after Q K^T); the
 stage it writes is still the one read in iteration k - 1, and the one
 commit per iteration moves after it.
+
+The waits, commits and barriers above are the schedule, and this module
+places them, as T.Barrier nodes (`async_wait`, `async_commit`, `block`); the
+sync pass (sync.py) reads them like any other barrier. The producers' Scopes
+record their writes as `stage_writes` (the stage nothing reads before the next
+wait + barrier), an early copy's as `async_writes` (retired by the loop's
+first wait); the consumers are ordinary tile ops, ordered by the pass.
 """
 
 from __future__ import annotations
