@@ -22,7 +22,7 @@ BAR = T.Subscript("bars", (tir.IntImm(0, I32),), DType.uint64)
 
 def op(name: str, **access: object) -> T.Scope:
     """A tile op called `name` (its comment) doing `access` (SharedAccess fields, names as strings)."""
-    fields = {k: frozenset(v) if isinstance(v, str) else v for k, v in access.items()}  # type: ignore[arg-type]
+    fields = {k: frozenset(v) if isinstance(v, str) else v for k, v in access.items()}
     return T.Scope(name, (), access=T.SharedAccess(**fields))  # type: ignore[arg-type]
 
 

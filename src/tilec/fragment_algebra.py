@@ -291,7 +291,7 @@ def tile_threads(frag: FragmentMap, counts: Sequence[int]) -> FragmentMap:
     thread t = group * threads + t' holds element index' + group coordinate * shape."""
     t = frag.thread
     inner, group = _bin("%", t, frag.threads), _bin("//", t, frag.threads)
-    index = []
+    index: list[tir.Expr] = []
     stride = 1
     for d in reversed(range(len(counts))):
         x = simplify(substitute(frag.index[d], {t: inner}))

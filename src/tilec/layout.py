@@ -21,6 +21,7 @@ decides them, lowering reads them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tilec import tir
@@ -90,9 +91,7 @@ def thread_coords(frag: Fragment, tid: tir.Expr) -> list[tir.Expr]:
     return out
 
 
-def tile_index(
-    frag: Fragment, threads: list[tir.Expr], locals_: list[tir.Expr] | tuple[int, ...]
-) -> tuple[tir.Expr, ...]:
+def tile_index(frag: Fragment, threads: list[tir.Expr], locals_: Sequence[tir.Expr | int]) -> tuple[tir.Expr, ...]:
     """Tile index held by thread digits `threads` in the register with digits
     `locals_` (terms summed largest stride first, the way one reads them)."""
     out = []

@@ -80,7 +80,7 @@ class _State:
     writes: set[str] = field(default_factory=set)  # since the last block barrier (retired cp.async too)
     uncommitted: set[str] = field(default_factory=set)  # cp.async writes of the open group
     groups: list[frozenset[str]] = field(default_factory=list)  # committed, in flight, oldest first
-    tx: dict[T.BarrierArg, frozenset[str]] = field(default_factory=dict)  # TMA writes by mbarrier, in flight
+    tx: dict[T.Expr, frozenset[str]] = field(default_factory=dict)  # TMA writes by mbarrier, in flight
 
     def copy(self) -> _State:
         return _State(set(self.reads), set(self.writes), set(self.uncommitted), list(self.groups), dict(self.tx))
@@ -226,7 +226,7 @@ def _shared_arrays(body: tuple[T.Stmt, ...]) -> frozenset[str]:
     return frozenset(s.name for s in body if isinstance(s, T.SharedView) or (isinstance(s, T.Decl) and s.shared))
 
 
-_Expr = tir.Expr | T.Subscript | T.VecRef | T.AddressOf | T.Intrin | T.Sym | T.Builtin | str | None
+_Expr = T.Expr | T.VecRef | str | None
 
 
 def _arrays(*exprs: _Expr) -> Iterator[str]:
@@ -349,8 +349,8 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
     reads: set[tir.Buffer] = set()
     writes: set[tir.Buffer] = set()
 
-    def rd(e: object) -> None:
-        reads.update(x.buffer for x in tir_walk.loads(e) if x.buffer.scope == "shared")  # type: ignore[arg-type]
+    def rd(e: tir.Expr) -> None:
+        reads.update(x.buffer for x in tir_walk.loads(e) if x.buffer.scope == "shared")
 
     def region(r: tir.Region | None, out: set[tir.Buffer]) -> None:
         if r is None:

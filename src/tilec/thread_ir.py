@@ -52,7 +52,7 @@ class Intrin:
     """A call of a CUDA function or a helper emitted into the file."""
 
     name: str
-    args: tuple[tir.Expr | str, ...]
+    args: tuple[Expr | str, ...]
     dtype: DType
 
 
@@ -92,6 +92,10 @@ class AddressOf:
     dtype: DType = DType.int64
 
 
+# A Thread IR expression: a Tile IR one or one of the C forms above (VecRef is no value of its own:
+# it is only ever the target or value of an Assign).
+Expr: TypeAlias = tir.Expr | Sym | Subscript | Intrin | Builtin | AddressOf
+
 # ---------------------------------------------------------------- statements
 
 
@@ -122,7 +126,7 @@ class SharedView:
 @dataclass(frozen=True, slots=True)
 class Assign:
     target: Subscript | Sym | VecRef
-    value: tir.Expr | VecRef
+    value: Expr | VecRef
     op: str = "="  # or "+=" etc.
 
 
@@ -165,9 +169,6 @@ BarrierKind = Literal[
 ]
 
 
-BarrierArg: TypeAlias = tir.Expr | Subscript  # a count, an id, or an mbarrier (a uint64 in shared memory)
-
-
 @dataclass(frozen=True, slots=True)
 class Barrier:
     """A synchronization statement; `sync.py` places `block` barriers and
@@ -175,7 +176,7 @@ class Barrier:
     a cp.async wait, ...)."""
 
     kind: BarrierKind
-    args: tuple[BarrierArg, ...] = ()
+    args: tuple[Expr, ...] = ()  # counts, ids, an mbarrier (a uint64 in shared memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +195,7 @@ class SharedAccess:
     async_writes: frozenset[str] = frozenset()  # cp.async: complete once their commit group is waited for
     # TMA writes (Hopper): complete once `mbarrier` (an mbarrier_wait's first argument) completes a phase
     tx_writes: frozenset[str] = frozenset()
-    mbarrier: BarrierArg | None = None
+    mbarrier: Expr | None = None
     # writes into a pipeline stage that no statement reads before the pipeline's own wait and
     # barrier (lower/pipelined.py places those; sync.py's docstring states the contract)
     stage_writes: frozenset[str] = frozenset()

@@ -6,6 +6,7 @@ reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tilec import layout as L
 from tilec import thread_ir as T
@@ -34,6 +35,9 @@ from tilec.lower.cexpr import (
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
 from tilec.targets import mma_depth
+
+if TYPE_CHECKING:
+    from tilec.lower.kernel import LoweringHost
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,13 @@ _MMA_KIND = {
 class TileOps:
     """Mixin of KernelLowering: one method per tile op."""
 
-    def parallel(self, s: tir.Parallel) -> list[T.Stmt]:
+    red_buf: str | None  # declared here, as _red_scratch assigns it (KernelLowering starts it at None)
+
+    def parallel(self: LoweringHost, s: tir.Parallel) -> list[T.Stmt]:
         layout = self.layouts.loops[id(s)]
         return self.distributed(layout, s.vars, s.body)
 
-    def _tile_domain(self, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
+    def _tile_domain(self: LoweringHost, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
         """Loop variables and shape of the element loop of a tile op over `regions`
         (in order of preference): a fragment's whole shape, else the first
         region's extents with unit dims squeezed out."""
@@ -85,7 +91,7 @@ class TileOps:
         return index_vars(1), (1,)
 
     def _region_index(
-        self, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
+        self: LoweringHost, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
     ) -> tuple[tir.Expr, ...]:
         """Buffer index of element `vars` of a loop over `shape`: the region's
         non-unit dims take the loop's non-unit dims in order (unit dims of
@@ -99,7 +105,7 @@ class TileOps:
                 out.append(simplify(tir.BinOp("+", start, loop_dims.pop(0), I32)))
         return tuple(out)
 
-    def _tile_layout(self, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
+    def _tile_layout(self: LoweringHost, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
         for r in regions:
             if r.buffer.scope == "fragment":
                 frag = self.layouts.buffers[r.buffer]
@@ -114,7 +120,7 @@ class TileOps:
             )
         return L.default(shape, self.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
 
-    def copy(self, s: tir.Copy) -> list[T.Stmt]:
+    def copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst, s.src])
         layout = self._tile_layout([s.src, s.dst], shape)
         src_idx = self._region_index(s.src, vars, shape)
@@ -131,7 +137,7 @@ class TileOps:
         self.interior.discard(tensor)
         return [T.IfThen(interior, tuple(fast), tuple(general))]
 
-    def _interior_condition(self, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
+    def _interior_condition(self: LoweringHost, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
         """`tile in bounds && tensor aligned` for a vectorized copy between a
         tensor and on-chip memory, or None when there is nothing to check."""
         sides = [r for r in (s.src, s.dst) if r.buffer.scope == "global"]
@@ -160,7 +166,7 @@ class TileOps:
             return all_of(fixed + moving)
         return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
 
-    def kernel_flag(self, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
+    def kernel_flag(self: LoweringHost, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
         """`const bool {tensor}_{what} = cond;` once, before the kernel's first statement
         (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
         tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
@@ -172,7 +178,7 @@ class TileOps:
             self.prologue.append(T.Decl(flag, DType.bool, init=cond, const=True))
         return tir.Var(self.vec_flags[text], DType.bool, "let")
 
-    def fill(self, s: tir.Fill) -> list[T.Stmt]:
+    def fill(self: LoweringHost, s: tir.Fill) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst])
         if s.dst.buffer.scope == "var":
             return [
@@ -185,7 +191,7 @@ class TileOps:
         body = (tir.Store(s.dst.buffer, self._region_index(s.dst, vars, shape), s.value, s.span),)
         return self.distributed(layout, vars, body)
 
-    def atomic_region(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+    def atomic_region(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.src is not None
         vars, shape = self._tile_domain([s.src])
         layout = self._tile_layout([s.src], shape)
@@ -202,7 +208,7 @@ class TileOps:
         out = self.distributed(layout, vars, body, vectorize=False)
         return out
 
-    def atomic_element(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+    def atomic_element(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.value is not None
         return [
             T.IfThen(
@@ -212,21 +218,21 @@ class TileOps:
         ]
 
     def _atomic(
-        self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
+        self: LoweringHost, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
     ) -> list[T.Stmt]:
         acc = self.ref(buf, idx, loop)
         if buf.scope == "global":
             self.written.add(acc.ref.array)
         v = cast(self.value(value, loop), buf.dtype)
-        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))  # type: ignore[arg-type]
+        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))
         return guarded(acc.inbounds, [call])
 
-    def gemm(self, s: tir.Gemm) -> list[T.Stmt]:
+    def gemm(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
         if id(s) in self.layouts.mma:
             return self.gemm_mma(s)
         return self.gemm_simt(s)
 
-    def gemm_mma(self, s: tir.Gemm) -> list[T.Stmt]:
+    def gemm_mma(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
         """Tensor cores: per k step (16 deep, 32 for 8-bit types), ldmatrix the warp's A and
         B tiles from shared memory into registers, then one mma.sync per
         16x8 piece of the warp's accumulator tile."""
@@ -240,7 +246,7 @@ class TileOps:
         out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(mma.steps), 1, mma.steps <= 8, tuple(body)))
         return out
 
-    def mma_setup(self, s: tir.Gemm) -> tuple[list[T.Stmt], MmaGemm]:
+    def mma_setup(self: LoweringHost, s: tir.Gemm) -> tuple[list[T.Stmt], MmaGemm]:
         """What every k step of a tensor-core gemm needs, and the code that
         runs once before the steps (staging of A, clearing of C)."""
         c = s.c.buffer
@@ -272,16 +278,16 @@ class TileOps:
         m0, n0 = simplify(mul(warp_m, mi_n * 16)), simplify(mul(warp_n, ni_n * 8))
         return out, MmaGemm(s, a_region, a_in_registers, cname, kind, mi_n, ni_n, m0, n0, depth, k_extent // depth)
 
-    def mma_registers(self, mma: MmaGemm) -> tuple[str, str]:
+    def mma_registers(self: LoweringHost, mma: MmaGemm) -> tuple[str, str]:
         """Fresh names for one set of A and B fragment registers."""
         a_reg = self._fresh(f"{self.names.of(mma.a.buffer)}_frag")
         b_reg = self._fresh(f"{self.names.of(mma.gemm.b.buffer)}_frag")
         return a_reg, b_reg
 
-    def mma_declare(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
+    def mma_declare(self: LoweringHost, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
         return [T.Decl(a_reg, DType.uint32, (mma.mi_n * 4,)), T.Decl(b_reg, DType.uint32, (mma.ni_n * 2,))]
 
-    def mma_load(self, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
+    def mma_load(self: LoweringHost, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
         """The A and B fragments of k step `kk` into registers `a_reg`, `b_reg`:
         ldmatrix from shared memory (.trans for a transposed tile), or A packed
         from a register tile laid out as an accumulator."""
@@ -310,7 +316,7 @@ class TileOps:
                 fn = "tilec_ldmatrix_x4_trans"
             addr = self._smem_elem(mma.a, idx)
             regs = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
-            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
+            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))
         for ni in range(0, mma.ni_n, 2):
             col = add(mma.n0, int_(ni * 8))
             pair = ni + 1 < mma.ni_n
@@ -323,10 +329,10 @@ class TileOps:
                 fn = "tilec_ldmatrix_x4_trans" if pair else "tilec_ldmatrix_x2_trans"
             addr = self._smem_elem(s.b, idx)
             regs = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
+            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))
         return body
 
-    def mma_products(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
+    def mma_products(self: LoweringHost, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
         """One mma.sync per m16n8 piece of the warp's accumulator tile."""
         self.helpers.add(f"mma_{mma.kind}")
         body: list[T.Stmt] = []
@@ -336,10 +342,10 @@ class TileOps:
                 a = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
                 b = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
                 fn = f"tilec_mma_m16n8k{mma.depth}_{mma.kind}"
-                body.append(T.Call(T.Intrin(fn, (acc, a, b), I32)))  # type: ignore[arg-type]
+                body.append(T.Call(T.Intrin(fn, (acc, a, b), I32)))
         return body
 
-    def _a_registers(self, a: tir.Buffer, a_reg: str, mi: int, kk: tir.Var) -> list[T.Stmt]:
+    def _a_registers(self: LoweringHost, a: tir.Buffer, a_reg: str, mi: int, kk: tir.Expr) -> list[T.Stmt]:
         """A operand registers of one m16k16 tile taken from a register tile laid
         out as an mma accumulator: two neighbouring m16n8 tiles (columns 16 kk
         ... 16 kk + 15) are exactly the A fragment, packed two halves a word."""
@@ -355,15 +361,15 @@ class TileOps:
             lo = T.Subscript(name, (base,), a.dtype)
             hi = T.Subscript(name, (simplify(add(base, int_(1))),), a.dtype)
             target = T.Subscript(a_reg, (int_(mi * 4 + r),), DType.uint32)
-            out.append(T.Assign(target, T.Intrin(helper, (lo, hi), DType.uint32)))  # type: ignore[arg-type]
+            out.append(T.Assign(target, T.Intrin(helper, (lo, hi), DType.uint32)))
         return out
 
-    def _smem_elem(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
+    def _smem_elem(self: LoweringHost, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
         """&tile[...] of element idx2 of a 2-D operand region in shared memory."""
         ref = self.ref(region.buffer, self._operand_index(region, (simplify(idx2[0]), simplify(idx2[1]))), None)
         return T.AddressOf(ref.ref)
 
-    def gemm_simt(self, s: tir.Gemm) -> list[T.Stmt]:
+    def gemm_simt(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
         c = s.c.buffer
         frag = self.layouts.buffers[c]
         out: list[T.Stmt] = []
@@ -413,7 +419,7 @@ class TileOps:
             a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
         if frag.padded(1):
             b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
-        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]
+        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         fma = T.Assign(T.Subscript(cname, (simplify(add(mul(rv, ln), cv)),), c.dtype), product, "+=")
         inner: tuple[T.Stmt, ...] = (
             T.Decl(a_reg, acc_t, (lm,)),
@@ -438,7 +444,7 @@ class TileOps:
         )
         return out
 
-    def _operand_index(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
+    def _operand_index(self: LoweringHost, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
         """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
         the two logical dims are the region's last two non-unit dims."""
         rank = len(region.extents)
@@ -451,7 +457,7 @@ class TileOps:
             out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
         return tuple(out)
 
-    def stage_fragment(self, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
+    def stage_fragment(self: LoweringHost, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
         """Write a register operand to a shared scratch tile (the SIMT gemm reads
         operands from shared memory); returns the scratch region and the code."""
         buf = region.buffer
@@ -468,7 +474,7 @@ class TileOps:
             scratch, tuple(int_(0) for _ in frag.shape), tuple(int_(x) for x in frag.shape), region.span
         ), code
 
-    def reduce(self, s: tir.Reduce) -> list[T.Stmt]:
+    def reduce(self: LoweringHost, s: tir.Reduce) -> list[T.Stmt]:
         """Fold the registers along `dim` in each thread, then across the
         threads sharing a row: warp shuffles, then shared memory across warps."""
         src, dst = s.src.buffer, s.dst.buffer
@@ -498,7 +504,7 @@ class TileOps:
             out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
             for digits in group:
                 reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
-                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]
+                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 if s.kind in ("abssum", "absmax"):
                     x = tir.Call("abs", (x,), acc_t)
                 upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
@@ -508,11 +514,13 @@ class TileOps:
             target = T.Subscript(dname, (int_(dslot),), dst.dtype)
             val: tir.Expr = tir.Var(acc, acc_t, "let")
             if not s.clear:
-                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]
+                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Assign(target, cast(val, dst.dtype)))
         return out
 
-    def _cross_thread(self, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+    def _cross_thread(
+        self: LoweringHost, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]
+    ) -> list[T.Stmt]:
         """Combine `acc` over the threads that differ only in `parts` ((extent,
         thread-id stride) each): xor shuffles inside a warp, then a round
         through shared memory for the factors that span warps."""
@@ -526,7 +534,7 @@ class TileOps:
             mask = stride * inner // 2
             while mask >= stride and inner > 1:
                 other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
-                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
+                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 mask //= 2
             if extent // inner > 1:
                 outer.append((extent // inner, stride * inner))
@@ -539,13 +547,13 @@ class TileOps:
             base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
         base = simplify(base)
         out += [BLOCK, T.Assign(T.Subscript(red, (self.tx,), dtype), accv), BLOCK]
-        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))  # type: ignore[arg-type]
+        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))
         if len(outer) == 1:
             extent, step = outer[0]
             k = T.Sym(self._fresh("k"), I32)
             kv = counter_var(k, extent, self.bounds)
             other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
-            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]
+            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
             return out
         offsets = [0]
@@ -553,16 +561,16 @@ class TileOps:
             offsets = [o + c * step for o in offsets for c in range(extent)]
         for off in offsets[1:]:
             other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
-            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         return out
 
-    def _red_scratch(self, dtype: DType) -> str:
+    def _red_scratch(self: LoweringHost, dtype: DType) -> str:
         if self.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
             self.red_buf = self._fresh("red_buf")
             self.shared_view(self.red_buf, DType.float64, (self.kernel.threads,))
         return f"reinterpret_cast<{dtype.cname}*>({self.red_buf})"
 
-    def cumsum(self, s: tir.CumSum) -> list[T.Stmt]:
+    def cumsum(self: LoweringHost, s: tir.CumSum) -> list[T.Stmt]:
         """One thread per line along `dim`, scanning it serially (in place is fine)."""
         src, dst = s.src, s.dst
         ext = tuple(const_int(e) for e in src.extents)
@@ -583,7 +591,7 @@ class TileOps:
         body = (tir.Alloc(running, zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
         return self.distributed(layout, vars, body, vectorize=False)
 
-    def print_(self, s: tir.Print) -> list[T.Stmt]:
+    def print_(self: LoweringHost, s: tir.Print) -> list[T.Stmt]:
         if isinstance(s.value, tir.Region):
             r = s.value
             vars, shape = self._tile_domain([r])
@@ -601,7 +609,7 @@ class TileOps:
             )
         return [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), (printf(s.msg, self.value(s.value, None)),))]
 
-    def device_assert(self, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
+    def device_assert(self: LoweringHost, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
         cond = self.value(s.cond, loop)
         msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
         return T.IfThen(

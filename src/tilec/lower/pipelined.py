@@ -52,6 +52,8 @@ first wait); the consumers are ordinary tile ops, ordered by the pass.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
@@ -60,6 +62,9 @@ from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK, shared_reads_writes
 
 COMMIT = T.Barrier("async_commit")
+
+if TYPE_CHECKING:
+    from tilec.lower.kernel import LoweringHost
 
 
 def _wait(pending: int) -> T.Barrier:
@@ -70,11 +75,11 @@ def _wait(pending: int) -> T.Barrier:
 class Pipelining:
     """Mixin of KernelLowering: loops with a PipelinePlan entry."""
 
-    def pipelined(self, s: tir.For) -> list[T.Stmt]:
+    def pipelined(self: LoweringHost, s: tir.For) -> list[T.Stmt]:
         self.helpers.add("cp_async")
         stages = s.num_stages
         producer_ids = set(self.plan.producers[id(s)])
-        producers = [x for x in s.body if id(x) in producer_ids]
+        producers = [x for x in s.body if isinstance(x, tir.Copy) and id(x) in producer_ids]
         consumers = tuple(x for x in s.body if id(x) not in producer_ids)
         start = simplify(self.value(s.start, None))
         count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
@@ -109,7 +114,7 @@ class Pipelining:
         return out
 
     def interleaved(
-        self, producers: list[tir.Copy], consumers: tuple[tir.Stmt, ...], prefetch: list[T.Stmt]
+        self: LoweringHost, producers: list[tir.Copy], consumers: tuple[tir.Stmt, ...], prefetch: list[T.Stmt]
     ) -> list[T.Stmt]:
         """The consumers, with each producer's prefetch issued at the top of the iteration or right
         after the gemm the plan names (plan_pipeline.issue_after), and one commit after the last."""
@@ -132,16 +137,16 @@ class Pipelining:
                 out.append(commit)
         return out
 
-    def mainloop_gemm(self, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
+    def mainloop_gemm(self: LoweringHost, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
         """The gemm of a GEMM main loop (module docstring), or None."""
         if len(consumers) != 1 or id(consumers[0]) not in self.plan.fragments_ahead:
             return None
-        staging, mma = self.mma_setup(consumers[0])  # type: ignore[arg-type]
+        staging, mma = self.mma_setup(consumers[0])  # type: ignore[arg-type]  # fragments_ahead holds only gemms
         assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
         return mma
 
     def mainloop(
-        self, mma: MmaGemm, stages: int, it: tir.Var, count: tir.Expr, prefetch: list[T.Stmt]
+        self: LoweringHost, mma: MmaGemm, stages: int, it: tir.Var, count: tir.Expr, prefetch: list[T.Stmt]
     ) -> tuple[list[T.Stmt], list[T.Stmt]]:
         """The code before the steady-state loop and its body, for a GEMM main loop."""
         g = mma.gemm
@@ -177,7 +182,7 @@ class Pipelining:
             body += self.mma_products(mma, *regs[step % 2])
         return setup, body
 
-    def early_copy(self, s: tir.Copy) -> list[T.Stmt]:
+    def early_copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
         """A copy before a pipelined loop, issued as cp.async in a group of its own;
         the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
         self.helpers.add("cp_async")
@@ -185,7 +190,7 @@ class Pipelining:
         access = T.SharedAccess(reads=self.shared_names(reads), async_writes=self.shared_names(writes))
         return [self.async_copy_of(s, access), COMMIT]
 
-    def async_copy_of(self, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
+    def async_copy_of(self: LoweringHost, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
         """`s` issued as cp.async."""
         self.async_copy = True
         code = self.copy(s)
@@ -193,7 +198,7 @@ class Pipelining:
         return T.Scope(source_comment(s), tuple(code), s.span, access)
 
     def produce(
-        self,
+        self: LoweringHost,
         var: tir.Var,
         producers: list[tir.Copy],
         start: tir.Expr,
