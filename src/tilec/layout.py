@@ -271,3 +271,8 @@ def mma_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: int
     thread_parts = (Part(4, 1, 2), Part(8, 0, 1), Part(wn, 1, ni * 8), Part(wm, 0, mi * 16))
     local_parts = (Part(mi, 0, 16), Part(ni, 1, 8), Part(2, 0, 8), Part(2, 1, 1))
     return Fragment(shape, thread_parts, local_parts)
+
+
+def warp_rows(frag: Fragment) -> int:
+    """The warp rows (wm) of an `mma_accumulator`."""
+    return frag.thread_parts[3].extent

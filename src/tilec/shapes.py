@@ -210,7 +210,7 @@ def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool]
         raise error(span, f"gemm() inner dimensions differ: A gives K = {k}, B gives K = {kb}", hint=hint)
     if (m, n) != (mc, nc):
         raise error(span, f"gemm() accumulator shape differs: A @ B is ({m}, {n}) but C is ({mc}, {nc})")
-    return tir.Gemm(region(a), region(b), region(c), transpose_a, transpose_b, policy, clear_accum, span)  # type: ignore[arg-type]  # policy: checked by the caller
+    return tir.Gemm(region(a), region(b), region(c), transpose_a, transpose_b, policy, clear_accum, span=span)  # type: ignore[arg-type]  # policy: checked by the caller
 
 
 def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: Span) -> tir.Reduce:

@@ -34,7 +34,7 @@ from tilec.lower.cexpr import (
 )
 from tilec.lower.cleanup import drop_unused
 from tilec.lower.loops import DistributedLoops
-from tilec.lower.ops import TileOps
+from tilec.lower.ops import TileOps, backend_of
 from tilec.lower.pipelined import Pipelining
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import PipelinePlan
@@ -140,6 +140,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.async_copy = False  # lowering a pipeline's producer copies (cp.async)
         self.interior: set[tir.Buffer] = set()  # tensors whose current tile is wholly in bounds and aligned
         self.target = target
+        self.backend = backend_of(target)  # the target's gemms on warp instructions, async copies
         self.names = _Names()
         for t in kernel.tensors:
             self.names.of(t)

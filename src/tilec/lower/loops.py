@@ -273,16 +273,15 @@ class DistributedLoops:
             return None
         load = store.value
         nbytes = width * store.buffer.dtype.bytes
-        if load.buffer.dtype != store.buffer.dtype or nbytes not in (4, 8, 16):
+        if load.buffer.dtype != store.buffer.dtype or nbytes not in self.backend.ASYNC_COPY_BYTES:
             return None
         zero_lane = {lane: int_(0)}
         src = self._vec_access(load.buffer, load.indices, lane, width, zero_lane)
         dst = self._vec_access(store.buffer, store.indices, lane, width, zero_lane)
         if src is None or dst is None:
             return None
-        self.helpers.add("cp_async")
-        call = T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst[1][0]), T.AddressOf(src[1][0])), I32)
-        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), [T.Call(call)]
+        copy = self.backend.async_copy(self, dst[1][0], src[1][0], nbytes)  # the target's instruction
+        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), [copy]
 
     def _vec_access(
         self: LoweringHost, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict

@@ -1,12 +1,16 @@
 """Lowering of each tile op: copy, fill and atomic_add build an element body and
 run it as a distributed loop; gemm (SIMT FMA over the accumulator micro-tile),
 reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
-(a thread per line) are lowered directly."""
+(a thread per line) are lowered directly. A gemm whose instruction record
+(passes/select.py) runs on a warp or more goes to the target's backend module
+(`backend_of`: backends/cuda/sm80.py for the CUDA targets)."""
 
 from __future__ import annotations
 
+import importlib
+import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tilec import layout as L
 from tilec import thread_ir as T
@@ -14,6 +18,7 @@ from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.emit import expr_text as _expr_text
+from tilec.instructions import Instruction, OperandTypes
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
@@ -34,22 +39,23 @@ from tilec.lower.cexpr import (
 )
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
-from tilec.targets import mma_depth
+from tilec.targets import Target, instruction_named
 
 if TYPE_CHECKING:
-    from tilec.lower.kernel import LoweringHost
+    from tilec.lower.kernel import KernelLowering, LoweringHost
 
 
 @dataclass(frozen=True)
 class MmaGemm:
-    """A gemm on mma.sync (m16n8k16, or m16n8k32 for 8-bit operands), split into k steps of the
-    instruction's depth (see TileOps.mma_setup)."""
+    """A gemm on a warp's matrix instruction (mma.sync m16n8k16, m16n8k32 for 8-bit operands),
+    split into k steps of the instruction's depth (the backend's `setup`)."""
 
     gemm: tir.Gemm
+    record: Instruction
+    types: OperandTypes  # the record's entry for the operand type: its helper and call
     a: tir.Region  # A as read by the steps (a fragment operand may have been staged to shared memory)
     a_in_registers: bool  # A comes from a register tile laid out as an accumulator
     c: str  # the accumulator's C name
-    kind: str  # f16 | bf16 | s8 | e4m3 | e5m2 (helper suffix, see emit.HELPERS)
     mi_n: int  # m16 tiles per warp
     ni_n: int  # n8 tiles per warp
     m0: tir.Expr  # the warp's first row and column of C
@@ -58,13 +64,25 @@ class MmaGemm:
     steps: int  # k steps of `depth`
 
 
-_MMA_KIND = {
-    DType.float16: "f16",
-    DType.bfloat16: "bf16",
-    DType.int8: "s8",
-    DType.float8_e4m3: "e4m3",
-    DType.float8_e5m2: "e5m2",
-}
+class Backend(Protocol):
+    """What a backend module (tilec.backends.<Target.backend>) provides: gemms on its warp-level
+    instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
+    interleaves), and the asynchronous global -> shared copy of pipelined loops."""
+
+    ASYNC_COPY_BYTES: tuple[int, ...]  # the sizes one asynchronous copy moves
+
+    def gemm(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> list[T.Stmt]: ...
+    def setup(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]: ...
+    def registers(self, ctx: KernelLowering, mma: MmaGemm) -> tuple[str, str]: ...
+    def declare(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
+    def load(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]: ...
+    def products(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
+    def async_copy(self, ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt: ...
+
+
+def backend_of(target: Target) -> Backend:
+    """The backend module Target.backend names ("cuda.sm80" -> tilec.backends.cuda.sm80)."""
+    return typing.cast(Backend, importlib.import_module(f"tilec.backends.{target.backend}"))
 
 
 class TileOps:
@@ -228,146 +246,10 @@ class TileOps:
         return guarded(acc.inbounds, [call])
 
     def gemm(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
-        if id(s) in self.layouts.mma:
-            return self.gemm_mma(s)
-        return self.gemm_simt(s)
-
-    def gemm_mma(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
-        """Tensor cores: per k step (16 deep, 32 for 8-bit types), ldmatrix the warp's A and
-        B tiles from shared memory into registers, then one mma.sync per
-        16x8 piece of the warp's accumulator tile."""
-        out, mma = self.mma_setup(s)
-        kk = tir.Var(self._fresh("kk"), I32, "thread")
-        self.bounds[kk] = mma.steps - 1
-        a_reg, b_reg = self.mma_registers(mma)
-        body = self.mma_declare(mma, a_reg, b_reg)
-        body += self.mma_load(mma, a_reg, b_reg, kk)
-        body += self.mma_products(mma, a_reg, b_reg)
-        out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(mma.steps), 1, mma.steps <= 8, tuple(body)))
-        return out
-
-    def mma_setup(self: LoweringHost, s: tir.Gemm) -> tuple[list[T.Stmt], MmaGemm]:
-        """What every k step of a tensor-core gemm needs, and the code that
-        runs once before the steps (staging of A, clearing of C)."""
-        c = s.c.buffer
-        frag = self.layouts.buffers[c]
-        out: list[T.Stmt] = []
-        a_region = s.a
-        a_in_registers = id(s) in self.layouts.a_registers
-        if s.a.buffer.scope == "fragment" and not a_in_registers:
-            a_region, staging = self.stage_fragment(s.a)
-            out += staging
-        if s.b.buffer.scope == "fragment":
-            raise error(
-                s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
-            )
-        cname = self.names.of(c)
-        if s.clear_accum:
-            i = T.Sym(self._fresh("i"), I32)
-            zero_c = (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),)
-            out.append(T.Loop(i, int_(0), int_(frag.local_size), 1, True, zero_c))
-        mi_n, ni_n = frag.local_parts[0].extent, frag.local_parts[1].extent
-        wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
-        a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1]
-        k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
-        warp = simplify(tir.BinOp("//", self.tx, int_(32), I32))
-        warp_n = simplify(tir.BinOp("%", warp, int_(wn), I32)) if wn > 1 else int_(0)
-        warp_m = simplify(tir.BinOp("//", warp, int_(wn), I32)) if wm > 1 else int_(0)
-        kind = _MMA_KIND[s.a.buffer.dtype]
-        depth = mma_depth(s.a.buffer.dtype)
-        m0, n0 = simplify(mul(warp_m, mi_n * 16)), simplify(mul(warp_n, ni_n * 8))
-        return out, MmaGemm(s, a_region, a_in_registers, cname, kind, mi_n, ni_n, m0, n0, depth, k_extent // depth)
-
-    def mma_registers(self: LoweringHost, mma: MmaGemm) -> tuple[str, str]:
-        """Fresh names for one set of A and B fragment registers."""
-        a_reg = self._fresh(f"{self.names.of(mma.a.buffer)}_frag")
-        b_reg = self._fresh(f"{self.names.of(mma.gemm.b.buffer)}_frag")
-        return a_reg, b_reg
-
-    def mma_declare(self: LoweringHost, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
-        return [T.Decl(a_reg, DType.uint32, (mma.mi_n * 4,)), T.Decl(b_reg, DType.uint32, (mma.ni_n * 2,))]
-
-    def mma_load(self: LoweringHost, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
-        """The A and B fragments of k step `kk` into registers `a_reg`, `b_reg`:
-        ldmatrix from shared memory (.trans for a transposed tile), or A packed
-        from a register tile laid out as an accumulator."""
-        s = mma.gemm
-        lane = simplify(tir.BinOp("%", self.tx, int_(32), I32))
-        k0 = mul(kk, mma.depth)
-        chunk = 16 // s.a.buffer.dtype.bytes  # elements in one 16-byte ldmatrix row
-        lane16 = tir.BinOp("%", lane, int_(16), I32)
-        lane8 = tir.BinOp("%", lane, int_(8), I32)
-        hi16 = mul(tir.BinOp("//", lane, int_(16), I32), 8)  # (lane / 16) * 8
-        mid8 = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), 8)  # (lane / 8 % 2) * 8
-        hi_k = mul(tir.BinOp("//", lane, int_(16), I32), chunk)  # the same, in k and 16-byte chunks
-        mid_k = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), chunk)
-        body: list[T.Stmt] = []
-        self.helpers.add("ldmatrix")
-        for mi in range(mma.mi_n):
-            row = add(mma.m0, int_(mi * 16))
-            if mma.a_in_registers:
-                body += self._a_registers(s.a.buffer, a_reg, mi, kk)
-                continue
-            if not s.transpose_a:  # A[m][k]: lane l addresses row l % 16, 16-byte chunk l / 16
-                idx = (add(row, lane16), add(k0, hi_k))
-                fn = "tilec_ldmatrix_x4"
-            else:  # A stored [k][m]: transposed load
-                idx = (add(k0, add(hi16, lane8)), add(row, mid8))
-                fn = "tilec_ldmatrix_x4_trans"
-            addr = self._smem_elem(mma.a, idx)
-            regs = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
-            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))
-        for ni in range(0, mma.ni_n, 2):
-            col = add(mma.n0, int_(ni * 8))
-            pair = ni + 1 < mma.ni_n
-            n_off = hi16 if pair else int_(0)
-            if s.transpose_b:  # B stored [n][k]: rows n, plain load
-                idx = (add(col, add(n_off, lane8)), add(k0, mid_k))
-                fn = "tilec_ldmatrix_x4" if pair else "tilec_ldmatrix_x2"
-            else:  # B stored [k][n]: transposed load
-                idx = (add(k0, add(mid8, lane8)), add(col, n_off))
-                fn = "tilec_ldmatrix_x4_trans" if pair else "tilec_ldmatrix_x2_trans"
-            addr = self._smem_elem(s.b, idx)
-            regs = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))
-        return body
-
-    def mma_products(self: LoweringHost, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
-        """One mma.sync per m16n8 piece of the warp's accumulator tile."""
-        self.helpers.add(f"mma_{mma.kind}")
-        body: list[T.Stmt] = []
-        for mi in range(mma.mi_n):
-            for ni in range(mma.ni_n):
-                acc = T.AddressOf(T.Subscript(mma.c, (int_((mi * mma.ni_n + ni) * 4),), mma.gemm.c.buffer.dtype))
-                a = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
-                b = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-                fn = f"tilec_mma_m16n8k{mma.depth}_{mma.kind}"
-                body.append(T.Call(T.Intrin(fn, (acc, a, b), I32)))
-        return body
-
-    def _a_registers(self: LoweringHost, a: tir.Buffer, a_reg: str, mi: int, kk: tir.Expr) -> list[T.Stmt]:
-        """A operand registers of one m16k16 tile taken from a register tile laid
-        out as an mma accumulator: two neighbouring m16n8 tiles (columns 16 kk
-        ... 16 kk + 15) are exactly the A fragment, packed two halves a word."""
-        fa = self.layouts.buffers[a]
-        ni_a = fa.local_parts[1].extent
-        name = self.names.of(a)
-        helper = "tilec_pack_bf16x2" if a.dtype == DType.bfloat16 else "tilec_pack_f16x2"
-        self.helpers.add("pack")
-        out: list[T.Stmt] = []
-        for r, (dn, h) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
-            ni = add(mul(kk, 2), int_(dn))
-            base = simplify(mul(add(mul(add(int_(mi * ni_a), ni), 2), int_(h)), 2))
-            lo = T.Subscript(name, (base,), a.dtype)
-            hi = T.Subscript(name, (simplify(add(base, int_(1))),), a.dtype)
-            target = T.Subscript(a_reg, (int_(mi * 4 + r),), DType.uint32)
-            out.append(T.Assign(target, T.Intrin(helper, (lo, hi), DType.uint32)))
-        return out
-
-    def _smem_elem(self: LoweringHost, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
-        """&tile[...] of element idx2 of a 2-D operand region in shared memory."""
-        ref = self.ref(region.buffer, self._operand_index(region, (simplify(idx2[0]), simplify(idx2[1]))), None)
-        return T.AddressOf(ref.ref)
+        record = instruction_named(self.target, s.instruction)
+        if record.group == "thread":
+            return self.gemm_simt(s)
+        return self.backend.gemm(self, s, record)
 
     def gemm_simt(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
         c = s.c.buffer

@@ -60,6 +60,7 @@ from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.ops import MmaGemm
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK, shared_reads_writes
+from tilec.targets import instruction_named
 
 COMMIT = T.Barrier("async_commit")
 
@@ -139,9 +140,10 @@ class Pipelining:
 
     def mainloop_gemm(self: LoweringHost, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
         """The gemm of a GEMM main loop (module docstring), or None."""
-        if len(consumers) != 1 or id(consumers[0]) not in self.plan.fragments_ahead:
+        g = consumers[0] if len(consumers) == 1 else None
+        if not isinstance(g, tir.Gemm) or id(g) not in self.plan.fragments_ahead:
             return None
-        staging, mma = self.mma_setup(consumers[0])  # type: ignore[arg-type]  # fragments_ahead holds only gemms
+        staging, mma = self.backend.setup(self, g, instruction_named(self.target, g.instruction))
         assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
         return mma
 
@@ -150,19 +152,19 @@ class Pipelining:
     ) -> tuple[list[T.Stmt], list[T.Stmt]]:
         """The code before the steady-state loop and its body, for a GEMM main loop."""
         g = mma.gemm
-        regs = [self.mma_registers(mma), self.mma_registers(mma)]
+        regs = [self.backend.registers(self, mma), self.backend.registers(self, mma)]
 
         def load(regset: int, stage: tir.Expr, step: int) -> list[T.Stmt]:
             operands = {g.a.buffer, g.b.buffer}  # one tile when A and B are the same
             for buf in operands:
                 self.stage_of[buf] = stage
-            code = self.mma_load(mma, *regs[regset], int_(step))
+            code = self.backend.load(self, mma, *regs[regset], int_(step))
             for buf in operands:
                 del self.stage_of[buf]
             return code
 
         wait: list[T.Stmt] = [_wait(stages - 2), BLOCK]
-        setup = wait + [d for r in regs for d in self.mma_declare(mma, *r)]
+        setup = wait + [d for r in regs for d in self.backend.declare(mma, *r)]
         setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
         current = simplify(tir.BinOp("%", it, int_(stages), I32))
         following = simplify(tir.BinOp("%", add(it, int_(1)), int_(stages), I32))
@@ -179,7 +181,7 @@ class Pipelining:
                 body += [_wait(pending), BLOCK]
                 body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
             body += parts[step]
-            body += self.mma_products(mma, *regs[step % 2])
+            body += self.backend.products(self, mma, *regs[step % 2])
         return setup, body
 
     def early_copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
