@@ -1,4 +1,5 @@
-"""Property tests of the layout algebra (layout_algebra.py, fragment_algebra.py, arith.py)."""
+"""Property tests of the layout algebra (layout_algebra.py, fragment_algebra.py, arith.py) and of
+the PTX fragments (backends/cuda/fragments.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from tilec import arith, layout, tir
 from tilec import fragment_algebra as fa
 from tilec import layout_algebra as la
+from tilec.backends.cuda import fragments as ptx
 from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32
 from tilec.dtypes import DType
 from tilec.emit import expr_text
@@ -199,9 +201,9 @@ def test_ldmatrix_on_the_matching_swizzle_is_conflict_free(cols: int, sw_bytes: 
     swz, plain = la.swizzled((rows, cols), 2, sw_bytes), la.row_major((rows, cols))
     for r0 in range(0, rows - 15, 8):
         for c0 in range(0, cols - 15, 8):
-            assert fa.ldmatrix_x4_conflicts(swz, 2, (r0, c0)) == [0, 0, 0, 0], (r0, c0)
+            assert ptx.ldmatrix_x4_conflicts(swz, 2, (r0, c0)) == [0, 0, 0, 0], (r0, c0)
     # Plain row-major: rows 128 / row-bytes apart share banks (8-way for 128-byte rows).
-    assert fa.ldmatrix_x4_conflicts(plain, 2, (0, 0)) == [plain_conflicts] * 4
+    assert ptx.ldmatrix_x4_conflicts(plain, 2, (0, 0)) == [plain_conflicts] * 4
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(64, 256), (32, 128), (128, 512)])
@@ -216,14 +218,14 @@ def test_wide_rows_swizzled_in_column_blocks_are_a_conflict_free_bijection(rows:
 
     for r0 in range(0, rows - 15, 8):
         for c0 in range(0, cols - 15, 8):
-            assert fa.ldmatrix_x4_conflicts(Tile(), 2, (r0, c0)) == [0, 0, 0, 0], (r0, c0)  # type: ignore[arg-type]
+            assert ptx.ldmatrix_x4_conflicts(Tile(), 2, (r0, c0)) == [0, 0, 0, 0], (r0, c0)  # type: ignore[arg-type]
     # the flat-row swizzle reads only the low bits of the row when a row spans several lines
-    assert fa.ldmatrix_x4_conflicts(la.swizzled((rows, cols), 2, 128), 2, (0, 0)) != [0, 0, 0, 0]
+    assert ptx.ldmatrix_x4_conflicts(la.swizzled((rows, cols), 2, 128), 2, (0, 0)) != [0, 0, 0, 0]
 
 
 def test_row_major_64_wide_f16_conflicts_8_way_and_padding_fixes_it() -> None:
-    assert fa.ldmatrix_x4_conflicts(la.row_major((64, 64)), 2, (16, 16)) == [7, 7, 7, 7]
-    assert fa.ldmatrix_x4_conflicts(la.padded((64, 64), 72), 2, (16, 16)) == [0, 0, 0, 0]
+    assert ptx.ldmatrix_x4_conflicts(la.row_major((64, 64)), 2, (16, 16)) == [7, 7, 7, 7]
+    assert ptx.ldmatrix_x4_conflicts(la.padded((64, 64), 72), 2, (16, 16)) == [0, 0, 0, 0]
 
 
 def test_bank_conflict_counting() -> None:
@@ -314,25 +316,25 @@ def test_mma_fragments_hold_each_element_exactly_once(name: str) -> None:
 
 
 def test_mma_fragments_match_the_ptx_tables() -> None:
-    where_a = fa.locate(fa.mma_m16n8k16_a())
+    where_a = fa.locate(ptx.mma_m16n8k16_a())
     assert where_a[(0, 0)] == (0, 0) and where_a[(0, 1)] == (0, 1) and where_a[(8, 0)] == (0, 2)
     assert where_a[(0, 8)] == (0, 4) and where_a[(15, 15)] == (31, 7) and where_a[(2, 5)] == (10, 1)
-    where_b = fa.locate(fa.mma_m16n8k16_b())
+    where_b = fa.locate(ptx.mma_m16n8k16_b())
     assert where_b[(1, 0)] == (0, 1) and where_b[(8, 0)] == (0, 2) and where_b[(2, 3)] == (13, 0)
-    where_c = fa.locate(fa.mma_m16n8k16_c())
+    where_c = fa.locate(ptx.mma_m16n8k16_c())
     assert where_c[(0, 1)] == (0, 1) and where_c[(8, 0)] == (0, 2) and where_c[(5, 7)] == (23, 1)
 
 
 def test_ldmatrix_x4_feeds_mma_a_and_reads_each_element_once() -> None:
-    assert fa.flat_elements(fa.ldmatrix_x4_regs()) == fa.flat_elements(fa.mma_m16n8k16_a())
-    rows = fa.ldmatrix_x4_rows()
+    assert fa.flat_elements(ptx.ldmatrix_x4_regs()) == fa.flat_elements(ptx.mma_m16n8k16_a())
+    rows = ptx.ldmatrix_x4_rows()
     assert fa.cover_errors(rows) == [] and fa.is_bijective(rows)
     table = fa.elements(rows)
     assert [table[(lane, (0,))] for lane in (0, 7, 8, 15, 16, 31)] == [(0, 0), (7, 0), (8, 0), (15, 0), (0, 8), (15, 8)]
 
 
 def test_mma_c_row_reduction_is_held_by_a_quad() -> None:
-    red = fa.reduce(fa.mma_m16n8k16_c(), 1)
+    red = fa.reduce(ptx.mma_m16n8k16_c(), 1)
     assert fa.cover_errors(red) == []
     table = fa.holders(red)
     assert sorted(t for _, t, _ in table[(3,)]) == [12, 13, 14, 15] and len(table) == 16
@@ -340,7 +342,7 @@ def test_mma_c_row_reduction_is_held_by_a_quad() -> None:
 
 @pytest.mark.parametrize(("slots", "warps"), [((1, 1), (1, 1)), ((2, 4), (2, 2)), ((4, 2), (1, 4)), ((1, 8), (4, 1))])
 def test_mma_c_tiled_over_warps_covers_the_block_tile(slots: tuple[int, int], warps: tuple[int, int]) -> None:
-    frag = fa.tile_threads(fa.tile_slots(fa.mma_m16n8k16_c(), slots), warps)
+    frag = fa.tile_threads(fa.tile_slots(ptx.mma_m16n8k16_c(), slots), warps)
     assert frag.shape == (16 * slots[0] * warps[0], 8 * slots[1] * warps[1])
     assert frag.threads == 32 * math.prod(warps)
     assert fa.cover_errors(frag) == [] and fa.is_bijective(frag)
@@ -391,7 +393,7 @@ def test_tvm_simplifies_the_swizzle_line_to_the_row() -> None:
 
 
 @needs_tvm
-@pytest.mark.parametrize("make", [*MMA.values(), fa.ldmatrix_x4_rows, fa.ldmatrix_x4_regs])
+@pytest.mark.parametrize("make", [*MMA.values(), ptx.ldmatrix_x4_rows, ptx.ldmatrix_x4_regs])
 def test_tvm_proves_tensor_core_fragments_bijective(make: object) -> None:
     frag = make()  # type: ignore[operator]
     assert arith.prove_bijective(frag.index, frag.bounds)
@@ -400,7 +402,7 @@ def test_tvm_proves_tensor_core_fragments_bijective(make: object) -> None:
 
 @needs_tvm
 def test_tvm_simplify_of_tiled_fragment_is_equal_on_random_points() -> None:
-    frag = fa.tile_threads(fa.tile_slots(fa.mma_m16n8k16_c(), (2, 4)), (2, 2))
+    frag = fa.tile_threads(fa.tile_slots(ptx.mma_m16n8k16_c(), (2, 4)), (2, 2))
     for x in frag.index:
         simple = arith.simplify(x, frag.bounds)
         assert arith.prove_equal(simple, x, frag.bounds)

@@ -1,6 +1,6 @@
 """Instruction records (instructions.py, backends/cuda/instructions.py) and the select pass:
 which record each gemm gets per target, dtype and operand placement; the records' fragments
-against the PTX tables of fragment_algebra; the choice printed by `--emit tir`."""
+against the PTX tables of backends/cuda/fragments.py; the choice printed by `--emit tir`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from tilec import fragment_algebra as fa
 from tilec import tir
+from tilec.backends.cuda import fragments as ptx
 from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA
 from tilec.elaborate import elaborate_file
 from tilec.instructions import Instruction
@@ -179,14 +180,14 @@ def test_8bit_fragments_are_the_16bit_ones_in_words() -> None:
     a32, b32, _ = (make() for make in MMA_M16N8K32.fragments)
     assert _words(a32, 1, 4) == _words(a16, 1, 2)
     assert _words(b32, 0, 4) == _words(b16, 0, 2)
-    assert fa.flat_elements(fa.ldmatrix_x4_regs()) == fa.flat_elements(a16)
+    assert fa.flat_elements(ptx.ldmatrix_x4_regs()) == fa.flat_elements(a16)
 
 
 def test_8bit_fragments_match_the_ptx_tables() -> None:
-    where_a = fa.locate(fa.mma_m16n8k32_a())  # a0..a15 of lane 0: rows 0/8, columns 0..3 and 16..19
+    where_a = fa.locate(ptx.mma_m16n8k32_a())  # a0..a15 of lane 0: rows 0/8, columns 0..3 and 16..19
     assert where_a[(0, 3)] == (0, 3) and where_a[(8, 0)] == (0, 4) and where_a[(0, 16)] == (0, 8)
     assert where_a[(15, 31)] == (31, 15) and where_a[(2, 5)] == (9, 1)
-    where_b = fa.locate(fa.mma_m16n8k32_b())
+    where_b = fa.locate(ptx.mma_m16n8k32_b())
     assert where_b[(3, 0)] == (0, 3) and where_b[(16, 0)] == (0, 4) and where_b[(5, 2)] == (9, 1)
 
 

@@ -17,7 +17,8 @@ every tile op, the pipeline plan of every `Pipelined` loop, and totals
 
 Everything here is data and plain text (pure functions, deterministic); the
 CLI renders the same `Table`s with rich on a terminal. A gemm's instruction is
-the record the select pass stored on it (its `explain` name); the other text is
+the record the select pass stored on it (its `explain` name), and the target names the
+other operations it mentions (Spelling.explain: the async copy, the operand load, ...); the rest is
 derived from the Tile IR and the inferred layouts the way lower/ reads them
 today, without changing or calling lowering (except `lower_program` for the
 shared-memory total, which lowering alone knows).
@@ -31,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -42,6 +44,8 @@ from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layout
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
 from tilec.passes.select import select_kernel
 from tilec.targets import Target, get_target, instruction_named
+
+Words = Mapping[str, str]  # Spelling.explain: the target's names of neutral operations
 
 NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
 
@@ -189,7 +193,7 @@ def spread(frag: L.Fragment) -> str:
     return f"{frag.local_size} el x {owners_} threads{rep}"
 
 
-def copy_instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir.Copy) -> str:
+def copy_instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir.Copy, words: Words) -> str:
     frag = op_layout(kernel, layouts, [s.src, s.dst])
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
@@ -197,13 +201,13 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s
     if early or any(id(s) in ids for ids in plan.producers.values()):
         width = vec_last(frag)
         dtype = s.dst.buffer.dtype
-        vector = f"cp.async {width * dtype.bytes} B ({width} x {dtype.tile_name})"
+        vector = f"{words['async_copy']} {width * dtype.bytes} B ({width} x {dtype.tile_name})"
         when = "issued before the pipelined loop, which waits for it" if early else "issued ahead"
         return f"{kind}: {vector}, {when}; zero-filled scalar tail{once}"
     return f"{kind}: {_vector_text(frag, [s.src, s.dst])}{once}"
 
 
-def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm) -> str:
+def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm, words: Words) -> str:
     """The record's name, then how the block runs it (read from the accumulator's layout)."""
     frag = layouts.buffers[s.c.buffer]
     name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name)
@@ -212,10 +216,10 @@ def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm) -> str:
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
         text = f"{name}, {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
         if id(s) in layouts.a_registers:
-            text += f", A ({s.a.buffer.name}) straight from registers, B by {record.load}"
+            text += f", A ({s.a.buffer.name}) straight from registers, B by {words[record.load]}"
         else:
             staged = "" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged)"
-            text += f", operands by {record.load}{staged}"
+            text += f", operands by {words[record.load]}{staged}"
         return text
     lm, ln = (regs_along(frag, 0), regs_along(frag, 1)) if len(frag.shape) == 2 else (1, regs_along(frag, 0))
     a_ext = _squeezed(s.a)
@@ -239,13 +243,13 @@ def cross_thread_plan(frag: L.Fragment, dim: int, warp_size: int) -> tuple[int, 
     return per_thread, inner, count // inner
 
 
-def reduce_instruction(layouts: Layouts, s: tir.Reduce, warp_size: int) -> str:
+def reduce_instruction(layouts: Layouts, s: tir.Reduce, warp_size: int, words: Words) -> str:
     frag = layouts.buffers[s.src.buffer]
     per_thread, lanes, warps = cross_thread_plan(frag, s.dim, warp_size)
     parts = [f"in-thread over {per_thread}"]
     if lanes > 1:
         stride = threads_along(frag, s.dim)[1]
-        parts.append(f"shfl.xor over {lanes} lanes" + (f" (lane stride {stride})" if stride > 1 else ""))
+        parts.append(f"{words['shuffle']} over {lanes} lanes" + (f" (lane stride {stride})" if stride > 1 else ""))
     if warps > 1:
         parts.append(f"shared memory over {warps} warps")
     return f"reduce_{s.kind}: " + ", then ".join(parts)
@@ -277,11 +281,11 @@ def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: Pipe
     """What lowering emits for tile op `s` today; None for a statement that is not a tile op."""
     match s:
         case tir.Copy():
-            return copy_instruction(kernel, layouts, plan, s)
+            return copy_instruction(kernel, layouts, plan, s, target.spelling.explain)
         case tir.Gemm():
-            return gemm_instruction(layouts, instruction_named(target, s.instruction), s)
+            return gemm_instruction(layouts, instruction_named(target, s.instruction), s, target.spelling.explain)
         case tir.Reduce():
-            return reduce_instruction(layouts, s, target.warp_size)
+            return reduce_instruction(layouts, s, target.warp_size, target.spelling.explain)
         case tir.Parallel():
             return parallel_instruction(layouts, s)
         case tir.Fill():
@@ -290,7 +294,8 @@ def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: Pipe
             lines = math.prod(e for d, e in enumerate(_squeezed(s.src)) if d != s.dim) if len(s.src.extents) > 1 else 1
             return f"one thread per line ({lines} lines over {kernel.threads} threads), serial scan"
         case tir.AtomicAdd():
-            return "atomicAdd per element" if s.src is not None else "atomicAdd by thread 0"
+            atomic = target.spelling.explain["atomic_add"]
+            return f"{atomic} per element" if s.src is not None else f"{atomic} by thread 0"
         case tir.Print():
             return "printf"
         case (
@@ -360,7 +365,7 @@ def _dims(shape: tuple[tir.Expr, ...]) -> str:
     return "[" + ", ".join(expr_text(d) for d in shape) + "]"
 
 
-def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
+def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ...]:
     head = (buf.name, buf.scope, buf.dtype.tile_name, _dims(buf.shape))
     match buf.scope:
         case "fragment":
@@ -374,7 +379,8 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
             if buf in layouts.swizzle:
                 sw = layouts.swizzle[buf].swizzle
                 assert sw is not None
-                why = "annotated" if buf in layouts.fixed else "conflict-free ldmatrix, aligned cp.async rows"
+                aligned = f"conflict-free {words['matrices']}, aligned {words['async_copy']} rows"
+                why = "annotated" if buf in layouts.fixed else aligned
                 lay = layouts.swizzle[buf]
                 blocks = f" in {lay.shape[-1]}-column blocks" if len(lay.shape) > len(buf.shape) else ""
                 text = f"row-major{blocks}, {(1 << sw.bits) * 16}-byte XOR swizzle ({why})"
@@ -382,7 +388,7 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
             if buf in layouts.pitch:
                 pitch = layouts.pitch[buf]
                 size = math.prod(buf.const_shape[:-1]) * pitch * buf.dtype.bytes
-                why = "conflict-free ldmatrix"
+                why = f"conflict-free {words['matrices']}"
                 if buf in layouts.tight:
                     why += f"; not swizzled: fragments take {fragment_registers(layouts)} registers per thread"
                 return head + (f"row-major, rows padded to {pitch} ({why})", f"{size} B shared")
@@ -400,9 +406,9 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts) -> tuple[str, ...]:
             assert_never(buf.scope)
 
 
-def buffers_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
+def buffers_table(kernel: tir.Kernel, layouts: Layouts, words: Words) -> Table:
     bufs = list(kernel.tensors) + [s.buffer for s in _walk(kernel.body) if isinstance(s, tir.Alloc)]
-    rows = tuple(buffer_row(b, layouts) for b in bufs)
+    rows = tuple(buffer_row(b, layouts, words) for b in bufs)
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 
 
@@ -416,7 +422,7 @@ def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: Pipeli
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
 
 
-def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan) -> list[Table]:
+def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan, words: Words) -> list[Table]:
     """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass)."""
     out = []
     for s in _walk(kernel.body):
@@ -425,8 +431,9 @@ def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan) -> list[Table]:
             producers = set(plan.producers.get(id(s), ()))
             if producers:
                 ahead = s.num_stages - 1
+                issue = words["async_copy"]
                 caption = (
-                    f"num_stages={s.num_stages}: copies issued {ahead} iteration(s) ahead as cp.async into "
+                    f"num_stages={s.num_stages}: copies issued {ahead} iteration(s) ahead as {issue} into "
                     f"{s.num_stages} copies of their tiles; the rest runs on the tiles of iteration k"
                 )
                 if any(id(t) in plan.fragments_ahead for t in s.body):
@@ -502,7 +509,8 @@ def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelRe
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
     ops = ops_table(kernel, target, layouts, plan)
-    tables = [buffers_table(kernel, layouts), ops, *pipeline_tables(kernel, plan)]
+    words = target.spelling.explain
+    tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, plan, words)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
     notes = (smem_note(kernel, layouts, plan, dynamic_smem), register_estimate(kernel, layouts, plan)[1])

@@ -1,6 +1,6 @@
 """clang-format over generated C++: the last stage before the text is written.
 
-    extern "C" int gemm(half* A, half* B, half* C, int M, int N, int K, cudaStream_t stream) { dim3 g(...); ...
+    extern "C" int gemm(half* A, half* B, half* C, int M, int N, int K, ...) { const dim3 grid(...); ...
 
 becomes the same code laid out by the style file shipped with tilec
 (src/tilec/data/tilec.clang-format). The binary is the one from the pinned

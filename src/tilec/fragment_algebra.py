@@ -5,9 +5,10 @@ the tile element held by thread `thread` in register slot `slots` (one
 variable per slot axis; the flat slot number is row-major over them), and
 `replica` labels which copy of the tile a thread helps hold. The grid/vector
 fragments of layout.py convert to it (`from_fragment`), and so do the
-tensor-core fragments, which no grid describes:
+fragments of a target's matrix instructions, which no grid describes (the
+CUDA ones: backends/cuda/fragments.py). An m16n8 accumulator C of a 32-lane warp:
 
-    mma.m16n8k16 accumulator C (16 x 8), 32 lanes, slots (i1, i0) = c0..c3:
+    C (16 x 8), slots (i1, i0) = c0..c3:
         lane, (i1, i0) -> (lane // 4 + i1 * 8, lane % 4 * 2 + i0)
     reduce(C, dim=1) (a row max):
         lane, (i1,)    -> (lane // 4 + i1 * 8,)   replica lane % 4 * 2: a quad holds each row
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 from tilec import layout, tir
 from tilec.dtypes import DType
-from tilec.layout_algebra import Layout, bank_conflicts
+from tilec.layout_algebra import Layout
 from tilec.simplify import int_, simplify, substitute
 
 _I = DType.int32
@@ -319,103 +320,3 @@ def addresses(layout_: Layout, frag: FragmentMap, origin: Sequence[tir.Expr | in
     origin = tuple(origin) or (0,) * len(frag.shape)
     index = [x if o == 0 else _bin("+", x, o) for x, o in zip(frag.index, origin)]
     return layout_.expr(tuple(index))
-
-
-# ---------------------------------------------------------------- tensor-core fragments (PTX ISA, sm_80+)
-
-
-def _lane() -> tuple[tir.Var, tir.Expr, tir.Expr]:
-    lane = _var("lane", "thread")
-    return lane, _bin("//", lane, 4), _bin("%", lane, 4)  # the PTX ISA's groupID and threadID_in_group
-
-
-def mma_m16n8k16_a() -> FragmentMap:
-    """A (16 x 16, f16/bf16): registers a0..a7 = slots (i2, i1, i0); row groupID (+8 when i1),
-    column 2 * threadID_in_group + i0 (+8 when i2). Four .f16x2 registers: (a0,a1) ... (a6,a7)."""
-    lane, g, q = _lane()
-    i2, i1, i0 = _var("i2"), _var("i1"), _var("i0")
-    row = _bin("+", g, _bin("*", i1, 8))
-    col = _bin("+", _bin("+", _bin("*", q, 2), i0), _bin("*", i2, 8))
-    return FragmentMap((16, 16), lane, 32, (i2, i1, i0), (2, 2, 2), (row, col), int_(0))
-
-
-def mma_m16n8k16_b() -> FragmentMap:
-    """B (16 x 8 = K x N, f16/bf16): b0..b3 = slots (i1, i0); row 2 * threadID_in_group + i0
-    (+8 when i1), column groupID. Two .f16x2 registers: (b0,b1), (b2,b3)."""
-    lane, g, q = _lane()
-    i1, i0 = _var("i1"), _var("i0")
-    row = _bin("+", _bin("+", _bin("*", q, 2), i0), _bin("*", i1, 8))
-    return FragmentMap((16, 8), lane, 32, (i1, i0), (2, 2), (row, g), int_(0))
-
-
-def mma_m16n8k16_c() -> FragmentMap:
-    """C/D (16 x 8): c0..c3 = slots (i1, i0); row groupID (+8 when i1), column
-    2 * threadID_in_group + i0. f32: four registers; f16: two .f16x2 (c0,c1), (c2,c3)."""
-    lane, g, q = _lane()
-    i1, i0 = _var("i1"), _var("i0")
-    row = _bin("+", g, _bin("*", i1, 8))
-    col = _bin("+", _bin("*", q, 2), i0)
-    return FragmentMap((16, 8), lane, 32, (i1, i0), (2, 2), (row, col), int_(0))
-
-
-def mma_m16n8k32_a() -> FragmentMap:
-    """A (16 x 32, 8-bit: s8, e4m3, e5m2): a0..a15 = slots (i3, i2, i0); row groupID (+8 when
-    i2), column 4 * threadID_in_group + i0 (+16 when i3). Four .b32 registers of four elements:
-    in 32-bit words it is m16n8k16's A, so ldmatrix (b16) loads it untransposed."""
-    lane, g, q = _lane()
-    i3, i2, i0 = _var("i3"), _var("i2"), _var("i0")
-    row = _bin("+", g, _bin("*", i2, 8))
-    col = _bin("+", _bin("+", _bin("*", q, 4), i0), _bin("*", i3, 16))
-    return FragmentMap((16, 32), lane, 32, (i3, i2, i0), (2, 2, 4), (row, col), int_(0))
-
-
-def mma_m16n8k32_b() -> FragmentMap:
-    """B (32 x 8 = K x N, 8-bit): b0..b7 = slots (i1, i0); row 4 * threadID_in_group + i0
-    (+16 when i1), column groupID. Two .b32 registers; C/D is m16n8k16's (mma_m16n8k16_c)."""
-    lane, g, q = _lane()
-    i1, i0 = _var("i1"), _var("i0")
-    row = _bin("+", _bin("+", _bin("*", q, 4), i0), _bin("*", i1, 16))
-    return FragmentMap((32, 8), lane, 32, (i1, i0), (2, 4), (row, g), int_(0))
-
-
-# ldmatrix.x4 (m8n8, b16): lanes 8k .. 8k+7 give the row addresses of matrix k; matrix k lands in
-# each lane's register k, lane l holding row l // 4, columns 2 * (l % 4) and +1 of it. Placing the
-# four 8x8 matrices of a 16x16 tile as below makes the registers exactly mma's A operand.
-LDMATRIX_X4_ORIGINS = ((0, 0), (8, 0), (0, 8), (8, 8))  # matrix k -> (row, column) in the 16x16 tile
-
-
-def _ldmatrix_origin(k: tir.Expr) -> tuple[tir.Expr, tir.Expr]:
-    return _bin("*", _bin("%", k, 2), 8), _bin("*", _bin("//", k, 2), 8)
-
-
-def ldmatrix_x4_rows() -> FragmentMap:
-    """The address side: lane -> the 16-byte row (8 b16 elements, slot j) it points at."""
-    lane = _var("lane", "thread")
-    j = _var("j")
-    r0, c0 = _ldmatrix_origin(_bin("//", lane, 8))
-    row = simplify(_bin("+", r0, _bin("%", lane, 8)))
-    return FragmentMap((16, 16), lane, 32, (j,), (8,), (row, simplify(_bin("+", c0, j))), int_(0))
-
-
-def ldmatrix_x4_regs() -> FragmentMap:
-    """The register side: lane, (register k = 2 * kc + kr, half h) -> element of the 16x16 tile;
-    register k holds matrix k, at rows 8 * kr and columns 8 * kc."""
-    lane = _var("lane", "thread")
-    kc, kr, h = _var("kc"), _var("kr"), _var("h")
-    row = _bin("+", _bin("*", kr, 8), _bin("//", lane, 4))
-    col = _bin("+", _bin("*", kc, 8), _bin("+", _bin("*", _bin("%", lane, 4), 2), h))
-    return FragmentMap((16, 16), lane, 32, (kc, kr, h), (2, 2, 2), (row, col), int_(0))
-
-
-def ldmatrix_x4_conflicts(smem: Layout, elem_bytes: int, origin: tuple[int, int]) -> list[int]:
-    """Extra wavefronts of each of the 4 phases (one 8x8 matrix each) of an ldmatrix.x4 reading
-    the 16x16 block at `origin` of a shared tile with layout `smem`."""
-    rows = ldmatrix_x4_rows()
-    table = elements(rows)
-    phases: list[list[int]] = [[] for _ in range(4)]
-    for lane in range(32):
-        rc = table[(lane, (0,))]
-        assert rc is not None, "ldmatrix rows cover the 16x16 block"
-        r, c = rc
-        phases[lane // 8].append(smem.apply((origin[0] + r, origin[1] + c)) * elem_bytes)
-    return [bank_conflicts(p, 16) for p in phases]

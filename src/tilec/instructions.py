@@ -9,8 +9,8 @@ the record through that name instead of re-deriving the choice:
     MMA_M16N8K16 (backends/cuda/instructions.py)
       name "mma_sync_m16n8k16", shape (16, 8, 16): one warp computes C[16, 8] += A[16, 16] B[16, 8]
       operands float16 -> float32, bfloat16 -> float32, each with the helper holding its call
-      load "ldmatrix" (shared -> registers), A also from registers ("pack")
-      accumulator layout.mma_accumulator; fragments fragment_algebra.mma_m16n8k16_a/b/c
+      load "matrices" (shared -> registers), A also from registers ("pack")
+      accumulator layout.mma_accumulator; fragments backends/cuda/fragments.py's mma_m16n8k16_a/b/c
 
 The CUDA records live beside the CUDA backend (backends/cuda/instructions.py);
 `simt_fma` builds the per-thread fallback every target ends its list with.
@@ -32,10 +32,10 @@ from tilec.fragment_algebra import FragmentMap
 # wave64 on CDNA), or a warp group of four warps (Hopper's wgmma).
 ThreadGroup = Literal["thread", "warp", "warp_group"]
 
-# How operands reach the instruction: each thread loads its own elements ("elements"), or
-# 8x8 matrices of 16-byte rows from shared memory, conflict-free when the tile's rows are
-# swizzled or padded ("ldmatrix").
-OperandLoad = Literal["elements", "ldmatrix"]
+# How operands reach the instruction: each thread loads its own elements ("elements"), or the
+# warp loads 8x8 matrices of 16-byte rows from shared memory together, conflict-free when the
+# tile's rows are swizzled or padded ("matrices"; Spelling.explain names the target's instruction).
+OperandLoad = Literal["elements", "matrices"]
 
 # (accumulator shape, threads, GemmPolicy, warp rows of an earlier accumulator with the same M)
 # -> the accumulator's layout, or None when the shape does not tile over the threads.
@@ -63,7 +63,7 @@ class Instruction:
     load_helper: str | None  # the inline helper the operand loads call
     a_in_registers: bool  # A may be a register tile (else it must be in shared memory)
     a_registers_helper: str | None  # packs an A laid out as this accumulator into operand registers
-    k_contiguous: bool  # A must be (M, K) and B (N, K): the loads cannot transpose (8-bit ldmatrix)
+    k_contiguous: bool  # A must be (M, K) and B (N, K): the loads cannot transpose (8-bit matrix loads)
     accumulator: AccumulatorLayout
     fragments: tuple[Callable[[], FragmentMap], ...]  # A, B, C of one instruction (none for SIMT)
     explain: str  # `tilec explain`'s name; {a}, {c}: operand and accumulator types

@@ -12,7 +12,7 @@ whose digits ("parts") each step one tile dimension by a fixed stride:
 
 A thread part with no dimension is replication: those threads hold the same
 values (a row maximum after a reduce over columns). Simple cyclic layouts
-(`default`), the SIMT gemm accumulator and the mma.sync m16n8k16 accumulator
+(`default`), the SIMT gemm accumulator and a warp's m16n8k16 matrix accumulator
 are all instances, so one lowering of loops, copies and reductions serves
 them all. Layouts are plain data; inference (passes/infer_layouts.py)
 decides them, lowering reads them.
@@ -253,7 +253,7 @@ def warp_grid(m: int, n: int, warps: int, policy: str, rows: int | None = None) 
 
 
 def mma_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: int | None = None) -> Fragment | None:
-    """The accumulator of mma.sync m16n8k16 tiled over the block's warps.
+    """The accumulator of a warp's m16n8k16 matrix instruction tiled over the block's warps.
 
     In one m16n8 tile lane l holds (l / 4, 2 * (l % 4) + e) and the same 8 rows
     lower (c0..c3); warps tile the block by `warp_grid`, each warp repeating

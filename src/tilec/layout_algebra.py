@@ -19,13 +19,13 @@ same width that sits `shift` bits higher (for shift=3: the index of the
 128-byte line the element falls in) is added without carry (XOR) into the
 chunk number. Each line therefore sees its chunks in a different order, and
 the same column of 8 consecutive lines lands in 8 different chunk positions,
-which is what spreads an ldmatrix phase over all 32 banks. Because the
+which is what spreads a warp's matrix-load phase over all 32 banks. Because the
 source field lies above the target field (shift >= bits), applying the
 swizzle twice gives back the offset: it is its own inverse.
 
 32/64/128-byte swizzles permute groups of 2/4/8 chunks (bits = 1/2/3); with
 elements of e bytes, base = log2(16 / e). This is the pattern TMA and wgmma
-call SWIZZLE_32B/64B/128B, and the one ldmatrix needs to be conflict free.
+call SWIZZLE_32B/64B/128B, and the one a warp's 8x8 matrix loads need to be conflict free.
 
 Everything here is pure Python integer algebra; arith.py (TVM) simplifies
 and proves the expressions this module builds.
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from tilec import tir
 from tilec.simplify import int_
 
-CHUNK_BYTES = 16  # the unit of swizzles, of ldmatrix rows and of 16-byte vector copies
+CHUNK_BYTES = 16  # the unit of swizzles, of matrix-load rows and of 16-byte vector copies
 BANKS = 32
 BANK_BYTES = 4
 
@@ -223,7 +223,7 @@ def swizzled_blocks(shape: Sequence[int], elem_bytes: int, swizzle_bytes: int) -
     """A 2-D tile whose rows are wider than the swizzle, stored as column blocks one swizzle wide,
     each block row-major and swizzled: the layout of index (row, col // width, col % width), where
     width = swizzle_bytes / elem_bytes. Swizzling the flat rows instead would XOR by only the low
-    bits of the row, and ldmatrix's eight rows would share banks; in blocks every eight rows of a
+    bits of the row, and a matrix load's eight rows would share banks; in blocks every eight rows of a
     block differ in all swizzled bits, as in a tile exactly one swizzle wide."""
     rows, cols = shape
     width = swizzle_bytes // elem_bytes

@@ -36,7 +36,7 @@ ABI_PREFIX = "// tilec-abi:"
 
 # tile dtype -> (torch dtype attribute, ctypes type for a scalar argument).
 # Scalars of 16/8-bit float types travel as their bit patterns: a 2-byte
-# struct such as `__half` is passed like an unsigned short in the C ABI.
+# struct (the target's float16) is passed like an unsigned short in the C ABI.
 DTYPES: dict[str, tuple[str, Any]] = {
     "float16": ("float16", ctypes.c_uint16),
     "bfloat16": ("bfloat16", ctypes.c_uint16),

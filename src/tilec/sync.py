@@ -1,9 +1,9 @@
 """Barrier placement: a pass over the Thread IR (pipeline.py runs it after
-lowering) that puts a `block` barrier (`__syncthreads()`) between a write of a
+lowering) that puts a `block` barrier (all the block's threads) between a write of a
 shared tile and a later read of it, or a read and a later overwrite.
 
     { copy(A[..], A_shared) }        access: writes A_shared
-    __syncthreads();                 <- placed here: A_shared written, now read
+    Barrier("block")                 <- placed here: A_shared written, now read
     { gemm(A_shared, B_shared, C) }  access: reads A_shared, B_shared
 
 The contract with lowering:
@@ -15,15 +15,15 @@ The contract with lowering:
   operand) are the op's business.
 - Scalar statements outside Scopes (a store into a shared tile, a declaration
   reading one, a branch's condition, a loop's bounds) are ordered by their
-  subscripts of the kernel's shared arrays (its SharedViews and `__shared__`
+  subscripts of the kernel's shared arrays (its SharedViews and shared
   declarations). Calls outside Scopes are not looked at: the only ones that
-  reach shared memory are a GEMM main loop's fragment loads (ldmatrix), which
+  reach shared memory are a GEMM main loop's fragment loads (matrices), which
   read pipeline stages ordered by the pipeline's own wait + barrier (below).
-- Asynchronous writes are complete only after their wait: a cp.async write
+- Asynchronous writes are complete only after their wait: an asynchronous copy's write
   (`async_writes`) once a `Barrier("async_wait", (n,))` retires its commit
   group (the groups committed by `async_commit`, oldest first, all but the n
   newest); a TMA write (`tx_writes`) once an `mbarrier_wait` on its
-  `mbarrier` returns. A retired cp.async write is then like a plain write of
+  `mbarrier` returns. A retired asynchronous copy's write is then like a plain write of
   this thread: visible to the block after the next `block` barrier. Reading or
   overwriting a tile whose asynchronous write is still in flight is an
   internal error: lowering places the waits, the pass only the barriers.
@@ -60,7 +60,7 @@ from tilec.simplify import const
 from tilec.source import NO_SPAN, Span
 
 BLOCK = T.Barrier("block")
-_SIMULATED_ITERATIONS = 8  # iterations of a loop walked to count its cp.async groups
+_SIMULATED_ITERATIONS = 8  # iterations of a loop walked to count its commit groups
 
 
 def place_barriers(kernel: T.Kernel) -> T.Kernel:
@@ -77,8 +77,8 @@ class _State:
     """Accesses not yet ordered by a barrier, at one point of the walk."""
 
     reads: set[str] = field(default_factory=set)  # since the last block barrier
-    writes: set[str] = field(default_factory=set)  # since the last block barrier (retired cp.async too)
-    uncommitted: set[str] = field(default_factory=set)  # cp.async writes of the open group
+    writes: set[str] = field(default_factory=set)  # since the last block barrier (retired asynchronous copies too)
+    uncommitted: set[str] = field(default_factory=set)  # asynchronous copies' writes of the open group
     groups: list[frozenset[str]] = field(default_factory=list)  # committed, in flight, oldest first
     tx: dict[T.Expr, frozenset[str]] = field(default_factory=dict)  # TMA writes by mbarrier, in flight
 
@@ -222,7 +222,7 @@ class _Placement:
 
 
 def _shared_arrays(body: tuple[T.Stmt, ...]) -> frozenset[str]:
-    """The kernel's shared arrays: its views into dynamic shared memory and `__shared__` declarations."""
+    """The kernel's shared arrays: its views into dynamic shared memory and its shared T.Decls."""
     return frozenset(s.name for s in body if isinstance(s, T.SharedView) or (isinstance(s, T.Decl) and s.shared))
 
 
@@ -286,7 +286,7 @@ def _barrier(b: T.Barrier, st: _State) -> None:
         case "async_wait":
             keep = b.args[0].value if b.args and isinstance(b.args[0], tir.IntImm) else None
             if keep is None:
-                raise error(None, "internal: a cp.async wait needs a constant group count")
+                raise error(None, "internal: an async_wait needs a constant group count")
             cut = max(len(st.groups) - keep, 0)
             st.writes.update(*st.groups[:cut])  # complete in this thread; the block sees them after a barrier
             st.groups = st.groups[cut:]

@@ -3,7 +3,7 @@
     get_target("sm_90a").smem_limit        -> 232448      (elaborate, pipeline)
     get_target("sm_90a").warp_size         -> 32          (elaborate, layout inference)
     get_target("sm_90a").gencode           -> "arch=compute_90a,code=sm_90a"  (toolchain, runtime)
-    get_target("sm_90a").spelling.builtins["thread_index"]  -> "threadIdx.x"  (emit)
+    get_target("sm_90a").spelling.builtins["thread_index"]  -> the thread-index register  (emit)
     get_target("sm_90a").instructions       -> (MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA)  (select)
     sorted(TARGETS)                         -> the CLI's --arch choices
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from tilec.backends.cuda import spelling as cuda
+from tilec.backends.cuda.fragments import WARP_SIZE
 from tilec.backends.cuda.instructions import SM80_INSTRUCTIONS
 from tilec.instructions import Instruction
 
@@ -45,6 +46,8 @@ class Spelling:
     helper_types: Mapping[str, tuple[str, ...]]  # helper -> names in its text that need a header
     smem_addr_helper: str  # emitted before the helpers that take shared-memory addresses
     shared_address_helpers: frozenset[str]
+    reserved: frozenset[str]  # names a kernel's own names must not take (lowering appends `_`)
+    explain: Mapping[str, str]  # neutral operation -> its name in `tilec explain` (backends/cuda/spelling.py)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -94,7 +97,7 @@ class Target:
     compiler: Compiler
     headers: tuple[str, ...]  # every header a file may include, in include order
     header_rules: Headers
-    warp_size: int = 32  # threads that execute in lockstep (a block is a whole number of them)
+    warp_size: int  # threads that execute in lockstep (a block is a whole number of them)
     max_threads: int = 1024  # threads one block may have
 
 
@@ -111,6 +114,8 @@ CUDA_SPELLING = Spelling(
     helper_types=cuda.HELPER_TYPES,
     smem_addr_helper=cuda.SMEM_ADDR_HELPER,
     shared_address_helpers=cuda.SHARED_ADDRESS_HELPERS,
+    reserved=cuda.RESERVED,
+    explain=cuda.EXPLAIN,
 )
 HOPPER_SPELLING = replace(
     CUDA_SPELLING, barriers=cuda.HOPPER_BARRIERS, barrier_helpers=cuda.HOPPER_BARRIER_HELPERS
@@ -143,7 +148,7 @@ def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, spelling: Spe
     num = arch.removeprefix("sm_")
     return Target(
         arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, SM80_INSTRUCTIONS,
-        spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
+        spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE,
     )  # fmt: skip
 
 
@@ -152,7 +157,7 @@ TARGETS: dict[str, Target] = {
     for t in (
         _cuda("sm_80", (8, 0), 166912),
         _cuda("sm_86", (8, 6), 101376),
-        _cuda("sm_89", (8, 9), 101376),  # fp8 mma.sync (the records' `since`)
+        _cuda("sm_89", (8, 9), 101376),  # fp8 matrix instructions (the records' `since`)
         _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING),  # the `a`: wgmma/TMA need it
     )
 }

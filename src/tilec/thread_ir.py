@@ -3,13 +3,13 @@
 Lowering (lower.py) produces it from the Tile IR; the emitter prints it. Its
 expressions are the Tile IR's (`tir.Expr`) plus the few forms below that only
 exist once memory is concrete: subscripts of C arrays, 16-byte vector moves,
-calls of CUDA intrinsics. Buffers in Thread IR are C arrays: global tensors
-are flat pointers, shared tiles are `__shared__` arrays with their tile
+calls of the target's intrinsics. Buffers in Thread IR are C arrays: global tensors
+are flat pointers, shared tiles are shared-memory arrays with their tile
 shape (times stages), fragments and locals are per-thread register arrays.
 
     // gemm.tile:15: copy(A[by * block_M, k * block_K], A_shared)
     for (int i = 0; i < 4; ++i) {
-      *(uint4*)&A_shared[...][...] = *(const uint4*)&A[...];
+      VecRef(A_shared[...][...], 16) = VecRef(A[...], 16);
     }
 """
 
@@ -27,7 +27,7 @@ from tilec.source import NO_SPAN, Span
 
 @dataclass(frozen=True, slots=True)
 class Sym:
-    """A C name: a register, a loop counter, `threadIdx.x`."""
+    """A C name: a register, a loop counter, the thread index."""
 
     name: str
     dtype: DType
@@ -58,7 +58,8 @@ class Intrin:
 
 @dataclass(frozen=True, slots=True)
 class VecRef:
-    """`*reinterpret_cast<uint4*>(&array[i])`: `bytes` bytes from an element."""
+    """`bytes` bytes from an element, moved as one register of the target's vector type
+    (Spelling.vector_types)."""
 
     target: Subscript
     bytes: int
@@ -77,7 +78,7 @@ BuiltinName = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Builtin:
-    """A built-in register of the target (`threadIdx.x` in CUDA); the emitter
+    """A built-in register of the target (its thread index, ...); the emitter
     spells it from the Target record, lowering never does."""
 
     name: BuiltinName
@@ -101,7 +102,7 @@ Expr: TypeAlias = tir.Expr | Sym | Subscript | Intrin | Builtin | AddressOf
 
 @dataclass(frozen=True, slots=True)
 class Decl:
-    """`[__shared__] ctype name[d0][d1] = init;` (dims () for a scalar)."""
+    """`ctype name[d0][d1] = init;`, in shared memory when `shared` (dims () for a scalar)."""
 
     name: str
     dtype: DType
@@ -150,14 +151,14 @@ class IfThen:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """An expression statement: `__syncthreads();`, `atomicAdd(&x, v);`."""
+    """An expression statement: a call, e.g. `Intrin("atomic_add", (&x, v))`."""
 
     call: Intrin
 
 
 BarrierKind = Literal[
     "block",  # every thread of the block waits; shared-memory writes before it are visible after
-    "async_commit",  # close this thread's group of asynchronous global->shared copies (cp.async)
+    "async_commit",  # close this thread's group of asynchronous global->shared copies
     "async_wait",  # args (n,): wait until at most n of this thread's groups are in flight
     # Named slots the Hopper backend fills in (sync.py models them; lowering emits none yet):
     "mbarrier_init",  # args (barrier, count): set up an mbarrier in shared memory for `count` arrivals
@@ -172,8 +173,7 @@ BarrierKind = Literal[
 @dataclass(frozen=True, slots=True)
 class Barrier:
     """A synchronization statement; `sync.py` places `block` barriers and
-    models every kind, the target record spells them (`__syncthreads();`,
-    a cp.async wait, ...)."""
+    models every kind, the target record spells them (Spelling.barriers)."""
 
     kind: BarrierKind
     args: tuple[Expr, ...] = ()  # counts, ids, an mbarrier (a uint64 in shared memory)
@@ -187,12 +187,12 @@ class SharedAccess:
 
         copy(A[..], A_shared)          SharedAccess(writes={"A_shared"})
         gemm(A_shared, B_shared, C)    SharedAccess(reads={"A_shared", "B_shared"}, scratch=True)
-        early cp.async of Q_shared     SharedAccess(async_writes={"Q_shared"})
+        early async copy of Q_shared   SharedAccess(async_writes={"Q_shared"})
     """
 
     reads: frozenset[str] = frozenset()
     writes: frozenset[str] = frozenset()  # visible to other threads after the next `block` barrier
-    async_writes: frozenset[str] = frozenset()  # cp.async: complete once their commit group is waited for
+    async_writes: frozenset[str] = frozenset()  # asynchronous copies: complete once their commit group is waited for
     # TMA writes (Hopper): complete once `mbarrier` (an mbarrier_wait's first argument) completes a phase
     tx_writes: frozenset[str] = frozenset()
     mbarrier: Expr | None = None
@@ -253,7 +253,7 @@ class Kernel:
 
         extern "C" int gemm(..., stream) {  const dim3 grid(...); ...
           <host_prologue>
-          gemm_kernel<<<grid, 128, smem_bytes, stream>>>(...);
+          <the launch of gemm_kernel: Launch.launch>
     """
 
     name: str

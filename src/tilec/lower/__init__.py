@@ -12,23 +12,23 @@ them bounds checks against tensor edges and 16-byte vector accesses:
   ->
     for (int g0 = 0; g0 < 4; ++g0) {          // 4 rows per thread
       if (vec_ok && by * 128 + ... < M && ... + 8 <= K) {
-        *(uint4*)&A_shared[g0 * 32 + tx / 4][tx % 4 * 8] = *(const uint4*)&A[...];
+        A_shared[g0 * 32 + tx / 4][tx % 4 * 8 : +8] = A[...];   // one 16-byte move
       } else { ... element by element, zero outside the tensor ... }
     }
 
 gemm (SIMT FMA over the accumulator's micro-tile here; the instructions of a
-warp in the target's backend module, backends/cuda/sm80.py), reduce
+warp in the target's backend module, e.g. backends/cuda/sm80.py), reduce
 (in-thread, then warp shuffles, then shared memory across warps) and cumsum
 have their own lowerings (ops.py). Each op's Scope records the shared tiles it
 reads and writes (T.SharedAccess); barriers are placed afterwards, from those
 records, by the sync pass (sync.py). Pipelines (pipelined.py) place their own
-cp.async waits and barriers as T.Barrier nodes, part of their schedule.
+asynchronous-copy waits and barriers as T.Barrier nodes, part of their schedule.
 
     kernel.py    the kernel: names, block indices, statements, C expressions
     loops.py     distributed loops and their 16-byte vectorization
     ops.py       one method per tile op
     cexpr.py     small builders of C-ready expressions
-    lanes.py     `lane` / `warp` names for tx % 32 and tx / 32 after lowering
+    lanes.py     `lane` / `warp` names for tx % warp_size and tx / warp_size after lowering
     cleanup.py   drop unused constants after lowering
 """
 

@@ -94,7 +94,7 @@ def c_string(text: str) -> str:
 
 
 def builtin(name: T.BuiltinName, dtype: DType = I32) -> tir.Expr:
-    """A register of the target (`threadIdx.x` in CUDA) inside an expression; the emitter
+    """A register of the target (the thread index, ...) inside an expression; the emitter
     spells it from the Target record."""
     return T.Builtin(name, dtype)  # type: ignore[return-value]  # a Thread IR leaf in a tir.Expr tree
 

@@ -42,83 +42,20 @@ from tilec.simplify import int_, simplify
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target
 
-_RESERVED = {
-    "auto",
-    "bool",
-    "break",
-    "case",
-    "char",
-    "const",
-    "continue",
-    "default",
-    "do",
-    "double",
-    "else",
-    "enum",
-    "extern",
-    "float",
-    "for",
-    "goto",
-    "if",
-    "int",
-    "long",
-    "register",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "struct",
-    "switch",
-    "typedef",
-    "union",
-    "unsigned",
-    "void",
-    "volatile",
-    "while",
-    "half",
-    "threadIdx",
-    "blockIdx",
-    "blockDim",
-    "gridDim",
-    "warpSize",
-    "min",
-    "max",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "smem",
-    "printf",
-    "new",
-    "delete",
-    "this",
-    "class",
-    "template",
-    "namespace",
-    "true",
-    "false",
-    "inline",
-    "asm",
-    "dim3",
-    "stream",
-    "grid",
-    "block",
-}
-
-
 _GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
 
 
 @dataclass
 class _Names:
-    """One name per IR object, derived from the user's name; deterministic."""
+    """One name per IR object, derived from the user's name; deterministic. A name the
+    target's language reserves (Spelling.reserved) gets a trailing underscore."""
 
+    reserved: frozenset[str]
     taken: set[str] = field(default_factory=set)
     given: dict[object, str] = field(default_factory=dict)  # keyed by the object (identity hash)
 
     def fresh(self, base: str) -> str:
-        name = base if base not in _RESERVED else base + "_"
+        name = base if base not in self.reserved else base + "_"
         n = 1
         while name in self.taken:
             name = f"{base}_{n}"
@@ -140,11 +77,11 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.layouts = layouts
         self.plan = plan
         self.stage_of: dict[tir.Buffer, tir.Expr] = {}  # multi-buffered tile -> stage being accessed
-        self.async_copy = False  # lowering a pipeline's producer copies (cp.async)
+        self.async_copy = False  # lowering a pipeline's producer copies (asynchronous)
         self.interior: set[tir.Buffer] = set()  # tensors whose current tile is wholly in bounds and aligned
         self.target = target
         self.backend = backend_of(target)  # the target's gemms on warp instructions, async copies
-        self.names = _Names()
+        self.names = _Names(target.spelling.reserved)
         for t in kernel.tensors:
             self.names.of(t)
         for v in (*kernel.scalars, *kernel.dims, *kernel.block_vars):
@@ -291,7 +228,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         match buf.scope:
             case "shared":
                 dims = buf.const_shape
-                if buf in self.layouts.pitch:  # padded rows: conflict-free ldmatrix
+                if buf in self.layouts.pitch:  # padded rows: conflict-free matrix loads
                     dims = dims[:-1] + (self.layouts.pitch[buf],)
                 if buf in self.layouts.swizzle:  # swizzled: one flat row, offsets through the XOR
                     dims = (math.prod(dims),)
@@ -357,7 +294,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             case tir.FloatImm(v, d):
                 return tir.FloatImm(v, compute_dtype(d))
             case tir.Var():
-                if e.kind == "thread":  # already a C name (counters, threadIdx.x)
+                if e.kind == "thread":  # already a C name (counters, the thread index)
                     return e
                 if e not in self.cvars:
                     self.cvars[e] = tir.Var(self.names.of(e), e.dtype, "thread")

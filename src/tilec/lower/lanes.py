@@ -1,11 +1,12 @@
-"""Lane and warp names: a lowered kernel's `tx % 32` and `tx / 32` read as `lane` and `warp`.
+"""Lane and warp names: a lowered kernel's `tx % 32` and `tx / 32` read as `lane` and `warp`
+(a 32-thread warp here).
 
-    tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 8]);
+    const half* row = &A_s[0][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 8];
   ->
     const int lane = tx % 32;
     const int warp = tx / 32;
     ...
-    tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][warp * 16 + tx % 16][lane / 16 * 8]);
+    const half* row = &A_s[0][warp * 16 + tx % 16][lane / 16 * 8];
 
 32 is the target's warp size (Target.warp_size), and `tx / 64` is `warp / 2` (exact: tx is
 nonnegative). With the block's warp count known, `warp % 8` in a block of 8 warps is `warp`,

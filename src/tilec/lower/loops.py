@@ -5,12 +5,12 @@ shape, alignment and bounds allow (decided per vector at run time).
     for i, j in Parallel(4, 1024): Y[i, j] = X[i, j] * 2     (128 threads, f16)
   ->
     for (int g1 = 0; g1 < ...; ++g1) {
-      if (X_vec8 && ... + 8 <= N) { uint4 load; 8 lanes of math; uint4 store }
+      if (X_vec8 && ... + 8 <= N) { 16-byte load; 8 lanes of math; 16-byte store }
       else { for (e1 ...) { const int j = ...; if (j < N) Y[..] = X[..] * 2; } }
     }
 
 A plain copy of one dtype between global and shared memory skips the
-registers and the lane loop: `*(uint4*)&Y_s[..] = *(const uint4*)&X[..];`.
+registers and the lane loop: one 16-byte move (T.VecRef) from X[..] to Y_s[..].
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ class DistributedLoops:
         """A memory -> memory copy of one dtype, moved 16 bytes at a time with no registers
         named on the way (the bits are the same, so nothing needs converting):
 
-            *reinterpret_cast<uint4*>(&s[i][j]) = *reinterpret_cast<const uint4*>(&X[...]);
+            VecRef(s[i][j], 16) = VecRef(X[...], 16)    (the target's 16-byte register type)
         """
         store = body[0]
         if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
@@ -299,7 +299,7 @@ class DistributedLoops:
     def async_vector(
         self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
     ) -> tuple[tir.Expr, list[T.Stmt]] | None:
-        """A global -> shared vector copied by cp.async (no registers on the way)."""
+        """A global -> shared vector copied asynchronously (no registers on the way)."""
         store = body[0]
         if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
             return None

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class MmaGemm:
-    """A gemm on a warp's matrix instruction (mma.sync m16n8k16, m16n8k32 for 8-bit operands),
+    """A gemm on a warp's matrix instruction (m16n8k16, m16n8k32 for 8-bit operands),
     split into k steps of the instruction's depth (the backend's `setup`)."""
 
     gemm: tir.Gemm
@@ -178,7 +178,7 @@ class TileOps:
             return all_of(fixed)
         if len(fixed) == 1 or not self.async_copy:
             # only the alignment is kernel-wide (already a flag), or a synchronous copy: a hoisted
-            # flag pays off in cp.async loops (a profile showed the recomputed test), while in a
+            # flag pays off in asynchronous-copy loops (a profile showed the recomputed test), while in a
             # row loop it held registers (RMSNorm at 256 threads: 108 instead of 64, 0.18 vs 0.13 ms)
             return all_of(fixed + moving)
         return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
@@ -240,7 +240,7 @@ class TileOps:
         if buf.scope == "global":
             self.written.add(acc.ref.array)
         v = cast(self.value(value, loop), buf.dtype)
-        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))
+        call = T.Call(T.Intrin("atomic_add", (T.AddressOf(acc.ref), v), buf.dtype))
         return guarded(acc.inbounds, [call])
 
     def gemm(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:

@@ -1,13 +1,13 @@
 """Software-pipelined loops: producers run num_stages - 1 iterations ahead.
 
     for k in Pipelined(n, num_stages=3):         for (p = 0; p < 2; ++p) {       // prologue
-        copy(A[.., k * 32], A_shared)              if (p < n) cp.async A[.., p * 32] -> A_shared[p]
+        copy(A[.., k * 32], A_shared)              if (p < n) async A[.., p * 32] -> A_shared[p]
         gemm(A_shared, B_shared, C)                commit
                                                  }
                                          ->      for (k = 0; k < n; ++k) {
                                                    read_stage = k % 3; write_stage = (k + 2) % 3
-                                                   wait until 1 group is pending; __syncthreads()
-                                                   if (k + 2 < n) cp.async A[.., (k + 2) * 32] -> A_shared[write_stage]
+                                                   wait until 1 group is pending; block barrier
+                                                   if (k + 2 < n) async A[.., (k + 2) * 32] -> A_shared[write_stage]
                                                    commit
                                                    gemm(A_shared[read_stage], B_shared[read_stage], C)
                                                  }
@@ -24,16 +24,16 @@ stay exact.
 
 A GEMM main loop - a body that is only the pipelined copies and one
 tensor-core gemm of two tiles they fill, with 3 or more stages - also
-pipelines the gemm's fragments: each k step's ldmatrix runs one step
-ahead of its mma.sync, into a second set of registers, and the barrier moves
+pipelines the gemm's fragments: each k step's fragment loads run one step
+ahead of its matrix instructions, into a second set of registers, and the barrier moves
 into the last step (before the next tile's first fragments are loaded), so
-neither the barrier nor ldmatrix latency sits between two runs of mma:
+neither the barrier nor the loads' latency sits between two runs of mma:
 
     for (k = 0; k < n; ++k) {           // fragments of step 0 loaded before the loop
       load fragments of step 1 (tile k: read_stage) into set 1
-      if (k + 2 < n) cp.async tile k + 2 -> write_stage;  commit
+      if (k + 2 < n) async copy tile k + 2 -> write_stage;  commit
       mma on set 0
-      wait until 1 group is pending; __syncthreads()
+      wait until 1 group is pending; block barrier
       if (k + 1 < n) load fragments of step 0 (tile k + 1: next_stage) into set 0
       mma on set 1
     }
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 
 def _wait(pending: int) -> T.Barrier:
-    """Wait until at most `pending` of this thread's cp.async groups are in flight."""
+    """Wait until at most `pending` of this thread's asynchronous-copy groups are in flight."""
     return T.Barrier("async_wait", (int_(pending),))
 
 
@@ -210,7 +210,7 @@ class Pipelining:
         return setup, body
 
     def early_copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
-        """A copy before a pipelined loop, issued as cp.async in a group of its own;
+        """A copy before a pipelined loop, issued asynchronously in a group of its own;
         the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
         self.helpers.add("cp_async")
         reads, writes = shared_reads_writes(s)
@@ -218,7 +218,7 @@ class Pipelining:
         return [self.async_copy_of(s, access), COMMIT]
 
     def async_copy_of(self: LoweringHost, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
-        """`s` issued as cp.async."""
+        """`s` issued as an asynchronous global -> shared copy (the backend's async_copy)."""
         self.async_copy = True
         code = self.copy(s)
         self.async_copy = False

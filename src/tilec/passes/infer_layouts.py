@@ -90,7 +90,7 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> Layouts:
     tight = fragment_registers(state.out) > SWIZZLE_REGISTER_BUDGET
     main_loop = _main_loop_tiles(stmts, target)
     for g, record in gemms:
-        if record.load == "ldmatrix":
+        if record.load == "matrices":
             for operand in (g.a.buffer, g.b.buffer):
                 if operand.scope == "shared" and operand not in state.out.fixed:
                     _place_operand(operand, state.out, tight, operand in main_loop)
@@ -108,7 +108,7 @@ def _main_loop_tiles(stmts: list[tir.Stmt], target: Target) -> set[tir.Buffer]:
     return out
 
 
-# Swizzled ldmatrix addresses cost a few registers per operand tile (one per XOR pattern, where
+# Swizzled matrix-load addresses cost a few registers per operand tile (one per XOR pattern, where
 # padding has immediate offsets). Above this many registers of fragments per thread - the
 # 255-register cap less two sets of gemm operand fragments (64) - padding is chosen instead. The
 # evidence is one pair (H200, same run): flash attention (244) ran 7% slower swizzled, with
@@ -165,14 +165,14 @@ def _annotate(a: tir.AnnotateLayout, out: Layouts) -> None:
 
 
 def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool, main_loop: bool) -> None:
-    """The layout of a shared tile that ldmatrix reads. A 16-bit tile with 128-byte rows takes the
-    128-byte XOR swizzle: every 16-byte cp.async chunk of a row lands in an aligned 128-byte line,
+    """The layout of a shared tile that a warp's matrix loads read. A 16-bit tile with 128-byte rows takes the
+    128-byte XOR swizzle: every 16-byte asynchronous-copy chunk of a row lands in an aligned 128-byte line,
     where a padded row straddles two. A wider tile of a GEMM main loop (`main_loop`), whose copies
     limit it, takes the swizzle in 64-column blocks (layout_algebra.swizzled_blocks); elsewhere its
     extra XOR patterns cost more registers than the alignment saves (MLA decode: 0.90 vs 0.71 ms).
     Other tiles, and all tiles of a kernel whose fragments leave too few registers for swizzled
     addresses (`tight`), get rows padded to an odd number of 16-byte chunks. Each layout makes
-    ldmatrix conflict-free."""
+    the matrix loads conflict-free."""
     shape = buf.const_shape
     layout = None
     if buf.dtype.bytes == 2 and len(shape) == 2 and shape[0] % 8 == 0:
@@ -189,7 +189,7 @@ def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool, main_loop: bool) 
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:
-    """Row length padded so that ldmatrix's eight 16-byte rows fall in
+    """Row length padded so that a matrix load's eight 16-byte rows fall in
     distinct bank groups: an odd number of 16-byte chunks per row."""
     row = buf.const_shape[-1]
     per_chunk = 16 // buf.dtype.bytes

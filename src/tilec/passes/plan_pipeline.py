@@ -2,7 +2,7 @@
 
 In `for k in Pipelined(n, num_stages=s)` with s >= 2, every top-level copy
 from global to shared memory is a *producer*: lowering issues it s - 1
-iterations ahead as cp.async into one of s copies of its shared tile, and
+iterations ahead as an asynchronous copy into one of s copies of its shared tile, and
 the rest of the body (the consumers) reads the copy of iteration k.
 
     for k in Pipelined(n, num_stages=3):      A_shared: float16[128, 32]
@@ -14,12 +14,12 @@ the loop body, or when anything else in the loop writes its tile.
 
 A global -> shared copy that comes before a pipelined loop in the same block,
 with nothing between them touching its tile and nothing in the loop writing
-it, is issued as cp.async too (an *early* copy, e.g. the Q tile of flash
+it, is issued asynchronously too (an *early* copy, e.g. the Q tile of flash
 attention): the loop's first wait, which precedes any read, also retires it.
 
 A GEMM main loop - 3 or more stages, a body of producers and one
 tensor-core gemm of two tiles they fill (its instruction, chosen by
-passes/select.py, loads fragments by ldmatrix), an even number of k steps -
+passes/select.py, loads fragments as matrices), an even number of k steps -
 also loads the gemm's fragments one k step ahead (lower/pipelined.py).
 
 In any other pipelined loop with several gemms, a producer whose tile is
@@ -85,7 +85,7 @@ def _blocks(stmts: tuple[tir.Stmt, ...]):
 
 
 def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]:
-    """The global -> shared copies of `before` that may run as cp.async until the first wait of `loop`."""
+    """The global -> shared copies of `before` that may run asynchronously until the first wait of `loop`."""
     out: list[tir.Copy] = []
     touched = {b for s in _all(loop.body) for b in _written(s)}
     # the loop's bounds and its copies' indices are evaluated before its first wait (the prologue)
@@ -112,7 +112,7 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
 
 def main_loop_gemm(loop: tir.For, target: Target) -> tir.Gemm | None:
     """The gemm of `loop` when it is a GEMM main loop (module docstring), or None: its
-    instruction loads fragments from shared memory (ldmatrix), which can run a k step ahead.
+    instruction loads fragments from shared memory ("matrices"), which can run a k step ahead.
     Layout inference asks too, to lay out the tiles of these copy-limited loops."""
     if loop.kind != "pipelined" or not _is_one(loop.step):
         return None
@@ -124,7 +124,7 @@ def main_loop_gemm(loop: tir.For, target: Target) -> tir.Gemm | None:
     g = rest[0]
     filled = {c.dst.buffer for c in producers}
     record = instruction_named(target, g.instruction)
-    if record.load != "ldmatrix" or g.clear_accum or g.a.buffer not in filled or g.b.buffer not in filled:
+    if record.load != "matrices" or g.clear_accum or g.a.buffer not in filled or g.b.buffer not in filled:
         return None
     steps = gemm_depth(g) // record.shape[2]
     return g if steps % 2 == 0 else None  # the two register sets alternate within a tile

@@ -60,7 +60,7 @@ def _stmt(s: tir.Stmt, threads: int, target: Target) -> tir.Stmt:
             | tir.UseSwizzle()
             | tir.AnnotateLayout()
         ):
-            return s  # no instruction to choose (a copy's cp.async is the pipeline plan's)
+            return s  # no instruction to choose (a copy's asynchronous issue is the pipeline plan's)
         case _:
             assert_never(s)
 

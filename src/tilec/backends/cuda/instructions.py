@@ -7,13 +7,13 @@
 A gemm takes the first record of its target's list (targets.py) that accepts
 it (passes/select.py). Both mma.sync records run on one warp, load their
 operands from shared memory with ldmatrix (helpers in spelling.py), and are
-lowered by sm80.py; their fragments are the PTX ISA's (fragment_algebra.py).
+lowered by sm80.py; their fragments are the PTX ISA's (fragments.py).
 """
 
 from __future__ import annotations
 
-from tilec import fragment_algebra as fa
 from tilec import layout as L
+from tilec.backends.cuda import fragments as ptx
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, OperandTypes, simt_fma
 
@@ -30,13 +30,13 @@ MMA_M16N8K16 = Instruction(
     shape=(16, 8, 16),
     operands=(_mma(DType.float16, F32, "f16", 16), _mma(DType.bfloat16, F32, "bf16", 16)),
     group="warp",
-    load="ldmatrix",
+    load="matrices",
     load_helper="ldmatrix",
     a_in_registers=True,
     a_registers_helper="pack",  # two m16n8 accumulator tiles are one m16k16 A fragment
     k_contiguous=False,  # ldmatrix.trans transposes 16-bit elements
     accumulator=L.mma_accumulator,
-    fragments=(fa.mma_m16n8k16_a, fa.mma_m16n8k16_b, fa.mma_m16n8k16_c),
+    fragments=(ptx.mma_m16n8k16_a, ptx.mma_m16n8k16_b, ptx.mma_m16n8k16_c),
     explain="mma.sync m16n8k16 {a} -> {c} (tensor cores)",
 )
 
@@ -49,13 +49,13 @@ MMA_M16N8K32 = Instruction(
         _mma(DType.float8_e5m2, F32, "e5m2", 32, SM89),
     ),
     group="warp",
-    load="ldmatrix",
+    load="matrices",
     load_helper="ldmatrix",
     a_in_registers=False,
     a_registers_helper=None,
     k_contiguous=True,  # ldmatrix transposes 16-bit elements only
     accumulator=L.mma_accumulator,
-    fragments=(fa.mma_m16n8k32_a, fa.mma_m16n8k32_b, fa.mma_m16n8k16_c),
+    fragments=(ptx.mma_m16n8k32_a, ptx.mma_m16n8k32_b, ptx.mma_m16n8k16_c),
     explain="mma.sync m16n8k32 {a} -> {c} (tensor cores)",
 )
 

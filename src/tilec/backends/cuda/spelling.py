@@ -64,6 +64,85 @@ INTRINSICS: dict[str, str] = {
     "address": "reinterpret_cast<uintptr_t>({0})",  # the address a pointer holds, as an integer
 }
 
+# Names a kernel's own names must not take (lowering appends `_`): C++ keywords, the
+# built-in registers and types, the math functions, and the names the kernel and its
+# launcher declare themselves (smem, stream, grid, block).
+RESERVED = frozenset(
+    {
+        "auto",
+        "bool",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "int",
+        "long",
+        "register",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "half",
+        "threadIdx",
+        "blockIdx",
+        "blockDim",
+        "gridDim",
+        "warpSize",
+        "min",
+        "max",
+        "abs",
+        "exp",
+        "log",
+        "sqrt",
+        "smem",
+        "printf",
+        "new",
+        "delete",
+        "this",
+        "class",
+        "template",
+        "namespace",
+        "true",
+        "false",
+        "inline",
+        "asm",
+        "dim3",
+        "stream",
+        "grid",
+        "block",
+    }
+)
+
+# What `tilec explain` calls the neutral operations: the asynchronous global -> shared copy
+# (the backend's async_copy), an instruction record's operand load (Instruction.load), the
+# cross-lane exchange of a reduce, an element's atomic add.
+EXPLAIN: dict[str, str] = {
+    "async_copy": "cp.async",
+    "matrices": "ldmatrix",
+    "shuffle": "shfl.xor",
+    "atomic_add": "atomicAdd",
+}
+
 # Register types for moves of 2..16 bytes (T.VecRef).
 VECTOR_TYPES: dict[int, str] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
 
