@@ -81,7 +81,6 @@ class Pipelining:
     """Mixin of KernelLowering: loops with a PipelinePlan entry."""
 
     def pipelined(self: LoweringHost, s: tir.For) -> list[T.Stmt]:
-        self.helpers.add("cp_async")
         stages = s.num_stages
         producer_ids = set(self.plan.producers[id(s)])
         producers = [x for x in s.body if isinstance(x, tir.Copy) and id(x) in producer_ids]
@@ -212,7 +211,6 @@ class Pipelining:
     def early_copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
         """A copy before a pipelined loop, issued asynchronously in a group of its own;
         the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
-        self.helpers.add("cp_async")
         reads, writes = shared_reads_writes(s)
         access = T.SharedAccess(reads=self.shared_names(reads), async_writes=self.shared_names(writes))
         return [self.async_copy_of(s, access), COMMIT]
