@@ -44,6 +44,8 @@ from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
 from tilec.source import Span
 from tilec.targets import Target, get_target
+
+INT32_MAX = 2**31 - 1
 from tilec.values import (
     POISON,
     Abandon,
@@ -129,7 +131,7 @@ class _Elaborator(ProgramScope):
                 scope.names[p.name] = POISON
         self.block(k.body, scope, kx)
         if kx.block is None:
-            if len(self.diags) == before:
+            if kx.block_span is None and len(self.diags) == before:  # not a Kernel block that failed
                 self.diags.append(
                     Diagnostic(
                         k.span,
@@ -195,7 +197,9 @@ class _Elaborator(ProgramScope):
     def dim(self, d: S.Expr, scope: Scope, kx: _KernelState) -> tir.Expr:
         if isinstance(d, S.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES:
             if d.id in self.defines and d.id not in self.params:
-                return self.fixed_dim(d)
+                fixed = self.fixed_dim(d)
+                scope.names[d.id] = Val(fixed)
+                return fixed
             self.dim_names.add(d.id)
             var = tir.Var(kx.fresh(d.id), DType.int32, "dim", d.span)
             kx.dims.append(var)
@@ -217,6 +221,8 @@ class _Elaborator(ProgramScope):
         value = parse_define(text)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise error(d.span, f"-D {d.id}={text}: a dimension must be a positive int")
+        if value > INT32_MAX:
+            raise error(d.span, f"-D {d.id}={text}: a dimension must be at most {INT32_MAX} (dimensions are int32)")
         return tir.IntImm(value, DType.int32, d.span)
 
     # ------------------------------------------------------------ statements

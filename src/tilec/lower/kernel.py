@@ -113,13 +113,17 @@ class _Names:
 
     taken: set[str] = field(default_factory=set)
     given: dict[object, str] = field(default_factory=dict)  # keyed by the object (identity hash)
+    next_suffix: dict[str, int] = field(default_factory=dict)  # base -> the first suffix not yet tried
 
     def fresh(self, base: str) -> str:
+        """`base`, else the first free base_1, base_2...; the search resumes where
+        the last one for `base` stopped (taken names stay taken), so n names cost O(n)."""
         name = base if base not in _RESERVED else base + "_"
-        n = 1
+        n = self.next_suffix.get(base, 1)
         while name in self.taken:
             name = f"{base}_{n}"
             n += 1
+        self.next_suffix[base] = n
         self.taken.add(name)
         return name
 
