@@ -23,6 +23,7 @@ from tilec.lower.cexpr import (
     compute_dtype,
     conjuncts,
     flatten,
+    let_init,
     lt,
     raw,
     source_comment,
@@ -241,7 +242,9 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             case tir.Alloc():
                 return self.alloc(s)
             case tir.Let(var, value):
-                return [T.Decl(self.names.of(var), var.dtype, init=self.value(value, None), const=True)]
+                return [
+                    T.Decl(self.names.of(var), var.dtype, init=let_init(self.value(value, None), var.dtype), const=True)
+                ]
             case tir.Store():
                 return self.scalar_store(s)
             case tir.Copy() if id(s) in self.plan.early:
