@@ -25,7 +25,17 @@ from dataclasses import dataclass, field
 
 from tilec import fold, shapes, tir
 from tilec import syntax as S
-from tilec.budget import INT32_MAX, MAX_BLOCK_NESTING, MAX_MACRO_NESTING, MAX_STATEMENTS, register_limit, registers
+from tilec.budget import (
+    INT32_MAX,
+    MAX_BLOCK_NESTING,
+    MAX_EXPR_NESTING,
+    MAX_MACRO_NESTING,
+    MAX_STATEMENTS,
+    MAX_SUBSTITUTED_NODES,
+    register_limit,
+    registers,
+    tree_size,
+)
 from tilec.builtins import (
     ALL_SIGS,
     ALLOC_SCOPE,
@@ -408,11 +418,26 @@ class _Elaborator(ProgramScope):
         if isinstance(v, BufVal) and v.buffer.scope == "var":
             v = self.as_val(v, span)
         if not isinstance(v, Val) or fold.const(v.expr) is not None or isinstance(v.expr, tir.Var) or not kx.in_block:
+            if isinstance(v, Val):
+                self.check_substituted(target.id, v.expr, span)
             scope.names[target.id] = v
             return []
         var = tir.Var(kx.fresh(target.id), v.dtype, "let", target.span)
         scope.names[target.id] = Val(var)
         return [tir.Let(var, v.expr, span)]
+
+    @staticmethod
+    def check_substituted(name: str, e: tir.Expr, span: Span) -> None:
+        """A name bound to an expression stands for it where it is used: keep that bounded."""
+        nodes, depth = tree_size(e)
+        if nodes > MAX_SUBSTITUTED_NODES or depth > MAX_EXPR_NESTING:
+            raise error(
+                span,
+                f"'{name}' stands for an expression of {nodes} terms, {depth} levels deep, once the names in it "
+                f"are substituted; tilec allows {MAX_SUBSTITUTED_NODES} terms and {MAX_EXPR_NESTING} levels",
+                hint="names bound before the Kernel block are substituted where they are used; "
+                "bind it inside the block, where it is computed once",
+            )
 
     def aug_assign(self, s: S.AugAssign, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
         target = s.target
@@ -789,7 +814,7 @@ class _Elaborator(ProgramScope):
             self.over_budget(
                 body[0].span if body else NO_SPAN,
                 f"blocks nested more than {MAX_BLOCK_NESTING} deep once macros are inlined",
-                "inline fewer levels of macros, or move loops out of them",
+                "nest fewer loops, or call fewer macros from inside loops of other macros",
                 kx,
             )
         kx.depth += 1

@@ -182,7 +182,7 @@ def _within(source: SourceFile, node: Tree, depth: int, limit: int, what: str) -
     hint = (
         "give parts of it names (`part = ...` on a line of its own)"
         if what == "expression"
-        else "move inner loops into a macro, or flatten the ifs"
+        else "nest fewer loops, or write separate ifs instead of a long elif chain"
     )
     raise CompileError([Diagnostic(span, f"{what} nested too deeply: {depth} levels, tilec allows {limit}", hint=hint)])
 
