@@ -229,6 +229,7 @@ class ProgramScope(ExprElaborator):
             )
         if isinstance(v, DTypeVal):
             return v
+        assert isinstance(v, Val)  # kind_of admits nothing else
         if strong is not None:
             return Val(fold.cast(v, strong, span), False)
         if kind == "float" and have == "int":
@@ -254,7 +255,7 @@ class ProgramScope(ExprElaborator):
             return DTypeVal(value)
         span = p.value.span
         try:
-            v = fold.literal(float(value) if kind == "float" else value, span)  # type: ignore[arg-type]
+            v = fold.literal(float(value) if kind == "float" else value, span)  # type: ignore[arg-type]  # int | float | bool (ok above)
         except CompileError as e:  # too large: the -D value is at fault, not the default
             (d,) = e.diagnostics
             raise CompileError([Diagnostic(None, f"-D {p.name}={text}: {d.message}", d.hint, note)]) from None

@@ -16,17 +16,20 @@ from tilec.emit import emit_module
 from tilec.lower import lower_kernel
 from tilec.passes.infer_layouts import infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
+from tilec.passes.select import select
 from tilec.targets import Target, get_target
 
 
 def lower_program(program: tir.Program, arch: str) -> T.Module:
     target = get_target(arch)
+    # Instructions first: every later pass reads which record each gemm runs on.
+    program = select(program, target)
     kernels = []
     for kernel in program.kernels:
-        # Layouts first: lowering reads where every fragment element lives.
+        # Layouts next: lowering reads where every fragment element lives.
         layouts = infer_layouts(kernel, target)
         # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
-        plan = plan_pipeline(kernel, layouts.mma)
+        plan = plan_pipeline(kernel, target)
         # Tile ops become per-thread code under those layouts; barriers placed here too.
         lowered = lower_kernel(kernel, layouts, target, plan)
         # Shared memory again, now with padding, pipeline stages and scratch.
@@ -52,7 +55,7 @@ def compile_program(program: tir.Program, arch: str = "sm_80", emit: str = "cuda
     if emit == "tir":
         from tilec.tir_print import print_program
 
-        return print_program(program)
+        return print_program(select(program, get_target(arch)))  # with each gemm's instruction
     module = lower_program(program, arch)
     if emit == "thread":
         from tilec.emit import thread_text
