@@ -32,6 +32,7 @@ from tilec.budget import (
     MAX_MACRO_NESTING,
     MAX_STATEMENTS,
     MAX_SUBSTITUTED_NODES,
+    REGISTER_FACTOR,
     register_limit,
     registers,
     tree_size,
@@ -206,7 +207,7 @@ class _Elaborator(ProgramScope):
 
     def register_rule(self) -> str:
         most = self.target.max_registers
-        return f"tilec allows {register_limit(most)} (4 x the {most} registers a thread can have)"
+        return f"tilec allows {register_limit(most)} ({REGISTER_FACTOR} x the {most} registers a thread can have)"
 
     def register_hint(self) -> str:
         return (
