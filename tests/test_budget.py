@@ -182,6 +182,17 @@ def test_substituted_names_cannot_nest_without_end() -> None:
     assert d.span.text == "a99 = a98 + 1" and "101 levels deep" in d.message
 
 
+def test_macro_arguments_cannot_double_without_end() -> None:
+    macros = "macro m0(x, v):\n    for i in Parallel(128):\n        x[i] = v\n" + "".join(
+        f"macro m{i}(x, v):\n    m{i - 1}(x, v * v)\n" for i in range(1, 16)
+    )
+    body = "x = alloc_fragment((128,), float32)\nm15(x, s + 1.0)"
+    start = time.process_time()
+    (d,) = errors(kernel(body, params="A: Tensor((128,), float32), s: float32", pre=macros))
+    assert time.process_time() - start < 2.0
+    assert d.span.text == "v * v" and d.message.startswith("'v' stands for an expression of 16383 terms")
+
+
 def test_substituted_names_within_the_budget_compile() -> None:
     lets = ["a0 = N + 1"] + [f"a{i} = a{i - 1} * a{i - 1}" for i in range(1, 10)]
     program = elaborate_file("t.tile", text=lets_before_the_block(lets, "a9"))

@@ -9,10 +9,11 @@ that nvcc would take minutes over.
   and subscripts deep, statements at most MAX_BLOCK_NESTING blocks deep, macro
   calls at most MAX_MACRO_NESTING deep (elaborate.py). The compiler walks
   these trees recursively; the limits keep it well inside Python's stack.
-- Substituted names (elaborate.py): a name bound before the Kernel block
-  stands for its expression wherever it is used; once substituted, such an
-  expression has at most MAX_SUBSTITUTED_NODES nodes and MAX_EXPR_NESTING
-  levels (`a1 = a0 * a0`, `a2 = a1 * a1`, ... doubles at every step).
+- Substituted names (elaborate.py): a name bound before the Kernel block, and
+  a macro's argument, stands for its expression wherever it is used; once
+  substituted, such an expression has at most MAX_SUBSTITUTED_NODES nodes and
+  MAX_EXPR_NESTING levels (`a1 = a0 * a0`, `a2 = a1 * a1`, ... doubles at
+  every step).
 - Statements (elaborate.py): a kernel holds at most MAX_STATEMENTS statements
   once macros are inlined; compile time is linear in them, and exponential
   macro expansion stops there.

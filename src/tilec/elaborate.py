@@ -420,7 +420,8 @@ class _Elaborator(ProgramScope):
             v = self.as_val(v, span)
         if not isinstance(v, Val) or fold.const(v.expr) is not None or isinstance(v.expr, tir.Var) or not kx.in_block:
             if isinstance(v, Val):
-                self.check_substituted(target.id, v.expr, span)
+                where = "names bound before the Kernel block are substituted where they are used"
+                self.check_substituted(target.id, v.expr, span, where + "; bind it inside the block, computed once")
             scope.names[target.id] = v
             return []
         var = tir.Var(kx.fresh(target.id), v.dtype, "let", target.span)
@@ -428,7 +429,7 @@ class _Elaborator(ProgramScope):
         return [tir.Let(var, v.expr, span)]
 
     @staticmethod
-    def check_substituted(name: str, e: tir.Expr, span: Span) -> None:
+    def check_substituted(name: str, e: tir.Expr, span: Span, hint: str) -> None:
         """A name bound to an expression stands for it where it is used: keep that bounded."""
         nodes, depth = tree_size(e)
         if nodes > MAX_SUBSTITUTED_NODES or depth > MAX_EXPR_NESTING:
@@ -436,8 +437,7 @@ class _Elaborator(ProgramScope):
                 span,
                 f"'{name}' stands for an expression of {nodes} terms, {depth} levels deep, once the names in it "
                 f"are substituted; tilec allows {MAX_SUBSTITUTED_NODES} terms and {MAX_EXPR_NESTING} levels",
-                hint="names bound before the Kernel block are substituted where they are used; "
-                "bind it inside the block, where it is computed once",
+                hint=hint,
             )
 
     def aug_assign(self, s: S.AugAssign, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
@@ -594,6 +594,9 @@ class _Elaborator(ProgramScope):
             v = self.ev(b.args[p], scope, kx)
             if isinstance(v, Poison):
                 raise Abandon()
+            if isinstance(v, Val):
+                hint = "a macro's arguments are substituted where it uses them; bind this one to a name first"
+                self.check_substituted(p, v.expr, b.args[p].span, hint)
             mscope.names[p] = v
         kx.macros.append((name, call.span))
         try:
