@@ -17,6 +17,7 @@ from tilec.lower import lower_kernel
 from tilec.passes.infer_layouts import infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
 from tilec.passes.select import select
+from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
 
 
@@ -30,8 +31,10 @@ def lower_program(program: tir.Program, arch: str) -> T.Module:
         layouts = infer_layouts(kernel, target)
         # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
         plan = plan_pipeline(kernel, target)
-        # Tile ops become per-thread code under those layouts; barriers placed here too.
+        # Tile ops become per-thread code under those layouts.
         lowered = lower_kernel(kernel, layouts, target, plan)
+        # Barriers from those records: every op, loop and pipeline of the kernel is known by now.
+        lowered = place_barriers(lowered)
         # Shared memory again, now with padding, pipeline stages and scratch.
         _check_shared_memory(kernel, lowered, target)
         kernels.append(lowered)
