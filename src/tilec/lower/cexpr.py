@@ -103,9 +103,10 @@ def c_string(text: str) -> str:
     return '"' + text.replace('"', '\\"') + '"'
 
 
-def raw(text: str) -> tir.Var:
-    """A C expression spelled out (built-in registers such as threadIdx.x)."""
-    return tir.Var(text, I32, "thread")
+def builtin(name: T.BuiltinName, dtype: DType = I32) -> tir.Expr:
+    """A register of the target (`threadIdx.x` in CUDA) inside an expression; the emitter
+    spells it from the Target record."""
+    return T.Builtin(name, dtype)  # type: ignore[return-value]  # a Thread IR leaf in a tir.Expr tree
 
 
 def symv(sym: T.Sym) -> tir.Var:
