@@ -20,6 +20,7 @@ CUDA_WORDS = re.compile(
 # by module and source line, each with its reason. Any other one is a warp size to be read
 # from Target.warp_size or an instruction record.
 NOT_WARP_SIZES: dict[tuple[str, str], str] = {
+    ("budget.py", "MAX_BLOCK_NESTING = 32"): "a nesting limit",
     ("dtypes.py", 'float32 = ("float32", "float", 32, "float")'): "bits of a type",
     ("dtypes.py", 'float64 = ("float64", "double", 64, "float")'): "bits of a type",
     ("dtypes.py", 'int32 = ("int32", "int", 32, "int")'): "bits of a type",
