@@ -422,7 +422,7 @@ class _Elaborator(ProgramScope):
                 init = fold.convert(self.scalar(init_node, scope, kx), dtype, init_node.span)
             buf = tir.Buffer(kx.fresh(target.id), (), dtype, "var", span)
             scope.names[target.id] = BufVal(buf)
-            return [tir.Alloc(buf, init, span)]
+            return [tir.Alloc(buf, init, span=span)]
         shape = self.shape_arg(b.args["shape"], scope, kx)
         buf = tir.Buffer(
             kx.fresh(target.id), tuple(tir.IntImm(d, DType.int32, span) for d in shape), dtype, buf_scope, span
@@ -430,7 +430,7 @@ class _Elaborator(ProgramScope):
         if buf_scope == "shared":
             kx.shared.append(buf)
         scope.names[target.id] = BufVal(buf)
-        return [tir.Alloc(buf, None, span)]
+        return [tir.Alloc(buf, None, span=span)]
 
     def shape_arg(self, node: S.Expr, scope: Scope, kx: _KernelState) -> tuple[int, ...]:
         items = node.items if isinstance(node, S.Tuple) else (node,)
@@ -682,7 +682,7 @@ class _Elaborator(ProgramScope):
             )
         inner = scope.child()
         vars_ = tuple(self.bind_var(t, inner, kx, "loop") for t in s.targets)
-        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), s.span)
+        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), span=s.span)
 
     def nested(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
         kx.depth += 1
