@@ -342,7 +342,6 @@ kernel k(A: Tensor((G, M, N), float16), Idx: Tensor((G,), int32), C: Tensor((G, 
 def test_copy_through_a_table_the_loop_writes_is_not_run_ahead(tmp_path: pathlib.Path) -> None:
     # T_s is rewritten every iteration, so A's copy of iteration k + 1 cannot be issued before it
     from tilec import tir
-
     from tilec.passes.plan_pipeline import producers
 
     _, _, stmts = _plan(

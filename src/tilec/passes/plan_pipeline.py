@@ -99,9 +99,8 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
     touched = {b for s in tir_walk.stmts(loop.body) for b in _written(s)}
     # the loop's bounds and its copies' indices are evaluated before its first wait (the prologue)
     bound_loads = [ld for e in (loop.start, loop.stop) for ld in tir_walk.loads(e)]
-    index_loads = [
-        ld for s in tir_walk.stmts(loop.body) if isinstance(s, tir.Copy) for r in (s.src, s.dst) for ld in _index_loads(r)
-    ]
+    copies = [s for s in tir_walk.stmts(loop.body) if isinstance(s, tir.Copy)]
+    index_loads = [ld for s in copies for r in (s.src, s.dst) for ld in _index_loads(r)]
     touched |= {ld.buffer for ld in bound_loads + index_loads}
     for j in range(len(before) - 1, -1, -1):
         s = before[j]
