@@ -23,6 +23,7 @@ from tilec.lower.cexpr import (
     compute_dtype,
     conjuncts,
     flatten,
+    let_init,
     lt,
     source_comment,
     source_line,
@@ -116,13 +117,17 @@ class _Names:
 
     taken: set[str] = field(default_factory=set)
     given: dict[object, str] = field(default_factory=dict)  # keyed by the object (identity hash)
+    next_suffix: dict[str, int] = field(default_factory=dict)  # base -> the first suffix not yet tried
 
     def fresh(self, base: str) -> str:
+        """`base`, else the first free base_1, base_2...; the search resumes where
+        the last one for `base` stopped (taken names stay taken), so n names cost O(n)."""
         name = base if base not in _RESERVED else base + "_"
-        n = 1
+        n = self.next_suffix.get(base, 1)
         while name in self.taken:
             name = f"{base}_{n}"
             n += 1
+        self.next_suffix[base] = n
         self.taken.add(name)
         return name
 
@@ -234,7 +239,9 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             case tir.Alloc():
                 return self.alloc(s)
             case tir.Let(var, value):
-                return [T.Decl(self.names.of(var), var.dtype, init=self.value(value, None), const=True)]
+                return [
+                    T.Decl(self.names.of(var), var.dtype, init=let_init(self.value(value, None), var.dtype), const=True)
+                ]
             case tir.Store():
                 return self.scalar_store(s)
             case tir.Copy() if s.pipeline == "early":

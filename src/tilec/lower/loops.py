@@ -31,6 +31,7 @@ from tilec.lower.cexpr import (
     conjuncts,
     counter_var,
     guarded,
+    let_init,
     lt,
     printf,
     upper_bound,
@@ -161,7 +162,8 @@ class DistributedLoops:
                         cond = all_of([self.replica_zero(loop.layout), cond])
                     out += guarded(cond, [assign])
                 case tir.Let(var, value):
-                    out.append(T.Decl(self.names.of(var), var.dtype, init=self.value(value, loop), const=True))
+                    let_value = let_init(self.value(value, loop), var.dtype)
+                    out.append(T.Decl(self.names.of(var), var.dtype, init=let_value, const=True))
                 case tir.Alloc(buf, init) if buf.scope == "var":
                     value = cast(self.value(init, loop), buf.dtype) if init is not None else None
                     out.append(T.Decl(self.names.of(buf), buf.dtype, (), init=value))
