@@ -43,7 +43,8 @@ from tilec.targets import Target, instruction_named
 
 @dataclass
 class Layouts:
-    """The layouts of buffers (the loops' layouts and a gemm's registers A are on the nodes)."""
+    """The layouts of buffers (a Parallel loop's layout, and whether a gemm reads A from registers,
+    are on those nodes: Parallel.layout, Gemm.a_from_registers)."""
 
     buffers: dict[tir.Buffer, L.Fragment] = field(default_factory=dict)
     origin: dict[tir.Buffer, Span] = field(default_factory=dict)  # statement that fixed it
