@@ -507,7 +507,7 @@ class _Elaborator(ProgramScope):
                 init = fold.convert(self.scalar(init_node, scope, kx), dtype, init_node.span)
             buf = tir.Buffer(kx.fresh(target.id), (), dtype, "var", span)
             scope.names[target.id] = BufVal(buf)
-            return [tir.Alloc(buf, init, span)]
+            return [tir.Alloc(buf, init, span=span)]
         shape = self.shape_arg(b.args["shape"], scope, kx)
         need = 0 if buf_scope == "shared" else self.check_registers_of(buf_scope, target.id, shape, dtype, span, kx)
         buf = tir.Buffer(
@@ -518,7 +518,7 @@ class _Elaborator(ProgramScope):
         else:
             kx.fragment_registers.append((buf, need))
         scope.names[target.id] = BufVal(buf)
-        return [tir.Alloc(buf, None, span)]
+        return [tir.Alloc(buf, None, span=span)]
 
     @staticmethod
     def alloc_registers(buf_scope: str, shape: tuple[int, ...], dtype: DType, kx: _KernelState) -> int:
@@ -811,7 +811,7 @@ class _Elaborator(ProgramScope):
             )
         inner = scope.child()
         vars_ = tuple(self.bind_var(t, inner, kx, "loop") for t in s.targets)
-        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), s.span)
+        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), span=s.span)
 
     def nested(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
         if kx.depth + len(kx.macros) >= MAX_BLOCK_NESTING:

@@ -170,7 +170,7 @@ def copy(src: Operand, dst: Operand, span: Span) -> tir.Copy:
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
         raise error(span, f"copy() shapes differ: the source is {fmt(src.extents)}, the destination {fmt(dst.extents)}")
-    return tir.Copy(region(src), region(dst), span)
+    return tir.Copy(region(src), region(dst), span=span)
 
 
 def _matrix(o: Operand, op: str, role: str) -> tuple[int, int]:

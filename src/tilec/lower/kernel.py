@@ -38,7 +38,7 @@ from tilec.lower.loops import DistributedLoops
 from tilec.lower.ops import TileOps, backend_of
 from tilec.lower.pipelined import Pipelining
 from tilec.passes.infer_layouts import Layouts
-from tilec.passes.plan_pipeline import PipelinePlan
+from tilec.passes.plan_pipeline import producers
 from tilec.simplify import int_, simplify
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target
@@ -77,10 +77,9 @@ class _Names:
 class KernelLowering(TileOps, DistributedLoops, Pipelining):
     """Lowers one kernel; the tile ops and distributed loops are the mixins."""
 
-    def __init__(self, kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan):
+    def __init__(self, kernel: tir.Kernel, layouts: Layouts, target: Target):
         self.kernel = kernel
         self.layouts = layouts
-        self.plan = plan
         self.stage_of: dict[tir.Buffer, tir.Expr] = {}  # multi-buffered tile -> stage being accessed
         self.async_copy = False  # lowering a pipeline's producer copies (asynchronous)
         self.interior: set[tir.Buffer] = set()  # tensors whose current tile is wholly in bounds and aligned
@@ -182,7 +181,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 ]
             case tir.Store():
                 return self.scalar_store(s)
-            case tir.Copy() if id(s) in self.plan.early:
+            case tir.Copy() if s.pipeline == "early":
                 return self.early_copy(s)
             case tir.Copy():
                 return self.op(s, self.copy(s))
@@ -239,8 +238,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                     dims = dims[:-1] + (self.layouts.pitch[buf],)
                 if buf in self.layouts.swizzle:  # swizzled: one flat row, offsets through the XOR
                     dims = (math.prod(dims),)
-                if buf in self.plan.stages:  # one copy per pipeline stage
-                    dims = (self.plan.stages[buf], *dims)
+                if s.stages > 1:  # one copy per pipeline stage
+                    dims = (s.stages, *dims)
                 self.shared_view(name, buf.dtype, dims)
                 return []
             case "fragment":
@@ -273,7 +272,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         return [T.Assign(ref.ref, value)]
 
     def loop(self, s: tir.For) -> list[T.Stmt]:
-        if id(s) in self.plan.producers:
+        if producers(s):
             return self.pipelined(s)
         var = self.names.of(s.var)
         body = self.block(s.body)
@@ -416,5 +415,5 @@ def _op(op: tir.BinOpName, a: tir.Expr, b: tir.Expr) -> tir.Expr:
     return tir.BinOp(op, a, b, I32)
 
 
-def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan) -> T.Kernel:
-    return KernelLowering(kernel, layouts, target, plan).run()
+def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kernel:
+    return KernelLowering(kernel, layouts, target).run()

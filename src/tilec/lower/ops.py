@@ -90,7 +90,8 @@ class TileOps:
     red_buf: str | None  # declared here, as _red_scratch assigns it (KernelLowering starts it at None)
 
     def parallel(self: LoweringHost, s: tir.Parallel) -> list[T.Stmt]:
-        layout = self.layouts.loops[id(s)]
+        layout = s.layout
+        assert layout is not None, "infer_layouts placed every Parallel loop"
         return self.distributed(layout, s.vars, s.body)
 
     def _tile_domain(self: LoweringHost, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:

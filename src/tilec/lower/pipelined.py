@@ -62,6 +62,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.ops import MmaGemm
+from tilec.passes import plan_pipeline
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK, shared_reads_writes
 from tilec.targets import instruction_named
@@ -78,13 +79,12 @@ def _wait(pending: int) -> T.Barrier:
 
 
 class Pipelining:
-    """Mixin of KernelLowering: loops with a PipelinePlan entry."""
+    """Mixin of KernelLowering: loops with producers (passes/plan_pipeline.py)."""
 
     def pipelined(self: LoweringHost, s: tir.For) -> list[T.Stmt]:
         stages = s.num_stages
-        producer_ids = set(self.plan.producers[id(s)])
-        producers = [x for x in s.body if isinstance(x, tir.Copy) and id(x) in producer_ids]
-        consumers = tuple(x for x in s.body if id(x) not in producer_ids)
+        producers = plan_pipeline.producers(s)
+        consumers = tuple(x for x in s.body if not (isinstance(x, tir.Copy) and x.pipeline == "producer"))
         start = simplify(self.value(s.start, None))
         count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
         lead = "1 iteration" if stages == 2 else f"{stages - 1} iterations"
@@ -137,22 +137,20 @@ class Pipelining:
         self: LoweringHost, producers: list[tir.Copy], consumers: tuple[tir.Stmt, ...], prefetch: list[T.Stmt]
     ) -> list[T.Stmt]:
         """The consumers, with each producer's prefetch issued at the top of the iteration or right
-        after the gemm the plan names (plan_pipeline.issue_after), and one commit after the last."""
+        after the gemm whose `then_issue` names its tile (plan_pipeline), and one commit after the last."""
         guard, commit = prefetch
         assert isinstance(guard, T.IfThen) and len(guard.then) == len(producers)
         after: dict[int | None, list[T.Stmt]] = {}
         for prod, code in zip(producers, guard.then):
-            after.setdefault(self.plan.issue_after.get(id(prod)), []).append(code)
-        last = max(
-            (i for i, c in enumerate(consumers) if id(c) in after), default=None
-        )  # the consumer after which the last copies go out
+            after.setdefault(_issued_after(prod, consumers), []).append(code)
+        last = max((i for i in after if i is not None), default=None)  # the consumer after which the last copies go out
         out: list[T.Stmt] = [T.IfThen(guard.cond, tuple(after[None]))] if None in after else []
         if last is None:
             out.append(commit)
         for i, c in enumerate(consumers):
             out += self.stmt(c)
-            if id(c) in after:
-                out.append(T.IfThen(guard.cond, tuple(after[id(c)])))
+            if i in after:
+                out.append(T.IfThen(guard.cond, tuple(after[i])))
             if i == last:
                 out.append(commit)
         return out
@@ -160,7 +158,7 @@ class Pipelining:
     def mainloop_gemm(self: LoweringHost, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
         """The gemm of a GEMM main loop (module docstring), or None."""
         g = consumers[0] if len(consumers) == 1 else None
-        if not isinstance(g, tir.Gemm) or id(g) not in self.plan.fragments_ahead:
+        if not isinstance(g, tir.Gemm) or not g.fragments_ahead:
             return None
         staging, mma = self.backend.setup(self, g, instruction_named(self.target, g.instruction))
         assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
@@ -241,6 +239,13 @@ class Pipelining:
             code.append(self.async_copy_of(prod, access))
             del self.stage_of[prod.dst.buffer]
         return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
+
+
+def _issued_after(producer: tir.Copy, consumers: tuple[tir.Stmt, ...]) -> int | None:
+    """The position of the consumer gemm whose `then_issue` names `producer`'s tile (None: the top
+    of the iteration)."""
+    tile = producer.dst.buffer
+    return next((i for i, c in enumerate(consumers) if isinstance(c, tir.Gemm) and tile in c.then_issue), None)
 
 
 def _spread(prefetch: list[T.Stmt], steps: int) -> list[list[T.Stmt]]:
