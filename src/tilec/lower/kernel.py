@@ -32,7 +32,6 @@ from tilec.lower.cexpr import (
     upper_bound,
     zero,
 )
-from tilec.lower.cleanup import drop_unused
 from tilec.lower.loops import DistributedLoops
 from tilec.lower.ops import TileOps
 from tilec.lower.pipelined import Pipelining
@@ -165,9 +164,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         params = self._params()
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
-        body = drop_unused(head + body)
         helpers = tuple(sorted(self.helpers))
-        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(body), abi, helpers)
+        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(head + body), abi, helpers)
 
     def _params(self) -> tuple[T.Param, ...]:
         out = []
