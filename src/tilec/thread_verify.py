@@ -221,7 +221,9 @@ def _helper_functions(spelling: Spelling) -> dict[str, str]:
 
 
 def _defined(text: str) -> list[str]:
-    return [m.group(1) for line in text.split("\n") if line.startswith("__device__") for m in [_CALLED.search(line)] if m]
+    """The functions a helper's text defines (`__device__ ... name(`)."""
+    heads = [_CALLED.search(line) for line in text.split("\n") if line.startswith("__device__")]
+    return [m.group(1) for m in heads if m]
 
 
 def _helper_defining(spelling: Spelling, name: str) -> str | None:
@@ -245,4 +247,3 @@ def verify_kernel(k: T.Kernel, target: Target) -> None:
         checker.expr(g)
     checker.block(k.body)
     checker.block(k.host_prologue)
-

@@ -164,8 +164,9 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         params = self._params()
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
+        body = head + body
         helpers = tuple(sorted(self.helpers))
-        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(head + body), abi, helpers)
+        return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(body), abi, helpers)
 
     def _params(self) -> tuple[T.Param, ...]:
         out = []
