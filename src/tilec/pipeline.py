@@ -123,11 +123,12 @@ def _run(p: Pass, u: Unit, verify: bool) -> Unit:
         u = p.run(u)
     if verify:
         with phase("verify"):
-            _verify(p.leaves, u)
+            verify_unit(p.leaves, u)
     return u
 
 
-def _verify(ir: IR, u: Unit) -> None:
+def verify_unit(ir: IR, u: Unit) -> None:
+    """The verifier of `ir` on what `u` holds of it (raises tir_print.VerifyError)."""
     from tilec import thread_verify, tir_print
 
     if ir == "tir":
