@@ -1,6 +1,7 @@
 """The IRs between the stages: the Tile IR of every example verifies, prints,
 and survives layout inference and lowering; `--emit tir` and `--emit thread`
-give text. (tir_print.verify is the check run after each pass.)"""
+give text; the pass hook (pipeline.py) verifies, times and stops after a pass.
+(tir_print.verify and thread_verify.verify_kernel are the checks run after each pass.)"""
 
 from __future__ import annotations
 
@@ -8,30 +9,13 @@ import pathlib
 
 import pytest
 
-from tilec import tir_print
+from tilec import tir, tir_print
 from tilec.elaborate import elaborate_file
 from tilec.passes.infer_layouts import infer_layouts
 from tilec.pipeline import compile_program
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILES = sorted(ROOT.glob("examples/*.tile")) + sorted(ROOT.glob("tests/golden/codegen/*.tile"))
-
-
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
-def test_ir_verifies_before_and_after_passes(path: pathlib.Path) -> None:
-    program = elaborate_file(str(path), {})
-    tir_print.verify(program)
-    for kernel in program.kernels:
-        layouts = infer_layouts(kernel)
-        fragments = [s.buffer for s in kernel.body if getattr(s, "buffer", None) is not None]
-        for buf in fragments:
-            if buf.scope == "fragment":
-                frag = layouts.buffers[buf]
-                assert frag.shape == buf.const_shape
-                assert frag.threads == kernel.threads
-    tir_print.verify(program)  # passes must not mutate the program they read
-    if program.kernels:
-        assert "__global__" in compile_program(program)
 
 
 def test_emit_tir_and_thread_text() -> None:
@@ -429,7 +413,8 @@ def test_both_verifiers_pass_after_every_pass(path: pathlib.Path, monkeypatch: p
     # every example and golden input, pass by pass: the Tile IR verifier after a Tile IR pass, the
     # Thread IR verifier after a Thread IR pass; an error golden stops at its diagnostic
     from tilec.diagnostics import CompileError
-    from tilec.pipeline import PASSES, Unit, verify_unit
+    from tilec.emit import emit_module
+    from tilec.pipeline import PASSES, Unit, thread_module, verify_unit
     from tilec.targets import get_target
 
     monkeypatch.chdir(ROOT)
@@ -438,8 +423,10 @@ def test_both_verifiers_pass_after_every_pass(path: pathlib.Path, monkeypatch: p
         program = elaborate_file(str(path.relative_to(ROOT)), {}, arch=arch)
     except CompileError:
         return
+    tir_print.verify(program)
+    target, units = get_target(arch), []
     for kernel in program.kernels:
-        unit = Unit(kernel, get_target(arch))
+        unit = Unit(kernel, target)
         for p in PASSES:
             try:
                 unit = p.run(unit)
@@ -447,6 +434,14 @@ def test_both_verifiers_pass_after_every_pass(path: pathlib.Path, monkeypatch: p
                 assert path.parent.name == "errors", f"{p.name} failed on {path}"
                 return
             verify_unit(p.leaves, unit)
+        assert unit.layouts is not None
+        for buf in [s.buffer for s in kernel.body if isinstance(s, tir.Alloc) and s.buffer.scope == "fragment"]:
+            assert unit.layouts.buffers[buf].shape == buf.const_shape
+            assert unit.layouts.buffers[buf].threads == kernel.threads
+        units.append(unit)
+    tir_print.verify(program)  # passes must not mutate the program they read
+    if program.kernels:
+        assert "__global__" in emit_module(thread_module(units, program, target), target)
 
 
 def test_the_hook_verifies_after_each_pass(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,9 +38,10 @@ COUNTER = T.Sym("i", I32)
 def test_a_correct_kernel_verifies() -> None:
     tx = T.Decl("tx", I32, init=tir.Var("threadIdx.x", I32, "thread"), const=True)  # C text: not a name
     loop = T.Loop(COUNTER, ZERO, tir.IntImm(4), body=(T.Assign(r(tir.Var("i", I32, "loop")), tir.FloatImm(0.0)),))
-    store = T.Assign(T.Subscript("A", (tir.Var("tx", I32, "thread"),), F32), T.Subscript("r", (ONE,), F32))
+    load = T.Subscript("r", (ONE,), F32)
+    store = T.Assign(T.Subscript("A", (tir.Var("tx", I32, "thread"),), F32), load)  # type: ignore[arg-type]
     view = T.SharedView("S", F32, (8, 4), 0)
-    exp2 = T.Assign(r(ZERO), T.Intrin("tilec_exp2", (r(ONE),), F32))
+    exp2 = T.Assign(r(ZERO), T.Intrin("tilec_exp2", (load,), F32))  # type: ignore[arg-type]
     shadow = T.Scope("inner", (T.Decl("r", F32, (2,)), T.Barrier("block")))
     verify(tx, R, loop, store, view, exp2, shadow, smem=128, helpers=("exp2",))
 

@@ -9,7 +9,9 @@ runs through one hook, `_run`, which
 - times it (`timing.phase(name)`; `tilec build --time` prints one row per pass),
 - verifies the IR it leaves when asked: `tir_print.verify` after a Tile IR pass,
   `thread_verify.verify_kernel` after a Thread IR pass (on in the tests; in
-  builds when `TILEC_VERIFY=1` is set),
+  builds when `TILEC_VERIFY=1` is set); the elaborated Tile IR is verified
+  before the first pass, and a pass that hands its IR on unchanged (an
+  analysis, a check) leaves nothing new to verify,
 - and stops the pipeline after the pass `after` names, whose IR is then the
   output (`tilec build k.tile --emit thread --after lower` prints the Thread IR
   as lowering leaves it, before clean-up; `--after elaborate`, the Tile IR as
@@ -120,11 +122,15 @@ def pass_names() -> tuple[str, ...]:
 
 def _run(p: Pass, u: Unit, verify: bool) -> Unit:
     with phase(p.name):
-        u = p.run(u)
-    if verify:
+        out = p.run(u)
+    if verify and _ir(p.leaves, out) is not _ir(p.leaves, u):
         with phase("verify"):
-            verify_unit(p.leaves, u)
-    return u
+            verify_unit(p.leaves, out)
+    return out
+
+
+def _ir(ir: IR, u: Unit) -> tir.Kernel | T.Kernel | None:
+    return u.kernel if ir == "tir" else u.lowered
 
 
 def verify_unit(ir: IR, u: Unit) -> None:
@@ -169,6 +175,9 @@ def run_passes(program: tir.Program, arch: str, passes: tuple[Pass, ...] = PASSE
     units = []
     for kernel in program.kernels:
         u = Unit(kernel, target)
+        if verify:
+            with phase("verify"):
+                verify_unit("tir", u)
         for p in passes:
             u = _run(p, u, verify)
         units.append(u)
