@@ -33,6 +33,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
 
 # Rewrite src/ and tests/ in the house format and apply ruff's safe fixes.
 format: $(STAMP)
@@ -43,4 +44,4 @@ test: lint
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf build .pytest_cache .ruff_cache
+	rm -rf build .pytest_cache .ruff_cache .mypy_cache

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tilec import arith, layout, tir
 from tilec import fragment_algebra as fa
 from tilec import layout_algebra as la
+from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32
 from tilec.dtypes import DType
 from tilec.emit import expr_text
 from tilec.lower.cexpr import split_index, swizzled_offset
@@ -300,7 +301,8 @@ def test_accumulators_and_their_reductions_cover(m: int, n: int, threads: int) -
 
 # ---------------------------------------------------------------- tensor-core fragments
 
-MMA = {"a": fa.mma_m16n8k16_a, "b": fa.mma_m16n8k16_b, "c": fa.mma_m16n8k16_c}
+# A, B and C of every tensor-core instruction record (backends/cuda/instructions.py)
+MMA = {f"{r.name}_{part}": make for r in (MMA_M16N8K16, MMA_M16N8K32) for part, make in zip("abc", r.fragments)}
 
 
 @pytest.mark.parametrize("name", sorted(MMA))
@@ -354,7 +356,7 @@ def _random_points(bounds: dict[tir.Var, int], n: int, seed: int) -> list[dict[t
 
 @needs_tvm
 @settings(max_examples=15, deadline=None)
-@given(swizzled_tiles(), st.sampled_from(["a", "b", "c"]), st.integers(0, 2**16))
+@given(swizzled_tiles(), st.sampled_from(sorted(MMA)), st.integers(0, 2**16))
 def test_tvm_simplified_addresses_equal_integer_evaluation(
     case: tuple[la.Layout, int, int], name: str, seed: int
 ) -> None:

@@ -24,7 +24,7 @@ from tilec.dtypes import DType
 
 Bounds = Mapping[tir.Var, int]  # each variable ranges over [0, extent)
 
-_BINARY = {
+_BINARY: dict[tir.BinOpName, str] = {
     "+": "Add",
     "-": "Sub",
     "*": "Mul",
@@ -44,7 +44,7 @@ _BINARY = {
     "and": "And",
     "or": "Or",
 }
-_BACK = {name: op for op, name in _BINARY.items()} | {"Div": "//", "Mod": "%"}
+_BACK: dict[str, tir.BinOpName] = {name: op for op, name in _BINARY.items()} | {"Div": "//", "Mod": "%"}
 _COMPARE = {"<", "<=", ">", ">=", "==", "!=", "and", "or"}
 
 
@@ -107,7 +107,7 @@ class _Bridge:
         if kind in _BACK:
             op = _BACK[kind]
             dt = DType.bool if op in _COMPARE else _dtype(x)
-            return tir.BinOp(op, self.from_tvm(x.a), self.from_tvm(x.b), dt)  # type: ignore[arg-type]
+            return tir.BinOp(op, self.from_tvm(x.a), self.from_tvm(x.b), dt)
         if kind in ("Min", "Max"):
             return tir.Call(kind.lower(), (self.from_tvm(x.a), self.from_tvm(x.b)), _dtype(x))
         if kind == "Select":

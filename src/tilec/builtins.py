@@ -19,6 +19,7 @@ from tilec import syntax as S
 from tilec.diagnostics import error
 from tilec.dtypes import DTYPES
 from tilec.fold import MATH_FUNCS
+from tilec.tir import Scope
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,12 @@ ALLOCS: dict[str, Sig] = {
     "alloc_local": Sig(("shape", "dtype")),
     "alloc_var": Sig(("dtype",), {"init": None}),
 }
-ALLOC_SCOPE = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_local": "local", "alloc_var": "var"}
+ALLOC_SCOPE: dict[str, Scope] = {
+    "alloc_shared": "shared",
+    "alloc_fragment": "fragment",
+    "alloc_local": "local",
+    "alloc_var": "var",
+}
 
 LOOPS: dict[str, Sig] = {
     "Pipelined": Sig((), {"num_stages": 0}, required=1, variadic=True, most=2),

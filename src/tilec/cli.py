@@ -273,7 +273,8 @@ def plan_jobs(
             "need a single input without --out-dir"
         )
     ext = {"cuda": ".cu", "tir": ".tir", "thread": ".thread"}[emit]
-    jobs, seen = [], {}
+    jobs: list[Job] = []
+    seen: dict[str, str] = {}
     for src in inputs:
         stem = os.path.splitext(os.path.basename(src))[0]
         if stem in seen:
@@ -335,7 +336,7 @@ def write_job(job: Job, result: driver.Result, opts: BuildOptions) -> None:
 def compile_binary(job: Job, text: str, opts: BuildOptions) -> None:
     from tilec import toolchain
 
-    kind, out = job.binary  # type: ignore[misc]
+    kind, out = job.binary  # type: ignore[misc]  # None-able field; the caller passes only jobs with a binary
     with timing.phase("nvcc"):
         if job.cu is not None:
             warnings = toolchain.run_nvcc(kind, job.cu, out, opts.arch, opts.werror)

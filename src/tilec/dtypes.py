@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 
 
@@ -33,15 +34,15 @@ class DType(enum.Enum):
         return self.bits // 8
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:  # builtins.: `bool` names the member DType.bool here
         return self.kind == "float"
 
     @property
-    def is_int(self) -> bool:
+    def is_int(self) -> builtins.bool:
         return self.kind in ("int", "uint")
 
     @property
-    def is_low_precision(self) -> bool:
+    def is_low_precision(self) -> builtins.bool:
         """Types CUDA computes in float32 (f16, bf16, fp8)."""
         return self.is_float and self.bits < 32
 

@@ -297,9 +297,9 @@ class _Elaborator(ProgramScope):
         kx.block = (grid, block_vars, threads, body)
         return []
 
-    def bind_var(self, t: S.Name, scope: Scope, kx: _KernelState, kind: str) -> tir.Var:
+    def bind_var(self, t: S.Name, scope: Scope, kx: _KernelState, kind: tir.VarKind) -> tir.Var:
         self.check_new_name(t.id, t.span, scope)
-        var = tir.Var(kx.fresh(t.id), DType.int32, kind, t.span)  # type: ignore[arg-type]
+        var = tir.Var(kx.fresh(t.id), DType.int32, kind, t.span)
         scope.names[t.id] = Val(var)
         return var
 
@@ -333,7 +333,7 @@ class _Elaborator(ProgramScope):
         try:
             alloc = self.alloc_kind(s.value, scope)
             if alloc is not None:
-                return self.alloc(target, s.value, alloc, s.span, scope, kx)  # type: ignore[arg-type]
+                return self.alloc(target, s.value, alloc, s.span, scope, kx)  # type: ignore[arg-type]  # alloc_kind: a Call
             return self.let(target, self.ev(s.value, scope, kx), s.span, scope, kx)
         except (CompileError, Abandon):
             scope.names[target.id] = POISON
@@ -387,11 +387,11 @@ class _Elaborator(ProgramScope):
         assert isinstance(sub, SubVal)
         if not sub.is_element:
             raise error(target.span, "cannot assign to a region", hint="use copy() or fill() for tiles")
-        indices = tuple(sub.items)  # type: ignore[arg-type]
+        indices = tuple(sub.items)  # an element: no SliceVal among the items
         value = self.scalar(value_node, scope, kx)
         if op is not None:
-            value = fold.binop(op, Val(tir.Load(sub.buffer, indices, target.span)), value, span)  # type: ignore[arg-type]
-        return [tir.Store(sub.buffer, indices, fold.convert(value, sub.buffer.dtype, span), span)]  # type: ignore[arg-type]
+            value = fold.binop(op, Val(tir.Load(sub.buffer, indices, target.span)), value, span)  # type: ignore[arg-type]  # (as above)
+        return [tir.Store(sub.buffer, indices, fold.convert(value, sub.buffer.dtype, span), span)]  # type: ignore[arg-type]  # (as above)
 
     # ------------------------------------------------------------ allocations
 
@@ -426,7 +426,7 @@ class _Elaborator(ProgramScope):
         shape = self.shape_arg(b.args["shape"], scope, kx)
         buf = tir.Buffer(
             kx.fresh(target.id), tuple(tir.IntImm(d, DType.int32, span) for d in shape), dtype, buf_scope, span
-        )  # type: ignore[arg-type]
+        )
         if buf_scope == "shared":
             kx.shared.append(buf)
         scope.names[target.id] = BufVal(buf)
@@ -560,7 +560,7 @@ class _Elaborator(ProgramScope):
         order = self.string(args.get("order"), scope, kx, "order", "row")
         if order not in ("row", "col"):
             raise error(args["order"].span, f'order must be "row" or "col", not "{order}"')
-        return tir.UseSwizzle(panel, order, span)  # type: ignore[arg-type]
+        return tir.UseSwizzle(panel, order, span)  # type: ignore[arg-type]  # order: checked above
 
     def annotate_layout(self, args: dict[str, S.Expr], span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
         node = args["buf"]
@@ -583,7 +583,7 @@ class _Elaborator(ProgramScope):
             except ValueError as e:
                 hint = "use a narrower swizzle, or a tile whose rows are whole 16-byte chunks"
                 raise error(args["layout"].span, f"'{v.buffer.name}' cannot take {layout}: {e}", hint=hint) from None
-        return tir.AnnotateLayout(v.buffer, layout, span)  # type: ignore[arg-type]
+        return tir.AnnotateLayout(v.buffer, layout, span)  # type: ignore[arg-type]  # layout: checked above
 
     def print_(self, args: dict[str, S.Expr], span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
         node = args["value"]
@@ -643,8 +643,8 @@ class _Elaborator(ProgramScope):
         inner = scope.child()
         var = self.bind_var(s.targets[0], inner, kx, "loop")
         body = self.nested(s.body, inner, kx)
-        for_kind = "pipelined" if kind == "Pipelined" else ("unroll" if kind == "unroll" else "serial")
-        return [tir.For(var, start, stop, step, for_kind, body, stages, s.span)]  # type: ignore[arg-type]
+        for_kind: tir.ForKind = "pipelined" if kind == "Pipelined" else ("unroll" if kind == "unroll" else "serial")
+        return [tir.For(var, start, stop, step, for_kind, body, stages, s.span)]
 
     def range_args(
         self, args: list[S.Expr], it: S.Call, scope: Scope, kx: _KernelState

@@ -160,7 +160,7 @@ def _expr(e: object, sp: Spelling) -> tuple[str, int]:
             raise TypeError(f"cannot print {e!r}")
 
 
-def _intrin(name: str, args: tuple[tir.Expr | str, ...], sp: Spelling) -> str:
+def _intrin(name: str, args: tuple[T.Expr | str, ...], sp: Spelling) -> str:
     """A neutral intrinsic through the record's template; any other name as written."""
     texts = [a if isinstance(a, str) else expr_text(a, sp) for a in args]
     template = sp.intrinsics.get(name)
@@ -264,8 +264,8 @@ def stmt_lines(s: T.Stmt, sp: Spelling | None = None) -> list[str]:
         case T.Comment(text):
             return [f"// {text}"]
         case T.Scope(comment, body):
-            head = [f"// {comment}"] if comment else []
-            return head + ["{"] + _body(body, sp) + ["}"]
+            lead = [f"// {comment}"] if comment else []
+            return lead + ["{"] + _body(body, sp) + ["}"]
         case _:
             assert_never(s)
 
@@ -403,7 +403,8 @@ def _collect(node: object, uses: _Uses) -> None:
         case tuple() | list():
             for item in node:
                 _collect(item, uses)
-    for name in _field_names(type(node)):
+    # A class is hashable; mypy checks `type[object]` against object.__hash__ as if it were an instance.
+    for name in _field_names(type(node)):  # type: ignore[arg-type]
         _collect(getattr(node, name), uses)
 
 

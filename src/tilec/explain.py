@@ -16,7 +16,8 @@ every tile op, the pipeline plan of every `Pipelined` loop, and totals
     gemm.tile:19  gemm(A_shared, B_shared, C_local)    SIMT FMA (CUDA cores), micro-tile 16x8 per thread ...
 
 Everything here is data and plain text (pure functions, deterministic); the
-CLI renders the same `Table`s with rich on a terminal. The instruction text is
+CLI renders the same `Table`s with rich on a terminal. A gemm's instruction is
+the record the select pass stored on it (its `explain` name); the other text is
 derived from the Tile IR and the inferred layouts the way lower/ reads them
 today, without changing or calling lowering (except `lower_program` for the
 shared-memory total, which lowering alone knows).
@@ -36,9 +37,11 @@ from typing import assert_never
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.emit import expr_text
+from tilec.instructions import Instruction
 from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layouts
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
-from tilec.targets import get_target, mma_depth
+from tilec.passes.select import select_kernel
+from tilec.targets import Target, get_target, instruction_named
 
 NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
 
@@ -200,23 +203,24 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s
     return f"{kind}: {_vector_text(frag, [s.src, s.dst])}{once}"
 
 
-def gemm_instruction(layouts: Layouts, s: tir.Gemm) -> str:
+def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm) -> str:
+    """The record's name, then how the block runs it (read from the accumulator's layout)."""
     frag = layouts.buffers[s.c.buffer]
-    if id(s) in layouts.mma:
-        kind, acc = s.a.buffer.dtype.tile_name, s.c.buffer.dtype.tile_name
+    name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name)
+    if record.group != "thread":
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
-        shape = f"m16n8k{mma_depth(s.a.buffer.dtype)}"
-        text = f"mma.sync {shape} {kind} -> {acc} (tensor cores), {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
+        text = f"{name}, {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
         if id(s) in layouts.a_registers:
-            text += f", A ({s.a.buffer.name}) straight from registers, B by ldmatrix"
+            text += f", A ({s.a.buffer.name}) straight from registers, B by {record.load}"
         else:
-            text += ", operands by ldmatrix" + ("" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged)")
+            staged = "" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged)"
+            text += f", operands by {record.load}{staged}"
         return text
     lm, ln = (regs_along(frag, 0), regs_along(frag, 1)) if len(frag.shape) == 2 else (1, regs_along(frag, 0))
     a_ext = _squeezed(s.a)
     k = a_ext[0] if s.transpose_a else a_ext[-1]
-    text = f"SIMT FMA (CUDA cores), micro-tile {lm}x{ln} per thread, k={k}"
+    text = f"{name}, micro-tile {lm}x{ln} per thread, k={k}"
     if s.a.buffer.scope == "fragment":
         text += f"; A ({s.a.buffer.name}) staged through shared memory first"
     return text
@@ -269,13 +273,13 @@ def fill_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Fill) -> str:
     return _vector_text(frag, [s.dst])
 
 
-def instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir.Stmt) -> str | None:
+def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: PipelinePlan, s: tir.Stmt) -> str | None:
     """What lowering emits for tile op `s` today; None for a statement that is not a tile op."""
     match s:
         case tir.Copy():
             return copy_instruction(kernel, layouts, plan, s)
         case tir.Gemm():
-            return gemm_instruction(layouts, s)
+            return gemm_instruction(layouts, instruction_named(target, s.instruction), s)
         case tir.Reduce():
             return reduce_instruction(layouts, s)
         case tir.Parallel():
@@ -402,10 +406,10 @@ def buffers_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 
 
-def ops_table(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan) -> Table:
+def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: PipelinePlan) -> Table:
     rows = []
     for s in _walk(kernel.body):
-        chosen = instruction(kernel, layouts, plan, s)
+        chosen = instruction(kernel, target, layouts, plan, s)
         if chosen is not None:
             frag = layout_of_op(kernel, layouts, s)
             rows.append((where(s), op_text(s), chosen, spread(frag) if frag is not None else "-"))
@@ -491,11 +495,14 @@ def smem_note(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, dynamic_
 
 
 def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelReport:
-    layouts = infer_layouts(kernel, get_target(arch))
-    plan = plan_pipeline(kernel, layouts.mma)
+    target = get_target(arch)
+    kernel = select_kernel(kernel, target)  # each gemm's instruction, as the pipeline chooses it
+    layouts = infer_layouts(kernel, target)
+    plan = plan_pipeline(kernel, target)
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
-    tables = [buffers_table(kernel, layouts), ops_table(kernel, layouts, plan), *pipeline_tables(kernel, plan)]
+    ops = ops_table(kernel, target, layouts, plan)
+    tables = [buffers_table(kernel, layouts), ops, *pipeline_tables(kernel, plan)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
     notes = (smem_note(kernel, layouts, plan, dynamic_smem), register_estimate(kernel, layouts, plan)[1])
@@ -673,5 +680,6 @@ def _cell(frag: L.Fragment, index: tuple[int, ...], x: int, y: int, w: int, h: i
 
 def explain_svg(program: tir.Program, buffer: str, kernel: str | None = None, color_by: str = "warp") -> str:
     k, buf = find_fragment(program, buffer, kernel)
-    frag = infer_layouts(k).buffers[buf]
+    target = get_target("sm_80")
+    frag = infer_layouts(select_kernel(k, target), target).buffers[buf]
     return fragment_svg(k, buf, frag, color_by)

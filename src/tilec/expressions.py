@@ -75,7 +75,7 @@ class ExprElaborator:
             case Val():
                 return v
             case SubVal() if v.is_element:
-                return Val(tir.Load(v.buffer, tuple(v.items), span))  # type: ignore[arg-type]
+                return Val(tir.Load(v.buffer, tuple(v.items), span))  # type: ignore[arg-type]  # an element: no SliceVal among the items
             case SubVal():
                 raise error(span, "a region is not a scalar value", hint="index every dimension to read one element")
             case BufVal() if v.buffer.scope == "var":

@@ -160,11 +160,11 @@ def _fold(op: str, x: Const, y: Const, dtype: DType, span: Span) -> Const:
         case "%":
             return _c_mod(int(x), int(y))
         case "&":
-            return x & y  # type: ignore[operator]
+            return x & y  # type: ignore[operator]  # ints only: the caller rejects float operands of bit operators
         case "|":
-            return x | y  # type: ignore[operator]
+            return x | y  # type: ignore[operator]  # (as above)
         case "^":
-            return x ^ y  # type: ignore[operator]
+            return x ^ y  # type: ignore[operator]  # (as above)
         case "<<":
             return int(x) << int(y)
         case ">>":
@@ -236,7 +236,7 @@ def binop(op: str, a: Val, b: Val, span: Span) -> Val:
     same = _identity(op, ea, eb, dtype)
     if same is not None:
         return Val(same, False)
-    return Val(tir.BinOp(op, ea, eb, result, span), False)  # type: ignore[arg-type]
+    return Val(tir.BinOp(op, ea, eb, result, span), False)  # type: ignore[arg-type]  # op: a surface operator (all are BinOpNames)
 
 
 def _logical(op: str, a: Val, b: Val, span: Span) -> Val:
@@ -253,7 +253,7 @@ def _logical(op: str, a: Val, b: Val, span: Span) -> Val:
         if (op == "and") == bool(y):
             return a
         return b
-    return Val(tir.BinOp(op, a.expr, b.expr, DType.bool, span), False)  # type: ignore[arg-type]
+    return Val(tir.BinOp(op, a.expr, b.expr, DType.bool, span), False)  # type: ignore[arg-type]  # op: 'and' | 'or'
 
 
 def power(a: Val, b: Val, span: Span) -> Val:
@@ -298,7 +298,7 @@ def unary(op: str, a: Val, span: Span) -> Val:
         if a.weak and isinstance(value, int):
             return literal(value, span)
         return Val(imm(value, dtype, span), a.weak)
-    return Val(tir.UnaryOp(op, cast(a, dtype, span), dtype, span), False)  # type: ignore[arg-type]
+    return Val(tir.UnaryOp(op, cast(a, dtype, span), dtype, span), False)  # type: ignore[arg-type]  # op: a surface operator (all are UnaryOpNames)
 
 
 def select(cond: Val, a: Val, b: Val, span: Span) -> Val:

@@ -291,7 +291,7 @@ def tile_threads(frag: FragmentMap, counts: Sequence[int]) -> FragmentMap:
     thread t = group * threads + t' holds element index' + group coordinate * shape."""
     t = frag.thread
     inner, group = _bin("%", t, frag.threads), _bin("//", t, frag.threads)
-    index = []
+    index: list[tir.Expr] = []
     stride = 1
     for d in reversed(range(len(counts))):
         x = simplify(substitute(frag.index[d], {t: inner}))
@@ -356,6 +356,26 @@ def mma_m16n8k16_c() -> FragmentMap:
     row = _bin("+", g, _bin("*", i1, 8))
     col = _bin("+", _bin("*", q, 2), i0)
     return FragmentMap((16, 8), lane, 32, (i1, i0), (2, 2), (row, col), int_(0))
+
+
+def mma_m16n8k32_a() -> FragmentMap:
+    """A (16 x 32, 8-bit: s8, e4m3, e5m2): a0..a15 = slots (i3, i2, i0); row groupID (+8 when
+    i2), column 4 * threadID_in_group + i0 (+16 when i3). Four .b32 registers of four elements:
+    in 32-bit words it is m16n8k16's A, so ldmatrix (b16) loads it untransposed."""
+    lane, g, q = _lane()
+    i3, i2, i0 = _var("i3"), _var("i2"), _var("i0")
+    row = _bin("+", g, _bin("*", i2, 8))
+    col = _bin("+", _bin("+", _bin("*", q, 4), i0), _bin("*", i3, 16))
+    return FragmentMap((16, 32), lane, 32, (i3, i2, i0), (2, 2, 4), (row, col), int_(0))
+
+
+def mma_m16n8k32_b() -> FragmentMap:
+    """B (32 x 8 = K x N, 8-bit): b0..b7 = slots (i1, i0); row 4 * threadID_in_group + i0
+    (+16 when i1), column groupID. Two .b32 registers; C/D is m16n8k16's (mma_m16n8k16_c)."""
+    lane, g, q = _lane()
+    i1, i0 = _var("i1"), _var("i0")
+    row = _bin("+", _bin("+", _bin("*", q, 4), i0), _bin("*", i1, 16))
+    return FragmentMap((32, 8), lane, 32, (i1, i0), (2, 4), (row, g), int_(0))
 
 
 # ldmatrix.x4 (m8n8, b16): lanes 8k .. 8k+7 give the row addresses of matrix k; matrix k lands in

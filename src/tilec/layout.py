@@ -21,6 +21,7 @@ decides them, lowering reads them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tilec import tir
@@ -90,9 +91,7 @@ def thread_coords(frag: Fragment, tid: tir.Expr) -> list[tir.Expr]:
     return out
 
 
-def tile_index(
-    frag: Fragment, threads: list[tir.Expr], locals_: list[tir.Expr] | tuple[int, ...]
-) -> tuple[tir.Expr, ...]:
+def tile_index(frag: Fragment, threads: list[tir.Expr], locals_: Sequence[tir.Expr | int]) -> tuple[tir.Expr, ...]:
     """Tile index held by thread digits `threads` in the register with digits
     `locals_` (terms summed largest stride first, the way one reads them)."""
     out = []
@@ -272,3 +271,8 @@ def mma_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: int
     thread_parts = (Part(4, 1, 2), Part(8, 0, 1), Part(wn, 1, ni * 8), Part(wm, 0, mi * 16))
     local_parts = (Part(mi, 0, 16), Part(ni, 1, 8), Part(2, 0, 8), Part(2, 1, 1))
     return Fragment(shape, thread_parts, local_parts)
+
+
+def warp_rows(frag: Fragment) -> int:
+    """The warp rows (wm) of an `mma_accumulator`."""
+    return frag.thread_parts[3].extent

@@ -291,7 +291,7 @@ class Inverse:
         sw = self.layout.swizzle
         plain = offset if sw is None else sw.expr(offset)
         top = max(range(len(self.layout.shape)), key=lambda d: (self.layout.shape[d] > 1, self.layout.strides[d]))
-        out = []
+        out: list[tir.Expr] = []
         for d, (extent, stride) in enumerate(zip(self.layout.shape, self.layout.strides)):
             if extent == 1:
                 out.append(int_(0))

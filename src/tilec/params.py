@@ -206,6 +206,7 @@ class ProgramScope(ExprElaborator):
             )
         if isinstance(v, DTypeVal):
             return v
+        assert isinstance(v, Val)  # kind_of admits nothing else
         if strong is not None:
             return Val(fold.cast(v, strong, span), False)
         if kind == "float" and have == "int":
@@ -230,7 +231,7 @@ class ProgramScope(ExprElaborator):
         if isinstance(value, DType):
             return DTypeVal(value)
         span = p.value.span
-        v = fold.literal(float(value) if kind == "float" else value, span)  # type: ignore[arg-type]
+        v = fold.literal(float(value) if kind == "float" else value, span)  # type: ignore[arg-type]  # int | float | bool (ok above)
         return Val(fold.cast(v, strong, span), False) if strong is not None else v
 
     def check_defines(self) -> None:

@@ -77,7 +77,7 @@ class TileIndenter(PostLex):
             raise _IndentError(_at("_DEDENT", indent_str, pos))
 
 
-def _at(kind: str, value: str, pos: int) -> Token:
+def _at(kind: str, value: str, pos: int | None) -> Token:
     return Token(kind, value, start_pos=pos, end_pos=pos)
 
 
@@ -335,7 +335,7 @@ class _Builder:
     def e_comparison(self, t: Tree) -> S.Expr:
         kids = t.children
         operands = [self.expr(k) for k in kids[::2]]
-        parts: list[S.Expr] = []
+        parts: list[S.BinOp] = []
         for i in range(len(operands) - 1):
             op_tree = kids[2 * i + 1]
             a, b = operands[i], operands[i + 1]
@@ -391,7 +391,7 @@ _BRACKET_TOKENS = frozenset({"LPAR", "RPAR", "LSQB", "RSQB"})
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
 
 
-def _unquote(token: Token) -> str:
+def _unquote(token: Token | Tree) -> str:  # a STRING token (lark types a child as either)
     body = str(token)[1:-1]
     return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), body)
 
@@ -580,7 +580,7 @@ def _syntax_error(source: SourceFile, e: UnexpectedInput) -> Diagnostic:
 
 
 def _bad_character(source: SourceFile, e: UnexpectedCharacters) -> Diagnostic:
-    pos = e.pos_in_stream
+    pos: int = e.pos_in_stream  # type: ignore[assignment]  # lark types the attribute None; this subclass sets it
     ch = source.text[pos] if pos < len(source.text) else ""
     span = _span(source, pos, pos + 1)
     if ch in "\"'":

@@ -35,6 +35,7 @@ from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
+from tilec.passes.select import select_kernel
 from tilec.targets import Target, get_target
 from tilec.timing import phase
 
@@ -60,13 +61,16 @@ class Pass:
     run: Callable[[Unit], Unit]
 
 
+def _select(u: Unit) -> Unit:
+    return replace(u, kernel=select_kernel(u.kernel, u.target))
+
+
 def _infer_layouts(u: Unit) -> Unit:
     return replace(u, layouts=infer_layouts(u.kernel, u.target))
 
 
 def _plan_pipeline(u: Unit) -> Unit:
-    assert u.layouts is not None, "plan_pipeline runs after infer_layouts"
-    return replace(u, plan=plan_pipeline(u.kernel, u.layouts.mma))
+    return replace(u, plan=plan_pipeline(u.kernel, u.target))
 
 
 def _lower(u: Unit) -> Unit:
@@ -97,7 +101,9 @@ def _lowered(u: Unit) -> T.Kernel:
 
 
 PASSES: tuple[Pass, ...] = (
-    # Layouts first: lowering reads where every fragment element lives.
+    # Instructions first: every later pass reads which record each gemm runs on.
+    Pass("select", "tir", _select),
+    # Layouts next: lowering reads where every fragment element lives.
     Pass("infer_layouts", "tir", _infer_layouts),
     # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
     Pass("plan_pipeline", "tir", _plan_pipeline),

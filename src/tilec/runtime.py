@@ -246,7 +246,7 @@ class Kernel:
         tensors, scalars = args[:n_t], args[n_t:]
         device = self._check_tensors(torch, tensors)
         dim_values = infer_dims(self.abi, [tuple(t.shape) for t in tensors], dims)
-        c_args = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+        c_args: list[object] = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
         c_args += [self._scalar(torch, s, v) for s, v in zip(self.scalars, scalars, strict=True)]
         c_args += [ctypes.c_int32(v) for v in dim_values]
         with torch.cuda.device(device):

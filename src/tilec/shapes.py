@@ -57,7 +57,7 @@ def operand(v: Value, span: Span, op: str, role: str) -> Operand:
         if v.buffer.scope == "var":
             raise error(span, f"'{v.buffer.name}' is a scalar variable, not a tile")
         if v.is_element:
-            return Operand(v.buffer, tuple(v.items), None, span)  # type: ignore[arg-type]
+            return Operand(v.buffer, tuple(v.items), None, span)  # type: ignore[arg-type]  # an element: no SliceVal among the items
         return _region(v, span)
     raise error(
         span,
@@ -77,7 +77,7 @@ def _whole(buf: tir.Buffer, span: Span, op: str) -> Operand:
             hint=f"say which tile: an origin like {buf.name}[i, j] or a region with constant extents",
         )
     zeros = tuple(tir.IntImm(0, DType.int32, span) for _ in dims)
-    return Operand(buf, zeros, tuple(dims), span)  # type: ignore[arg-type]
+    return Operand(buf, zeros, tuple(dims), span)  # type: ignore[arg-type]  # all ints (checked above)
 
 
 def _region(v: SubVal, span: Span) -> Operand:
@@ -210,7 +210,7 @@ def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool]
         raise error(span, f"gemm() inner dimensions differ: A gives K = {k}, B gives K = {kb}", hint=hint)
     if (m, n) != (mc, nc):
         raise error(span, f"gemm() accumulator shape differs: A @ B is ({m}, {n}) but C is ({mc}, {nc})")
-    return tir.Gemm(region(a), region(b), region(c), transpose_a, transpose_b, policy, clear_accum, span)  # type: ignore[arg-type]
+    return tir.Gemm(region(a), region(b), region(c), transpose_a, transpose_b, policy, clear_accum, span=span)  # type: ignore[arg-type]  # policy: checked by the caller
 
 
 def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: Span) -> tir.Reduce:
@@ -229,7 +229,7 @@ def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: S
             f"{op}() output shape is {fmt(dst.extents)}, but reducing {fmt(src.extents)} along "
             f"dim {axis} gives {fmt(expected)}",
         )
-    return tir.Reduce(kind, region(src), region(dst), axis, clear, span)  # type: ignore[arg-type]
+    return tir.Reduce(kind, region(src), region(dst), axis, clear, span)  # type: ignore[arg-type]  # kind: from an op name
 
 
 def _axis(dim: int, rank: int, op: str, span: Span) -> int:
@@ -286,5 +286,5 @@ def atomic_add_element(dst: SubVal, value: Val, span: Span) -> tir.AtomicAdd:
             f"{SCOPE_WORDS[dst.buffer.scope]}",
         )
     ones = tuple(tir.IntImm(1, DType.int32, span) for _ in dst.items)
-    reg = tir.Region(dst.buffer, tuple(dst.items), ones, dst.span)  # type: ignore[arg-type]
+    reg = tir.Region(dst.buffer, tuple(dst.items), ones, dst.span)  # type: ignore[arg-type]  # the caller checks it is an element
     return tir.AtomicAdd(reg, None, convert(value, dst.buffer.dtype, span), span)

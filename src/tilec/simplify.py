@@ -130,8 +130,12 @@ def simplify(e: tir.Expr) -> tir.Expr:
                     return _build(lin, dtype)
             if dtype.is_int and op in ("//", "%"):
                 return _divmod(e, a, b)
-            if op in ("<", "<=", ">", ">=", "==", "!=") and const(a) is not None and const(b) is not None:
-                return tir.BoolImm(_compare(op, const(a), const(b)))  # type: ignore[arg-type]
+            if (
+                op in ("<", "<=", ">", ">=", "==", "!=")
+                and (ca := const(a)) is not None
+                and (cb := const(b)) is not None
+            ):
+                return tir.BoolImm(_compare(op, ca, cb))
             if op == "and":
                 if isinstance(a, tir.BoolImm):
                     return b if a.value else a

@@ -48,8 +48,8 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
     reads: set[tir.Buffer] = set()
     writes: set[tir.Buffer] = set()
 
-    def rd(e: object) -> None:
-        reads.update(x.buffer for x in tir_walk.loads(e) if x.buffer.scope == "shared")  # type: ignore[arg-type]
+    def rd(e: tir.Expr) -> None:
+        reads.update(x.buffer for x in tir_walk.loads(e) if x.buffer.scope == "shared")
 
     def region(r: tir.Region | None, out: set[tir.Buffer]) -> None:
         if r is None:

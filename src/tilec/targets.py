@@ -4,13 +4,16 @@
     get_target("sm_90a").warp_size         -> 32          (elaborate, layout inference)
     get_target("sm_90a").gencode           -> "arch=compute_90a,code=sm_90a"  (toolchain, runtime)
     get_target("sm_90a").spelling.builtins["thread_index"]  -> "threadIdx.x"  (emit)
+    get_target("sm_90a").instructions       -> (MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA)  (select)
     sorted(TARGETS)                         -> the CLI's --arch choices
 
-The words of a language live in its backend (backends/cuda/spelling.py); this
-module assembles them into records. Nothing here imports beyond the standard
-library and tilec.dtypes: the runtime reads the registry on the GPU machine.
-Adding a target is adding a record here (and, for a new language, a
-spelling module under backends/).
+The words of a language live in its backend (backends/cuda/spelling.py), its
+instruction records beside them (backends/cuda/instructions.py); this module
+assembles them into records. Nothing here imports beyond the standard library
+and tilec's own data modules (dtypes, and the layout/fragment constructors the
+instruction records name): the runtime reads the registry on the GPU machine.
+Adding a target is adding a record here (and, for a new language or family,
+the backend modules under backends/: docs/architecture.md, "Adding a target").
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tilec.backends.cuda import spelling as cuda
-from tilec.dtypes import DType
+from tilec.backends.cuda.instructions import SM80_INSTRUCTIONS
+from tilec.instructions import Instruction
 
 Language = Literal["cuda", "hip"]
 
@@ -84,7 +88,7 @@ class Target:
     capability: tuple[int, int]  # the device's compute capability (runtime.gpu_arch)
     gencode: str  # the compiler's arch value
     smem_limit: int  # bytes of shared memory one block may use (opt-in)
-    mma_types: frozenset[tuple[DType, DType]]  # (operands, accumulator) pairs with an mma.sync instruction
+    instructions: tuple[Instruction, ...]  # matrix instructions, in order of preference (the last takes any gemm)
     spelling: Spelling
     launch: Launch
     compiler: Compiler
@@ -131,15 +135,11 @@ NVCC = Compiler(
     },
 )
 
-# m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones; fp8 operands need sm_89 or later
-_MMA_SM80 = frozenset({(DType.float16, DType.float32), (DType.bfloat16, DType.float32), (DType.int8, DType.int32)})
-_MMA_SM89 = _MMA_SM80 | {(DType.float8_e4m3, DType.float32), (DType.float8_e5m2, DType.float32)}
 
-
-def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, mma_types: frozenset) -> Target:
+def _cuda(arch: str, capability: tuple[int, int], smem_limit: int) -> Target:
     num = arch.removeprefix("sm_")
     return Target(
-        arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, mma_types,
+        arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, SM80_INSTRUCTIONS,
         CUDA_SPELLING, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
     )  # fmt: skip
 
@@ -147,22 +147,24 @@ def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, mma_types: fr
 TARGETS: dict[str, Target] = {
     t.arch: t
     for t in (
-        _cuda("sm_80", (8, 0), 166912, _MMA_SM80),
-        _cuda("sm_86", (8, 6), 101376, _MMA_SM80),
-        _cuda("sm_89", (8, 9), 101376, _MMA_SM89),
-        _cuda("sm_90a", (9, 0), 232448, _MMA_SM89),  # the `a`: wgmma/TMA need it
+        _cuda("sm_80", (8, 0), 166912),
+        _cuda("sm_86", (8, 6), 101376),
+        _cuda("sm_89", (8, 9), 101376),  # fp8 mma.sync (the records' `since`)
+        _cuda("sm_90a", (9, 0), 232448),  # the `a`: wgmma/TMA need it
     )
 }
 ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order
 
 
-def mma_depth(dtype: DType) -> int:
-    """K of one mma.sync: m16n8k16 for 16-bit operands, m16n8k32 for 8-bit ones (32 bytes either way)."""
-    return 32 // dtype.bytes
-
-
 def get_target(arch: str) -> Target:
     return TARGETS[arch]
+
+
+def instruction_named(target: Target, name: str | None) -> Instruction:
+    """The record a gemm's `instruction` names (passes/select.py stored it)."""
+    found = next((r for r in target.instructions if r.name == name), None)
+    assert found is not None, f"no instruction {name!r} on {target.arch}: run passes.select first"
+    return found
 
 
 def target_of_capability(major: int, minor: int) -> Target | None:

@@ -52,7 +52,7 @@ class Intrin:
     """A call of a CUDA function or a helper emitted into the file."""
 
     name: str
-    args: tuple[tir.Expr | str, ...]
+    args: tuple[Expr | str, ...]
     dtype: DType
 
 
@@ -92,6 +92,10 @@ class AddressOf:
     dtype: DType = DType.int64
 
 
+# A Thread IR expression: a Tile IR one or one of the C forms above (VecRef is no value of its own:
+# it is only ever the target or value of an Assign).
+Expr: TypeAlias = tir.Expr | Sym | Subscript | Intrin | Builtin | AddressOf
+
 # ---------------------------------------------------------------- statements
 
 
@@ -122,7 +126,7 @@ class SharedView:
 @dataclass(frozen=True, slots=True)
 class Assign:
     target: Subscript | Sym | VecRef
-    value: tir.Expr | VecRef
+    value: Expr | VecRef
     op: str = "="  # or "+=" etc.
 
 

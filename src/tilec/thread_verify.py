@@ -31,7 +31,7 @@ from tilec import tir
 from tilec.targets import Spelling, Target
 from tilec.tir_print import VerifyError
 
-Expr: TypeAlias = tir.Expr | T.Sym | T.Subscript | T.Intrin | T.VecRef | T.Builtin | T.AddressOf
+Expr: TypeAlias = T.Expr | T.VecRef  # a value or a target of an assignment
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^<>()]*>)?\s*\(")  # `name(` or `name<N>(` in C text
@@ -198,7 +198,7 @@ class _Checker:
             if isinstance(i, tir.IntImm) and not 0 <= i.value < d:
                 raise self.fail(f"constant index {i.value} outside '{s.array}' (extent {d})")
 
-    def intrinsic(self, name: str, args: tuple[tir.Expr | str, ...]) -> None:
+    def intrinsic(self, name: str, args: tuple[T.Expr | str, ...]) -> None:
         name = name.split("<", 1)[0]  # `tilec_cp_async_wait<1>`: template arguments written into the name
         helper = _helper_defining(self.spelling, name)
         if helper is not None and helper not in self.kernel.helpers:

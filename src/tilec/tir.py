@@ -248,6 +248,7 @@ class Gemm:
     transpose_b: bool
     policy: GemmPolicy
     clear_accum: bool
+    instruction: str | None = None  # the chosen instruction record's name (passes/select.py)
     span: Span = field(default=NO_SPAN, compare=False)
 
 

@@ -38,8 +38,9 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             return [f"{pad}{buf.name}{sub} = {expr_text(value)}"]
         case tir.Copy(src, dst):
             return [f"{pad}copy {_region(src)} -> {_region(dst)}"]
-        case tir.Gemm(a, b, c, ta, tb, policy, clear):
+        case tir.Gemm(a, b, c, ta, tb, policy, clear, instruction):
             flags = f"transpose_A={ta}, transpose_B={tb}, policy={policy}, clear_accum={clear}"
+            flags += f", instruction={instruction}" if instruction is not None else ""
             return [f"{pad}gemm {_region(a)}, {_region(b)} -> {_region(c)} ({flags})"]
         case tir.Fill(dst, value):
             return [f"{pad}fill {_region(dst)} = {expr_text(value)}"]

@@ -16,9 +16,10 @@ them bounds checks against tensor edges and 16-byte vector accesses:
       } else { ... element by element, zero outside the tensor ... }
     }
 
-gemm (SIMT FMA over the accumulator's micro-tile), reduce (in-thread, then
-warp shuffles, then shared memory across warps) and cumsum have their own
-lowerings (ops.py). Barriers are placed by a small tracker of shared-memory
+gemm (SIMT FMA over the accumulator's micro-tile here; the instructions of a
+warp in the target's backend module, backends/cuda/sm80.py), reduce
+(in-thread, then warp shuffles, then shared memory across warps) and cumsum
+have their own lowerings (ops.py). Barriers are placed by a small tracker of shared-memory
 reads and writes (sync.py).
 
     kernel.py    the kernel: names, block indices, statements, C expressions

@@ -4,6 +4,7 @@ type widening (`compute_dtype`, `cast`) and a bound prover (`upper_bound`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tilec import layout as L
@@ -25,7 +26,7 @@ def conjuncts(e: tir.Expr) -> list[tir.Expr]:
     return [] if isinstance(e, tir.BoolImm) and e.value else [e]
 
 
-def all_of(conds: list[tir.Expr]) -> tir.Expr:
+def all_of(conds: Sequence[tir.Expr]) -> tir.Expr:
     unique: list[tir.Expr] = []
     for c in conds:
         for part in conjuncts(simplify(c)):
@@ -188,9 +189,10 @@ def swizzled_offset(sw: Swizzle, offset: tir.Expr, bounds: dict[tir.Var, int]) -
     else:
         target = ((1 << sw.bits) - 1) << sw.base  # the bits the swizzle XORs into
         source = target << sw.shift  # the bits it reads
-        kept = {a: k for a, k in inside.items() if masks[a] & source}
-        xored = {a: k for a, k in inside.items() if not masks[a] & source and masks[a] & target}
-        passed = {a: k for a, k in inside.items() if not masks[a] & (source | target)}
+        bits = {a: m for a, m in masks.items() if m is not None}  # all of them, on this branch
+        kept = {a: k for a, k in inside.items() if bits[a] & source}
+        xored = {a: k for a, k in inside.items() if not bits[a] & source and bits[a] & target}
+        passed = {a: k for a, k in inside.items() if not bits[a] & (source | target)}
         core = sw.expr(from_linear((kept, 0))) if kept else int_(0)
         for part in [from_linear(({a: k}, 0)) for a, k in xored.items()] + ([int_(sw.apply(low))] if low else []):
             core = part if const(core) == 0 else tir.BinOp("^", core, part, I32)
@@ -263,7 +265,7 @@ def printf(msg: str, value: tir.Expr) -> T.Call:
     else:
         fmt, arg = "%d", tir.Cast(value, I32)
     text = f"{msg}: {fmt}\\n" if msg else f"{fmt}\\n"
-    return T.Call(T.Intrin("printf", (c_string(text), arg), I32))  # type: ignore[arg-type]
+    return T.Call(T.Intrin("printf", (c_string(text), arg), I32))
 
 
 def source_line(s: tir.Stmt) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import TYPE_CHECKING, Protocol, assert_never
 
 from tilec import layout as L
 from tilec import thread_ir as T
@@ -33,7 +33,7 @@ from tilec.lower.cexpr import (
     zero,
 )
 from tilec.lower.loops import DistributedLoops
-from tilec.lower.ops import TileOps
+from tilec.lower.ops import TileOps, backend_of
 from tilec.lower.pipelined import Pipelining
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import PipelinePlan
@@ -139,6 +139,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.async_copy = False  # lowering a pipeline's producer copies (cp.async)
         self.interior: set[tir.Buffer] = set()  # tensors whose current tile is wholly in bounds and aligned
         self.target = target
+        self.backend = backend_of(target)  # the target's gemms on warp instructions, async copies
         self.names = _Names()
         for t in kernel.tensors:
             self.names.of(t)
@@ -156,7 +157,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.prologue: list[T.Stmt] = []
         self.assumed: list[tir.Expr] = []  # conditions known to hold where code is being built
         self.helpers: set[str] = set()  # inline-PTX helpers the kernel calls
-        self.cvars: dict[tir.Var, tir.Var] = {}  # user variable -> its C-named twin (one object each)
+        self.cvars: dict[tir.Var, tir.Expr] = {}  # user variable -> its C form (C-named twin, or start + iteration)
 
     def run(self) -> T.Kernel:
         body = self.block(self.kernel.body)
@@ -363,7 +364,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 return cast(self.cvars[e], compute_dtype(e.dtype))
             case tir.Load(buf, idx):
                 acc = self.ref(buf, idx, loop)
-                ref: tir.Expr = acc.ref  # type: ignore[assignment]
+                ref: tir.Expr = acc.ref  # type: ignore[assignment]  # a C subscript standing for the loaded value
                 ref = cast(ref, compute_dtype(buf.dtype))
                 if not all(c in self.assumed for c in conjuncts(acc.inbounds)):
                     ref = tir.Select(acc.inbounds, ref, zero(compute_dtype(buf.dtype)), compute_dtype(buf.dtype))
@@ -386,7 +387,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 return cast(inner, d)
             case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
                 self.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
-                return T.Intrin("tilec_exp2", (cast(self.value(arg, loop), F32),), F32)
+                return T.Intrin("tilec_exp2", (cast(self.value(arg, loop), F32),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
             case tir.Call(f, args, d):
                 cd = compute_dtype(d)
                 return tir.Call(f, tuple(cast(self.value(a, loop), cd) for a in args), cd)
@@ -451,6 +452,14 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             return False
         hi = upper_bound(i, self.bounds)
         return hi is not None and hi < d.value
+
+
+if TYPE_CHECKING:
+    # The mixins' methods take `self: LoweringHost`, so mypy checks their bodies against the
+    # whole of KernelLowering. A protocol may not name a class as a base (hence the ignore), but
+    # a protocol self-type is what lets a mixin method use its host's members.
+    class LoweringHost(KernelLowering, Protocol):  # type: ignore[misc]
+        pass
 
 
 def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan) -> T.Kernel:

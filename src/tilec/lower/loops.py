@@ -12,6 +12,8 @@ shape, alignment and bounds allow (decided per vector at run time).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
@@ -34,12 +36,19 @@ from tilec.lower.cexpr import (
 )
 from tilec.simplify import gcd_of, int_, simplify, substitute
 
+if TYPE_CHECKING:
+    from tilec.lower.kernel import LoweringHost
+
 
 class DistributedLoops:
     """Mixin of KernelLowering: distributed loops and their vectorization."""
 
     def distributed(
-        self, layout: L.Fragment, vars: tuple[tir.Var, ...], body: tuple[tir.Stmt, ...], vectorize: bool = True
+        self: LoweringHost,
+        layout: L.Fragment,
+        vars: tuple[tir.Var, ...],
+        body: tuple[tir.Stmt, ...],
+        vectorize: bool = True,
     ) -> list[T.Stmt]:
         """Run `body` for every element of `layout`'s shape this thread owns.
 
@@ -71,13 +80,13 @@ class DistributedLoops:
         inner, vectorized = self._element_body(layout, vars, body, index, tuple(digits), padded, lane)
         nest = inner
         for k in reversed(range(len(parts))):
-            sym = counters[k]
-            if sym is None or (vectorized and k == len(parts) - 1):
+            counter = counters[k]
+            if counter is None or (vectorized and k == len(parts) - 1):
                 continue
-            nest = [T.Loop(sym, int_(0), int_(parts[k].extent), 1, True, tuple(nest))]
+            nest = [T.Loop(counter, int_(0), int_(parts[k].extent), 1, True, tuple(nest))]
         return nest
 
-    def replica_zero(self, layout: L.Fragment) -> tir.Expr:
+    def replica_zero(self: LoweringHost, layout: L.Fragment) -> tir.Expr:
         """True in the threads that hold replica 0 of a replicated layout."""
         coords = L.thread_coords(layout, self.tx)
         conds = [
@@ -87,11 +96,11 @@ class DistributedLoops:
         ]
         return all_of(conds)
 
-    def _fresh(self, base: str) -> str:
+    def _fresh(self: LoweringHost, base: str) -> str:
         return self.names.fresh(base)
 
     def _element_body(
-        self,
+        self: LoweringHost,
         layout: L.Fragment,
         vars: tuple[tir.Var, ...],
         body: tuple[tir.Stmt, ...],
@@ -128,12 +137,12 @@ class DistributedLoops:
             substitute(all_of([lt(index[d], int_(layout.shape[d])) for d in padded]), {lane_v: int_(0)})
         )
         scalar_lanes = T.Loop(lane, int_(0), int_(layout.local_parts[-1].extent), 1, True, tuple(scalar))
-        chosen = (
+        chosen: list[T.Stmt] = (
             vbody if isinstance(cond, tir.BoolImm) and cond.value else [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]
         )
         return guarded(outer_guard, chosen), True
 
-    def elements(self, body: tuple[tir.Stmt, ...], loop: ElementLoop) -> list[T.Stmt]:
+    def elements(self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop) -> list[T.Stmt]:
         """Thread IR of a Parallel body for one element (indices already bound)."""
         out: list[T.Stmt] = []
         for s in body:
@@ -184,7 +193,7 @@ class DistributedLoops:
         return out
 
     def vector_path(
-        self, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
+        self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
     ) -> tuple[tir.Expr, list[T.Stmt]] | None:
         """The 16-byte-vector version of a body of plain stores, or None.
 
@@ -201,7 +210,7 @@ class DistributedLoops:
         loads: list[tir.Load] = []
         for s in stores:
             loads += tir_walk.loads(s.value)
-        vec_loads: dict[tir.Load, str] = {}
+        vec_loads: dict[tir.Load, tir.Buffer] = {}
         conds: list[tir.Expr] = []
         pre: list[T.Stmt] = []
         post: list[T.Stmt] = []
@@ -215,7 +224,7 @@ class DistributedLoops:
                 continue
             key = (ld.buffer, ld.indices)
             if key in accesses:
-                vec_loads[ld] = accesses[key][0]  # type: ignore[assignment]
+                vec_loads[ld] = accesses[key][0]
                 continue
             reg = self._fresh(f"{self.names.of(ld.buffer)}_v")
             cond, refs = plan
@@ -224,11 +233,11 @@ class DistributedLoops:
             pre += vec_moves(T.Subscript(reg, (int_(0),), ld.buffer.dtype), refs, width, to_registers=True)
             reg_buf = tir.Buffer(reg, (int_(width),), ld.buffer.dtype, "local")
             self.names.given[reg_buf] = reg
-            vec_loads[ld] = reg_buf  # type: ignore[assignment]
+            vec_loads[ld] = reg_buf
             accesses[key] = (reg_buf, ())
         lane_body: list[T.Stmt] = []
         for s in stores:
-            value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})  # type: ignore[arg-type]
+            value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})
             target_plan = None
             if s.buffer.scope in ("global", "shared"):
                 target_plan = self._vec_access(s.buffer, s.indices, lane_var, width, lane_zero)
@@ -256,7 +265,7 @@ class DistributedLoops:
         return all_of(conds), body_out
 
     def async_vector(
-        self, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
+        self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
     ) -> tuple[tir.Expr, list[T.Stmt]] | None:
         """A global -> shared vector copied by cp.async (no registers on the way)."""
         store = body[0]
@@ -264,20 +273,19 @@ class DistributedLoops:
             return None
         load = store.value
         nbytes = width * store.buffer.dtype.bytes
-        if load.buffer.dtype != store.buffer.dtype or nbytes not in (4, 8, 16):
+        if load.buffer.dtype != store.buffer.dtype or nbytes not in self.backend.ASYNC_COPY_BYTES:
             return None
         zero_lane = {lane: int_(0)}
         src = self._vec_access(load.buffer, load.indices, lane, width, zero_lane)
         dst = self._vec_access(store.buffer, store.indices, lane, width, zero_lane)
         if src is None or dst is None:
             return None
-        self.helpers.add("cp_async")
-        call = T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst[1][0]), T.AddressOf(src[1][0])), I32)  # type: ignore[arg-type]
-        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), [T.Call(call)]
+        copy = self.backend.async_copy(self, dst[1][0], src[1][0], nbytes)  # the target's instruction
+        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), [copy]
 
     def _vec_access(
-        self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
-    ) -> tuple[tir.Expr, T.Subscript] | None:
+        self: LoweringHost, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
+    ) -> tuple[tir.Expr, list[T.Subscript]] | None:
         """(condition, subscript of the first element) for a vector access, or None."""
         if width * buf.dtype.bytes > 16 and (width * buf.dtype.bytes) % 16:
             return None
@@ -314,7 +322,9 @@ class DistributedLoops:
                 conds.append(tir.BinOp("<=", last_end, shape[-1], DType.bool))
         return all_of(conds), refs
 
-    def _chunk_refs(self, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int) -> list[T.Subscript]:
+    def _chunk_refs(
+        self: LoweringHost, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int
+    ) -> list[T.Subscript]:
         """The subscript of each 16-byte piece of a `width`-element vector at `base_idx`: consecutive
         elements, except in a swizzled tile, where each piece's column goes through the swizzle."""
         first = self.ref(buf, base_idx, None).ref
@@ -327,7 +337,7 @@ class DistributedLoops:
             for k in range(1, width // per)
         ]
 
-    def _aligned(self, buf: tir.Buffer, width: int) -> tir.Expr:
+    def _aligned(self: LoweringHost, buf: tir.Buffer, width: int) -> tir.Expr:
         """A kernel-wide flag: the tensor's rows start on `width`-element boundaries."""
         name = self.names.of(buf)
         key = f"{name}/{width}"

@@ -1,11 +1,16 @@
 """Lowering of each tile op: copy, fill and atomic_add build an element body and
 run it as a distributed loop; gemm (SIMT FMA over the accumulator micro-tile),
 reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
-(a thread per line) are lowered directly."""
+(a thread per line) are lowered directly. A gemm whose instruction record
+(passes/select.py) runs on a warp or more goes to the target's backend module
+(`backend_of`: backends/cuda/sm80.py for the CUDA targets)."""
 
 from __future__ import annotations
 
+import importlib
+import typing
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from tilec import layout as L
 from tilec import thread_ir as T
@@ -13,6 +18,7 @@ from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.emit import expr_text as _expr_text
+from tilec.instructions import Instruction, OperandTypes
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
@@ -33,19 +39,23 @@ from tilec.lower.cexpr import (
 )
 from tilec.simplify import int_, simplify
 from tilec.sync import syncthreads
-from tilec.targets import mma_depth
+from tilec.targets import Target, instruction_named
+
+if TYPE_CHECKING:
+    from tilec.lower.kernel import KernelLowering, LoweringHost
 
 
 @dataclass(frozen=True)
 class MmaGemm:
-    """A gemm on mma.sync (m16n8k16, or m16n8k32 for 8-bit operands), split into k steps of the
-    instruction's depth (see TileOps.mma_setup)."""
+    """A gemm on a warp's matrix instruction (mma.sync m16n8k16, m16n8k32 for 8-bit operands),
+    split into k steps of the instruction's depth (the backend's `setup`)."""
 
     gemm: tir.Gemm
+    record: Instruction
+    types: OperandTypes  # the record's entry for the operand type: its helper and call
     a: tir.Region  # A as read by the steps (a fragment operand may have been staged to shared memory)
     a_in_registers: bool  # A comes from a register tile laid out as an accumulator
     c: str  # the accumulator's C name
-    kind: str  # f16 | bf16 | s8 | e4m3 | e5m2 (helper suffix, see emit.HELPERS)
     mi_n: int  # m16 tiles per warp
     ni_n: int  # n8 tiles per warp
     m0: tir.Expr  # the warp's first row and column of C
@@ -54,23 +64,37 @@ class MmaGemm:
     steps: int  # k steps of `depth`
 
 
-_MMA_KIND = {
-    DType.float16: "f16",
-    DType.bfloat16: "bf16",
-    DType.int8: "s8",
-    DType.float8_e4m3: "e4m3",
-    DType.float8_e5m2: "e5m2",
-}
+class Backend(Protocol):
+    """What a backend module (tilec.backends.<Target.backend>) provides: gemms on its warp-level
+    instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
+    interleaves), and the asynchronous global -> shared copy of pipelined loops."""
+
+    ASYNC_COPY_BYTES: tuple[int, ...]  # the sizes one asynchronous copy moves
+
+    def gemm(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> list[T.Stmt]: ...
+    def setup(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]: ...
+    def registers(self, ctx: KernelLowering, mma: MmaGemm) -> tuple[str, str]: ...
+    def declare(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
+    def load(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]: ...
+    def products(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
+    def async_copy(self, ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt: ...
+
+
+def backend_of(target: Target) -> Backend:
+    """The backend module Target.backend names ("cuda.sm80" -> tilec.backends.cuda.sm80)."""
+    return typing.cast(Backend, importlib.import_module(f"tilec.backends.{target.backend}"))
 
 
 class TileOps:
     """Mixin of KernelLowering: one method per tile op."""
 
-    def parallel(self, s: tir.Parallel) -> list[T.Stmt]:
+    red_buf: str | None  # declared here, as _red_scratch assigns it (KernelLowering starts it at None)
+
+    def parallel(self: LoweringHost, s: tir.Parallel) -> list[T.Stmt]:
         layout = self.layouts.loops[id(s)]
         return self.distributed(layout, s.vars, s.body)
 
-    def _tile_domain(self, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
+    def _tile_domain(self: LoweringHost, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
         """Loop variables and shape of the element loop of a tile op over `regions`
         (in order of preference): a fragment's whole shape, else the first
         region's extents with unit dims squeezed out."""
@@ -85,7 +109,7 @@ class TileOps:
         return index_vars(1), (1,)
 
     def _region_index(
-        self, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
+        self: LoweringHost, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
     ) -> tuple[tir.Expr, ...]:
         """Buffer index of element `vars` of a loop over `shape`: the region's
         non-unit dims take the loop's non-unit dims in order (unit dims of
@@ -99,7 +123,7 @@ class TileOps:
                 out.append(simplify(tir.BinOp("+", start, loop_dims.pop(0), I32)))
         return tuple(out)
 
-    def _tile_layout(self, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
+    def _tile_layout(self: LoweringHost, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
         for r in regions:
             if r.buffer.scope == "fragment":
                 frag = self.layouts.buffers[r.buffer]
@@ -114,7 +138,7 @@ class TileOps:
             )
         return L.default(shape, self.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
 
-    def copy(self, s: tir.Copy) -> list[T.Stmt]:
+    def copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst, s.src])
         layout = self._tile_layout([s.src, s.dst], shape)
         src_idx = self._region_index(s.src, vars, shape)
@@ -131,7 +155,7 @@ class TileOps:
         self.interior.discard(tensor)
         return [T.IfThen(interior, tuple(fast), tuple(general))]
 
-    def _interior_condition(self, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
+    def _interior_condition(self: LoweringHost, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
         """`tile in bounds && tensor aligned` for a vectorized copy between a
         tensor and on-chip memory, or None when there is nothing to check."""
         sides = [r for r in (s.src, s.dst) if r.buffer.scope == "global"]
@@ -160,7 +184,7 @@ class TileOps:
             return all_of(fixed + moving)
         return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
 
-    def kernel_flag(self, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
+    def kernel_flag(self: LoweringHost, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
         """`const bool {tensor}_{what} = cond;` once, before the kernel's first statement
         (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
         tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
@@ -172,7 +196,7 @@ class TileOps:
             self.prologue.append(T.Decl(flag, DType.bool, init=cond, const=True))
         return tir.Var(self.vec_flags[text], DType.bool, "let")
 
-    def fill(self, s: tir.Fill) -> list[T.Stmt]:
+    def fill(self: LoweringHost, s: tir.Fill) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst])
         if s.dst.buffer.scope == "var":
             return [
@@ -185,7 +209,7 @@ class TileOps:
         body = (tir.Store(s.dst.buffer, self._region_index(s.dst, vars, shape), s.value, s.span),)
         return self.distributed(layout, vars, body)
 
-    def atomic_region(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+    def atomic_region(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.src is not None
         vars, shape = self._tile_domain([s.src])
         layout = self._tile_layout([s.src], shape)
@@ -202,7 +226,7 @@ class TileOps:
         out = self.distributed(layout, vars, body, vectorize=False)
         return out
 
-    def atomic_element(self, s: tir.AtomicAdd) -> list[T.Stmt]:
+    def atomic_element(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
         assert s.value is not None
         return [
             T.IfThen(
@@ -212,158 +236,22 @@ class TileOps:
         ]
 
     def _atomic(
-        self, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
+        self: LoweringHost, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
     ) -> list[T.Stmt]:
         acc = self.ref(buf, idx, loop)
         if buf.scope == "global":
             self.written.add(acc.ref.array)
         v = cast(self.value(value, loop), buf.dtype)
-        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))  # type: ignore[arg-type]
+        call = T.Call(T.Intrin("atomicAdd", (T.AddressOf(acc.ref), v), buf.dtype))
         return guarded(acc.inbounds, [call])
 
-    def gemm(self, s: tir.Gemm) -> list[T.Stmt]:
-        if id(s) in self.layouts.mma:
-            return self.gemm_mma(s)
-        return self.gemm_simt(s)
+    def gemm(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
+        record = instruction_named(self.target, s.instruction)
+        if record.group == "thread":
+            return self.gemm_simt(s)
+        return self.backend.gemm(self, s, record)
 
-    def gemm_mma(self, s: tir.Gemm) -> list[T.Stmt]:
-        """Tensor cores: per k step (16 deep, 32 for 8-bit types), ldmatrix the warp's A and
-        B tiles from shared memory into registers, then one mma.sync per
-        16x8 piece of the warp's accumulator tile."""
-        out, mma = self.mma_setup(s)
-        kk = tir.Var(self._fresh("kk"), I32, "thread")
-        self.bounds[kk] = mma.steps - 1
-        a_reg, b_reg = self.mma_registers(mma)
-        body = self.mma_declare(mma, a_reg, b_reg)
-        body += self.mma_load(mma, a_reg, b_reg, kk)
-        body += self.mma_products(mma, a_reg, b_reg)
-        out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(mma.steps), 1, mma.steps <= 8, tuple(body)))
-        return out
-
-    def mma_setup(self, s: tir.Gemm) -> tuple[list[T.Stmt], MmaGemm]:
-        """What every k step of a tensor-core gemm needs, and the code that
-        runs once before the steps (staging of A, clearing of C)."""
-        c = s.c.buffer
-        frag = self.layouts.buffers[c]
-        out: list[T.Stmt] = []
-        a_region = s.a
-        a_in_registers = id(s) in self.layouts.a_registers
-        if s.a.buffer.scope == "fragment" and not a_in_registers:
-            a_region, staging = self.stage_fragment(s.a)
-            out += staging
-        if s.b.buffer.scope == "fragment":
-            raise error(
-                s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
-            )
-        cname = self.names.of(c)
-        if s.clear_accum:
-            i = T.Sym(self._fresh("i"), I32)
-            zero_c = (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),)
-            out.append(T.Loop(i, int_(0), int_(frag.local_size), 1, True, zero_c))
-        mi_n, ni_n = frag.local_parts[0].extent, frag.local_parts[1].extent
-        wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
-        a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1]
-        k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
-        warp = simplify(tir.BinOp("//", self.tx, int_(32), I32))
-        warp_n = simplify(tir.BinOp("%", warp, int_(wn), I32)) if wn > 1 else int_(0)
-        warp_m = simplify(tir.BinOp("//", warp, int_(wn), I32)) if wm > 1 else int_(0)
-        kind = _MMA_KIND[s.a.buffer.dtype]
-        depth = mma_depth(s.a.buffer.dtype)
-        m0, n0 = simplify(mul(warp_m, mi_n * 16)), simplify(mul(warp_n, ni_n * 8))
-        return out, MmaGemm(s, a_region, a_in_registers, cname, kind, mi_n, ni_n, m0, n0, depth, k_extent // depth)
-
-    def mma_registers(self, mma: MmaGemm) -> tuple[str, str]:
-        """Fresh names for one set of A and B fragment registers."""
-        a_reg = self._fresh(f"{self.names.of(mma.a.buffer)}_frag")
-        b_reg = self._fresh(f"{self.names.of(mma.gemm.b.buffer)}_frag")
-        return a_reg, b_reg
-
-    def mma_declare(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
-        return [T.Decl(a_reg, DType.uint32, (mma.mi_n * 4,)), T.Decl(b_reg, DType.uint32, (mma.ni_n * 2,))]
-
-    def mma_load(self, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
-        """The A and B fragments of k step `kk` into registers `a_reg`, `b_reg`:
-        ldmatrix from shared memory (.trans for a transposed tile), or A packed
-        from a register tile laid out as an accumulator."""
-        s = mma.gemm
-        lane = simplify(tir.BinOp("%", self.tx, int_(32), I32))
-        k0 = mul(kk, mma.depth)
-        chunk = 16 // s.a.buffer.dtype.bytes  # elements in one 16-byte ldmatrix row
-        lane16 = tir.BinOp("%", lane, int_(16), I32)
-        lane8 = tir.BinOp("%", lane, int_(8), I32)
-        hi16 = mul(tir.BinOp("//", lane, int_(16), I32), 8)  # (lane / 16) * 8
-        mid8 = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), 8)  # (lane / 8 % 2) * 8
-        hi_k = mul(tir.BinOp("//", lane, int_(16), I32), chunk)  # the same, in k and 16-byte chunks
-        mid_k = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), chunk)
-        body: list[T.Stmt] = []
-        self.helpers.add("ldmatrix")
-        for mi in range(mma.mi_n):
-            row = add(mma.m0, int_(mi * 16))
-            if mma.a_in_registers:
-                body += self._a_registers(s.a.buffer, a_reg, mi, kk)
-                continue
-            if not s.transpose_a:  # A[m][k]: lane l addresses row l % 16, 16-byte chunk l / 16
-                idx = (add(row, lane16), add(k0, hi_k))
-                fn = "tilec_ldmatrix_x4"
-            else:  # A stored [k][m]: transposed load
-                idx = (add(k0, add(hi16, lane8)), add(row, mid8))
-                fn = "tilec_ldmatrix_x4_trans"
-            addr = self._smem_elem(mma.a, idx)
-            regs = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
-            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
-        for ni in range(0, mma.ni_n, 2):
-            col = add(mma.n0, int_(ni * 8))
-            pair = ni + 1 < mma.ni_n
-            n_off = hi16 if pair else int_(0)
-            if s.transpose_b:  # B stored [n][k]: rows n, plain load
-                idx = (add(col, add(n_off, lane8)), add(k0, mid_k))
-                fn = "tilec_ldmatrix_x4" if pair else "tilec_ldmatrix_x2"
-            else:  # B stored [k][n]: transposed load
-                idx = (add(k0, add(mid8, lane8)), add(col, n_off))
-                fn = "tilec_ldmatrix_x4_trans" if pair else "tilec_ldmatrix_x2_trans"
-            addr = self._smem_elem(s.b, idx)
-            regs = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-            body.append(T.Call(T.Intrin(fn, (regs, addr), I32)))  # type: ignore[arg-type]
-        return body
-
-    def mma_products(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
-        """One mma.sync per m16n8 piece of the warp's accumulator tile."""
-        self.helpers.add(f"mma_{mma.kind}")
-        body: list[T.Stmt] = []
-        for mi in range(mma.mi_n):
-            for ni in range(mma.ni_n):
-                acc = T.AddressOf(T.Subscript(mma.c, (int_((mi * mma.ni_n + ni) * 4),), mma.gemm.c.buffer.dtype))
-                a = T.AddressOf(T.Subscript(a_reg, (int_(mi * 4),), DType.uint32))
-                b = T.AddressOf(T.Subscript(b_reg, (int_(ni * 2),), DType.uint32))
-                fn = f"tilec_mma_m16n8k{mma.depth}_{mma.kind}"
-                body.append(T.Call(T.Intrin(fn, (acc, a, b), I32)))  # type: ignore[arg-type]
-        return body
-
-    def _a_registers(self, a: tir.Buffer, a_reg: str, mi: int, kk: tir.Var) -> list[T.Stmt]:
-        """A operand registers of one m16k16 tile taken from a register tile laid
-        out as an mma accumulator: two neighbouring m16n8 tiles (columns 16 kk
-        ... 16 kk + 15) are exactly the A fragment, packed two halves a word."""
-        fa = self.layouts.buffers[a]
-        ni_a = fa.local_parts[1].extent
-        name = self.names.of(a)
-        helper = "tilec_pack_bf16x2" if a.dtype == DType.bfloat16 else "tilec_pack_f16x2"
-        self.helpers.add("pack")
-        out: list[T.Stmt] = []
-        for r, (dn, h) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
-            ni = add(mul(kk, 2), int_(dn))
-            base = simplify(mul(add(mul(add(int_(mi * ni_a), ni), 2), int_(h)), 2))
-            lo = T.Subscript(name, (base,), a.dtype)
-            hi = T.Subscript(name, (simplify(add(base, int_(1))),), a.dtype)
-            target = T.Subscript(a_reg, (int_(mi * 4 + r),), DType.uint32)
-            out.append(T.Assign(target, T.Intrin(helper, (lo, hi), DType.uint32)))  # type: ignore[arg-type]
-        return out
-
-    def _smem_elem(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
-        """&tile[...] of element idx2 of a 2-D operand region in shared memory."""
-        ref = self.ref(region.buffer, self._operand_index(region, (simplify(idx2[0]), simplify(idx2[1]))), None)
-        return T.AddressOf(ref.ref)
-
-    def gemm_simt(self, s: tir.Gemm) -> list[T.Stmt]:
+    def gemm_simt(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
         c = s.c.buffer
         frag = self.layouts.buffers[c]
         out: list[T.Stmt] = []
@@ -413,7 +301,7 @@ class TileOps:
             a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
         if frag.padded(1):
             b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
-        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]
+        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         fma = T.Assign(T.Subscript(cname, (simplify(add(mul(rv, ln), cv)),), c.dtype), product, "+=")
         inner: tuple[T.Stmt, ...] = (
             T.Decl(a_reg, acc_t, (lm,)),
@@ -438,7 +326,7 @@ class TileOps:
         )
         return out
 
-    def _operand_index(self, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
+    def _operand_index(self: LoweringHost, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
         """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
         the two logical dims are the region's last two non-unit dims."""
         rank = len(region.extents)
@@ -451,7 +339,7 @@ class TileOps:
             out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
         return tuple(out)
 
-    def stage_fragment(self, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
+    def stage_fragment(self: LoweringHost, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
         """Write a register operand to a shared scratch tile (the SIMT gemm reads
         operands from shared memory); returns the scratch region and the code."""
         buf = region.buffer
@@ -468,7 +356,7 @@ class TileOps:
             scratch, tuple(int_(0) for _ in frag.shape), tuple(int_(x) for x in frag.shape), region.span
         ), code
 
-    def reduce(self, s: tir.Reduce) -> list[T.Stmt]:
+    def reduce(self: LoweringHost, s: tir.Reduce) -> list[T.Stmt]:
         """Fold the registers along `dim` in each thread, then across the
         threads sharing a row: warp shuffles, then shared memory across warps."""
         src, dst = s.src.buffer, s.dst.buffer
@@ -498,7 +386,7 @@ class TileOps:
             out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
             for digits in group:
                 reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
-                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]
+                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 if s.kind in ("abssum", "absmax"):
                     x = tir.Call("abs", (x,), acc_t)
                 upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
@@ -508,11 +396,13 @@ class TileOps:
             target = T.Subscript(dname, (int_(dslot),), dst.dtype)
             val: tir.Expr = tir.Var(acc, acc_t, "let")
             if not s.clear:
-                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]
+                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Assign(target, cast(val, dst.dtype)))
         return out
 
-    def _cross_thread(self, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+    def _cross_thread(
+        self: LoweringHost, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]
+    ) -> list[T.Stmt]:
         """Combine `acc` over the threads that differ only in `parts` ((extent,
         thread-id stride) each): xor shuffles inside a warp, then a round
         through shared memory for the factors that span warps."""
@@ -526,7 +416,7 @@ class TileOps:
             mask = stride * inner // 2
             while mask >= stride and inner > 1:
                 other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
-                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]
+                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 mask //= 2
             if extent // inner > 1:
                 outer.append((extent // inner, stride * inner))
@@ -539,13 +429,13 @@ class TileOps:
             base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
         base = simplify(base)
         out += [syncthreads(), T.Assign(T.Subscript(red, (self.tx,), dtype), accv), syncthreads()]
-        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))  # type: ignore[arg-type]
+        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))
         if len(outer) == 1:
             extent, step = outer[0]
             k = T.Sym(self._fresh("k"), I32)
             kv = counter_var(k, extent, self.bounds)
             other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
-            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]
+            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
             out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
             return out
         offsets = [0]
@@ -553,16 +443,16 @@ class TileOps:
             offsets = [o + c * step for o in offsets for c in range(extent)]
         for off in offsets[1:]:
             other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
-            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         return out
 
-    def _red_scratch(self, dtype: DType) -> str:
+    def _red_scratch(self: LoweringHost, dtype: DType) -> str:
         if self.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
             self.red_buf = self._fresh("red_buf")
             self.shared_view(self.red_buf, DType.float64, (self.kernel.threads,))
         return f"reinterpret_cast<{dtype.cname}*>({self.red_buf})"
 
-    def cumsum(self, s: tir.CumSum) -> list[T.Stmt]:
+    def cumsum(self: LoweringHost, s: tir.CumSum) -> list[T.Stmt]:
         """One thread per line along `dim`, scanning it serially (in place is fine)."""
         src, dst = s.src, s.dst
         ext = tuple(const_int(e) for e in src.extents)
@@ -583,7 +473,7 @@ class TileOps:
         body = (tir.Alloc(running, zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
         return self.distributed(layout, vars, body, vectorize=False)
 
-    def print_(self, s: tir.Print) -> list[T.Stmt]:
+    def print_(self: LoweringHost, s: tir.Print) -> list[T.Stmt]:
         if isinstance(s.value, tir.Region):
             r = s.value
             vars, shape = self._tile_domain([r])
@@ -601,7 +491,7 @@ class TileOps:
             )
         return [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), (printf(s.msg, self.value(s.value, None)),))]
 
-    def device_assert(self, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
+    def device_assert(self: LoweringHost, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
         cond = self.value(s.cond, loop)
         msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
         return T.IfThen(

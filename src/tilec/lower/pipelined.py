@@ -45,12 +45,18 @@ commit per iteration moves after it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.ops import MmaGemm
 from tilec.simplify import const, int_, simplify
 from tilec.sync import shared_reads_writes, syncthreads
+from tilec.targets import instruction_named
+
+if TYPE_CHECKING:
+    from tilec.lower.kernel import LoweringHost
 
 
 def _call(name: str, *args: tir.Expr | str) -> T.Call:
@@ -60,11 +66,11 @@ def _call(name: str, *args: tir.Expr | str) -> T.Call:
 class Pipelining:
     """Mixin of KernelLowering: loops with a PipelinePlan entry."""
 
-    def pipelined(self, s: tir.For) -> list[T.Stmt]:
+    def pipelined(self: LoweringHost, s: tir.For) -> list[T.Stmt]:
         self.helpers.add("cp_async")
         stages = s.num_stages
         producer_ids = set(self.plan.producers[id(s)])
-        producers = [x for x in s.body if id(x) in producer_ids]
+        producers = [x for x in s.body if isinstance(x, tir.Copy) and id(x) in producer_ids]
         consumers = tuple(x for x in s.body if id(x) not in producer_ids)
         start = simplify(self.value(s.start, None))
         count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
@@ -100,7 +106,7 @@ class Pipelining:
         return out
 
     def interleaved(
-        self, producers: list[tir.Copy], consumers: tuple[tir.Stmt, ...], prefetch: list[T.Stmt]
+        self: LoweringHost, producers: list[tir.Copy], consumers: tuple[tir.Stmt, ...], prefetch: list[T.Stmt]
     ) -> list[T.Stmt]:
         """The consumers, with each producer's prefetch issued at the top of the iteration or right
         after the gemm the plan names (plan_pipeline.issue_after), and one commit after the last."""
@@ -123,32 +129,33 @@ class Pipelining:
                 out.append(commit)
         return out
 
-    def mainloop_gemm(self, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
+    def mainloop_gemm(self: LoweringHost, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
         """The gemm of a GEMM main loop (module docstring), or None."""
-        if len(consumers) != 1 or id(consumers[0]) not in self.plan.fragments_ahead:
+        g = consumers[0] if len(consumers) == 1 else None
+        if not isinstance(g, tir.Gemm) or id(g) not in self.plan.fragments_ahead:
             return None
-        staging, mma = self.mma_setup(consumers[0])  # type: ignore[arg-type]
+        staging, mma = self.backend.setup(self, g, instruction_named(self.target, g.instruction))
         assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
         return mma
 
     def mainloop(
-        self, mma: MmaGemm, stages: int, it: tir.Var, count: tir.Expr, prefetch: list[T.Stmt]
+        self: LoweringHost, mma: MmaGemm, stages: int, it: tir.Var, count: tir.Expr, prefetch: list[T.Stmt]
     ) -> tuple[list[T.Stmt], list[T.Stmt]]:
         """The code before the steady-state loop and its body, for a GEMM main loop."""
         g = mma.gemm
-        regs = [self.mma_registers(mma), self.mma_registers(mma)]
+        regs = [self.backend.registers(self, mma), self.backend.registers(self, mma)]
 
         def load(regset: int, stage: tir.Expr, step: int) -> list[T.Stmt]:
             operands = {g.a.buffer, g.b.buffer}  # one tile when A and B are the same
             for buf in operands:
                 self.stage_of[buf] = stage
-            code = self.mma_load(mma, *regs[regset], int_(step))
+            code = self.backend.load(self, mma, *regs[regset], int_(step))
             for buf in operands:
                 del self.stage_of[buf]
             return code
 
         wait = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
-        setup = wait + [d for r in regs for d in self.mma_declare(mma, *r)]
+        setup = wait + [d for r in regs for d in self.backend.declare(mma, *r)]
         setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
         current = simplify(tir.BinOp("%", it, int_(stages), I32))
         following = simplify(tir.BinOp("%", add(it, int_(1)), int_(stages), I32))
@@ -165,10 +172,10 @@ class Pipelining:
                 body += [_call(f"tilec_cp_async_wait<{pending}>"), syncthreads()]
                 body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
             body += parts[step]
-            body += self.mma_products(mma, *regs[step % 2])
+            body += self.backend.products(self, mma, *regs[step % 2])
         return setup, body
 
-    def early_copy(self, s: tir.Copy) -> list[T.Stmt]:
+    def early_copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
         """A copy before a pipelined loop, issued as cp.async in a group of its own;
         the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
         self.helpers.add("cp_async")
@@ -177,7 +184,7 @@ class Pipelining:
         self.sync.writes -= {b.name for b in writes}  # retired and published by the loop's first wait + barrier
         return pre + [self.async_copy_of(s), _call("tilec_cp_async_commit")]
 
-    def async_copy_of(self, s: tir.Copy) -> T.Scope:
+    def async_copy_of(self: LoweringHost, s: tir.Copy) -> T.Scope:
         """`s` issued as cp.async; its write is not tracked for barriers (a pipeline wait and
         barrier publish it)."""
         self.async_copy = True
@@ -188,7 +195,7 @@ class Pipelining:
         return T.Scope(source_comment(s), tuple(code), s.span)
 
     def produce(
-        self,
+        self: LoweringHost,
         var: tir.Var,
         producers: list[tir.Copy],
         start: tir.Expr,

@@ -2,7 +2,8 @@
 
 Three levels, as in TileLang:
 
-- strict: a gemm accumulator gets the accumulator layout of its shape;
+- strict: a gemm accumulator gets the accumulator layout of its instruction
+  (the record passes/select.py named on the gemm) and shape;
 - common: layouts flow through reduce (the reduced dim becomes replication),
   fragment-to-fragment copies, and Parallel loops (a loop takes the layout of
   a fragment indexed by all its variables; every other fragment it touches
@@ -32,10 +33,11 @@ from dataclasses import dataclass, field
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.diagnostics import Diagnostic, Note
+from tilec.instructions import Instruction
 from tilec.layout_algebra import Layout, swizzled, swizzled_blocks
 from tilec.passes.plan_pipeline import main_loop_gemm
 from tilec.source import Span
-from tilec.targets import Target, get_target, mma_depth
+from tilec.targets import Target, instruction_named
 
 
 @dataclass
@@ -43,7 +45,6 @@ class Layouts:
     buffers: dict[tir.Buffer, L.Fragment] = field(default_factory=dict)
     loops: dict[int, L.Fragment] = field(default_factory=dict)  # id(tir.Parallel) -> layout
     origin: dict[tir.Buffer, Span] = field(default_factory=dict)  # statement that fixed it
-    mma: set[int] = field(default_factory=set)  # id(tir.Gemm) of the gemms on tensor cores
     a_registers: set[int] = field(default_factory=set)  # id(tir.Gemm) whose A is used from registers
     pitch: dict[tir.Buffer, int] = field(default_factory=dict)  # padded row length of shared tiles
     swizzle: dict[tir.Buffer, Layout] = field(default_factory=dict)  # XOR-swizzled shared tiles (flat)
@@ -56,20 +57,21 @@ class _Conflict(Exception):
         self.diag = diag
 
 
-def infer_layouts(kernel: tir.Kernel, target: Target | None = None) -> Layouts:
-    """Layouts of every fragment and Parallel loop of `kernel` (raises CompileError on conflict).
-    `target` says which gemms have an mma.sync instruction (sm_80's by default)."""
+def infer_layouts(kernel: tir.Kernel, target: Target) -> Layouts:
+    """Layouts of every fragment and Parallel loop of `kernel` (raises CompileError on conflict);
+    its gemms carry their instructions (passes/select.py), records of `target`."""
     from tilec.diagnostics import CompileError
 
-    state = _State(kernel.threads, Layouts(), (target or get_target("sm_80")).mma_types)
+    state = _State(kernel.threads, Layouts())
     stmts = list(_walk(kernel.body))
+    gemms = [(s, instruction_named(target, s.instruction)) for s in stmts if isinstance(s, tir.Gemm)]
+    warp_rows: dict[int, int] = {}  # M -> warp rows of the first warp-tiled accumulator with that M
     try:
         for s in stmts:  # strict: what the user wrote down first
             if isinstance(s, tir.AnnotateLayout):
                 _annotate(s, state.out)
-        for s in stmts:
-            if isinstance(s, tir.Gemm):
-                state.set(s.c.buffer, _gemm_layout(s, kernel.threads, state.out, state.mma_types), s.span)
+        for g, record in gemms:
+            state.set(g.c.buffer, _gemm_layout(g, record, kernel.threads, warp_rows), g.span)
         while True:
             while any([state.propagate(s) for s in stmts]):
                 pass
@@ -82,25 +84,25 @@ def infer_layouts(kernel: tir.Kernel, target: Target | None = None) -> Layouts:
                 state.out.loops[id(s)] = L.default(s.extents, kernel.threads, _loop_bytes(s))
     except _Conflict as c:
         raise CompileError([c.diag]) from None
-    for s in stmts:
-        if isinstance(s, tir.Gemm) and _a_from_accumulator(s, state.out):
-            state.out.a_registers.add(id(s))
+    for g, record in gemms:
+        if _a_from_accumulator(g, record, state.out):
+            state.out.a_registers.add(id(g))
     tight = fragment_registers(state.out) > SWIZZLE_REGISTER_BUDGET
-    main_loop = _main_loop_tiles(stmts, state.out.mma)
-    for s in stmts:
-        if isinstance(s, tir.Gemm) and id(s) in state.out.mma:
-            for operand in (s.a.buffer, s.b.buffer):
+    main_loop = _main_loop_tiles(stmts, target)
+    for g, record in gemms:
+        if record.load == "ldmatrix":
+            for operand in (g.a.buffer, g.b.buffer):
                 if operand.scope == "shared" and operand not in state.out.fixed:
                     _place_operand(operand, state.out, tight, operand in main_loop)
     return state.out
 
 
-def _main_loop_tiles(stmts: list[tir.Stmt], mma: set[int]) -> set[tir.Buffer]:
+def _main_loop_tiles(stmts: list[tir.Stmt], target: Target) -> set[tir.Buffer]:
     """The operand tiles of GEMM main loops (plan_pipeline.main_loop_gemm), loops that their
     tiles' copies limit."""
     out: set[tir.Buffer] = set()
     for s in stmts:
-        gemm = main_loop_gemm(s, mma) if isinstance(s, tir.For) else None
+        gemm = main_loop_gemm(s, target) if isinstance(s, tir.For) else None
         if gemm is not None:
             out |= {gemm.a.buffer, gemm.b.buffer}
     return out
@@ -120,37 +122,24 @@ def fragment_registers(out: Layouts) -> int:
     return sum(math.ceil(f.local_size * b.dtype.bytes / 4) for b, f in out.buffers.items())
 
 
-def _gemm_layout(g: tir.Gemm, threads: int, out: Layouts, mma_types: frozenset) -> L.Fragment:
-    """mma.sync when the target has one for the types (f16/bf16 -> f32 m16n8k16;
-    int8 -> int32, fp8 -> f32 m16n8k32) and the shapes allow (K a multiple of
-    the instruction's, the tile divisible over the warps; 8-bit operands from
-    shared memory as A (M, K) and B (N, K), since ldmatrix transposes 16-bit
-    elements only); the SIMT accumulator otherwise."""
-    c = g.c.buffer
-    shape = _shape2(c)
-    k_dims = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
-    k = (k_dims[0] if g.transpose_a else k_dims[-1]) if k_dims else 1
-    a = g.a.buffer
-    same = a.dtype == g.b.buffer.dtype
-    depth = mma_depth(a.dtype) if a.dtype.bytes in (1, 2) else 0
-    k_major = a.dtype.bytes == 2 or (not g.transpose_a and g.transpose_b and a.scope == "shared")
-    if same and (a.dtype, c.dtype) in mma_types and k % max(depth, 1) == 0 and k_major and len(c.shape) == 2:
-        rows = next(
-            (f.thread_parts[3].extent for f in out.buffers.values() if _is_mma(f) and f.shape[0] == shape[0]), None
-        )
-        frag = L.mma_accumulator(shape, threads, g.policy, rows)
-        if frag is not None:
-            out.mma.add(id(g))
-            return frag
-    return L.accumulator(shape, threads)
+def _gemm_layout(g: tir.Gemm, record: Instruction, threads: int, warp_rows: dict[int, int]) -> L.Fragment:
+    """The accumulator layout of `record` (select made sure the shape tiles). Warp-tiled
+    accumulators of one kernel with the same M split their rows alike (`warp_rows`), so that
+    row statistics of one feed the other (flash attention's softmax)."""
+    shape = _shape2(g.c.buffer)
+    frag = record.accumulator(shape, threads, g.policy, warp_rows.get(shape[0]))
+    assert frag is not None, f"select chose {record.name} for a shape it does not tile"
+    if record.group != "thread":
+        warp_rows.setdefault(shape[0], L.warp_rows(frag))
+    return frag
 
 
-def _a_from_accumulator(g: tir.Gemm, layouts: Layouts) -> bool:
+def _a_from_accumulator(g: tir.Gemm, record: Instruction, layouts: Layouts) -> bool:
     """True when gemm's A is a register tile whose mma-accumulator layout
     already is the A fragment of this gemm's warps (the P of P V in flash
     attention): same warp rows, every warp holding whole rows of A."""
     a = g.a.buffer
-    if a.scope != "fragment" or g.transpose_a or id(g) not in layouts.mma or a.dtype != g.b.buffer.dtype:
+    if a.scope != "fragment" or g.transpose_a or record.a_registers_helper is None or a.dtype != g.b.buffer.dtype:
         return False
     fa, fc = layouts.buffers[a], layouts.buffers[g.c.buffer]
     mma_like = len(fa.thread_parts) == 4 and fa.thread_parts[:2] == fc.thread_parts[:2]
@@ -161,10 +150,6 @@ def _a_from_accumulator(g: tir.Gemm, layouts: Layouts) -> bool:
         and fa.local_parts[0] == fc.local_parts[0]
         and fa.local_parts[1].extent % 2 == 0
     )
-
-
-def _is_mma(frag: L.Fragment) -> bool:
-    return len(frag.thread_parts) == 4 and frag.thread_parts[:2] == (L.Part(4, 1, 2), L.Part(8, 0, 1))
 
 
 def _annotate(a: tir.AnnotateLayout, out: Layouts) -> None:
@@ -310,7 +295,6 @@ def _var_dims(loop: tir.Parallel, idx: tuple[tir.Expr, ...]) -> tuple[int, ...] 
 class _State:
     threads: int
     out: Layouts
-    mma_types: frozenset
 
     def set(self, buf: tir.Buffer, frag: L.Fragment, span: Span) -> bool:
         old = self.out.buffers.get(buf)

@@ -18,7 +18,8 @@ it, is issued as cp.async too (an *early* copy, e.g. the Q tile of flash
 attention): the loop's first wait, which precedes any read, also retires it.
 
 A GEMM main loop - 3 or more stages, a body of producers and one
-tensor-core gemm of two tiles they fill, an even number of k steps -
+tensor-core gemm of two tiles they fill (its instruction, chosen by
+passes/select.py, loads fragments by ldmatrix), an even number of k steps -
 also loads the gemm's fragments one k step ahead (lower/pipelined.py).
 
 In any other pipelined loop with several gemms, a producer whose tile is
@@ -34,8 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilec import tir, tir_walk
+from tilec.passes.select import gemm_depth
 from tilec.sync import shared_reads_writes
-from tilec.targets import mma_depth
+from tilec.targets import Target, instruction_named
 
 
 @dataclass
@@ -47,8 +49,8 @@ class PipelinePlan:
     issue_after: dict[int, int] = field(default_factory=dict)  # id(producer) -> id(gemm) it is issued after
 
 
-def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePlan:
-    """`tensor_core_gemms`: ids of the gemms that run on mma.sync (Layouts.mma)."""
+def plan_pipeline(kernel: tir.Kernel, target: Target) -> PipelinePlan:
+    """`target`: the records of the instructions the gemms carry (passes/select.py)."""
     plan = PipelinePlan()
     for loop in _loops(kernel.body):
         if loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
@@ -58,7 +60,7 @@ def plan_pipeline(kernel: tir.Kernel, tensor_core_gemms: set[int]) -> PipelinePl
             plan.producers[id(loop)] = tuple(id(c) for c in producers)
             for c in producers:
                 plan.stages[c.dst.buffer] = loop.num_stages
-            gemm = main_loop_gemm(loop, tensor_core_gemms)
+            gemm = main_loop_gemm(loop, target)
             if gemm is not None:
                 plan.fragments_ahead.add(id(gemm))
             else:
@@ -108,10 +110,10 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
     return out
 
 
-def main_loop_gemm(loop: tir.For, tensor_core_gemms: set[int]) -> tir.Gemm | None:
-    """The gemm of `loop` when it is a GEMM main loop (module docstring), or None.
-    `tensor_core_gemms`: ids of the gemms on mma.sync; layout inference asks too, to lay out
-    the tiles of these copy-limited loops."""
+def main_loop_gemm(loop: tir.For, target: Target) -> tir.Gemm | None:
+    """The gemm of `loop` when it is a GEMM main loop (module docstring), or None: its
+    instruction loads fragments from shared memory (ldmatrix), which can run a k step ahead.
+    Layout inference asks too, to lay out the tiles of these copy-limited loops."""
     if loop.kind != "pipelined" or not _is_one(loop.step):
         return None
     producers = _producers(loop)
@@ -121,11 +123,10 @@ def main_loop_gemm(loop: tir.For, tensor_core_gemms: set[int]) -> tir.Gemm | Non
         return None
     g = rest[0]
     filled = {c.dst.buffer for c in producers}
-    if id(g) not in tensor_core_gemms or g.clear_accum or g.a.buffer not in filled or g.b.buffer not in filled:
+    record = instruction_named(target, g.instruction)
+    if record.load != "ldmatrix" or g.clear_accum or g.a.buffer not in filled or g.b.buffer not in filled:
         return None
-    a_extents = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
-    k_extent = a_extents[0] if g.transpose_a else a_extents[-1]
-    steps = k_extent // mma_depth(g.a.buffer.dtype)
+    steps = gemm_depth(g) // record.shape[2]
     return g if steps % 2 == 0 else None  # the two register sets alternate within a tile
 
 

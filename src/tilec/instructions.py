@@ -1,0 +1,111 @@
+"""Instructions as records: what a target's matrix instructions take, and how they run.
+
+One record per instruction family, the same type for every target; a target
+lists the records it has (`Target.instructions`, in order of preference) and
+the `select` pass (passes/select.py) stores the chosen record's name on every
+gemm. Layout inference, the pipeline plan, lowering and `tilec explain` read
+the record through that name instead of re-deriving the choice:
+
+    MMA_M16N8K16 (backends/cuda/instructions.py)
+      name "mma_sync_m16n8k16", shape (16, 8, 16): one warp computes C[16, 8] += A[16, 16] B[16, 8]
+      operands float16 -> float32, bfloat16 -> float32, each with the helper holding its call
+      load "ldmatrix" (shared -> registers), A also from registers ("pack")
+      accumulator layout.mma_accumulator; fragments fragment_algebra.mma_m16n8k16_a/b/c
+
+The CUDA records live beside the CUDA backend (backends/cuda/instructions.py);
+`simt_fma` builds the per-thread fallback every target ends its list with.
+Only the standard library and tilec's layout data are imported: targets.py,
+which the runtime reads on the GPU machine, holds these records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from tilec import layout as L
+from tilec.dtypes import DType
+from tilec.fragment_algebra import FragmentMap
+
+# Who executes one instruction: a single thread, a warp (Target.warp_size lanes: 32 on CUDA, a
+# wave64 on CDNA), or a warp group of four warps (Hopper's wgmma).
+ThreadGroup = Literal["thread", "warp", "warp_group"]
+
+# How operands reach the instruction: each thread loads its own elements ("elements"), or
+# 8x8 matrices of 16-byte rows from shared memory, conflict-free when the tile's rows are
+# swizzled or padded ("ldmatrix").
+OperandLoad = Literal["elements", "ldmatrix"]
+
+# (accumulator shape, threads, GemmPolicy, warp rows of an earlier accumulator with the same M)
+# -> the accumulator's layout, or None when the shape does not tile over the threads.
+AccumulatorLayout = Callable[[tuple[int, int], int, str, int | None], L.Fragment | None]
+
+
+@dataclass(frozen=True, slots=True)
+class OperandTypes:
+    """One operand type an instruction takes: A and B of `operand`, C of `accumulator`."""
+
+    operand: DType
+    accumulator: DType
+    helper: str = ""  # the inline helper holding the instruction's call for these types
+    call: str = ""  # the call lowering emits (defined in `helper`)
+    since: tuple[int, int] = (0, 0)  # the first Target.capability that has these types
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    name: str  # stable: stored on tir.Gemm.instruction, printed by `--emit tir`
+    shape: tuple[int, int, int]  # (m, n, k) of one instruction; k is the depth of one k step
+    operands: tuple[OperandTypes, ...] | None  # None: any types (computed in the accumulator's type)
+    group: ThreadGroup
+    load: OperandLoad
+    load_helper: str | None  # the inline helper the operand loads call
+    a_in_registers: bool  # A may be a register tile (else it must be in shared memory)
+    a_registers_helper: str | None  # packs an A laid out as this accumulator into operand registers
+    k_contiguous: bool  # A must be (M, K) and B (N, K): the loads cannot transpose (8-bit ldmatrix)
+    accumulator: AccumulatorLayout
+    fragments: tuple[Callable[[], FragmentMap], ...]  # A, B, C of one instruction (none for SIMT)
+    explain: str  # `tilec explain`'s name; {a}, {c}: operand and accumulator types
+
+
+def takes(record: Instruction, operand: DType, accumulator: DType, capability: tuple[int, int]) -> bool:
+    """True when `record` takes A and B of `operand` into C of `accumulator` on a device of `capability`."""
+    if record.operands is None:
+        return True
+    return any((t.operand, t.accumulator) == (operand, accumulator) and capability >= t.since for t in record.operands)
+
+
+def types_entry(record: Instruction, operand: DType) -> OperandTypes:
+    """The record's entry for operands of `operand` (select made sure there is one)."""
+    assert record.operands is not None, f"{record.name} has no per-type calls"
+    return next(t for t in record.operands if t.operand == operand)
+
+
+def group_threads(group: ThreadGroup, warp_size: int) -> int:
+    """Threads that execute one instruction of `group` together."""
+    return {"thread": 1, "warp": warp_size, "warp_group": 4 * warp_size}[group]
+
+
+def _simt_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: int | None) -> L.Fragment:
+    return L.accumulator(shape, threads)
+
+
+def simt_fma(explain: str) -> Instruction:
+    """The per-thread fallback: every thread multiplies its micro-tile of C (layout.accumulator)
+    with fused multiply-adds over every k, from operands in shared memory (a register A is
+    staged there first). `explain` names it in the target's words."""
+    return Instruction(
+        name="simt_fma",
+        shape=(1, 1, 1),
+        operands=None,
+        group="thread",
+        load="elements",
+        load_helper=None,
+        a_in_registers=True,
+        a_registers_helper=None,
+        k_contiguous=False,
+        accumulator=_simt_accumulator,
+        fragments=(),
+        explain=explain,
+    )

@@ -1,0 +1,92 @@
+"""Select an instruction for every gemm: the first of the target's records (Target.instructions,
+instructions.py) that accepts it, stored on the gemm by name.
+
+    gemm A_s[0 : +128, 0 : +32], B_s[0 : +32, 0 : +128] -> acc[0 : +128, 0 : +128] (..., clear_accum=False)
+  -> on sm_80, float16 operands, float32 accumulator:
+    gemm A_s[...], B_s[...] -> acc[...] (..., clear_accum=False, instruction=mma_sync_m16n8k16)
+
+A record accepts a gemm when it takes the operand and accumulator types on
+the target's capability (A and B of one type), K is a whole number of its k
+steps, the accumulator is 2-D and its layout tiles over the block's threads, and
+the operands sit where its loads need them (`a_in_registers`: A may be a
+register tile; `k_contiguous`: A (M, K) and B (N, K)). The last record of
+every target (SIMT FMA) accepts any gemm. Runs first: layout inference, the
+pipeline plan, lowering and explain all read the choice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import assert_never
+
+from tilec import tir
+from tilec.instructions import Instruction, takes
+from tilec.targets import Target
+
+
+def select(program: tir.Program, target: Target) -> tir.Program:
+    return dataclasses.replace(program, kernels=tuple(select_kernel(k, target) for k in program.kernels))
+
+
+def select_kernel(kernel: tir.Kernel, target: Target) -> tir.Kernel:
+    return dataclasses.replace(kernel, body=_block(kernel.body, kernel.threads, target))
+
+
+def _block(stmts: tuple[tir.Stmt, ...], threads: int, target: Target) -> tuple[tir.Stmt, ...]:
+    return tuple(_stmt(s, threads, target) for s in stmts)
+
+
+def _stmt(s: tir.Stmt, threads: int, target: Target) -> tir.Stmt:
+    match s:
+        case tir.Gemm():
+            return dataclasses.replace(s, instruction=choose(s, threads, target).name)
+        case tir.For() | tir.Parallel():
+            return dataclasses.replace(s, body=_block(s.body, threads, target))
+        case tir.If():
+            return dataclasses.replace(
+                s, then=_block(s.then, threads, target), orelse=_block(s.orelse, threads, target)
+            )
+        case (
+            tir.Alloc()
+            | tir.Let()
+            | tir.Store()
+            | tir.Copy()
+            | tir.Fill()
+            | tir.Reduce()
+            | tir.CumSum()
+            | tir.AtomicAdd()
+            | tir.Print()
+            | tir.DeviceAssert()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
+            return s  # no instruction to choose (a copy's cp.async is the pipeline plan's)
+        case _:
+            assert_never(s)
+
+
+def choose(g: tir.Gemm, threads: int, target: Target) -> Instruction:
+    """The first record of `target` that accepts `g` in a block of `threads` threads."""
+    found = next((r for r in target.instructions if accepts(r, g, threads, target)), None)
+    assert found is not None, f"{target.arch}: the last instruction record must accept every gemm"
+    return found
+
+
+def accepts(record: Instruction, g: tir.Gemm, threads: int, target: Target) -> bool:
+    a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
+    if record.operands is None:
+        return True
+    if a.dtype != b.dtype or not takes(record, a.dtype, c.dtype, target.capability) or len(c.shape) != 2:
+        return False
+    if gemm_depth(g) % record.shape[2] or (not record.a_in_registers and a.scope != "shared"):
+        return False
+    if record.k_contiguous and (g.transpose_a or not g.transpose_b):
+        return False
+    m, n = c.const_shape
+    return record.accumulator((m, n), threads, g.policy, None) is not None
+
+
+def gemm_depth(g: tir.Gemm) -> int:
+    """K of a gemm: A's last non-unit extent (its first when A is transposed)."""
+    k_dims = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]
+    return (k_dims[0] if g.transpose_a else k_dims[-1]) if k_dims else 1

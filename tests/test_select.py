@@ -1,0 +1,219 @@
+"""Instruction records (instructions.py, backends/cuda/instructions.py) and the select pass:
+which record each gemm gets per target, dtype and operand placement; the records' fragments
+against the PTX tables of fragment_algebra; the choice printed by `--emit tir`."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import pytest
+
+from tilec import fragment_algebra as fa
+from tilec import tir
+from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA
+from tilec.elaborate import elaborate_file
+from tilec.instructions import Instruction
+from tilec.passes.select import select
+from tilec.pipeline import compile_program
+from tilec.targets import TARGETS, get_target
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+_GEMM = """
+kernel k(A: Tensor(({a_shape}), {t}), B: Tensor(({b_shape}), {t}), C: Tensor(({m}, 64), {acc})):
+    with Kernel(1, threads={threads}) as bx:
+        A_s = alloc_{a_scope}(({a_shape}), {t})
+        B_s = alloc_shared(({b_shape}), {t})
+        acc = alloc_fragment(({m}, 64), {acc})
+        clear(acc)
+{load_a}        copy(B[0, 0], B_s)
+        gemm(A_s, B_s, acc{flags})
+        copy(acc, C[0, 0])
+"""
+
+
+def _chosen(
+    arch: str,
+    t: str,
+    acc: str,
+    k: int = 32,
+    ta: bool = False,
+    tb: bool = False,
+    a_scope: str = "shared",
+    threads: int = 128,
+    m: int = 64,
+) -> str | None:
+    a_shape = f"{k}, {m}" if ta else f"{m}, {k}"
+    b_shape = f"64, {k}" if tb else f"{k}, 64"
+    flags = (", transpose_A=True" if ta else "") + (", transpose_B=True" if tb else "")
+    load_a = "        copy(A[0, 0], A_s)\n"
+    text = _GEMM.format(
+        a_shape=a_shape,
+        b_shape=b_shape,
+        t=t,
+        acc=acc,
+        m=m,
+        threads=threads,
+        a_scope=a_scope,
+        load_a=load_a,
+        flags=flags,
+    )
+    program = select(elaborate_file("k.tile", text=text, arch=arch), get_target(arch))
+    (gemm,) = [s for s in program.kernels[0].body if isinstance(s, tir.Gemm)]
+    return gemm.instruction
+
+
+K16, K32, SIMT = MMA_M16N8K16.name, MMA_M16N8K32.name, SIMT_FMA.name
+
+
+@pytest.mark.parametrize(
+    ("arch", "t", "acc", "placement", "chosen"),
+    [
+        ("sm_80", "float16", "float32", {}, K16),
+        ("sm_80", "bfloat16", "float32", {"ta": True}, K16),  # ldmatrix.trans reads A (K, M)
+        ("sm_90a", "float16", "float32", {"tb": True}, K16),
+        ("sm_80", "float16", "float32", {"a_scope": "fragment"}, K16),  # A from registers (or staged)
+        ("sm_80", "float16", "float16", {}, SIMT),  # no float16 accumulator record
+        ("sm_80", "float32", "float32", {}, SIMT),
+        ("sm_80", "float16", "float32", {"k": 24}, SIMT),  # K not a whole number of 16-deep steps
+        ("sm_80", "int8", "int32", {"tb": True}, K32),
+        ("sm_86", "int8", "int32", {"tb": True}, K32),
+        ("sm_80", "int8", "int32", {}, SIMT),  # B (K, N): ldmatrix cannot transpose 8-bit elements
+        ("sm_80", "int8", "int32", {"ta": True, "tb": True}, SIMT),  # A (K, M): likewise
+        ("sm_80", "int8", "int32", {"tb": True, "a_scope": "fragment"}, SIMT),  # 8-bit A only from shared
+        ("sm_80", "int8", "int32", {"tb": True, "k": 48}, SIMT),  # K not a whole number of 32-deep steps
+        ("sm_80", "float8_e4m3", "float32", {"tb": True}, SIMT),  # fp8 mma.sync from sm_89
+        ("sm_86", "float8_e5m2", "float32", {"tb": True}, SIMT),
+        ("sm_89", "float8_e4m3", "float32", {"tb": True}, K32),
+        ("sm_90a", "float8_e5m2", "float32", {"tb": True}, K32),
+        ("sm_89", "float8_e4m3", "float32", {}, SIMT),
+    ],
+)
+def test_selection_per_target_dtype_and_placement(arch: str, t: str, acc: str, placement: dict, chosen: str) -> None:
+    assert _chosen(arch, t, acc, **placement) == chosen
+
+
+def test_an_accumulator_that_does_not_tile_over_the_warps_runs_on_simt() -> None:
+    # 16x64 over 32 warps: no grid of warps with whole m16n8 tiles divides it; over 8 warps one does
+    assert _chosen("sm_80", "float16", "float32", threads=1024, m=16) == SIMT
+    assert _chosen("sm_80", "float16", "float32", threads=256, m=16) == K16
+
+
+def test_every_target_ends_with_a_record_that_takes_any_gemm() -> None:
+    for target in TARGETS.values():
+        assert target.instructions[-1].operands is None and target.instructions[-1].group == "thread"
+        names = [r.name for r in target.instructions]
+        assert len(set(names)) == len(names)
+
+
+def test_select_keeps_the_program_it_reads() -> None:
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    selected = select(program, get_target("sm_80"))
+    gemms = [s for s in program.kernels[0].body if isinstance(s, tir.For) for s in s.body if isinstance(s, tir.Gemm)]
+    assert gemms and all(g.instruction is None for g in gemms)
+    assert selected.kernels[0].span == program.kernels[0].span
+
+
+def test_emit_tir_names_the_instruction() -> None:
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    text = compile_program(program, emit="tir")
+    assert "clear_accum=False, instruction=mma_sync_m16n8k16)" in text
+    int8 = elaborate_file(
+        str(ROOT / "examples" / "gemm_int8.tile"), {"dtype": "float8_e4m3", "accum_dtype": "float32"}, arch="sm_80"
+    )
+    assert "instruction=simt_fma)" in compile_program(int8, arch="sm_80", emit="tir")
+    int8 = elaborate_file(
+        str(ROOT / "examples" / "gemm_int8.tile"), {"dtype": "float8_e4m3", "accum_dtype": "float32"}, arch="sm_89"
+    )
+    assert "instruction=mma_sync_m16n8k32)" in compile_program(int8, arch="sm_89", emit="tir")
+
+
+# ---------------------------------------------------------------- the records' fragments
+
+MMA_RECORDS = (MMA_M16N8K16, MMA_M16N8K32)
+
+
+@pytest.mark.parametrize("record", MMA_RECORDS, ids=lambda r: r.name)
+def test_record_fragments_have_the_instruction_shape_and_cover(record: Instruction) -> None:
+    m, n, k = record.shape
+    a, b, c = (make() for make in record.fragments)
+    assert (a.shape, b.shape, c.shape) == ((m, k), (k, n), (m, n))
+    for frag in (a, b, c):
+        assert frag.threads == 32 and fa.cover_errors(frag) == [] and fa.is_bijective(frag)
+
+
+@pytest.mark.parametrize("record", MMA_RECORDS, ids=lambda r: r.name)
+def test_record_accumulator_is_its_c_fragment_tiled_over_warps(record: Instruction) -> None:
+    one = record.accumulator((16, 8), 32, "Square", None)
+    assert one is not None and fa.flat_elements(fa.from_fragment(one)) == fa.flat_elements(record.fragments[2]())
+    tiled = record.accumulator((64, 64), 128, "FullRow", None)  # 4 warps of 16 rows, 8 n8 tiles each
+    assert tiled is not None
+    expected = fa.tile_threads(fa.tile_slots(record.fragments[2](), (1, 8)), (4, 1))
+    assert _by_thread(fa.from_fragment(tiled)) == _by_thread(expected)
+
+
+def _by_thread(frag: fa.FragmentMap) -> dict[int, set[tuple[int, ...] | None]]:
+    out: dict[int, set[tuple[int, ...] | None]] = {}
+    for (t, _), ix in fa.elements(frag).items():
+        out.setdefault(t, set()).add(ix)
+    return out
+
+
+def _words(frag: fa.FragmentMap, dim: int, per_word: int) -> dict[tuple[int, int], set[tuple[int, ...]]]:
+    """(thread, 32-bit register) -> the words (element index with `dim` divided by `per_word`) it
+    holds: a register's elements must be one word of consecutive elements along `dim`."""
+    out: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+    for (t, slot), ix in fa.elements(frag).items():
+        assert ix is not None
+        word = tuple(i // per_word if d == dim else i for d, i in enumerate(ix))
+        out.setdefault((t, fa.flat_slot(frag, slot) // per_word), set()).add(word)
+    assert all(len(w) == 1 for w in out.values())
+    return out
+
+
+def test_8bit_fragments_are_the_16bit_ones_in_words() -> None:
+    # why one ldmatrix (b16) loads the m16n8k32 operands untransposed: in 32-bit words the k32 A
+    # (16 x 32 bytes) and B are the k16 A and B, along K
+    a16, b16, _ = (make() for make in MMA_M16N8K16.fragments)
+    a32, b32, _ = (make() for make in MMA_M16N8K32.fragments)
+    assert _words(a32, 1, 4) == _words(a16, 1, 2)
+    assert _words(b32, 0, 4) == _words(b16, 0, 2)
+    assert fa.flat_elements(fa.ldmatrix_x4_regs()) == fa.flat_elements(a16)
+
+
+def test_8bit_fragments_match_the_ptx_tables() -> None:
+    where_a = fa.locate(fa.mma_m16n8k32_a())  # a0..a15 of lane 0: rows 0/8, columns 0..3 and 16..19
+    assert where_a[(0, 3)] == (0, 3) and where_a[(8, 0)] == (0, 4) and where_a[(0, 16)] == (0, 8)
+    assert where_a[(15, 31)] == (31, 15) and where_a[(2, 5)] == (9, 1)
+    where_b = fa.locate(fa.mma_m16n8k32_b())
+    assert where_b[(3, 0)] == (0, 3) and where_b[(16, 0)] == (0, 4) and where_b[(5, 2)] == (9, 1)
+
+
+def test_explain_and_lowering_follow_the_targets_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a target without tensor-core records: the same gemm is explained and lowered as SIMT FMA
+    from tilec.explain import explain_program
+
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    (ops,) = [t for t in explain_program(program)[0].tables if t.title == "Tile ops"]
+    assert any(row[2].startswith("mma.sync m16n8k16 float16 -> float32 (tensor cores)") for row in ops.rows)
+    monkeypatch.setitem(TARGETS, "sm_80", dataclasses.replace(get_target("sm_80"), instructions=(SIMT_FMA,)))
+    (ops,) = [t for t in explain_program(program)[0].tables if t.title == "Tile ops"]
+    gemm_rows = [row for row in ops.rows if row[1].startswith("gemm(")]
+    assert gemm_rows and all(row[2].startswith("SIMT FMA (CUDA cores), micro-tile") for row in gemm_rows)
+    text = compile_program(program)
+    assert (
+        "mma.sync" not in text
+        and "ldmatrix" not in text
+        and "instruction=simt_fma" in compile_program(program, emit="tir")
+    )
+
+
+def test_every_targets_backend_module_provides_the_lowerings() -> None:
+    from tilec.lower.ops import Backend, backend_of
+
+    methods = [name for name in dir(Backend) if not name.startswith("_")]  # gemm, setup, ..., async_copy
+    for target in TARGETS.values():
+        module = backend_of(target)
+        assert all(callable(getattr(module, name)) for name in methods)
+        assert all(isinstance(getattr(module, name), tuple) for name in Backend.__annotations__)
