@@ -22,8 +22,8 @@ def kernel(*body: T.Stmt, smem: int = 0, helpers: tuple[str, ...] = ()) -> T.Ker
     return T.Kernel("k", PARAMS, 128, (tir.Var("N", I32, "dim"),), smem, body, {}, helpers)
 
 
-def verify(*body: T.Stmt, smem: int = 0, helpers: tuple[str, ...] = ()) -> None:
-    verify_kernel(kernel(*body, smem=smem, helpers=helpers), get_target("sm_80"))
+def verify(*body: T.Stmt, smem: int = 0, helpers: tuple[str, ...] = (), arch: str = "sm_80") -> None:
+    verify_kernel(kernel(*body, smem=smem, helpers=helpers), get_target(arch))
 
 
 def r(*idx: tir.Expr) -> T.Subscript:
@@ -83,3 +83,12 @@ def test_tile_ir_left_in_the_thread_ir_is_rejected() -> None:
 def test_the_message_names_the_lowered_statement() -> None:
     with pytest.raises(VerifyError, match=r"^k: 'q' used before its declaration \(in 'gemm.tile:9: copy\(A, S\)'\)$"):
         verify(T.Scope("gemm.tile:9: copy(A, S)", (T.Assign(T.Sym("q", I32), ZERO),)))
+
+
+def test_barrier_arguments_follow_the_target_spelling() -> None:
+    # sm_90a spells the mbarrier slots: a wait takes the mbarrier and its phase
+    bar = T.Decl("bar", DType.uint64, (1,), shared=True)
+    mbar = T.Subscript("bar", (ZERO,), DType.uint64)
+    verify(bar, T.Barrier("mbarrier_wait", (mbar, ZERO)), T.Barrier("fence_proxy_async"), arch="sm_90a")
+    with pytest.raises(VerifyError, match="barrier 'mbarrier_wait' takes 2 arguments, not 1"):
+        verify(bar, T.Barrier("mbarrier_wait", (mbar,)), arch="sm_90a")

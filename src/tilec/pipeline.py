@@ -36,6 +36,7 @@ from tilec.lower.cleanup import drop_unused
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
 from tilec.passes.select import select_kernel
+from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
 from tilec.timing import phase
 
@@ -78,6 +79,10 @@ def _lower(u: Unit) -> Unit:
     return replace(u, lowered=lower_kernel(u.kernel, u.layouts, u.target, u.plan))
 
 
+def _place_barriers(u: Unit) -> Unit:
+    return replace(u, lowered=place_barriers(_lowered(u)))
+
+
 def _cleanup(u: Unit) -> Unit:
     k = _lowered(u)
     return replace(u, lowered=replace(k, body=tuple(drop_unused(list(k.body)))))
@@ -107,10 +112,12 @@ PASSES: tuple[Pass, ...] = (
     Pass("infer_layouts", "tir", _infer_layouts),
     # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
     Pass("plan_pipeline", "tir", _plan_pipeline),
-    # Tile ops become per-thread code under those layouts; barriers placed here too.
+    # Tile ops become per-thread code under those layouts.
     Pass("lower", "thread", _lower),
     # Drop the constants nothing reads (lowering names every index; nvcc warns on unused ones).
     Pass("cleanup", "thread", _cleanup),
+    # Barriers from the ops' shared-memory records: every op, loop and pipeline is known by now.
+    Pass("sync", "thread", _place_barriers),
     # Shared memory again, now with padding, pipeline stages and scratch.
     Pass("check_shared_memory", "thread", _check_shared_memory),
 )

@@ -19,7 +19,7 @@ the backend modules under backends/: docs/architecture.md, "Adding a target").
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tilec.backends.cuda import spelling as cuda
@@ -112,6 +112,9 @@ CUDA_SPELLING = Spelling(
     smem_addr_helper=cuda.SMEM_ADDR_HELPER,
     shared_address_helpers=cuda.SHARED_ADDRESS_HELPERS,
 )
+HOPPER_SPELLING = replace(
+    CUDA_SPELLING, barriers=cuda.HOPPER_BARRIERS, barrier_helpers=cuda.HOPPER_BARRIER_HELPERS
+)  # mbarriers, named barriers and async-proxy fences (sm_90a)
 CUDA_LAUNCH = Launch(
     stream_param=cuda.STREAM_PARAM,
     doc=cuda.LAUNCHER_DOC,
@@ -136,11 +139,11 @@ NVCC = Compiler(
 )
 
 
-def _cuda(arch: str, capability: tuple[int, int], smem_limit: int) -> Target:
+def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, spelling: Spelling = CUDA_SPELLING) -> Target:
     num = arch.removeprefix("sm_")
     return Target(
         arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, SM80_INSTRUCTIONS,
-        CUDA_SPELLING, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
+        spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
     )  # fmt: skip
 
 
@@ -150,7 +153,7 @@ TARGETS: dict[str, Target] = {
         _cuda("sm_80", (8, 0), 166912),
         _cuda("sm_86", (8, 6), 101376),
         _cuda("sm_89", (8, 9), 101376),  # fp8 mma.sync (the records' `since`)
-        _cuda("sm_90a", (9, 0), 232448),  # the `a`: wgmma/TMA need it
+        _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING),  # the `a`: wgmma/TMA need it
     )
 }
 ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order

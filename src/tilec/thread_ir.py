@@ -157,25 +157,58 @@ class Call:
 
 BarrierKind = Literal[
     "block",  # every thread of the block waits; shared-memory writes before it are visible after
-    "async_commit",  # close this thread's group of asynchronous global->shared copies
-    "async_wait",  # wait until at most args[0] groups of this thread are in flight
-    # Named slots the Hopper backend fills in (mbarrier phases, named barriers, proxy fences):
-    "mbarrier_init",
-    "mbarrier_arrive",
-    "mbarrier_expect_tx",
-    "mbarrier_wait",
-    "named",
-    "fence_proxy_async",
+    "async_commit",  # close this thread's group of asynchronous global->shared copies (cp.async)
+    "async_wait",  # args (n,): wait until at most n of this thread's groups are in flight
+    # Named slots the Hopper backend fills in (sync.py models them; lowering emits none yet):
+    "mbarrier_init",  # args (barrier, count): set up an mbarrier in shared memory for `count` arrivals
+    "mbarrier_arrive",  # args (barrier,): this thread arrives on the barrier's current phase
+    "mbarrier_expect_tx",  # args (barrier, bytes): the phase also waits for `bytes` of async (TMA) writes
+    "mbarrier_wait",  # args (barrier, phase): wait until phase `phase` (its parity) of the barrier completes
+    "named",  # args (id, count): bar.sync on hardware barrier `id` among `count` threads (warp groups)
+    "fence_proxy_async",  # order this thread's generic-proxy shared accesses before later async-proxy ones
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class Barrier:
-    """A synchronization statement; `sync.py` places and models them, the
-    target record spells them (`__syncthreads();`, a cp.async wait, ...)."""
+    """A synchronization statement; `sync.py` places `block` barriers and
+    models every kind, the target record spells them (`__syncthreads();`,
+    a cp.async wait, ...)."""
 
     kind: BarrierKind
-    args: tuple[tir.Expr, ...] = ()
+    args: tuple[Expr, ...] = ()  # counts, ids, an mbarrier (a uint64 in shared memory)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedAccess:
+    """What one tile op (its `Scope`) does to shared tiles, by C name: the
+    data barrier placement (sync.py) orders. Lowering records it; nothing
+    reads C text.
+
+        copy(A[..], A_shared)          SharedAccess(writes={"A_shared"})
+        gemm(A_shared, B_shared, C)    SharedAccess(reads={"A_shared", "B_shared"}, scratch=True)
+        early cp.async of Q_shared     SharedAccess(async_writes={"Q_shared"})
+    """
+
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()  # visible to other threads after the next `block` barrier
+    async_writes: frozenset[str] = frozenset()  # cp.async: complete once their commit group is waited for
+    # TMA writes (Hopper): complete once `mbarrier` (an mbarrier_wait's first argument) completes a phase
+    tx_writes: frozenset[str] = frozenset()
+    mbarrier: Expr | None = None
+    # writes into a pipeline stage that no statement reads before the pipeline's own wait and
+    # barrier (lower/pipelined.py places those; sync.py's docstring states the contract)
+    stage_writes: frozenset[str] = frozenset()
+    scratch: bool = False  # may use shared scratch of its own, synchronized inside the op
+
+    @property
+    def touches(self) -> bool:
+        return bool(self.reads or self.writes or self.async_writes or self.tx_writes or self.stage_writes) or (
+            self.scratch
+        )
+
+
+NO_ACCESS = SharedAccess()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +218,13 @@ class Comment:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """A braced block with a leading comment (one lowered tile op)."""
+    """A braced block with a leading comment (one lowered tile op) and what
+    the op does to shared tiles (barrier placement reads only that)."""
 
     comment: str
     body: tuple[Stmt, ...]
     span: Span = field(default=NO_SPAN, compare=False)
+    access: SharedAccess = NO_ACCESS
 
 
 Stmt: TypeAlias = Decl | SharedView | Assign | Loop | IfThen | Call | Barrier | Comment | Scope

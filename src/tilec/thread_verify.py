@@ -35,7 +35,7 @@ Expr: TypeAlias = T.Expr | T.VecRef  # a value or a target of an assignment
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^<>()]*>)?\s*\(")  # `name(` or `name<N>(` in C text
-_BARRIER_ARITY = {"block": 0, "async_commit": 0, "async_wait": 1}
+_PLACEHOLDER = re.compile(r"\{(\d+)\}")  # `{0}`: an argument of a spelling template
 _TILE_STMTS = get_args(tir.Stmt)
 
 
@@ -141,13 +141,15 @@ class _Checker:
         self.block(body)
         self.scopes.pop()
 
-    def barrier(self, kind: T.BarrierKind, args: tuple[tir.Expr, ...]) -> None:
+    def barrier(self, kind: T.BarrierKind, args: tuple[T.Expr, ...]) -> None:
         if kind not in get_args(T.BarrierKind):
             raise self.fail(f"unknown barrier kind '{kind}'")
-        if kind not in self.spelling.barriers:
+        template = self.spelling.barriers.get(kind)
+        if template is None:
             raise self.fail(f"barrier kind '{kind}' is not spelled for this target")
-        if len(args) != _BARRIER_ARITY.get(kind, len(args)):
-            raise self.fail(f"barrier '{kind}' takes {_BARRIER_ARITY[kind]} arguments, not {len(args)}")
+        arity = len(set(_PLACEHOLDER.findall(template)))
+        if len(args) != arity:
+            raise self.fail(f"barrier '{kind}' takes {arity} arguments, not {len(args)}")
         for a in args:
             self.expr(a)
 

@@ -19,8 +19,10 @@ them bounds checks against tensor edges and 16-byte vector accesses:
 gemm (SIMT FMA over the accumulator's micro-tile here; the instructions of a
 warp in the target's backend module, backends/cuda/sm80.py), reduce
 (in-thread, then warp shuffles, then shared memory across warps) and cumsum
-have their own lowerings (ops.py). Barriers are placed by a small tracker of shared-memory
-reads and writes (sync.py).
+have their own lowerings (ops.py). Each op's Scope records the shared tiles it
+reads and writes (T.SharedAccess); barriers are placed afterwards, from those
+records, by the sync pass (sync.py). Pipelines (pipelined.py) place their own
+cp.async waits and barriers as T.Barrier nodes, part of their schedule.
 
     kernel.py    the kernel: names, block indices, statements, C expressions
     loops.py     distributed loops and their 16-byte vectorization

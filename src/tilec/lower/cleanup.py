@@ -78,8 +78,8 @@ def _prune(stmts: list[T.Stmt], used: set[str]) -> list[T.Stmt]:
                 out.append(replace(s, body=tuple(_prune(list(body), used))))
             case T.IfThen(cond, then, orelse):
                 out.append(T.IfThen(cond, tuple(_prune(list(then), used)), tuple(_prune(list(orelse), used))))
-            case T.Scope(comment, body, span):
-                out.append(T.Scope(comment, tuple(_prune(list(body), used)), span))
+            case T.Scope(body=body):
+                out.append(replace(s, body=tuple(_prune(list(body), used))))
             case _:
                 out.append(s)
     return out

@@ -38,7 +38,7 @@ from tilec.lower.pipelined import Pipelining
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import PipelinePlan
 from tilec.simplify import simplify
-from tilec.sync import Barriers, shared_reads_writes, touches_shared
+from tilec.sync import shared_reads_writes
 from tilec.targets import Target
 
 _RESERVED = {
@@ -151,7 +151,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.views: list[T.SharedView] = []
         self.red_buf: str | None = None  # the reductions' shared scratch, once one needs it
         self.written: set[str] = set()
-        self.sync = Barriers()
+        self.scratch_reads: set[str] = set()  # shared scratch the op being lowered reads (see op)
         self.swizzle: tir.UseSwizzle | None = None
         self.vec_flags: dict[str, str] = {}  # condition text key -> const bool name
         self.prologue: list[T.Stmt] = []
@@ -273,9 +273,19 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
                 assert_never(s)
 
     def op(self, s: tir.Stmt, body: list[T.Stmt]) -> list[T.Stmt]:
+        """A lowered tile op as a Scope, with the shared tiles it reads and writes for barrier
+        placement (sync.py): its operands, and scratch it reads after its own barriers."""
         reads, writes = shared_reads_writes(s)
-        pre = self.sync.before({b.name for b in reads}, {b.name for b in writes})
-        return pre + [T.Scope(source_comment(s), tuple(body), s.span)]
+        access = T.SharedAccess(
+            reads=self.shared_names(reads) | self.scratch_reads,
+            writes=self.shared_names(writes),
+            scratch=isinstance(s, (tir.Reduce, tir.Gemm)),  # a cross-warp reduction, a staged operand
+        )
+        self.scratch_reads = set()
+        return [T.Scope(source_comment(s), tuple(body), s.span, access)]
+
+    def shared_names(self, bufs: set[tir.Buffer]) -> frozenset[str]:
+        return frozenset(self.names.of(b) for b in bufs)
 
     def alloc(self, s: tir.Alloc) -> list[T.Stmt]:
         buf = s.buffer
@@ -324,28 +334,20 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         if id(s) in self.plan.producers:
             return self.pipelined(s)
         var = self.names.of(s.var)
-        touches = touches_shared(s.body)
-        pre = self.sync.flush() if touches else []
         body = self.block(s.body)
-        if touches:
-            body += self.sync.flush()
         step = s.step.value if isinstance(s.step, tir.IntImm) else 1
         loop = T.Loop(
             T.Sym(var, I32), self.value(s.start, None), self.value(s.stop, None), step, s.kind == "unroll", tuple(body)
         )
         if s.kind == "pipelined":
             comment = f"{source_line(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"
-            return pre + [T.Comment(comment), loop]
-        return pre + [loop]
+            return [T.Comment(comment), loop]
+        return [loop]
 
     def if_(self, s: tir.If) -> list[T.Stmt]:
         cond = self.value(s.cond, None)
-        saved = Barriers(set(self.sync.reads), set(self.sync.writes))
         then = self.block(s.then)
-        after_then = self.sync
-        self.sync = saved
         orelse = self.block(s.orelse)
-        self.sync = Barriers(after_then.reads | self.sync.reads, after_then.writes | self.sync.writes)
         return [T.IfThen(cond, tuple(then), tuple(orelse))]
 
     def value(self, e: tir.Expr, loop: ElementLoop | None) -> tir.Expr:

@@ -38,7 +38,7 @@ from tilec.lower.cexpr import (
     zero,
 )
 from tilec.simplify import int_, simplify
-from tilec.sync import syncthreads
+from tilec.sync import BLOCK
 from tilec.targets import Target, instruction_named
 
 if TYPE_CHECKING:
@@ -350,8 +350,8 @@ class TileOps:
         frag = self.layouts.buffers[buf]
         vars = index_vars(len(frag.shape))
         body = (tir.Store(scratch, vars, tir.Load(buf, vars)),)
-        code = [syncthreads(), *self.distributed(frag, vars, body), syncthreads()]
-        self.sync.reads.add(name)
+        code = [BLOCK, *self.distributed(frag, vars, body), BLOCK]
+        self.scratch_reads.add(name)  # read by the gemm after the barrier
         return tir.Region(
             scratch, tuple(int_(0) for _ in frag.shape), tuple(int_(x) for x in frag.shape), region.span
         ), code
@@ -428,7 +428,7 @@ class TileOps:
             digit = tir.BinOp("%", tir.BinOp("//", self.tx, int_(step), I32), int_(extent), I32)
             base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
         base = simplify(base)
-        out += [syncthreads(), T.Assign(T.Subscript(red, (self.tx,), dtype), accv), syncthreads()]
+        out += [BLOCK, T.Assign(T.Subscript(red, (self.tx,), dtype), accv), BLOCK]
         out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))
         if len(outer) == 1:
             extent, step = outer[0]

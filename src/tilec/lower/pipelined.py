@@ -41,6 +41,13 @@ In other loops, a copy may be issued later in the iteration, after a gemm
 (plan_pipeline's issue points: flash attention's V after Q K^T); the
 stage it writes is still the one read in iteration k - 1, and the one
 commit per iteration moves after it.
+
+The waits, commits and barriers above are the schedule, and this module
+places them, as T.Barrier nodes (`async_wait`, `async_commit`, `block`); the
+sync pass (sync.py) reads them like any other barrier. The producers' Scopes
+record their writes as `stage_writes` (the stage nothing reads before the next
+wait + barrier), an early copy's as `async_writes` (retired by the loop's
+first wait); the consumers are ordinary tile ops, ordered by the pass.
 """
 
 from __future__ import annotations
@@ -52,15 +59,18 @@ from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.ops import MmaGemm
 from tilec.simplify import const, int_, simplify
-from tilec.sync import shared_reads_writes, syncthreads
+from tilec.sync import BLOCK, shared_reads_writes
 from tilec.targets import instruction_named
+
+COMMIT = T.Barrier("async_commit")
 
 if TYPE_CHECKING:
     from tilec.lower.kernel import LoweringHost
 
 
-def _call(name: str, *args: tir.Expr | str) -> T.Call:
-    return T.Call(T.Intrin(name, args, I32))
+def _wait(pending: int) -> T.Barrier:
+    """Wait until at most `pending` of this thread's cp.async groups are in flight."""
+    return T.Barrier("async_wait", (int_(pending),))
 
 
 class Pipelining:
@@ -74,9 +84,10 @@ class Pipelining:
         consumers = tuple(x for x in s.body if id(x) not in producer_ids)
         start = simplify(self.value(s.start, None))
         count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
-        out: list[T.Stmt] = self.sync.flush()
-        out.append(T.Comment(source_comment(s, words=6)))
-        out.append(T.Comment(f"software pipeline, {stages} stages: copies run {stages - 1} iterations ahead"))
+        out: list[T.Stmt] = [
+            T.Comment(source_comment(s, words=6)),
+            T.Comment(f"software pipeline, {stages} stages: copies run {stages - 1} iterations ahead"),
+        ]
         # prologue: the first stages - 1 iterations' copies
         p = tir.Var(self._fresh("stage"), I32, "thread")
         self.bounds[p] = stages - 2
@@ -93,16 +104,14 @@ class Pipelining:
             setup, body = self.mainloop(mma, stages, it, count, prefetch)
             out += setup
         else:
-            body = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
+            body = [_wait(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
             for prod in producers:
                 self.stage_of[prod.dst.buffer] = simplify(tir.BinOp("%", it, int_(stages), I32))
-            self.sync.reads, self.sync.writes = set(), set()
             body += self.interleaved(producers, consumers, prefetch)
             for prod in producers:
                 del self.stage_of[prod.dst.buffer]
-        self.sync.reads, self.sync.writes = set(), set()  # the next iteration starts with a barrier
         out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
-        out += [_call("tilec_cp_async_wait<0>"), syncthreads()]
+        out += [_wait(0), BLOCK]
         return out
 
     def interleaved(
@@ -154,7 +163,7 @@ class Pipelining:
                 del self.stage_of[buf]
             return code
 
-        wait = [_call(f"tilec_cp_async_wait<{stages - 2}>"), syncthreads()]
+        wait: list[T.Stmt] = [_wait(stages - 2), BLOCK]
         setup = wait + [d for r in regs for d in self.backend.declare(mma, *r)]
         setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
         current = simplify(tir.BinOp("%", it, int_(stages), I32))
@@ -169,7 +178,7 @@ class Pipelining:
             if step + 1 < mma.steps:
                 body += load((step + 1) % 2, current, step + 1)
             else:
-                body += [_call(f"tilec_cp_async_wait<{pending}>"), syncthreads()]
+                body += [_wait(pending), BLOCK]
                 body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
             body += parts[step]
             body += self.backend.products(self, mma, *regs[step % 2])
@@ -180,19 +189,15 @@ class Pipelining:
         the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
         self.helpers.add("cp_async")
         reads, writes = shared_reads_writes(s)
-        pre = self.sync.before({b.name for b in reads}, {b.name for b in writes})  # earlier uses of the tile
-        self.sync.writes -= {b.name for b in writes}  # retired and published by the loop's first wait + barrier
-        return pre + [self.async_copy_of(s), _call("tilec_cp_async_commit")]
+        access = T.SharedAccess(reads=self.shared_names(reads), async_writes=self.shared_names(writes))
+        return [self.async_copy_of(s, access), COMMIT]
 
-    def async_copy_of(self: LoweringHost, s: tir.Copy) -> T.Scope:
-        """`s` issued as cp.async; its write is not tracked for barriers (a pipeline wait and
-        barrier publish it)."""
+    def async_copy_of(self: LoweringHost, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
+        """`s` issued as cp.async."""
         self.async_copy = True
-        saved = (set(self.sync.reads), set(self.sync.writes))
         code = self.copy(s)
-        self.sync.reads, self.sync.writes = saved
         self.async_copy = False
-        return T.Scope(source_comment(s), tuple(code), s.span)
+        return T.Scope(source_comment(s), tuple(code), s.span, access)
 
     def produce(
         self: LoweringHost,
@@ -207,10 +212,12 @@ class Pipelining:
         self.cvars[var] = simplify(add(start, iteration))
         code: list[T.Stmt] = []
         for prod in producers:
+            reads, writes = shared_reads_writes(prod)
+            access = T.SharedAccess(reads=self.shared_names(reads), stage_writes=self.shared_names(writes))
             self.stage_of[prod.dst.buffer] = stage
-            code.append(self.async_copy_of(prod))
+            code.append(self.async_copy_of(prod, access))
             del self.stage_of[prod.dst.buffer]
-        return [T.IfThen(lt(iteration, count), tuple(code)), _call("tilec_cp_async_commit")]
+        return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
 
 
 def _spread(prefetch: list[T.Stmt], steps: int) -> list[list[T.Stmt]]:

@@ -30,15 +30,29 @@ BUILTINS: dict[str, str] = {
 }
 
 # T.Barrier kinds -> one statement. The Hopper kinds (mbarrier_*, named,
-# fence_proxy_async) are absent: the emitter reports them as not spelled yet.
+# fence_proxy_async) are spelled for sm_90a only (HOPPER_BARRIERS): on the
+# other targets the emitter reports them as not spelled.
 BARRIERS: dict[str, str] = {
     "block": "__syncthreads();",
     "async_commit": "tilec_cp_async_commit();",
     "async_wait": "tilec_cp_async_wait<{0}>();",
 }
+HOPPER_BARRIERS: dict[str, str] = {
+    **BARRIERS,
+    "mbarrier_init": "tilec_mbarrier_init(&{0}, {1});",
+    "mbarrier_arrive": "tilec_mbarrier_arrive(&{0});",
+    "mbarrier_expect_tx": "tilec_mbarrier_expect_tx(&{0}, {1});",
+    "mbarrier_wait": "tilec_mbarrier_wait(&{0}, {1});",
+    "named": 'asm volatile("bar.sync %0, %1;" ::"r"({0}), "r"({1}) : "memory");',
+    "fence_proxy_async": 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+}
 
 # Inline helpers a barrier kind calls (emitted into the file when it is used).
 BARRIER_HELPERS: dict[str, str] = {"async_commit": "cp_async", "async_wait": "cp_async"}
+HOPPER_BARRIER_HELPERS: dict[str, str] = {
+    **BARRIER_HELPERS,
+    **dict.fromkeys(("mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait"), "mbarrier"),
+}
 
 # Neutral T.Intrin names -> calls. Any other name is printed as written
 # (an inline helper of this backend, or a C function).
@@ -126,6 +140,28 @@ __device__ __forceinline__ void tilec_ldmatrix_x2_trans(unsigned* r, const void*
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(r[0]), "=r"(r[1]) : "r"(tilec_smem_addr(p)));
 }""",
+    "mbarrier": """
+// mbarrier: a 64-bit barrier in shared memory whose phase completes once `count` threads (init)
+// have arrived and the bytes announced by expect_tx have landed (TMA copies count them down);
+// wait spins until the phase of parity `phase` has completed.
+__device__ __forceinline__ void tilec_mbarrier_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(tilec_smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tilec_mbarrier_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(tilec_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void tilec_mbarrier_expect_tx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(tilec_smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, unsigned phase) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\\n .reg .pred p;\\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"
+                 " selp.u32 %0, 1, 0, p;\\n}"
+                 : "=r"(done) : "r"(tilec_smem_addr(bar)), "r"(phase) : "memory");
+  }
+}""",
     "exp2": """
 // 2^x in float32 with the SFU's ex2.approx.ftz: one instruction, at most 2 ulp from exact, and
 // denormal inputs and results flush to zero (exp2f adds a range fix-up around the same instruction).
@@ -194,4 +230,4 @@ __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
 
 
 # The helpers that take shared-memory addresses (SMEM_ADDR_HELPER comes first).
-SHARED_ADDRESS_HELPERS = frozenset({"cp_async", "ldmatrix"})
+SHARED_ADDRESS_HELPERS = frozenset({"cp_async", "ldmatrix", "mbarrier"})

@@ -1,0 +1,288 @@
+"""Barrier placement (sync.place_barriers) on small hand-built Thread IR: each
+tile op is a Scope with the shared tiles it reads and writes, the pass adds
+`block` barriers where the hazards are."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.diagnostics import CompileError
+from tilec.dtypes import DType
+from tilec.sync import BLOCK, place_barriers
+
+I32 = DType.int32
+COMMIT = T.Barrier("async_commit")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BAR = T.Subscript("bars", (tir.IntImm(0, I32),), DType.uint64)
+
+
+def op(name: str, **access: object) -> T.Scope:
+    """A tile op called `name` (its comment) doing `access` (SharedAccess fields, names as strings)."""
+    fields = {k: frozenset(v) if isinstance(v, str) else v for k, v in access.items()}
+    return T.Scope(name, (), access=T.SharedAccess(**fields))  # type: ignore[arg-type]
+
+
+def wait(pending: int) -> T.Barrier:
+    return T.Barrier("async_wait", (tir.IntImm(pending, I32),))
+
+
+def loop(*body: T.Stmt, stop: tir.Expr | None = None) -> T.Loop:
+    bound = stop if stop is not None else tir.Var("n", I32, "thread")
+    return T.Loop(T.Sym("k", I32), tir.IntImm(0, I32), bound, body=body)
+
+
+def placed(*stmts: T.Stmt) -> tuple[T.Stmt, ...]:
+    kernel = T.Kernel("k", (), 128, (), 0, stmts, {})
+    return place_barriers(kernel).body
+
+
+def shape(stmts: tuple[T.Stmt, ...]) -> list[object]:
+    """Statements as names: a Scope's comment, `|` for a block barrier, a loop or branch as a list."""
+    out: list[object] = []
+    for s in stmts:
+        match s:
+            case T.Scope(comment=c):
+                out.append(c)
+            case T.Barrier(kind="block"):
+                out.append("|")
+            case T.Barrier(kind=kind):
+                out.append(kind)
+            case T.Loop(body=body):
+                out.append(shape(body))
+            case T.IfThen(then=then, orelse=orelse):
+                out.append(("if", shape(then), shape(orelse)))
+            case T.Comment(text=text):
+                out.append("//" + text)
+            case _:
+                out.append(type(s).__name__)
+    return out
+
+
+def test_write_then_read_needs_a_barrier() -> None:
+    assert shape(placed(op("copy", writes="A"), op("gemm", reads="A"))) == ["copy", "|", "gemm"]
+
+
+def test_read_then_overwrite_needs_a_barrier() -> None:
+    assert shape(placed(op("gemm", reads="A"), op("copy", writes="A"))) == ["gemm", "|", "copy"]
+
+
+def test_write_then_write_needs_a_barrier() -> None:
+    assert shape(placed(op("fill", writes="A"), op("copy", writes="A"))) == ["fill", "|", "copy"]
+
+
+def test_no_hazard_no_barrier() -> None:
+    stmts = (op("copy A", writes="A"), op("copy B", writes="B"), op("r1", reads="C"), op("r2", reads="C"))
+    assert shape(placed(*stmts)) == ["copy A", "copy B", "r1", "r2"]
+
+
+def test_one_barrier_retires_every_pending_access() -> None:
+    stmts = (op("copy A", writes="A"), op("copy B", writes="B"), op("use A", reads="A"), op("use B", reads="B"))
+    assert shape(placed(*stmts)) == ["copy A", "copy B", "|", "use A", "use B"]
+
+
+def test_an_existing_barrier_is_used() -> None:
+    assert shape(placed(op("copy", writes="A"), BLOCK, op("gemm", reads="A"))) == ["copy", "|", "gemm"]
+
+
+def test_cp_async_write_needs_no_barrier_until_its_wait() -> None:
+    stmts = (
+        op("cp.async A", async_writes="A"),
+        COMMIT,
+        op("copy B", writes="B"),
+        op("use B", reads="B"),  # A's copy is in flight: only B's write is ordered here
+        wait(0),
+        op("use A", reads="A"),  # A is complete in each thread now; the block sees it after a barrier
+    )
+    assert shape(placed(*stmts)) == ["cp.async A", "async_commit", "copy B", "|", "use B", "async_wait", "|", "use A"]
+
+
+def test_cp_async_write_checks_earlier_reads() -> None:
+    stmts = (op("use A", reads="A"), op("cp.async A", async_writes="A"), COMMIT, wait(0), BLOCK, op("use", reads="A"))
+    assert shape(placed(*stmts)) == ["use A", "|", "cp.async A", "async_commit", "async_wait", "|", "use"]
+
+
+def test_reading_an_unwaited_cp_async_write_is_an_internal_error() -> None:
+    with pytest.raises(CompileError, match="internal: 'A' is accessed while an asynchronous write"):
+        placed(op("cp.async A", async_writes="A"), COMMIT, BLOCK, op("use A", reads="A"))
+
+
+def test_a_wait_retires_all_but_the_newest_groups() -> None:
+    stmts = (
+        op("cp A", async_writes="A"),
+        COMMIT,
+        op("cp B", async_writes="B"),
+        COMMIT,
+        wait(1),
+        op("use A", reads="A"),
+    )
+    assert shape(placed(*stmts))[-2:] == ["|", "use A"]
+    with pytest.raises(CompileError, match="'B'"):
+        placed(*stmts, op("use B", reads="B"))
+
+
+def test_loop_carried_hazard_is_ordered_at_the_end_of_the_body() -> None:
+    # iteration k reads A, then overwrites it; iteration k + 1 reads it again
+    body = shape(placed(loop(op("use A", reads="A"), op("copy A", writes="A"))))
+    assert body == [["use A", "|", "copy A", "|"]]
+
+
+def test_loop_starts_with_nothing_pending() -> None:
+    stmts = (op("copy A", writes="A"), T.Comment("the loop"), loop(op("use B", reads="B")))
+    assert shape(placed(*stmts)) == ["copy A", "|", "//the loop", ["use B", "|"]]
+
+
+def test_loop_without_shared_accesses_is_left_alone() -> None:
+    stmts = (op("copy A", writes="A"), loop(op("registers")), op("use A", reads="A"))
+    assert shape(placed(*stmts)) == ["copy A", ["registers"], "|", "use A"]
+
+
+def test_loop_beginning_with_a_barrier_needs_none_at_its_end() -> None:
+    stmts = (loop(BLOCK, op("use A", reads="A"), op("copy B", writes="B")), op("use B", reads="B"))
+    assert shape(placed(*stmts)) == [["|", "use A", "copy B"], "|", "use B"]
+
+
+def test_branches_start_from_the_same_state_and_join() -> None:
+    branch = T.IfThen(tir.Var("c", DType.bool, "thread"), (op("use A", reads="A"), op("copy B", writes="B")), ())
+    out = shape(placed(op("copy A", writes="A"), branch, op("use B", reads="B")))
+    assert out == ["copy A", ("if", ["|", "use A", "copy B"], []), "|", "use B"]
+
+
+def test_else_branch_is_checked_against_the_state_before_the_if() -> None:
+    branch = T.IfThen(tir.Var("c", DType.bool, "thread"), (op("copy B", writes="B"),), (op("use A", reads="A"),))
+    out = shape(placed(op("copy A", writes="A"), branch))
+    assert out == ["copy A", ("if", ["copy B"], ["|", "use A"])]
+
+
+def test_pipeline_stage_writes_are_the_schedules() -> None:
+    # a pipelined iteration: wait + barrier (lowering's), refill stage k + 2, read stage k
+    body = (wait(1), BLOCK, op("cp.async A[k + 2]", stage_writes="A"), COMMIT, op("gemm A[k]", reads="A"))
+    out = shape(placed(op("prologue", stage_writes="A"), COMMIT, op("prologue", stage_writes="A"), COMMIT, loop(*body)))
+    assert out[-1] == ["async_wait", "|", "cp.async A[k + 2]", "async_commit", "gemm A[k]"]
+
+
+def test_early_copy_is_retired_by_the_pipelines_first_wait() -> None:
+    prologue = loop(op("cp.async A[p]", stage_writes="A"), COMMIT, stop=tir.IntImm(2, I32))
+    steady = loop(wait(1), BLOCK, op("gemm", reads="Q"), op("cp.async A", stage_writes="A"), COMMIT)
+    stmts = (op("cp.async Q", async_writes="Q"), COMMIT, prologue, steady, wait(0), BLOCK)
+    assert shape(placed(*stmts))[3] == ["async_wait", "|", "gemm", "cp.async A", "async_commit"]
+    empty = loop(op("cp.async A[p]", stage_writes="A"), COMMIT, stop=tir.IntImm(0, I32))
+    with pytest.raises(CompileError, match="'Q'"):  # a prologue that never runs: wait<1> keeps Q's group
+        placed(op("cp.async Q", async_writes="Q"), COMMIT, empty, steady)
+
+
+def test_tma_writes_are_complete_after_their_mbarrier_wait() -> None:
+    tma = op("tma A", tx_writes="A", mbarrier=BAR)
+    stmts = (tma, T.Barrier("mbarrier_wait", (BAR, tir.IntImm(0, I32))), op("use A", reads="A"))
+    assert shape(placed(*stmts)) == ["tma A", "mbarrier_wait", "use A"]
+    with pytest.raises(CompileError, match="'A'"):
+        placed(tma, BLOCK, op("use A", reads="A"))
+
+
+def test_hopper_slots_retire_nothing() -> None:
+    slots = [T.Barrier(k, (BAR,)) for k in ("mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx")]
+    slots += [T.Barrier("named", (tir.IntImm(1, I32), tir.IntImm(256, I32))), T.Barrier("fence_proxy_async")]
+    out = shape(placed(op("copy A", writes="A"), *slots, op("use A", reads="A")))
+    assert out[-2:] == ["|", "use A"]
+
+
+def test_an_unknown_statement_is_a_runtime_error() -> None:
+    with pytest.raises(AssertionError):
+        placed(object())  # type: ignore[arg-type]
+
+
+def _scopes(stmts: tuple[T.Stmt, ...]) -> list[T.Scope]:
+    out: list[T.Scope] = []
+    for s in stmts:
+        match s:
+            case T.Scope():
+                out.append(s)
+            case T.Loop(body=body):
+                out += _scopes(body)
+            case T.IfThen(then=then, orelse=orelse):
+                out += _scopes(then) + _scopes(orelse)
+    return out
+
+
+def _lowered_scopes(case: str) -> list[T.Scope]:
+    from tilec.elaborate import elaborate_file
+    from tilec.pipeline import lower_program
+
+    program = elaborate_file(f"tests/golden/codegen/{case}.tile", {}, arch="sm_80")
+    return _scopes(lower_program(program, "sm_80").kernels[0].body)
+
+
+def test_lowering_records_accesses_on_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    assert any(s.access.stage_writes for s in _lowered_scopes("gemm_pipelined"))  # the pipeline's producers
+    simt = _lowered_scopes("gemm_simt")
+    assert any(s.access.writes for s in simt)  # the copies into shared tiles
+    assert any(s.access.reads and s.access.scratch for s in simt)  # the gemm reading them
+
+
+def test_every_barrier_kind_is_spelled_for_sm_90a() -> None:
+    from typing import get_args
+
+    from tilec import emit
+    from tilec.targets import get_target
+
+    sp = get_target("sm_90a").spelling
+    args = (BAR, tir.IntImm(1, I32))
+    lines = {kind: emit.stmt_lines(T.Barrier(kind, args), sp) for kind in get_args(T.BarrierKind)}
+    assert lines["mbarrier_wait"] == ["tilec_mbarrier_wait(&bars[0], 1);"]
+    assert lines["named"] == ['asm volatile("bar.sync %0, %1;" ::"r"(bars[0]), "r"(1) : "memory");']
+    assert lines["fence_proxy_async"] == ['asm volatile("fence.proxy.async.shared::cta;" ::: "memory");']
+    assert {sp.barrier_helpers[k] for k in lines if k.startswith("mbarrier")} == {"mbarrier"}
+    assert "mbarrier_wait" not in get_target("sm_80").spelling.barriers  # sm_80 has no try_wait.parity
+
+
+def sub(array: str, i: int = 0) -> T.Subscript:
+    return T.Subscript(array, (tir.IntImm(i, I32),), DType.float32)
+
+
+def load(array: str, i: int = 0) -> tir.Expr:
+    """`array[i]` read in an expression (Thread IR subscripts stand where Tile IR loads were)."""
+    return sub(array, i)  # type: ignore[return-value]
+
+
+def view(name: str) -> T.SharedView:
+    return T.SharedView(name, DType.float32, (64,), 0)
+
+
+def test_scalar_statements_outside_tile_ops_are_ordered_too() -> None:
+    store = T.Assign(sub("A", 1), load("A", 2))  # A[1] = A[2], by every thread
+    read = T.Decl("v", DType.float32, init=load("A"), const=True)  # a Let reading A
+    out = shape(placed(view("A"), op("copy", writes="A"), store, read, op("use", reads="A")))
+    assert out == ["SharedView", "copy", "|", "Assign", "|", "Decl", "use"]
+    registers = T.Assign(sub("acc"), load("frag"))  # not shared arrays: nothing to order
+    assert shape(placed(view("A"), op("copy", writes="A"), registers)) == ["SharedView", "copy", "Assign"]
+
+
+def test_branch_condition_and_loop_bounds_read_shared_arrays() -> None:
+    cond = tir.BinOp(">", load("A"), tir.FloatImm(0.0, DType.float32), DType.bool)
+    out = shape(placed(view("A"), op("copy", writes="A"), T.IfThen(cond, (op("r"),))))
+    assert out == ["SharedView", "copy", "|", ("if", ["r"], [])]
+    bound = T.Loop(T.Sym("i", I32), tir.IntImm(0, I32), tir.Cast(load("A"), I32), body=(op("r"),))
+    assert shape(placed(view("A"), op("copy", writes="A"), bound)) == ["SharedView", "copy", "|", ["r", "|"]]
+
+
+def test_a_branch_on_a_shared_tile_waits_for_the_copy_into_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilec.elaborate import elaborate_file
+    from tilec.emit import thread_text
+    from tilec.pipeline import lower_program
+
+    source = """kernel k(A: Tensor((M, N), float16), B: Tensor((M, N), float16)):
+    with Kernel(ceildiv(N, 64), ceildiv(M, 32), threads=128) as (bx, by):
+        A_shared = alloc_shared((32, 64), float16)
+        copy(A[by * 32, bx * 64], A_shared)
+        if A_shared[0, 0] > 0:
+            B[by * 32, bx * 64] = 1
+"""
+    monkeypatch.chdir(ROOT)
+    text = thread_text(lower_program(elaborate_file("k.tile", {}, text=source), "sm_80"))
+    lines = [line.strip() for line in text.splitlines()]
+    branch = next(i for i, line in enumerate(lines) if line.startswith("if (static_cast<float>(A_shared[0][0])"))
+    assert lines[branch - 1] == "__syncthreads();"
