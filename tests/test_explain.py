@@ -54,12 +54,12 @@ def test_instructions_follow_lowering() -> None:
 def test_reduce_plan_mirrors_lowering() -> None:
     # 256 threads along the reduced dim: 32 lanes by shuffles, 8 warps through shared memory.
     frag = L.default((1, 2048), 256, 4)
-    assert explain.cross_thread_plan(frag, 1) == (8, 32, 8)
+    assert explain.cross_thread_plan(frag, 1, 32) == (8, 32, 8)
     # 16 threads per row at stride 1 (the flash-attention accumulator): shuffles only.
     acc = L.accumulator((64, 64), 128)
-    assert explain.cross_thread_plan(acc, 1) == (4, 16, 1)
+    assert explain.cross_thread_plan(acc, 1, 32) == (4, 16, 1)
     # rows split over 8 threads at stride 16: 2 shuffle lanes (stride 16 x 2 = 32), 4 groups via shared.
-    assert explain.cross_thread_plan(acc, 0) == (8, 2, 4)
+    assert explain.cross_thread_plan(acc, 0, 32) == (8, 2, 4)
 
 
 # ---------------------------------------------------------------- ownership

@@ -41,7 +41,22 @@ def test_linear_terms_are_collected() -> None:
 def test_nested_mod_and_div_fold() -> None:
     assert expr_text(simplify(b("%", b("%", tx, 32), 16))) == "tx % 16"
     assert expr_text(simplify(b("//", b("//", tx, 32), 2))) == "tx / 64"
-    assert expr_text(simplify(b("%", b("%", tx, 16), 32))) == "tx % 16 % 32"  # not a multiple: kept
+    assert expr_text(simplify(b("%", b("%", tx, 16), 32))) == "tx % 16"  # already below 32
+    assert expr_text(simplify(b("%", b("//", b("%", tx, 8), 2), 4))) == "tx % 8 / 2"
+    assert expr_text(simplify(b("%", b("//", b("%", tx, 16), 2), 4))) == "tx % 16 / 2 % 4"  # can reach 7: kept
+
+
+def test_common_factor_of_dividend_and_divisor_divides_out() -> None:
+    assert expr_text(simplify(b("//", b("*", k, 32), 64))) == "k / 2"
+    assert expr_text(simplify(b("%", b("*", k, 32), 64))) == "k % 2 * 32"
+    assert expr_text(simplify(b("//", b("*", b("//", tx, 4), 32), 64))) == "tx / 8"
+    assert expr_text(simplify(b("//", b("+", b("*", k, 32), 16), 64))) == "(k * 2 + 1) / 4"
+
+
+def test_quotient_and_remainder_recombine_in_a_dividend() -> None:
+    swizzle_row = b("+", b("*", b("//", tx, 16), 128), b("*", b("%", tx, 16), 8))
+    assert expr_text(simplify(b("//", swizzle_row, 64))) == "tx / 8"
+    assert expr_text(simplify(swizzle_row)) == "tx / 16 * 128 + tx % 16 * 8"  # outside a division: kept
 
 
 def test_division_of_multiples() -> None:

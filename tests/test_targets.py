@@ -18,7 +18,7 @@ SM80 = get_target("sm_80")
 
 def kernel(body: tuple[T.Stmt, ...] = (), tensors: tuple[str, ...] = ("float32",), **kw) -> T.Kernel:
     abi = {"name": "k", "tensors": [{"name": f"A{i}", "dtype": d, "shape": [4]} for i, d in enumerate(tensors)]}
-    params = tuple(T.Param(f"A{i}", "float* __restrict__", "") for i in range(len(tensors)))
+    params = tuple(T.Param(f"A{i}", F32, pointer=True) for i in range(len(tensors)))
     return T.Kernel("k", params, 128, (tir.IntImm(1, I32),), 0, body, abi, **kw)
 
 

@@ -15,7 +15,7 @@ from tilec.tir_print import VerifyError
 
 F32, I32 = DType.float32, DType.int32
 ZERO, ONE = tir.IntImm(0), tir.IntImm(1)
-PARAMS = (T.Param("A", "float* __restrict__", "A: float32[N], written"), T.Param("N", "int", "symbolic dimension"))
+PARAMS = (T.Param("A", F32, pointer=True), T.Param("N", I32))
 
 
 def kernel(*body: T.Stmt, smem: int = 0, helpers: tuple[str, ...] = ()) -> T.Kernel:
@@ -55,6 +55,7 @@ def test_a_correct_kernel_verifies() -> None:
         ((R, T.Assign(r(tir.IntImm(4)), tir.FloatImm(1.0))), "constant index 4 outside 'r' \\(extent 4\\)"),
         ((T.Assign(T.Subscript("A", (ZERO, ZERO), F32), tir.FloatImm(1.0)),), "2 indices into pointer 'A'"),
         ((T.Decl("c", I32, init=ZERO, const=True), T.Assign(T.Sym("c", I32), ONE)), "assignment to const 'c'"),
+        ((T.Assign(T.Sym("N", I32), ONE),), "assignment to const 'N'"),  # a scalar parameter
         ((T.Loop(COUNTER, ZERO, tir.FloatImm(2.5)),), "loop 'i' has a bound of type float32"),
         ((T.Loop(COUNTER, ZERO, ONE, step=0),), "loop 'i' needs an int counter and a positive step"),
         ((X, T.Loop(COUNTER, ZERO, ONE), T.Assign(T.Sym("x", I32), tir.Var("i", I32, "loop"))), "'i' used before"),

@@ -280,8 +280,15 @@ def _body(stmts: tuple[T.Stmt, ...], sp: Spelling) -> list[str]:
 # ---------------------------------------------------------------- kernels
 
 
+def _param(p: T.Param, restrict: str = "") -> str:
+    """`const half* __restrict__ A` (`restrict` is the target's pointer qualifier, or none), `int M`."""
+    if not p.pointer:
+        return f"{p.dtype.cname} {p.name}"
+    return f"{'const ' if p.const else ''}{p.dtype.cname}*{restrict} {p.name}"
+
+
 def _kernel(k: T.Kernel, sp: Spelling) -> list[str]:
-    params = ", ".join(f"{p.ctype} {p.name}" for p in k.params)
+    params = ", ".join(_param(p, sp.restrict) for p in k.params)
     out = [f"{sp.kernel_qualifiers.format(threads=k.threads)} {k.name}_kernel({params}) {{"]
     if k.dynamic_smem:
         out.append(sp.dynamic_smem)
@@ -294,7 +301,7 @@ def _launcher(k: T.Kernel, target: Target) -> list[str]:
     """`extern "C" int NAME(params..., stream)`: the grid, the shared-memory opt-in,
     the kernel's host prologue (k.host_prologue, e.g. TMA descriptors), the launch."""
     sp, launch = target.spelling, target.launch
-    params = [f"{p.ctype.replace(sp.restrict, '')} {p.name}" for p in k.params] + [launch.stream_param]
+    params = [_param(p) for p in k.params] + [launch.stream_param]
     grid = [expr_text(g, sp) for g in k.grid] + ["1"] * (3 - len(k.grid))
     out = [
         launch.doc.format(name=k.name),

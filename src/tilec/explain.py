@@ -226,7 +226,7 @@ def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm) -> str:
     return text
 
 
-def cross_thread_plan(frag: L.Fragment, dim: int) -> tuple[int, int, int]:
+def cross_thread_plan(frag: L.Fragment, dim: int, warp_size: int) -> tuple[int, int, int]:
     """(elements per thread, shuffle lanes, warps via shared memory) of a
     reduce over `dim`, mirroring lowering's shuffle-then-shared split."""
     per_thread = regs_along(frag, dim)
@@ -234,14 +234,14 @@ def cross_thread_plan(frag: L.Fragment, dim: int) -> tuple[int, int, int]:
     if count == 1:
         return per_thread, 1, 1
     inner = 1
-    while inner < count and stride * inner * 2 <= 32:
+    while inner < count and stride * inner * 2 <= warp_size:
         inner *= 2
     return per_thread, inner, count // inner
 
 
-def reduce_instruction(layouts: Layouts, s: tir.Reduce) -> str:
+def reduce_instruction(layouts: Layouts, s: tir.Reduce, warp_size: int) -> str:
     frag = layouts.buffers[s.src.buffer]
-    per_thread, lanes, warps = cross_thread_plan(frag, s.dim)
+    per_thread, lanes, warps = cross_thread_plan(frag, s.dim, warp_size)
     parts = [f"in-thread over {per_thread}"]
     if lanes > 1:
         stride = threads_along(frag, s.dim)[1]
@@ -281,7 +281,7 @@ def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: Pipe
         case tir.Gemm():
             return gemm_instruction(layouts, instruction_named(target, s.instruction), s)
         case tir.Reduce():
-            return reduce_instruction(layouts, s)
+            return reduce_instruction(layouts, s, target.warp_size)
         case tir.Parallel():
             return parallel_instruction(layouts, s)
         case tir.Fill():
@@ -603,8 +603,10 @@ def drawn_region(shape: tuple[int, ...], cap: int) -> tuple[int, int]:
     return min(shape[-2], cap), min(shape[-1], cap)
 
 
-def fragment_svg(kernel: tir.Kernel, buf: tir.Buffer, frag: L.Fragment, color_by: str = "warp", cap: int = 16) -> str:
-    """SVG of `frag`'s thread-to-element map: one cell per drawn element."""
+def fragment_svg(
+    kernel: tir.Kernel, buf: tir.Buffer, frag: L.Fragment, color_by: str = "warp", cap: int = 16, *, warp_size: int
+) -> str:
+    """SVG of `frag`'s thread-to-element map: one cell per drawn element (warps of `warp_size` threads)."""
     rank = len(frag.shape)
     rows, cols = drawn_region(frag.shape, cap)
     cw, ch, left, top = 64, 36, 44, 92
@@ -630,21 +632,21 @@ def fragment_svg(kernel: tir.Kernel, buf: tir.Buffer, frag: L.Fragment, color_by
             out.append(f'<text x="{left - 6}" y="{y + ch // 2 + 4}" font-size="11" text-anchor="end">{i}</text>')
         for j in range(cols):
             index = lead + ((i, j) if rank > 1 else (j,))
-            out.append(_cell(frag, index, left + j * cw, y, cw, ch, color_by))
+            out.append(_cell(frag, index, left + j * cw, y, cw, ch, color_by, warp_size))
     out.append(
         f'<text x="8" y="{height - 42}" font-size="12">{_esc(caption)}; '
         f"{frag.local_size} registers per thread, replication x{replication(frag)}</text>"
     )
-    out += _legend(frag, color_by, height - 30)
+    out += _legend(frag, color_by, height - 30, warp_size)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def _legend(frag: L.Fragment, color_by: str, y: int) -> list[str]:
+def _legend(frag: L.Fragment, color_by: str, y: int, warp_size: int) -> list[str]:
     if color_by != "warp":
         return []
     out = []
-    for w in range(min(math.ceil(frag.threads / 32), len(PALETTE))):
+    for w in range(min(math.ceil(frag.threads / warp_size), len(PALETTE))):
         x = 8 + w * 84
         out.append(
             f'<rect x="{x}" y="{y}" width="14" height="14" fill="{PALETTE[w]}" stroke="#555" stroke-width="0.5"/>'
@@ -662,9 +664,11 @@ def _caption(shape: tuple[int, ...], rows: int, cols: int) -> str:
     return f"top-left {rows}x{cols} block of {whole}" + (" (leading indices 0)" if len(shape) > 2 else "")
 
 
-def _cell(frag: L.Fragment, index: tuple[int, ...], x: int, y: int, w: int, h: int, color_by: str) -> str:
+def _cell(
+    frag: L.Fragment, index: tuple[int, ...], x: int, y: int, w: int, h: int, color_by: str, warp_size: int
+) -> str:
     tids, slot = owners(frag, index)
-    key = tids[0] // 32 if color_by == "warp" else tids[0]
+    key = tids[0] // warp_size if color_by == "warp" else tids[0]
     fill = PALETTE[key % len(PALETTE)]
     idx = ",".join(map(str, index))
     all_t = ",".join(map(str, tids))
@@ -682,4 +686,4 @@ def explain_svg(program: tir.Program, buffer: str, kernel: str | None = None, co
     k, buf = find_fragment(program, buffer, kernel)
     target = get_target("sm_80")
     frag = infer_layouts(select_kernel(k, target), target).buffers[buf]
-    return fragment_svg(k, buf, frag, color_by)
+    return fragment_svg(k, buf, frag, color_by, warp_size=target.warp_size)

@@ -263,12 +263,13 @@ def mma_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: int
       regs:    MI @ dim 0 stride 16, NI @ dim 1 stride 8, 2 @ dim 0 stride 8, 2 @ dim 1 stride 1
     """
     m, n = shape
-    grid = warp_grid(m, n, threads // 32, policy, rows)
+    lanes = (Part(4, 1, 2), Part(8, 0, 1))  # the threads of one m16n8 tile: the instruction's warp
+    grid = warp_grid(m, n, threads // math.prod(p.extent for p in lanes), policy, rows)
     if grid is None:
         return None
     wm, wn = grid
     mi, ni = m // (wm * 16), n // (wn * 8)
-    thread_parts = (Part(4, 1, 2), Part(8, 0, 1), Part(wn, 1, ni * 8), Part(wm, 0, mi * 16))
+    thread_parts = (*lanes, Part(wn, 1, ni * 8), Part(wm, 0, mi * 16))
     local_parts = (Part(mi, 0, 16), Part(ni, 1, 8), Part(2, 0, 8), Part(2, 1, 1))
     return Fragment(shape, thread_parts, local_parts)
 

@@ -3,7 +3,10 @@
 Lowering builds index arithmetic mechanically (`(k * 32 + 0) * K + (tx % 8) * 8`);
 this module brings it to a canonical, readable form before it is printed:
 constants folded, linear terms collected (`k * 32 * K + tx % 8 * 8`), and
-`//` / `%` by a constant removed where every term divides evenly.
+`//` / `%` by a constant removed where every term divides evenly. A factor
+common to a dividend and its divisor divides out (`i * 32 / 64` -> `i / 2`),
+`x / k * k + x % k` in a dividend is `x`, and a `%` of a value already below
+its divisor goes (`tx % 8 / 2 % 4` -> `tx % 8 / 2`).
 
 It works on `tir` expressions and knows nothing of layouts. All index values
 are nonnegative in generated code, which is what makes the `//` and `%` rules
@@ -103,6 +106,9 @@ def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
             return _divmod(e, a.a, b)  # x % 32 % 16 = x % 16
         if e.op == "//" and a.op == "//":
             return _divmod(e, a.a, int_(inner * d))  # x / 32 / 2 = x / 64
+    limit = _limit(a)
+    if e.op == "%" and d is not None and d > 0 and limit is not None and limit <= d:
+        return a  # tx % 8 / 2 % 4 = tx % 8 / 2: already below 4
     ca = const(a)
     if d is not None and ca is not None and d != 0:
         return int_(ca // d if e.op == "//" else ca % d)
@@ -110,13 +116,50 @@ def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
         return a if e.op == "//" else int_(0)
     lin = _linear(a)
     if d is not None and d > 0 and lin is not None:
-        terms, c = lin
+        terms, c = _merge_quotient_remainder(lin)
         if all(coef % d == 0 for coef in terms.values()):
             if e.op == "//":
                 return _build(({k: v // d for k, v in terms.items()}, c // d), e.dtype)
             return int_(c % d)
-        # (x * 8 + r) // 8 with 0 <= r < 8 and x's other terms divisible
+        g = math.gcd(d, c, *terms.values())
+        if g > 1:  # x * 32 / 64 = x / 2, x * 32 % 64 = x % 2 * 32
+            reduced = _build(({k: v // g for k, v in terms.items()}, c // g), e.dtype)
+            part = _divmod(tir.BinOp(e.op, reduced, int_(d // g), e.dtype, e.span), reduced, int_(d // g))
+            return part if e.op == "//" else simplify(tir.BinOp("*", part, int_(g), e.dtype))
+        if (terms, c) != lin:
+            a = _build((terms, c), e.dtype)
     return tir.BinOp(e.op, a, b, e.dtype, e.span)
+
+
+def _limit(e: tir.Expr) -> int | None:
+    """A bound that a nonnegative expression stays below, read off its form (`x % 8 / 2` < 4), or None."""
+    match e:
+        case tir.IntImm(v) if v >= 0:
+            return v + 1
+        case tir.BinOp("%", _, tir.IntImm(m)) if m > 0:
+            return m
+        case tir.BinOp("//", a, tir.IntImm(k)) if k > 0:
+            la = _limit(a)
+            return None if la is None else (la - 1) // k + 1
+        case _:
+            return None
+
+
+def _merge_quotient_remainder(lin: Linear) -> Linear:
+    """x / k * k + x % k = x (C's / and % satisfy it for every sign), scaled:
+    the dividend of `(tx / 16 * 16 + tx % 16) / 8` is tx."""
+    terms, c = dict(lin[0]), lin[1]
+    for atom, coef in lin[0].items():
+        if not (isinstance(atom, tir.BinOp) and atom.op == "%" and isinstance(atom.b, tir.IntImm)):
+            continue
+        quotient = tir.BinOp("//", atom.a, atom.b, atom.dtype)
+        x = _linear(atom.a)
+        if x is None or terms.get(atom) != coef or terms.get(quotient) != coef * atom.b.value:
+            continue
+        del terms[atom], terms[quotient]
+        merged = _combine((terms, c), _scale(x, coef), 1)
+        terms, c = dict(merged[0]), merged[1]
+    return terms, c
 
 
 def simplify(e: tir.Expr) -> tir.Expr:

@@ -234,9 +234,13 @@ Stmt: TypeAlias = Decl | SharedView | Assign | Loop | IfThen | Call | Barrier | 
 
 @dataclass(frozen=True, slots=True)
 class Param:
+    """A kernel parameter: a scalar, or a pointer to a tensor's elements
+    (`const half* __restrict__ A` in the kernel, `const half* A` in the launcher)."""
+
     name: str
-    ctype: str  # e.g. "const half* __restrict__", "int"
-    doc: str  # one line for the header: "A: float16[M, K], read"
+    dtype: DType
+    pointer: bool = False
+    const: bool = False  # the kernel only reads what the pointer points to
 
 
 @dataclass(frozen=True, slots=True)

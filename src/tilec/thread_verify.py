@@ -8,7 +8,7 @@ report far from its cause (or not at all):
     float r[4]; float r[4];         // 'r' declared twice in one scope
     r[0][1] = 0.0f;                 // two indices into 'r' (declared with one)
     r[4] = 0.0f;                    // constant index 4 outside 'r' (extent 4)
-    const int c = 0; c = 1;         // assignment to const 'c'
+    const int c = 0; c = 1;         // assignment to const 'c' (or to a scalar parameter)
     for (int i = 0; i < 2.5f; ...)  // a loop bound that is not an integer
     tilec_mma_m16n8k16_f16(...)     // a helper the kernel does not list (it would not be emitted)
     T.Barrier("named")              // a barrier kind the target cannot spell yet
@@ -243,7 +243,7 @@ def _spelled_calls(spelling: Spelling) -> frozenset[str]:
 def verify_kernel(k: T.Kernel, target: Target) -> None:
     """Raises VerifyError on the first broken invariant of `k`."""
     checker = _Checker(k, target.spelling)
-    params = {p.name: _Name(None if "*" in p.ctype else ()) for p in k.params}
+    params = {p.name: _Name(None if p.pointer else (), const=not p.pointer) for p in k.params}
     checker.scopes.append(params)
     for g in k.grid:
         checker.expr(g)

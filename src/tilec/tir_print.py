@@ -14,6 +14,7 @@ from typing import assert_never
 
 from tilec import tir
 from tilec.emit import expr_text
+from tilec.targets import ARCHES, TARGETS, Target
 
 
 def _shape(buf: tir.Buffer) -> str:
@@ -104,10 +105,12 @@ class VerifyError(Exception):
     pass
 
 
-def verify(p: tir.Program) -> None:
-    """Structural invariants every pass must keep (run after each pass in tests)."""
+def verify(p: tir.Program, target: Target | None = None) -> None:
+    """Structural invariants every pass must keep (run after each pass in tests); the block
+    size is checked against `target` (the first arch's record by default)."""
+    t = target or TARGETS[ARCHES[0]]
     for k in p.kernels:
-        if not 0 < k.threads <= 1024 or k.threads % 32:
+        if not 0 < k.threads <= t.max_threads or k.threads % t.warp_size:
             raise VerifyError(f"{k.name}: threads {k.threads}")
         if not 1 <= len(k.grid) <= 3 or len(k.block_vars) != len(k.grid):
             raise VerifyError(f"{k.name}: grid/block vars mismatch")

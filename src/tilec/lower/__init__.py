@@ -28,6 +28,7 @@ cp.async waits and barriers as T.Barrier nodes, part of their schedule.
     loops.py     distributed loops and their 16-byte vectorization
     ops.py       one method per tile op
     cexpr.py     small builders of C-ready expressions
+    lanes.py     `lane` / `warp` names for tx % 32 and tx / 32 after lowering
     cleanup.py   drop unused constants after lowering
 """
 

@@ -59,6 +59,16 @@ def compute_dtype(d: DType) -> DType:
     return F32 if d.is_low_precision else d
 
 
+# Computed in float like the other narrow floats, but with no implicit conversion
+# back from float in CUDA C++: a let of one needs an explicit conversion.
+_EXPLICIT_FROM_FLOAT = frozenset({DType.float8_e4m3, DType.float8_e5m2})
+
+
+def let_init(value: tir.Expr, d: DType) -> tir.Expr:
+    """The initializer of a `const d` let whose value, lowered, is `value`."""
+    return cast(value, d) if d in _EXPLICIT_FROM_FLOAT else value
+
+
 def cast(e: tir.Expr, d: DType) -> tir.Expr:
     if isinstance(e, tir.Cast) and e.value.dtype == d and e.dtype == F32:
         return e.value  # half -> float -> half is the identity
@@ -93,9 +103,10 @@ def c_string(text: str) -> str:
     return '"' + text.replace('"', '\\"') + '"'
 
 
-def raw(text: str) -> tir.Var:
-    """A C expression spelled out (built-in registers such as threadIdx.x)."""
-    return tir.Var(text, I32, "thread")
+def builtin(name: T.BuiltinName, dtype: DType = I32) -> tir.Expr:
+    """A register of the target (`threadIdx.x` in CUDA) inside an expression; the emitter
+    spells it from the Target record."""
+    return T.Builtin(name, dtype)  # type: ignore[return-value]  # a Thread IR leaf in a tir.Expr tree
 
 
 def symv(sym: T.Sym) -> tir.Var:

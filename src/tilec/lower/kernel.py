@@ -12,19 +12,19 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.emit import expr_text as _expr_text
 from tilec.lower.cexpr import (
     F32,
     I32,
     Access,
     ElementLoop,
     all_of,
+    builtin,
     cast,
     compute_dtype,
     conjuncts,
     flatten,
+    let_init,
     lt,
-    raw,
     source_comment,
     source_line,
     split_index,
@@ -32,12 +32,13 @@ from tilec.lower.cexpr import (
     upper_bound,
     zero,
 )
+from tilec.lower.lanes import name_lanes
 from tilec.lower.loops import DistributedLoops
 from tilec.lower.ops import TileOps, backend_of
 from tilec.lower.pipelined import Pipelining
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import PipelinePlan
-from tilec.simplify import simplify
+from tilec.simplify import int_, simplify
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target
 
@@ -106,19 +107,26 @@ _RESERVED = {
 }
 
 
+_GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
+
+
 @dataclass
 class _Names:
     """One name per IR object, derived from the user's name; deterministic."""
 
     taken: set[str] = field(default_factory=set)
     given: dict[object, str] = field(default_factory=dict)  # keyed by the object (identity hash)
+    next_suffix: dict[str, int] = field(default_factory=dict)  # base -> the first suffix not yet tried
 
     def fresh(self, base: str) -> str:
+        """`base`, else the first free base_1, base_2...; the search resumes where
+        the last one for `base` stopped (taken names stay taken), so n names cost O(n)."""
         name = base if base not in _RESERVED else base + "_"
-        n = 1
+        n = self.next_suffix.get(base, 1)
         while name in self.taken:
             name = f"{base}_{n}"
             n += 1
+        self.next_suffix[base] = n
         self.taken.add(name)
         return name
 
@@ -153,7 +161,8 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         self.written: set[str] = set()
         self.scratch_reads: set[str] = set()  # shared scratch the op being lowered reads (see op)
         self.swizzle: tir.UseSwizzle | None = None
-        self.vec_flags: dict[str, str] = {}  # condition text key -> const bool name
+        # kernel-wide flags (`const bool A_vec8 = ...;`): by (tensor, vector width) or by condition
+        self.vec_flags: dict[tuple[tir.Buffer, int] | tir.Expr, tir.Var] = {}
         self.prologue: list[T.Stmt] = []
         self.assumed: list[tir.Expr] = []  # conditions known to hold where code is being built
         self.helpers: set[str] = set()  # inline-PTX helpers the kernel calls
@@ -165,25 +174,15 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         params = self._params()
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
-        body = head + body
+        body = name_lanes(head + body, self.tx, self.kernel.threads, self.target.warp_size, self.names.fresh)
         helpers = tuple(sorted(self.helpers))
         return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(body), abi, helpers)
 
     def _params(self) -> tuple[T.Param, ...]:
-        out = []
-        for t in self.kernel.tensors:
-            name = self.names.of(t)
-            const = "" if name in self.written else "const "
-            shape = ", ".join(_expr_text(d) for d in t.shape)
-            access = "written" if name in self.written else "read"
-            out.append(
-                T.Param(name, f"{const}{t.dtype.cname}* __restrict__", f"{t.dtype.tile_name}[{shape}], {access}")
-            )
-        for v in self.kernel.scalars:
-            out.append(T.Param(self.names.of(v), v.dtype.cname, f"scalar {v.dtype.tile_name}"))
-        for v in self.kernel.dims:
-            out.append(T.Param(self.names.of(v), "int", "symbolic dimension"))
-        return tuple(out)
+        names = [self.names.of(t) for t in self.kernel.tensors]
+        tensors = [T.Param(n, t.dtype, True, n not in self.written) for n, t in zip(names, self.kernel.tensors)]
+        scalars = [T.Param(self.names.of(v), v.dtype) for v in (*self.kernel.scalars, *self.kernel.dims)]
+        return (*tensors, *scalars)
 
     def _abi(self) -> dict:
         def dim(d: tir.Expr) -> int | str:
@@ -200,31 +199,32 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         }
 
     def _block_index(self) -> list[T.Stmt]:
-        out: list[T.Stmt] = [T.Decl(self.tx.name, I32, init=raw("threadIdx.x"), const=True)]
-        names = [self.names.of(v) for v in self.kernel.block_vars]
-        axes = ["blockIdx.x", "blockIdx.y", "blockIdx.z"]
+        out: list[T.Stmt] = [_const(self.tx, builtin("thread_index"))]
+        blocks = [tir.Var(self.names.of(v), I32, "thread") for v in self.kernel.block_vars]
+        axes: list[T.BuiltinName] = ["block_index_x", "block_index_y", "block_index_z"]
         sw = self.swizzle
-        if sw is None or len(names) < 2:
-            for name, axis in zip(names, axes):
-                out.append(T.Decl(name, I32, init=raw(axis), const=True))
-            return out
+        if sw is None or len(blocks) < 2:
+            return out + [_const(b, builtin(axis)) for b, axis in zip(blocks, axes)]
         # Panels of `panel_size` block rows (order row) walked column by column, for L2 reuse.
-        p = sw.panel_size
+        p = int_(sw.panel_size)
         first, second = ("x", "y") if sw.order == "row" else ("y", "x")
+        tile_id, panel_tiles, panel, in_panel, panel_rows = (
+            tir.Var(self.names.fresh(n), I32, "thread")
+            for n in ("tile_id", "panel_tiles", "panel", "in_panel", "panel_rows")
+        )
+        grid_first, grid_second = (builtin(_GRID_DIM[a], DType.uint32) for a in (first, second))
+        block_x, block_y = builtin("block_index_x"), builtin("block_index_y")
+        b_first, b_second = (blocks[0], blocks[1]) if first == "x" else (blocks[1], blocks[0])
         out += [
-            T.Decl("tile_id", I32, init=raw("blockIdx.y * gridDim.x + blockIdx.x"), const=True),
-            T.Decl("panel_tiles", I32, init=raw(f"{p} * gridDim.{first}"), const=True),
-            T.Decl("panel", I32, init=raw("tile_id / panel_tiles"), const=True),
-            T.Decl("in_panel", I32, init=raw("tile_id % panel_tiles"), const=True),
-            T.Decl("panel_rows", I32, init=raw(f"min({p}, (int)gridDim.{second} - panel * {p})"), const=True),
+            _const(tile_id, _op("+", _op("*", block_y, builtin(_GRID_DIM["x"], DType.uint32)), block_x)),
+            _const(panel_tiles, _op("*", p, grid_first)),
+            _const(panel, _op("//", tile_id, panel_tiles)),
+            _const(in_panel, _op("%", tile_id, panel_tiles)),
+            _const(panel_rows, tir.Call("min", (p, _op("-", tir.Cast(grid_second, I32), _op("*", panel, p))), I32)),
+            _const(b_second, _op("+", _op("*", panel, p), _op("%", in_panel, panel_rows))),
+            _const(b_first, _op("//", in_panel, panel_rows)),
         ]
-        b_first = names[0] if first == "x" else names[1]
-        b_second = names[1] if first == "x" else names[0]
-        out.append(T.Decl(b_second, I32, init=raw(f"panel * {p} + in_panel % panel_rows"), const=True))
-        out.append(T.Decl(b_first, I32, init=raw("in_panel / panel_rows"), const=True))
-        if len(names) > 2:
-            out.append(T.Decl(names[2], I32, init=raw("blockIdx.z"), const=True))
-        return out
+        return out + [_const(b, builtin("block_index_z")) for b in blocks[2:]]
 
     def block(self, stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
         out: list[T.Stmt] = []
@@ -237,7 +237,9 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
             case tir.Alloc():
                 return self.alloc(s)
             case tir.Let(var, value):
-                return [T.Decl(self.names.of(var), var.dtype, init=self.value(value, None), const=True)]
+                return [
+                    T.Decl(self.names.of(var), var.dtype, init=let_init(self.value(value, None), var.dtype), const=True)
+                ]
             case tir.Store():
                 return self.scalar_store(s)
             case tir.Copy() if id(s) in self.plan.early:
@@ -462,6 +464,16 @@ if TYPE_CHECKING:
     # a protocol self-type is what lets a mixin method use its host's members.
     class LoweringHost(KernelLowering, Protocol):  # type: ignore[misc]
         pass
+
+
+def _const(var: tir.Var, init: tir.Expr) -> T.Decl:
+    """`const int var = init;`"""
+    return T.Decl(var.name, var.dtype, init=init, const=True)
+
+
+def _op(op: tir.BinOpName, a: tir.Expr, b: tir.Expr) -> tir.Expr:
+    """An int32 operation written as is (no simplification: block-index set-up reads as written)."""
+    return tir.BinOp(op, a, b, I32)
 
 
 def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan) -> T.Kernel:

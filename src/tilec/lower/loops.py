@@ -8,6 +8,9 @@ shape, alignment and bounds allow (decided per vector at run time).
       if (X_vec8 && ... + 8 <= N) { uint4 load; 8 lanes of math; uint4 store }
       else { for (e1 ...) { const int j = ...; if (j < N) Y[..] = X[..] * 2; } }
     }
+
+A plain copy of one dtype between global and shared memory skips the
+registers and the lane loop: `*(uint4*)&Y_s[..] = *(const uint4*)&X[..];`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.emit import expr_text as _expr_text
 from tilec.lower.cexpr import (
     I32,
     ElementLoop,
@@ -28,9 +30,9 @@ from tilec.lower.cexpr import (
     conjuncts,
     counter_var,
     guarded,
+    let_init,
     lt,
     printf,
-    raw,
     upper_bound,
     vars_in,
 )
@@ -159,7 +161,8 @@ class DistributedLoops:
                         cond = all_of([self.replica_zero(loop.layout), cond])
                     out += guarded(cond, [assign])
                 case tir.Let(var, value):
-                    out.append(T.Decl(self.names.of(var), var.dtype, init=self.value(value, loop), const=True))
+                    let_value = let_init(self.value(value, loop), var.dtype)
+                    out.append(T.Decl(self.names.of(var), var.dtype, init=let_value, const=True))
                 case tir.Alloc(buf, init) if buf.scope == "var":
                     value = cast(self.value(init, loop), buf.dtype) if init is not None else None
                     out.append(T.Decl(self.names.of(buf), buf.dtype, (), init=value))
@@ -205,6 +208,9 @@ class DistributedLoops:
             return None
         if self.async_copy:
             return self.async_vector(body, loop, lane_var, width)
+        direct = self.direct_vector(body, loop, lane_var, width)
+        if direct is not None:
+            return direct
         stores = [s for s in body if isinstance(s, tir.Store)]
         accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
         loads: list[tir.Load] = []
@@ -263,6 +269,34 @@ class DistributedLoops:
             return None
         body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
         return all_of(conds), body_out
+
+    def direct_vector(
+        self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
+    ) -> tuple[tir.Expr, list[T.Stmt]] | None:
+        """A memory -> memory copy of one dtype, moved 16 bytes at a time with no registers
+        named on the way (the bits are the same, so nothing needs converting):
+
+            *reinterpret_cast<uint4*>(&s[i][j]) = *reinterpret_cast<const uint4*>(&X[...]);
+        """
+        store = body[0]
+        if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
+            return None
+        load = store.value
+        memory = ("global", "shared")
+        if load.buffer is store.buffer or load.buffer.dtype != store.buffer.dtype:
+            return None
+        if load.buffer.scope not in memory or store.buffer.scope not in memory:
+            return None
+        zero_lane = {lane: int_(0)}
+        src = self._vec_access(load.buffer, load.indices, lane, width, zero_lane)
+        dst = self._vec_access(store.buffer, store.indices, lane, width, zero_lane)
+        if src is None or dst is None:
+            return None
+        if store.buffer.scope == "global":
+            self.written.add(dst[1][0].array)
+        chunk = width * store.buffer.dtype.bytes // len(dst[1])
+        moves: list[T.Stmt] = [T.Assign(T.VecRef(d, chunk), T.VecRef(s, chunk)) for d, s in zip(dst[1], src[1])]
+        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), moves
 
     def async_vector(
         self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
@@ -337,18 +371,27 @@ class DistributedLoops:
             for k in range(1, width // per)
         ]
 
-    def _aligned(self: LoweringHost, buf: tir.Buffer, width: int) -> tir.Expr:
-        """A kernel-wide flag: the tensor's rows start on `width`-element boundaries."""
-        name = self.names.of(buf)
-        key = f"{name}/{width}"
+    def _aligned(self: LoweringHost, buf: tir.Buffer, width: int) -> tir.Var:
+        """A kernel-wide flag: the tensor's rows start on `width`-element boundaries.
+
+        const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
+        """
+        key = (buf, width)
         if key not in self.vec_flags:
-            flag = self._fresh(f"{name}_vec{width}")
+            name = self.names.of(buf)
+            flag = tir.Var(self._fresh(f"{name}_vec{width}"), DType.bool, "let")
             self.vec_flags[key] = flag
-            conds = [f"reinterpret_cast<uintptr_t>({name}) % 16 == 0"]
+            address = T.Intrin("address", (tir.Var(name, buf.dtype, "thread"),), DType.uint64)
+            cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
             if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
-                conds.append(f"{_expr_text(self.value(buf.shape[-1], None))} % {width} == 0")
-            self.prologue.append(T.Decl(flag, DType.bool, init=raw(" && ".join(conds)), const=True))
-        return tir.Var(self.vec_flags[key], DType.bool, "let")
+                cond = tir.BinOp("and", cond, _divisible(self.value(buf.shape[-1], None), width), DType.bool)
+            self.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
+        return self.vec_flags[key]
+
+
+def _divisible(e: tir.Expr, k: int) -> tir.Expr:
+    """`e % k == 0`, as written."""
+    return tir.BinOp("==", tir.BinOp("%", e, int_(k), e.dtype), int_(0), DType.bool)
 
 
 def replace_loads(e: tir.Expr, table: dict[tir.Load, tir.Expr]) -> tir.Expr:

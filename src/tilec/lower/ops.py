@@ -17,7 +17,6 @@ from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.emit import expr_text as _expr_text
 from tilec.instructions import Instruction, OperandTypes
 from tilec.lower.cexpr import (
     I32,
@@ -189,12 +188,11 @@ class TileOps:
         (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
         tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
         the tensor's alignment and the block-index part of "this tile is inside the tensor"."""
-        text = _expr_text(cond)
-        if text not in self.vec_flags:
-            flag = self._fresh(f"{self.names.of(buf)}_{what}")
-            self.vec_flags[text] = flag
-            self.prologue.append(T.Decl(flag, DType.bool, init=cond, const=True))
-        return tir.Var(self.vec_flags[text], DType.bool, "let")
+        if cond not in self.vec_flags:
+            flag = tir.Var(self._fresh(f"{self.names.of(buf)}_{what}"), DType.bool, "let")
+            self.vec_flags[cond] = flag
+            self.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
+        return self.vec_flags[cond]
 
     def fill(self: LoweringHost, s: tir.Fill) -> list[T.Stmt]:
         vars, shape = self._tile_domain([s.dst])
@@ -411,11 +409,11 @@ class TileOps:
         outer: list[tuple[int, int]] = []
         for extent, stride in parts:
             inner = 1
-            while inner < extent and stride * inner * 2 <= 32:
+            while inner < extent and stride * inner * 2 <= self.target.warp_size:
                 inner *= 2
             mask = stride * inner // 2
             while mask >= stride and inner > 1:
-                other = T.Intrin("__shfl_xor_sync", ("0xffffffffu", accv, int_(mask)), dtype)
+                other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
                 out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
                 mask //= 2
             if extent // inner > 1:
@@ -496,7 +494,7 @@ class TileOps:
         msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
         return T.IfThen(
             tir.UnaryOp("not", cond, DType.bool),
-            (T.Call(T.Intrin("printf", (c_string(msg + "\\n"),), I32)), T.Call(T.Intrin("__trap", (), I32))),
+            (T.Call(T.Intrin("printf", (c_string(msg + "\\n"),), I32)), T.Call(T.Intrin("trap", (), I32))),
         )
 
 

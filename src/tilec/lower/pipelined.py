@@ -5,11 +5,15 @@
         gemm(A_shared, B_shared, C)                commit
                                                  }
                                          ->      for (k = 0; k < n; ++k) {
+                                                   read_stage = k % 3; write_stage = (k + 2) % 3
                                                    wait until 1 group is pending; __syncthreads()
-                                                   if (k + 2 < n) cp.async A[.., (k + 2) * 32] -> A_shared[(k + 2) % 3]
+                                                   if (k + 2 < n) cp.async A[.., (k + 2) * 32] -> A_shared[write_stage]
                                                    commit
-                                                   gemm(A_shared[k % 3], B_shared[k % 3], C)
+                                                   gemm(A_shared[read_stage], B_shared[read_stage], C)
                                                  }
+
+The stages an iteration reads, reads next and writes are named constants at the
+top of its body (`const int write_stage = (k + 2) % 3;`).
 
 The barrier at the top of an iteration both publishes the stage about to be
 read and retires the reads of the stage about to be overwritten (it was read
@@ -26,11 +30,11 @@ into the last step (before the next tile's first fragments are loaded), so
 neither the barrier nor ldmatrix latency sits between two runs of mma:
 
     for (k = 0; k < n; ++k) {           // fragments of step 0 loaded before the loop
-      load fragments of step 1 (tile k % 3) into set 1
-      if (k + 2 < n) cp.async tile k + 2 -> stage (k + 2) % 3;  commit
+      load fragments of step 1 (tile k: read_stage) into set 1
+      if (k + 2 < n) cp.async tile k + 2 -> write_stage;  commit
       mma on set 0
       wait until 1 group is pending; __syncthreads()
-      if (k + 1 < n) load fragments of step 0 (tile (k + 1) % 3) into set 0
+      if (k + 1 < n) load fragments of step 0 (tile k + 1: next_stage) into set 0
       mma on set 1
     }
 
@@ -84,9 +88,10 @@ class Pipelining:
         consumers = tuple(x for x in s.body if id(x) not in producer_ids)
         start = simplify(self.value(s.start, None))
         count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
+        lead = "1 iteration" if stages == 2 else f"{stages - 1} iterations"
         out: list[T.Stmt] = [
             T.Comment(source_comment(s, words=6)),
-            T.Comment(f"software pipeline, {stages} stages: copies run {stages - 1} iterations ahead"),
+            T.Comment(f"software pipeline, {stages} stages: copies run {lead} ahead"),
         ]
         # prologue: the first stages - 1 iterations' copies
         p = tir.Var(self._fresh("stage"), I32, "thread")
@@ -95,23 +100,38 @@ class Pipelining:
         out.append(T.Loop(T.Sym(p.name, I32), int_(0), int_(stages - 1), 1, True, tuple(fill)))
         # steady state
         it = tir.Var(self.names.of(s.var) + "_iter" if const(start) != 0 else self.names.of(s.var), I32, "thread")
+        names = self.stage_names(it, stages)
+        read_stage, next_stage, write_stage = (var for var, _ in names)
         ahead = simplify(add(it, int_(stages - 1)))
-        ahead_stage = simplify(tir.BinOp("%", ahead, int_(stages), I32))
-        prefetch = self.produce(s.var, producers, start, ahead, ahead_stage, count)
+        prefetch = self.produce(s.var, producers, start, ahead, write_stage, count)
         self.cvars[s.var] = simplify(add(start, it))  # the user's k is start + iteration
         mma = self.mainloop_gemm(consumers)
+        body: list[T.Stmt] = [decl for _, decl in names]  # unused ones are dropped after lowering
         if mma is not None:
-            setup, body = self.mainloop(mma, stages, it, count, prefetch)
+            setup, steps = self.mainloop(mma, stages, it, count, prefetch, read_stage, next_stage)
             out += setup
+            body += steps
         else:
-            body = [_wait(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
+            body += [_wait(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
             for prod in producers:
-                self.stage_of[prod.dst.buffer] = simplify(tir.BinOp("%", it, int_(stages), I32))
+                self.stage_of[prod.dst.buffer] = read_stage
             body += self.interleaved(producers, consumers, prefetch)
             for prod in producers:
                 del self.stage_of[prod.dst.buffer]
         out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
         out += [_wait(0), BLOCK]
+        return out
+
+    def stage_names(self: LoweringHost, it: tir.Var, stages: int) -> list[tuple[tir.Var, T.Decl]]:
+        """The stages iteration `it` reads, reads next (a GEMM main loop's fragments of the next
+        tile) and writes (the copies run stages - 1 iterations ahead), each a named constant:
+        `const int write_stage = (k + 2) % 3;`."""
+        out = []
+        for name, ahead in (("read_stage", 0), ("next_stage", 1), ("write_stage", stages - 1)):
+            var = tir.Var(self._fresh(name), I32, "thread")
+            self.bounds[var] = stages - 1
+            index = simplify(tir.BinOp("%", add(it, int_(ahead)), int_(stages), I32))
+            out.append((var, T.Decl(var.name, I32, init=index, const=True)))
         return out
 
     def interleaved(
@@ -148,7 +168,14 @@ class Pipelining:
         return mma
 
     def mainloop(
-        self: LoweringHost, mma: MmaGemm, stages: int, it: tir.Var, count: tir.Expr, prefetch: list[T.Stmt]
+        self: LoweringHost,
+        mma: MmaGemm,
+        stages: int,
+        it: tir.Var,
+        count: tir.Expr,
+        prefetch: list[T.Stmt],
+        current: tir.Var,
+        following: tir.Var,
     ) -> tuple[list[T.Stmt], list[T.Stmt]]:
         """The code before the steady-state loop and its body, for a GEMM main loop."""
         g = mma.gemm
@@ -166,8 +193,6 @@ class Pipelining:
         wait: list[T.Stmt] = [_wait(stages - 2), BLOCK]
         setup = wait + [d for r in regs for d in self.backend.declare(mma, *r)]
         setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
-        current = simplify(tir.BinOp("%", it, int_(stages), I32))
-        following = simplify(tir.BinOp("%", add(it, int_(1)), int_(stages), I32))
         body: list[T.Stmt] = [T.Comment(source_comment(g)), T.Comment("fragments are loaded one k step ahead")]
         parts = _spread(prefetch, mma.steps)
         # groups newer than tile k + 1 at the barrier: tiles k + 2 .. k + stages - 2 (one group each

@@ -61,6 +61,7 @@ INTRINSICS: dict[str, str] = {
     "atomic_add": "atomicAdd({0}, {1})",
     "printf": "printf({args})",
     "trap": "__trap()",
+    "address": "reinterpret_cast<uintptr_t>({0})",  # the address a pointer holds, as an integer
 }
 
 # Register types for moves of 2..16 bytes (T.VecRef).
@@ -98,6 +99,7 @@ HEADER_OF_NAME: dict[str, str] = {
     "__nv_fp8_e5m2": "cuda_fp8.h",
     **dict.fromkeys(_STDINT + ("intptr_t", "uintptr_t"), "stdint.h"),
     "printf": "stdio.h",
+    "address": "stdint.h",
 }
 HEADER_ORDER = ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "stdint.h", "stdio.h")
 

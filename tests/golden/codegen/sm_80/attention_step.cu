@@ -84,6 +84,8 @@ extern "C" __global__ void __launch_bounds__(64)
                      const half* __restrict__ V, half* __restrict__ O, int S) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   half(*Q_s)[40] = reinterpret_cast<half(*)[40]>(smem + 0);
   half(*K_s)[32][40] = reinterpret_cast<half(*)[32][40]>(smem + 2560);
@@ -138,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(64)
     }
   }
 // attention_step.tile:17: for k in Pipelined(ceildiv(S, 32), num_stages=2):
-// software pipeline, 2 stages: copies run 1 iterations ahead
+// software pipeline, 2 stages: copies run 1 iteration ahead
 #pragma unroll
   for (int stage = 0; stage < 1; ++stage) {
     if (stage < (S + 31) / 32) {
@@ -200,6 +202,8 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_cp_async_commit();
   }
   for (int k = 0; k < (S + 31) / 32; ++k) {
+    const int read_stage = k % 2;
+    const int write_stage = (k + 1) % 2;
     tilec_cp_async_wait<0>();
     __syncthreads();
     if (k + 1 < (S + 31) / 32) {
@@ -208,21 +212,21 @@ extern "C" __global__ void __launch_bounds__(64)
         if (K_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-            tilec_cp_async_16(&K_s[(k + 1) % 2][g0_8 * 16 + tx / 4][tx % 4 * 8],
+            tilec_cp_async_16(&K_s[write_stage][g0_8 * 16 + tx / 4][tx % 4 * 8],
                               &K[k * 1024 + g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
             if (K_vec8 && k * 32 + g0_7 * 16 + tx / 4 + 32 < S) {
-              tilec_cp_async_16(&K_s[(k + 1) % 2][g0_7 * 16 + tx / 4][tx % 4 * 8],
+              tilec_cp_async_16(&K_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 8],
                                 &K[k * 1024 + g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 8 + e1_7;
-                K_s[(k + 1) % 2][i_7][j_7] = static_cast<half>(
+                K_s[write_stage][i_7][j_7] = static_cast<half>(
                     k * 32 + i_7 + 32 < S ? static_cast<float>(K[k * 1024 + i_7 * 32 + j_7 + 1024])
                                           : 0.0f);
               }
@@ -250,12 +254,12 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int kk = 0; kk < 2; ++kk) {
         unsigned int Q_s_frag[4];
         unsigned int K_s_frag[8];
-        tilec_ldmatrix_x4(&Q_s_frag[0], &Q_s[tx / 32 * 16 + tx % 16][kk * 16 + tx % 32 / 16 * 8]);
+        tilec_ldmatrix_x4(&Q_s_frag[0], &Q_s[warp * 16 + tx % 16][kk * 16 + lane / 16 * 8]);
         tilec_ldmatrix_x4(&K_s_frag[0],
-                          &K_s[k % 2][tx % 32 / 16 * 8 + tx % 8][kk * 16 + tx % 32 / 8 % 2 * 8]);
+                          &K_s[read_stage][lane / 16 * 8 + tx % 8][kk * 16 + lane / 8 % 2 * 8]);
         tilec_ldmatrix_x4(
             &K_s_frag[4],
-            &K_s[k % 2][tx % 32 / 16 * 8 + tx % 8 + 16][kk * 16 + tx % 32 / 8 % 2 * 8]);
+            &K_s[read_stage][lane / 16 * 8 + tx % 8 + 16][kk * 16 + lane / 8 % 2 * 8]);
         tilec_mma_m16n8k16_f16(&s[0], &Q_s_frag[0], &K_s_frag[0]);
         tilec_mma_m16n8k16_f16(&s[4], &Q_s_frag[0], &K_s_frag[2]);
         tilec_mma_m16n8k16_f16(&s[8], &Q_s_frag[0], &K_s_frag[4]);
@@ -268,21 +272,21 @@ extern "C" __global__ void __launch_bounds__(64)
         if (V_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-            tilec_cp_async_16(&V_s[(k + 1) % 2][g0_10 * 16 + tx / 4][tx % 4 * 8],
+            tilec_cp_async_16(&V_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 8],
                               &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
 #pragma unroll
           for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
             if (V_vec8 && k * 32 + g0_9 * 16 + tx / 4 + 32 < S) {
-              tilec_cp_async_16(&V_s[(k + 1) % 2][g0_9 * 16 + tx / 4][tx % 4 * 8],
+              tilec_cp_async_16(&V_s[write_stage][g0_9 * 16 + tx / 4][tx % 4 * 8],
                                 &V[k * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
               for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
                 const int i_9 = g0_9 * 16 + tx / 4;
                 const int j_9 = tx % 4 * 8 + e1_9;
-                V_s[(k + 1) % 2][i_9][j_9] = static_cast<half>(
+                V_s[write_stage][i_9][j_9] = static_cast<half>(
                     k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
                                           : 0.0f);
               }
@@ -384,10 +388,10 @@ extern "C" __global__ void __launch_bounds__(64)
         p_frag[2] = tilec_pack_f16x2(p[kk_1 * 8 + 4], p[kk_1 * 8 + 5]);
         p_frag[3] = tilec_pack_f16x2(p[kk_1 * 8 + 6], p[kk_1 * 8 + 7]);
         tilec_ldmatrix_x4_trans(
-            &V_s_frag[0], &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
+            &V_s_frag[0], &V_s[read_stage][kk_1 * 16 + lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8]);
         tilec_ldmatrix_x4_trans(
             &V_s_frag[4],
-            &V_s[k % 2][kk_1 * 16 + tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
+            &V_s[read_stage][kk_1 * 16 + lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8 + 16]);
         tilec_mma_m16n8k16_f16(&o[0], &p_frag[0], &V_s_frag[0]);
         tilec_mma_m16n8k16_f16(&o[4], &p_frag[0], &V_s_frag[2]);
         tilec_mma_m16n8k16_f16(&o[8], &p_frag[0], &V_s_frag[4]);
@@ -422,8 +426,8 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
             O_v_1[e1_16] = static_cast<half>(o[g1_6 * 4 + g0_16 * 2 + e1_16]);
           }
-          *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_16 * 256 +
-                                              tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+          *reinterpret_cast<unsigned int*>(
+              &O[bx * 1024 + warp * 512 + g0_16 * 256 + tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
@@ -432,19 +436,19 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
 #pragma unroll
         for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
-          if (O_vec2 && bx * 32 + tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
+          if (O_vec2 && bx * 32 + warp * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
             for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
               O_v[e1_15] = static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
             }
-            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_15 * 256 +
+            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_15 * 256 +
                                                 tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
             for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
-              const int i_14 = tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8;
+              const int i_14 = warp * 16 + g0_15 * 8 + tx / 4 % 8;
               const int j_14 = g1_5 * 8 + tx % 4 * 2 + e1_15;
               if (bx * 32 + i_14 < S) {
                 O[bx * 1024 + i_14 * 32 + j_14] =

@@ -65,6 +65,8 @@ extern "C" __global__ void __launch_bounds__(64)
                        int M, int K, int N) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   half(*A_s)[2048] = reinterpret_cast<half(*)[2048]>(smem + 0);
@@ -161,32 +163,34 @@ extern "C" __global__ void __launch_bounds__(64)
   unsigned int B_s_frag_1[8];
   if (0 < (K + 63) / 64) {
     tilec_ldmatrix_x4(&A_s_frag[0],
-                      &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
-    tilec_ldmatrix_x4_trans(&B_s_frag[0], &B_s[0][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
-    tilec_ldmatrix_x4_trans(&B_s_frag[4],
-                            &B_s[0][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
+                      &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp * 1024]);
+    tilec_ldmatrix_x4_trans(&B_s_frag[0], &B_s[0][lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8]);
+    tilec_ldmatrix_x4_trans(&B_s_frag[4], &B_s[0][lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8 + 16]);
   }
   for (int k = 0; k < (K + 63) / 64; ++k) {
+    const int read_stage = k % 3;
+    const int next_stage = (k + 1) % 3;
+    const int write_stage = (k + 2) % 3;
     // gemm_mainloop_spread.tile:13: gemm(A_s, B_s, acc)
     // fragments are loaded one k step ahead
     tilec_ldmatrix_x4(
         &A_s_frag_1[0],
-        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 16) + tx / 32 * 1024]);
+        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) + warp * 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
-                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 16][tx % 32 / 16 * 8]);
+                            &B_s[read_stage][lane / 8 % 2 * 8 + tx % 8 + 16][lane / 16 * 8]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
-                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 16][tx % 32 / 16 * 8 + 16]);
+                            &B_s[read_stage][lane / 8 % 2 * 8 + tx % 8 + 16][lane / 16 * 8 + 16]);
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
     tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
     tilec_ldmatrix_x4(
         &A_s_frag[0],
-        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 32) + tx / 32 * 1024]);
+        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) + warp * 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag[0],
-                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 32][tx % 32 / 16 * 8]);
+                            &B_s[read_stage][lane / 8 % 2 * 8 + tx % 8 + 32][lane / 16 * 8]);
     tilec_ldmatrix_x4_trans(&B_s_frag[4],
-                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 32][tx % 32 / 16 * 8 + 16]);
+                            &B_s[read_stage][lane / 8 % 2 * 8 + tx % 8 + 32][lane / 16 * 8 + 16]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_mainloop_spread.tile:11: copy(A[by * 32, k * 64], A_s)
       {
@@ -194,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
             tilec_cp_async_16(
-                &A_s[(k + 2) % 3][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 512],
+                &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 512],
                 &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
           }
         } else {
@@ -202,14 +206,14 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
             if (A_vec8 && by * 32 + g0_5 * 8 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
               tilec_cp_async_16(
-                  &A_s[(k + 2) % 3][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 512],
+                  &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 512],
                   &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
             } else {
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
                 const int i_5 = g0_5 * 8 + tx / 8;
                 const int j_5 = tx % 8 * 8 + e1_5;
-                A_s[(k + 2) % 3][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
+                A_s[write_stage][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
                     by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
                         ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 128])
                         : 0.0f);
@@ -226,32 +230,32 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag_1[0], &B_s_frag_1[6]);
     tilec_ldmatrix_x4(
         &A_s_frag_1[0],
-        &A_s[k % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8 ^ 48) + tx / 32 * 1024]);
+        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) + warp * 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
-                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 48][tx % 32 / 16 * 8]);
+                            &B_s[read_stage][lane / 8 % 2 * 8 + tx % 8 + 48][lane / 16 * 8]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
-                            &B_s[k % 3][tx % 32 / 8 % 2 * 8 + tx % 8 + 48][tx % 32 / 16 * 8 + 16]);
+                            &B_s[read_stage][lane / 8 % 2 * 8 + tx % 8 + 48][lane / 16 * 8 + 16]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_mainloop_spread.tile:12: copy(B[k * 64, bx * 32], B_s)
       {
         if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
-            tilec_cp_async_16(&B_s[(k + 2) % 3][g0_8 * 16 + tx / 4][tx % 4 * 8],
+            tilec_cp_async_16(&B_s[write_stage][g0_8 * 16 + tx / 4][tx % 4 * 8],
                               &B[(k * 64 + g0_8 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
             if (B_vec8 && k * 64 + g0_7 * 16 + tx / 4 + 128 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
-              tilec_cp_async_16(&B_s[(k + 2) % 3][g0_7 * 16 + tx / 4][tx % 4 * 8],
+              tilec_cp_async_16(&B_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 8],
                                 &B[(k * 64 + g0_7 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 8 + e1_7;
-                B_s[(k + 2) % 3][i_7][j_7] = static_cast<half>(
+                B_s[write_stage][i_7][j_7] = static_cast<half>(
                     k * 64 + i_7 + 128 < K && bx * 32 + j_7 < N
                         ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 32 + j_7])
                         : 0.0f);
@@ -271,11 +275,11 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 1 < (K + 63) / 64) {
       tilec_ldmatrix_x4(
           &A_s_frag[0],
-          &A_s[(k + 1) % 3][(tx % 16 * 64 ^ tx % 8 * 8 ^ tx % 32 / 16 * 8) + tx / 32 * 1024]);
+          &A_s[next_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp * 1024]);
       tilec_ldmatrix_x4_trans(&B_s_frag[0],
-                              &B_s[(k + 1) % 3][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8]);
-      tilec_ldmatrix_x4_trans(
-          &B_s_frag[4], &B_s[(k + 1) % 3][tx % 32 / 8 % 2 * 8 + tx % 8][tx % 32 / 16 * 8 + 16]);
+                              &B_s[next_stage][lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8]);
+      tilec_ldmatrix_x4_trans(&B_s_frag[4],
+                              &B_s[next_stage][lane / 8 % 2 * 8 + tx % 8][lane / 16 * 8 + 16]);
     }
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
@@ -296,9 +300,9 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
             C_v_1[e1_10] = static_cast<half>(acc[g1_2 * 4 + g0_10 * 2 + e1_10]);
           }
-          *reinterpret_cast<unsigned int*>(
-              &C[(by * 32 + tx / 32 * 16 + g0_10 * 8 + tx / 4 % 8) * N + bx * 32 + g1_2 * 8 +
-                 tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
+          *reinterpret_cast<unsigned int*>(&C[(by * 32 + warp * 16 + g0_10 * 8 + tx / 4 % 8) * N +
+                                              bx * 32 + g1_2 * 8 + tx % 4 * 2]) =
+              *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
         }
       }
     } else {
@@ -306,20 +310,20 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
         for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-          if (C_vec2 && by * 32 + tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
+          if (C_vec2 && by * 32 + warp * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
               bx * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) half C_v[2];
 #pragma unroll
             for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
               C_v[e1_9] = static_cast<half>(acc[g1_1 * 4 + g0_9 * 2 + e1_9]);
             }
-            *reinterpret_cast<unsigned int*>(
-                &C[(by * 32 + tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8) * N + bx * 32 + g1_1 * 8 +
-                   tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&C_v[0]);
+            *reinterpret_cast<unsigned int*>(&C[(by * 32 + warp * 16 + g0_9 * 8 + tx / 4 % 8) * N +
+                                                bx * 32 + g1_1 * 8 + tx % 4 * 2]) =
+                *reinterpret_cast<const unsigned int*>(&C_v[0]);
           } else {
 #pragma unroll
             for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-              const int i_9 = tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8;
+              const int i_9 = warp * 16 + g0_9 * 8 + tx / 4 % 8;
               const int j_9 = g1_1 * 8 + tx % 4 * 2 + e1_9;
               if (by * 32 + i_9 < M && bx * 32 + j_9 < N) {
                 C[(by * 32 + i_9) * N + bx * 32 + j_9] =

@@ -7,6 +7,7 @@ extern "C" __global__ void __launch_bounds__(256)
     row_sum_kernel(const float* __restrict__ X, float* __restrict__ S, int M) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
   const int bx = blockIdx.x;
   double* red_buf = reinterpret_cast<double*>(smem + 0);
   const bool X_vec4 = reinterpret_cast<uintptr_t>(X) % 16 == 0;
@@ -65,10 +66,10 @@ extern "C" __global__ void __launch_bounds__(256)
     __syncthreads();
     reinterpret_cast<float*>(red_buf)[tx] = red;
     __syncthreads();
-    red = reinterpret_cast<float*>(red_buf)[tx - tx / 32 % 8 * 32];
+    red = reinterpret_cast<float*>(red_buf)[lane];
 #pragma unroll
     for (int k = 1; k < 8; ++k) {
-      red = red + reinterpret_cast<float*>(red_buf)[tx - tx / 32 % 8 * 32 + k * 32];
+      red = red + reinterpret_cast<float*>(red_buf)[lane + k * 32];
     }
     s[0] = red;
   }

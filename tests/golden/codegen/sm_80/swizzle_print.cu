@@ -10,7 +10,7 @@ extern "C" __global__ void __launch_bounds__(32) tiles_kernel(float* __restrict_
   const int panel_tiles = 4 * gridDim.x;
   const int panel = tile_id / panel_tiles;
   const int in_panel = tile_id % panel_tiles;
-  const int panel_rows = min(4, (int)gridDim.y - panel * 4);
+  const int panel_rows = min(4, static_cast<int>(gridDim.y) - panel * 4);
   const int by = panel * 4 + in_panel % panel_rows;
   const int bx = in_panel / panel_rows;
   const bool A_vec4 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && N % 4 == 0;

@@ -84,6 +84,8 @@ extern "C" __global__ void __launch_bounds__(64)
                      const half* __restrict__ V, half* __restrict__ O, int S) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   half* Q_s = reinterpret_cast<half*>(smem + 0);
   half(*K_s)[1024] = reinterpret_cast<half(*)[1024]>(smem + 2048);
@@ -102,21 +104,21 @@ extern "C" __global__ void __launch_bounds__(64)
     if (Q_vec8 && bx * 32 + 32 <= S) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-        tilec_cp_async_16(&Q_s[(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_1 * 512],
+        tilec_cp_async_16(&Q_s[(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_1 * 512],
                           &Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 2; ++g0) {
         if (Q_vec8 && bx * 32 + g0 * 16 + tx / 4 < S) {
-          tilec_cp_async_16(&Q_s[(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0 * 512],
+          tilec_cp_async_16(&Q_s[(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0 * 512],
                             &Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
             const int i = g0 * 16 + tx / 4;
             const int j = tx % 4 * 8 + e1;
-            Q_s[i * 32 ^ i * 32 / 64 % 4 * 8 ^ j] = static_cast<half>(
+            Q_s[i * 32 ^ i / 2 % 4 * 8 ^ j] = static_cast<half>(
                 bx * 32 + i < S ? static_cast<float>(Q[bx * 1024 + i * 32 + j]) : 0.0f);
           }
         }
@@ -138,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(64)
     }
   }
 // attention_swizzled.tile:21: for k in Pipelined(ceildiv(S, 32), num_stages=2):
-// software pipeline, 2 stages: copies run 1 iterations ahead
+// software pipeline, 2 stages: copies run 1 iteration ahead
 #pragma unroll
   for (int stage = 0; stage < 1; ++stage) {
     if (stage < (S + 31) / 32) {
@@ -147,23 +149,22 @@ extern "C" __global__ void __launch_bounds__(64)
         if (K_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-            tilec_cp_async_16(
-                &K_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_4 * 512],
-                &K[stage * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            tilec_cp_async_16(&K_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_4 * 512],
+                              &K[stage * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
             if (K_vec8 && stage * 32 + g0_3 * 16 + tx / 4 < S) {
               tilec_cp_async_16(
-                  &K_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_3 * 512],
+                  &K_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_3 * 512],
                   &K[stage * 1024 + g0_3 * 512 + tx / 4 * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
                 const int i_3 = g0_3 * 16 + tx / 4;
                 const int j_3 = tx % 4 * 8 + e1_3;
-                K_s[stage][i_3 * 32 ^ i_3 * 32 / 64 % 4 * 8 ^ j_3] = static_cast<half>(
+                K_s[stage][i_3 * 32 ^ i_3 / 2 % 4 * 8 ^ j_3] = static_cast<half>(
                     stage * 32 + i_3 < S ? static_cast<float>(K[stage * 1024 + i_3 * 32 + j_3])
                                          : 0.0f);
               }
@@ -176,23 +177,22 @@ extern "C" __global__ void __launch_bounds__(64)
         if (V_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-            tilec_cp_async_16(
-                &V_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_6 * 512],
-                &V[stage * 1024 + g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            tilec_cp_async_16(&V_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_6 * 512],
+                              &V[stage * 1024 + g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
             if (V_vec8 && stage * 32 + g0_5 * 16 + tx / 4 < S) {
               tilec_cp_async_16(
-                  &V_s[stage][(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_5 * 512],
+                  &V_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_5 * 512],
                   &V[stage * 1024 + g0_5 * 512 + tx / 4 * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
                 const int i_5 = g0_5 * 16 + tx / 4;
                 const int j_5 = tx % 4 * 8 + e1_5;
-                V_s[stage][i_5 * 32 ^ i_5 * 32 / 64 % 4 * 8 ^ j_5] = static_cast<half>(
+                V_s[stage][i_5 * 32 ^ i_5 / 2 % 4 * 8 ^ j_5] = static_cast<half>(
                     stage * 32 + i_5 < S ? static_cast<float>(V[stage * 1024 + i_5 * 32 + j_5])
                                          : 0.0f);
               }
@@ -204,6 +204,8 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_cp_async_commit();
   }
   for (int k = 0; k < (S + 31) / 32; ++k) {
+    const int read_stage = k % 2;
+    const int write_stage = (k + 1) % 2;
     tilec_cp_async_wait<0>();
     __syncthreads();
     if (k + 1 < (S + 31) / 32) {
@@ -213,8 +215,7 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
             tilec_cp_async_16(
-                &K_s[(k + 1) % 2]
-                    [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_8 * 512],
+                &K_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_8 * 512],
                 &K[k * 1024 + g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
@@ -222,15 +223,14 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
             if (K_vec8 && k * 32 + g0_7 * 16 + tx / 4 + 32 < S) {
               tilec_cp_async_16(
-                  &K_s[(k + 1) % 2]
-                      [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_7 * 512],
+                  &K_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_7 * 512],
                   &K[k * 1024 + g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 8 + e1_7;
-                K_s[(k + 1) % 2][i_7 * 32 ^ i_7 * 32 / 64 % 4 * 8 ^ j_7] = static_cast<half>(
+                K_s[write_stage][i_7 * 32 ^ i_7 / 2 % 4 * 8 ^ j_7] = static_cast<half>(
                     k * 32 + i_7 + 32 < S ? static_cast<float>(K[k * 1024 + i_7 * 32 + j_7 + 1024])
                                           : 0.0f);
               }
@@ -260,16 +260,15 @@ extern "C" __global__ void __launch_bounds__(64)
         unsigned int K_s_frag[8];
         tilec_ldmatrix_x4(
             &Q_s_frag[0],
-            &Q_s[(tx % 16 * 32 ^ tx % 16 * 32 / 64 % 4 * 8 ^ kk * 16 ^ tx % 32 / 16 * 8) +
-                 tx / 32 * 512]);
+            &Q_s[(tx % 16 * 32 ^ tx % 16 / 2 % 4 * 8 ^ kk * 16 ^ lane / 16 * 8) + warp * 512]);
         tilec_ldmatrix_x4(
             &K_s_frag[0],
-            &K_s[k % 2][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ kk * 16 ^ tx % 32 / 8 % 2 * 8) +
-                        tx % 32 / 16 * 256]);
+            &K_s[read_stage]
+                [(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) + lane / 16 * 256]);
         tilec_ldmatrix_x4(
             &K_s_frag[4],
-            &K_s[k % 2][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ kk * 16 ^ tx % 32 / 8 % 2 * 8) +
-                        tx % 32 / 16 * 256 + 512]);
+            &K_s[read_stage][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) +
+                             lane / 16 * 256 + 512]);
         tilec_mma_m16n8k16_f16(&s[0], &Q_s_frag[0], &K_s_frag[0]);
         tilec_mma_m16n8k16_f16(&s[4], &Q_s_frag[0], &K_s_frag[2]);
         tilec_mma_m16n8k16_f16(&s[8], &Q_s_frag[0], &K_s_frag[4]);
@@ -283,8 +282,7 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
             tilec_cp_async_16(
-                &V_s[(k + 1) % 2]
-                    [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_10 * 512],
+                &V_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_10 * 512],
                 &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
@@ -292,15 +290,14 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
             if (V_vec8 && k * 32 + g0_9 * 16 + tx / 4 + 32 < S) {
               tilec_cp_async_16(
-                  &V_s[(k + 1) % 2]
-                      [(tx / 4 * 32 ^ tx / 4 * 32 / 64 % 4 * 8 ^ tx % 4 * 8) + g0_9 * 512],
+                  &V_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_9 * 512],
                   &V[k * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
               for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
                 const int i_9 = g0_9 * 16 + tx / 4;
                 const int j_9 = tx % 4 * 8 + e1_9;
-                V_s[(k + 1) % 2][i_9 * 32 ^ i_9 * 32 / 64 % 4 * 8 ^ j_9] = static_cast<half>(
+                V_s[write_stage][i_9 * 32 ^ i_9 / 2 % 4 * 8 ^ j_9] = static_cast<half>(
                     k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
                                           : 0.0f);
               }
@@ -401,13 +398,12 @@ extern "C" __global__ void __launch_bounds__(64)
         p_frag[1] = tilec_pack_f16x2(p[kk_1 * 8 + 2], p[kk_1 * 8 + 3]);
         p_frag[2] = tilec_pack_f16x2(p[kk_1 * 8 + 4], p[kk_1 * 8 + 5]);
         p_frag[3] = tilec_pack_f16x2(p[kk_1 * 8 + 6], p[kk_1 * 8 + 7]);
+        tilec_ldmatrix_x4_trans(&V_s_frag[0],
+                                &V_s[read_stage][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ lane / 16 * 8) +
+                                                 kk_1 * 512 + lane / 8 % 2 * 256]);
         tilec_ldmatrix_x4_trans(
-            &V_s_frag[0], &V_s[k % 2][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8) +
-                                      kk_1 * 512 + tx % 32 / 8 % 2 * 256]);
-        tilec_ldmatrix_x4_trans(
-            &V_s_frag[4],
-            &V_s[k % 2][(tx % 8 * 32 ^ tx % 8 * 32 / 64 % 4 * 8 ^ tx % 32 / 16 * 8 ^ 16) +
-                        kk_1 * 512 + tx % 32 / 8 % 2 * 256]);
+            &V_s_frag[4], &V_s[read_stage][(tx % 8 * 32 ^ tx % 8 / 2 * 8 ^ lane / 16 * 8 ^ 16) +
+                                           kk_1 * 512 + lane / 8 % 2 * 256]);
         tilec_mma_m16n8k16_f16(&o[0], &p_frag[0], &V_s_frag[0]);
         tilec_mma_m16n8k16_f16(&o[4], &p_frag[0], &V_s_frag[2]);
         tilec_mma_m16n8k16_f16(&o[8], &p_frag[0], &V_s_frag[4]);
@@ -442,8 +438,8 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
             O_v_1[e1_16] = static_cast<half>(o[g1_6 * 4 + g0_16 * 2 + e1_16]);
           }
-          *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_16 * 256 +
-                                              tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+          *reinterpret_cast<unsigned int*>(
+              &O[bx * 1024 + warp * 512 + g0_16 * 256 + tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
@@ -452,19 +448,19 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
 #pragma unroll
         for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
-          if (O_vec2 && bx * 32 + tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
+          if (O_vec2 && bx * 32 + warp * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
             for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
               O_v[e1_15] = static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
             }
-            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + tx / 32 * 512 + g0_15 * 256 +
+            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_15 * 256 +
                                                 tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
             for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
-              const int i_14 = tx / 32 * 16 + g0_15 * 8 + tx / 4 % 8;
+              const int i_14 = warp * 16 + g0_15 * 8 + tx / 4 % 8;
               const int j_14 = g1_5 * 8 + tx % 4 * 2 + e1_15;
               if (bx * 32 + i_14 < S) {
                 O[bx * 1024 + i_14 * 32 + j_14] =

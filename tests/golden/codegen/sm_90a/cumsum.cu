@@ -7,6 +7,8 @@ extern "C" __global__ void __launch_bounds__(64)
     prefix_kernel(const float* __restrict__ X, float* __restrict__ Y, int M) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   float (*s)[128] = reinterpret_cast<float (*)[128]>(smem + 0);
   const bool X_vec4 = reinterpret_cast<uintptr_t>(X) % 16 == 0;
@@ -16,36 +18,20 @@ extern "C" __global__ void __launch_bounds__(64)
     if (X_vec4 && bx * 8 + 8 <= M) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
-        alignas(16) float X_v_1[4];
-        *reinterpret_cast<uint4*>(&X_v_1[0]) = *reinterpret_cast<const uint4*>(
-            &X[bx * 1024 + g0_1 * 256 + tx / 32 * 128 + tx % 32 * 4]);
-        alignas(16) float s_v_1[4];
-#pragma unroll
-        for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
-          s_v_1[e1_1] = X_v_1[e1_1];
-        }
-        *reinterpret_cast<uint4*>(&s[g0_1 * 2 + tx / 32][tx % 32 * 4]) =
-            *reinterpret_cast<const uint4*>(&s_v_1[0]);
+        *reinterpret_cast<uint4*>(&s[g0_1 * 2 + warp][lane * 4]) =
+            *reinterpret_cast<const uint4*>(&X[bx * 1024 + g0_1 * 256 + warp * 128 + lane * 4]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 4; ++g0) {
-        if (X_vec4 && bx * 8 + g0 * 2 + tx / 32 < M) {
-          alignas(16) float X_v[4];
-          *reinterpret_cast<uint4*>(&X_v[0]) = *reinterpret_cast<const uint4*>(
-              &X[bx * 1024 + g0 * 256 + tx / 32 * 128 + tx % 32 * 4]);
-          alignas(16) float s_v[4];
-#pragma unroll
-          for (int e1 = 0; e1 < 4; ++e1) {
-            s_v[e1] = X_v[e1];
-          }
-          *reinterpret_cast<uint4*>(&s[g0 * 2 + tx / 32][tx % 32 * 4]) =
-              *reinterpret_cast<const uint4*>(&s_v[0]);
+        if (X_vec4 && bx * 8 + g0 * 2 + warp < M) {
+          *reinterpret_cast<uint4*>(&s[g0 * 2 + warp][lane * 4]) =
+              *reinterpret_cast<const uint4*>(&X[bx * 1024 + g0 * 256 + warp * 128 + lane * 4]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 4; ++e1) {
-            const int i = g0 * 2 + tx / 32;
-            const int j = tx % 32 * 4 + e1;
+            const int i = g0 * 2 + warp;
+            const int j = lane * 4 + e1;
             s[i][j] = bx * 8 + i < M ? X[bx * 1024 + i * 128 + j] : 0.0f;
           }
         }
@@ -82,36 +68,20 @@ extern "C" __global__ void __launch_bounds__(64)
     if (Y_vec4 && bx * 8 + 8 <= M) {
 #pragma unroll
       for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
-        alignas(16) float s_v_3[4];
-        *reinterpret_cast<uint4*>(&s_v_3[0]) =
-            *reinterpret_cast<const uint4*>(&s[g0_3 * 2 + tx / 32][tx % 32 * 4]);
-        alignas(16) float Y_v_1[4];
-#pragma unroll
-        for (int e1_3 = 0; e1_3 < 4; ++e1_3) {
-          Y_v_1[e1_3] = s_v_3[e1_3];
-        }
-        *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_3 * 256 + tx / 32 * 128 + tx % 32 * 4]) =
-            *reinterpret_cast<const uint4*>(&Y_v_1[0]);
+        *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_3 * 256 + warp * 128 + lane * 4]) =
+            *reinterpret_cast<const uint4*>(&s[g0_3 * 2 + warp][lane * 4]);
       }
     } else {
 #pragma unroll
       for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-        if (Y_vec4 && bx * 8 + g0_2 * 2 + tx / 32 < M) {
-          alignas(16) float s_v_2[4];
-          *reinterpret_cast<uint4*>(&s_v_2[0]) =
-              *reinterpret_cast<const uint4*>(&s[g0_2 * 2 + tx / 32][tx % 32 * 4]);
-          alignas(16) float Y_v[4];
-#pragma unroll
-          for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
-            Y_v[e1_2] = s_v_2[e1_2];
-          }
-          *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_2 * 256 + tx / 32 * 128 + tx % 32 * 4]) =
-              *reinterpret_cast<const uint4*>(&Y_v[0]);
+        if (Y_vec4 && bx * 8 + g0_2 * 2 + warp < M) {
+          *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_2 * 256 + warp * 128 + lane * 4]) =
+              *reinterpret_cast<const uint4*>(&s[g0_2 * 2 + warp][lane * 4]);
         } else {
 #pragma unroll
           for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
-            const int i_4 = g0_2 * 2 + tx / 32;
-            const int j_2 = tx % 32 * 4 + e1_2;
+            const int i_4 = g0_2 * 2 + warp;
+            const int j_2 = lane * 4 + e1_2;
             if (bx * 8 + i_4 < M) {
               Y[bx * 1024 + i_4 * 128 + j_2] = s[i_4][j_2];
             }

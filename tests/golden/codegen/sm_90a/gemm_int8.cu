@@ -64,6 +64,8 @@ extern "C" __global__ void __launch_bounds__(64)
                      int* __restrict__ C, int M, int K, int N) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   signed char (*A_s)[32][80] = reinterpret_cast<signed char (*)[32][80]>(smem + 0);
@@ -156,25 +158,28 @@ extern "C" __global__ void __launch_bounds__(64)
   unsigned int A_s_frag_1[4];
   unsigned int B_s_frag_1[8];
   if (0 < (K + 63) / 64) {
-    tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 16]);
-    tilec_ldmatrix_x4(&B_s_frag[0], &B_s[0][tx % 32 / 16 * 8 + tx % 8][tx % 32 / 8 % 2 * 16]);
-    tilec_ldmatrix_x4(&B_s_frag[4], &B_s[0][tx % 32 / 16 * 8 + tx % 8 + 16][tx % 32 / 8 % 2 * 16]);
+    tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][warp * 16 + tx % 16][lane / 16 * 16]);
+    tilec_ldmatrix_x4(&B_s_frag[0], &B_s[0][lane / 16 * 8 + tx % 8][lane / 8 % 2 * 16]);
+    tilec_ldmatrix_x4(&B_s_frag[4], &B_s[0][lane / 16 * 8 + tx % 8 + 16][lane / 8 % 2 * 16]);
   }
   for (int k = 0; k < (K + 63) / 64; ++k) {
+    const int read_stage = k % 3;
+    const int next_stage = (k + 1) % 3;
+    const int write_stage = (k + 2) % 3;
     // gemm_int8.tile:12: gemm(A_s, B_s, acc, transpose_B=True)
     // fragments are loaded one k step ahead
-    tilec_ldmatrix_x4(&A_s_frag_1[0], &A_s[k % 3][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 16 + 32]);
+    tilec_ldmatrix_x4(&A_s_frag_1[0], &A_s[read_stage][warp * 16 + tx % 16][lane / 16 * 16 + 32]);
     tilec_ldmatrix_x4(&B_s_frag_1[0],
-                      &B_s[k % 3][tx % 32 / 16 * 8 + tx % 8][tx % 32 / 8 % 2 * 16 + 32]);
+                      &B_s[read_stage][lane / 16 * 8 + tx % 8][lane / 8 % 2 * 16 + 32]);
     tilec_ldmatrix_x4(&B_s_frag_1[4],
-                      &B_s[k % 3][tx % 32 / 16 * 8 + tx % 8 + 16][tx % 32 / 8 % 2 * 16 + 32]);
+                      &B_s[read_stage][lane / 16 * 8 + tx % 8 + 16][lane / 8 % 2 * 16 + 32]);
     if (k + 2 < (K + 63) / 64) {
       // gemm_int8.tile:10: copy(A[by * 32, k * 64], A_s)
       {
         if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-            tilec_cp_async_16(&A_s[(k + 2) % 3][g0_6 * 16 + tx / 4][tx % 4 * 16],
+            tilec_cp_async_16(&A_s[write_stage][g0_6 * 16 + tx / 4][tx % 4 * 16],
                               &A[(by * 32 + g0_6 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
           }
         } else {
@@ -182,14 +187,14 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
             if (A_vec16 && by * 32 + g0_5 * 16 + tx / 4 < M && k * 64 + tx % 4 * 16 + 144 <= K) {
               tilec_cp_async_16(
-                  &A_s[(k + 2) % 3][g0_5 * 16 + tx / 4][tx % 4 * 16],
+                  &A_s[write_stage][g0_5 * 16 + tx / 4][tx % 4 * 16],
                   &A[(by * 32 + g0_5 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
             } else {
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
                 const int i_5 = g0_5 * 16 + tx / 4;
                 const int j_5 = tx % 4 * 16 + e1_5;
-                A_s[(k + 2) % 3][i_5][j_5] = by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
+                A_s[write_stage][i_5][j_5] = by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
                                                  ? A[(by * 32 + i_5) * K + k * 64 + j_5 + 128]
                                                  : 0;
               }
@@ -202,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(64)
         if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-            tilec_cp_async_16(&B_s[(k + 2) % 3][g0_8 * 16 + tx / 4][tx % 4 * 16],
+            tilec_cp_async_16(&B_s[write_stage][g0_8 * 16 + tx / 4][tx % 4 * 16],
                               &B[(bx * 32 + g0_8 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
           }
         } else {
@@ -210,14 +215,14 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
             if (B_vec16 && bx * 32 + g0_7 * 16 + tx / 4 < N && k * 64 + tx % 4 * 16 + 144 <= K) {
               tilec_cp_async_16(
-                  &B_s[(k + 2) % 3][g0_7 * 16 + tx / 4][tx % 4 * 16],
+                  &B_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 16],
                   &B[(bx * 32 + g0_7 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 16; ++e1_7) {
                 const int i_7 = g0_7 * 16 + tx / 4;
                 const int j_7 = tx % 4 * 16 + e1_7;
-                B_s[(k + 2) % 3][i_7][j_7] = bx * 32 + i_7 < N && k * 64 + j_7 + 128 < K
+                B_s[write_stage][i_7][j_7] = bx * 32 + i_7 < N && k * 64 + j_7 + 128 < K
                                                  ? B[(bx * 32 + i_7) * K + k * 64 + j_7 + 128]
                                                  : 0;
               }
@@ -234,11 +239,10 @@ extern "C" __global__ void __launch_bounds__(64)
     tilec_cp_async_wait<1>();
     __syncthreads();
     if (k + 1 < (K + 63) / 64) {
-      tilec_ldmatrix_x4(&A_s_frag[0], &A_s[(k + 1) % 3][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 16]);
-      tilec_ldmatrix_x4(&B_s_frag[0],
-                        &B_s[(k + 1) % 3][tx % 32 / 16 * 8 + tx % 8][tx % 32 / 8 % 2 * 16]);
+      tilec_ldmatrix_x4(&A_s_frag[0], &A_s[next_stage][warp * 16 + tx % 16][lane / 16 * 16]);
+      tilec_ldmatrix_x4(&B_s_frag[0], &B_s[next_stage][lane / 16 * 8 + tx % 8][lane / 8 % 2 * 16]);
       tilec_ldmatrix_x4(&B_s_frag[4],
-                        &B_s[(k + 1) % 3][tx % 32 / 16 * 8 + tx % 8 + 16][tx % 32 / 8 % 2 * 16]);
+                        &B_s[next_stage][lane / 16 * 8 + tx % 8 + 16][lane / 8 % 2 * 16]);
     }
     tilec_mma_m16n8k32_s8(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
     tilec_mma_m16n8k32_s8(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
@@ -259,7 +263,7 @@ extern "C" __global__ void __launch_bounds__(64)
           for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
             C_v_1[e1_10] = acc[g1_2 * 4 + g0_10 * 2 + e1_10];
           }
-          *reinterpret_cast<uint2*>(&C[(by * 32 + tx / 32 * 16 + g0_10 * 8 + tx / 4 % 8) * N +
+          *reinterpret_cast<uint2*>(&C[(by * 32 + warp * 16 + g0_10 * 8 + tx / 4 % 8) * N +
                                        bx * 32 + g1_2 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const uint2*>(&C_v_1[0]);
         }
@@ -269,20 +273,20 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
         for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-          if (C_vec2 && by * 32 + tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
+          if (C_vec2 && by * 32 + warp * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
               bx * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) int C_v[2];
 #pragma unroll
             for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
               C_v[e1_9] = acc[g1_1 * 4 + g0_9 * 2 + e1_9];
             }
-            *reinterpret_cast<uint2*>(&C[(by * 32 + tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8) * N +
+            *reinterpret_cast<uint2*>(&C[(by * 32 + warp * 16 + g0_9 * 8 + tx / 4 % 8) * N +
                                          bx * 32 + g1_1 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const uint2*>(&C_v[0]);
           } else {
 #pragma unroll
             for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-              const int i_9 = tx / 32 * 16 + g0_9 * 8 + tx / 4 % 8;
+              const int i_9 = warp * 16 + g0_9 * 8 + tx / 4 % 8;
               const int j_9 = g1_1 * 8 + tx % 4 * 2 + e1_9;
               if (by * 32 + i_9 < M && bx * 32 + j_9 < N) {
                 C[(by * 32 + i_9) * N + bx * 32 + j_9] = acc[g1_1 * 4 + g0_9 * 2 + e1_9];

@@ -46,6 +46,8 @@ extern "C" __global__ void __launch_bounds__(128)
                      int M, int K, int N) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   half(*A_s)[24] = reinterpret_cast<half(*)[24]>(smem + 0);
@@ -74,27 +76,11 @@ extern "C" __global__ void __launch_bounds__(128)
     // gemm_mma.tile:9: copy(A[by * 64, k * 16], A_s)
     {
       if (A_vec8 && by * 64 + 64 <= M && k * 16 + 16 <= K) {
-        alignas(16) half A_v_1[8];
-        *reinterpret_cast<uint4*>(&A_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
-        alignas(16) half A_s_v_1[8];
-#pragma unroll
-        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-          A_s_v_1[e1_2] = A_v_1[e1_2];
-        }
         *reinterpret_cast<uint4*>(&A_s[tx / 2][tx % 2 * 8]) =
-            *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
+            *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
       } else if (A_vec8 && by * 64 + tx / 2 < M && k * 16 + tx % 2 * 8 + 8 <= K) {
-        alignas(16) half A_v[8];
-        *reinterpret_cast<uint4*>(&A_v[0]) =
-            *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
-        alignas(16) half A_s_v[8];
-#pragma unroll
-        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          A_s_v[e1_1] = A_v[e1_1];
-        }
         *reinterpret_cast<uint4*>(&A_s[tx / 2][tx % 2 * 8]) =
-            *reinterpret_cast<const uint4*>(&A_s_v[0]);
+            *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
       } else {
 #pragma unroll
         for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
@@ -110,27 +96,11 @@ extern "C" __global__ void __launch_bounds__(128)
     // gemm_mma.tile:10: copy(B[bx * 64, k * 16], B_s)
     {
       if (B_vec8 && bx * 64 + 64 <= N && k * 16 + 16 <= K) {
-        alignas(16) half B_v_1[8];
-        *reinterpret_cast<uint4*>(&B_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
-        alignas(16) half B_s_v_1[8];
-#pragma unroll
-        for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-          B_s_v_1[e1_4] = B_v_1[e1_4];
-        }
         *reinterpret_cast<uint4*>(&B_s[tx / 2][tx % 2 * 8]) =
-            *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
+            *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
       } else if (B_vec8 && bx * 64 + tx / 2 < N && k * 16 + tx % 2 * 8 + 8 <= K) {
-        alignas(16) half B_v[8];
-        *reinterpret_cast<uint4*>(&B_v[0]) =
-            *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
-        alignas(16) half B_s_v[8];
-#pragma unroll
-        for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-          B_s_v[e1_3] = B_v[e1_3];
-        }
         *reinterpret_cast<uint4*>(&B_s[tx / 2][tx % 2 * 8]) =
-            *reinterpret_cast<const uint4*>(&B_s_v[0]);
+            *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
       } else {
 #pragma unroll
         for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
@@ -150,15 +120,14 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int kk = 0; kk < 1; ++kk) {
         unsigned int A_s_frag[8];
         unsigned int B_s_frag[8];
-        tilec_ldmatrix_x4(&A_s_frag[0], &A_s[tx / 64 * 32 + tx % 16][kk * 16 + tx % 32 / 16 * 8]);
+        tilec_ldmatrix_x4(&A_s_frag[0], &A_s[warp / 2 * 32 + tx % 16][kk * 16 + lane / 16 * 8]);
         tilec_ldmatrix_x4(&A_s_frag[4],
-                          &A_s[tx / 64 * 32 + tx % 16 + 16][kk * 16 + tx % 32 / 16 * 8]);
-        tilec_ldmatrix_x4(
-            &B_s_frag[0],
-            &B_s[tx / 32 % 2 * 32 + tx % 32 / 16 * 8 + tx % 8][kk * 16 + tx % 32 / 8 % 2 * 8]);
+                          &A_s[warp / 2 * 32 + tx % 16 + 16][kk * 16 + lane / 16 * 8]);
+        tilec_ldmatrix_x4(&B_s_frag[0],
+                          &B_s[warp % 2 * 32 + lane / 16 * 8 + tx % 8][kk * 16 + lane / 8 % 2 * 8]);
         tilec_ldmatrix_x4(
             &B_s_frag[4],
-            &B_s[tx / 32 % 2 * 32 + tx % 32 / 16 * 8 + tx % 8 + 16][kk * 16 + tx % 32 / 8 % 2 * 8]);
+            &B_s[warp % 2 * 32 + lane / 16 * 8 + tx % 8 + 16][kk * 16 + lane / 8 % 2 * 8]);
         tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
         tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
         tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
@@ -186,8 +155,8 @@ extern "C" __global__ void __launch_bounds__(128)
               C_v_1[e1_6] = acc[g0_4 * 16 + g1_2 * 4 + g0_5 * 2 + e1_6];
             }
             *reinterpret_cast<uint2*>(
-                &C[(by * 64 + tx / 64 * 32 + g0_4 * 16 + g0_5 * 8 + tx / 4 % 8) * N + bx * 64 +
-                   tx / 32 % 2 * 32 + g1_2 * 8 + tx % 4 * 2]) =
+                &C[(by * 64 + warp / 2 * 32 + g0_4 * 16 + g0_5 * 8 + tx / 4 % 8) * N + bx * 64 +
+                   warp % 2 * 32 + g1_2 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const uint2*>(&C_v_1[0]);
           }
         }
@@ -199,22 +168,22 @@ extern "C" __global__ void __launch_bounds__(128)
         for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-            if (C_vec2 && by * 64 + tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8 < M &&
-                bx * 64 + tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+            if (C_vec2 && by * 64 + warp / 2 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8 < M &&
+                bx * 64 + warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) float C_v[2];
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
                 C_v[e1_5] = acc[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_5];
               }
               *reinterpret_cast<uint2*>(
-                  &C[(by * 64 + tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8) * N + bx * 64 +
-                     tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
+                  &C[(by * 64 + warp / 2 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8) * N + bx * 64 +
+                     warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const uint2*>(&C_v[0]);
             } else {
 #pragma unroll
               for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-                const int i_5 = tx / 64 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8;
-                const int j_5 = tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_5;
+                const int i_5 = warp / 2 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8;
+                const int j_5 = warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_5;
                 if (by * 64 + i_5 < M && bx * 64 + j_5 < N) {
                   C[(by * 64 + i_5) * N + bx * 64 + j_5] =
                       acc[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_5];

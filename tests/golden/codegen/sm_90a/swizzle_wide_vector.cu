@@ -46,6 +46,8 @@ extern "C" __global__ void __launch_bounds__(128)
                                half* __restrict__ C, signed char* __restrict__ Q, int M) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
+  const int warp = tx / 32;
   const int bx = blockIdx.x;
   half* A_s = reinterpret_cast<half*>(smem + 0);
   half* B_s = reinterpret_cast<half*>(smem + 8192);
@@ -60,31 +62,15 @@ extern "C" __global__ void __launch_bounds__(128)
     if (A_vec8 && bx * 64 + 64 <= M) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
-        alignas(16) half A_v_1[8];
-        *reinterpret_cast<uint4*>(&A_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0_1 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
-        alignas(16) half A_s_v_1[8];
-#pragma unroll
-        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          A_s_v_1[e1_1] = A_v_1[e1_1];
-        }
         *reinterpret_cast<uint4*>(&A_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_1 * 1024]) =
-            *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
+            *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0_1 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 4; ++g0) {
         if (A_vec8 && bx * 64 + g0 * 16 + tx / 8 < M) {
-          alignas(16) half A_v[8];
-          *reinterpret_cast<uint4*>(&A_v[0]) =
-              *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
-          alignas(16) half A_s_v[8];
-#pragma unroll
-          for (int e1 = 0; e1 < 8; ++e1) {
-            A_s_v[e1] = A_v[e1];
-          }
           *reinterpret_cast<uint4*>(&A_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0 * 1024]) =
-              *reinterpret_cast<const uint4*>(&A_s_v[0]);
+              *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
@@ -102,16 +88,8 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
       if (B_vec8) {
-        alignas(16) half B_v[8];
-        *reinterpret_cast<uint4*>(&B_v[0]) =
-            *reinterpret_cast<const uint4*>(&B[g0_2 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
-        alignas(16) half B_s_v[8];
-#pragma unroll
-        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-          B_s_v[e1_2] = B_v[e1_2];
-        }
         *reinterpret_cast<uint4*>(&B_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 1024]) =
-            *reinterpret_cast<const uint4*>(&B_s_v[0]);
+            *reinterpret_cast<const uint4*>(&B[g0_2 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
       } else {
 #pragma unroll
         for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
@@ -147,16 +125,16 @@ extern "C" __global__ void __launch_bounds__(128)
       unsigned int B_s_frag[8];
       tilec_ldmatrix_x4(
           &A_s_frag[0],
-          &A_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ tx % 32 / 16 * 8) + tx / 64 * 2048]);
+          &A_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 16 * 8) + warp / 2 * 2048]);
       tilec_ldmatrix_x4(
           &A_s_frag[4],
-          &A_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ tx % 32 / 16 * 8) + tx / 64 * 2048 + 1024]);
-      tilec_ldmatrix_x4_trans(
-          &B_s_frag[0], &B_s[(tx % 8 * 64 ^ tx % 8 * 8 ^ tx / 32 % 2 * 32 ^ tx % 32 / 16 * 8) +
-                             kk * 1024 + tx % 32 / 8 % 2 * 512]);
-      tilec_ldmatrix_x4_trans(
-          &B_s_frag[4], &B_s[(tx % 8 * 64 ^ tx % 8 * 8 ^ tx / 32 % 2 * 32 ^ tx % 32 / 16 * 8 ^ 16) +
-                             kk * 1024 + tx % 32 / 8 % 2 * 512]);
+          &A_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 16 * 8) + warp / 2 * 2048 + 1024]);
+      tilec_ldmatrix_x4_trans(&B_s_frag[0],
+                              &B_s[(tx % 8 * 64 ^ tx % 8 * 8 ^ warp % 2 * 32 ^ lane / 16 * 8) +
+                                   kk * 1024 + lane / 8 % 2 * 512]);
+      tilec_ldmatrix_x4_trans(&B_s_frag[4],
+                              &B_s[(tx % 8 * 64 ^ tx % 8 * 8 ^ warp % 2 * 32 ^ lane / 16 * 8 ^ 16) +
+                                   kk * 1024 + lane / 8 % 2 * 512]);
       tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
       tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
       tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
@@ -171,14 +149,14 @@ extern "C" __global__ void __launch_bounds__(128)
   {
 #pragma unroll
     for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-      alignas(16) half A_s_v_2[16];
-      *reinterpret_cast<uint4*>(&A_s_v_2[0]) = *reinterpret_cast<const uint4*>(
+      alignas(16) half A_s_v[16];
+      *reinterpret_cast<uint4*>(&A_s_v[0]) = *reinterpret_cast<const uint4*>(
           &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_5 * 2048]);
-      *reinterpret_cast<uint4*>(&A_s_v_2[8]) = *reinterpret_cast<const uint4*>(
+      *reinterpret_cast<uint4*>(&A_s_v[8]) = *reinterpret_cast<const uint4*>(
           &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_5 * 2048]);
 #pragma unroll
       for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-        a[g0_5 * 16 + e1_4] = A_s_v_2[e1_4];
+        a[g0_5 * 16 + e1_4] = A_s_v[e1_4];
       }
     }
   }
@@ -235,8 +213,8 @@ extern "C" __global__ void __launch_bounds__(128)
               C_v_1[e1_8] = static_cast<half>(acc[g0_10 * 16 + g1_2 * 4 + g0_11 * 2 + e1_8]);
             }
             *reinterpret_cast<unsigned int*>(
-                &C[bx * 4096 + tx / 64 * 2048 + g0_10 * 1024 + g0_11 * 512 + tx / 4 % 8 * 64 +
-                   tx / 32 % 2 * 32 + g1_2 * 8 + tx % 4 * 2]) =
+                &C[bx * 4096 + warp / 2 * 2048 + g0_10 * 1024 + g0_11 * 512 + tx / 4 % 8 * 64 +
+                   warp % 2 * 32 + g1_2 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
           }
         }
@@ -248,21 +226,21 @@ extern "C" __global__ void __launch_bounds__(128)
         for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
           for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-            if (C_vec2 && bx * 64 + tx / 64 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8 < M) {
+            if (C_vec2 && bx * 64 + warp / 2 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8 < M) {
               alignas(16) half C_v[2];
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
                 C_v[e1_7] = static_cast<half>(acc[g0_8 * 16 + g1_1 * 4 + g0_9 * 2 + e1_7]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &C[bx * 4096 + tx / 64 * 2048 + g0_8 * 1024 + g0_9 * 512 + tx / 4 % 8 * 64 +
-                     tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
+                  &C[bx * 4096 + warp / 2 * 2048 + g0_8 * 1024 + g0_9 * 512 + tx / 4 % 8 * 64 +
+                     warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&C_v[0]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                const int i_7 = tx / 64 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8;
-                const int j_7 = tx / 32 % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_7;
+                const int i_7 = warp / 2 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8;
+                const int j_7 = warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_7;
                 if (bx * 64 + i_7 < M) {
                   C[bx * 4096 + i_7 * 64 + j_7] =
                       static_cast<half>(acc[g0_8 * 16 + g1_1 * 4 + g0_9 * 2 + e1_7]);

@@ -1,0 +1,83 @@
+"""Lane and warp names: a lowered kernel's `tx % 32` and `tx / 32` read as `lane` and `warp`.
+
+    tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][tx / 32 * 16 + tx % 16][tx % 32 / 16 * 8]);
+  ->
+    const int lane = tx % 32;
+    const int warp = tx / 32;
+    ...
+    tilec_ldmatrix_x4(&A_s_frag[0], &A_s[0][warp * 16 + tx % 16][lane / 16 * 8]);
+
+32 is the target's warp size (Target.warp_size), and `tx / 64` is `warp / 2` (exact: tx is
+nonnegative). With the block's warp count known, `warp % 8` in a block of 8 warps is `warp`,
+and `tx - warp * 32` is `lane`. It runs on a lowered kernel before unused constants are
+dropped, so a kernel that never names a lane or a warp declares neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import cast
+
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.dtypes import DType
+from tilec.simplify import int_
+from tilec.source import Span
+
+I32 = DType.int32
+
+
+def name_lanes(
+    body: list[T.Stmt], tx: tir.Var, threads: int, warp_size: int, fresh: Callable[[str], str]
+) -> list[T.Stmt]:
+    """`body` (of a block of `threads` threads) with `lane` and `warp` declared after `tx` and
+    used wherever they are meant."""
+    lane = tir.Var(fresh("lane"), I32, "thread")
+    warp = tir.Var(fresh("warp"), I32, "thread")
+
+    def respell(node: object) -> object:
+        match node:
+            case tir.BinOp("%", a, tir.IntImm(k)) if a is tx and k == warp_size:
+                return lane
+            case tir.BinOp("//", a, tir.IntImm(k)) if a is tx and k == warp_size:
+                return warp
+            case tir.BinOp("//", a, tir.IntImm(k)) if a is tx and k % warp_size == 0:
+                return tir.BinOp("//", warp, int_(k // warp_size), I32)
+            case tir.BinOp("%", a, tir.IntImm(k)) if a is warp and k * warp_size >= threads:
+                return warp
+            case tir.BinOp("-", a, tir.BinOp("*", w, tir.IntImm(k))) if a is tx and w is warp and k == warp_size:
+                return lane
+        return node
+
+    out = [cast(T.Stmt, _rewrite(s, respell)) for s in body]
+    at = next(i for i, s in enumerate(out) if isinstance(s, T.Decl) and s.name == tx.name) + 1
+    names = [
+        T.Decl(lane.name, I32, init=tir.BinOp("%", tx, int_(warp_size), I32), const=True),
+        T.Decl(warp.name, I32, init=tir.BinOp("//", tx, int_(warp_size), I32), const=True),
+    ]
+    return out[:at] + names + out[at:]
+
+
+def _rewrite(node: object, f: Callable[[object], object]) -> object:
+    """`node` with `f` applied to it and to every IR node under it, children first. A node none of
+    whose children changed is kept as it is (tir.Var and T.Sym are compared by identity). The walk
+    is generic on purpose, as emit's `_collect`: a node kind added later is covered."""
+    if isinstance(node, tuple):
+        items = tuple(_rewrite(x, f) for x in node)
+        return node if all(a is b for a, b in zip(items, node)) else items
+    if not dataclasses.is_dataclass(node) or isinstance(node, (type, Span, tir.Buffer)):
+        return node
+    changed = {}
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
+        new = _rewrite(value, f)
+        if new is not value:
+            changed[name] = new
+    return f(dataclasses.replace(node, **changed) if changed else node)
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(cls))
