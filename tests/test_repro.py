@@ -127,6 +127,7 @@ def test_12_fp8_let_is_converted_explicitly() -> None:
     assert "const __nv_fp8_e4m3 t = static_cast<__nv_fp8_e4m3>(static_cast<float>(s) * 2.0f);" in text
 
 
+@pytest.mark.toolchain
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_12_output_compiles_with_nvcc(tmp_path: pathlib.Path) -> None:
     cu = tmp_path / "o.cu"
@@ -237,6 +238,7 @@ def format_seconds(statements: int) -> float:
     return after.children_user + after.children_system - before.children_user - before.children_system
 
 
+@pytest.mark.toolchain  # clang-format on a 16,000-statement function
 def test_13_clang_format_is_linear_in_function_length() -> None:
     """AllowShortFunctionsOnASingleLine: Inline made clang-format quadratic in a function's length."""
     small, large = format_seconds(2_000), format_seconds(16_000)

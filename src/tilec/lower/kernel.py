@@ -32,7 +32,6 @@ from tilec.lower.cexpr import (
     upper_bound,
     zero,
 )
-from tilec.lower.cleanup import drop_unused
 from tilec.lower.lanes import name_lanes
 from tilec.lower.loops import DistributedLoops
 from tilec.lower.ops import TileOps, backend_of
@@ -174,9 +173,7 @@ class KernelLowering(TileOps, DistributedLoops, Pipelining):
         params = self._params()
         abi = self._abi()
         grid = tuple(simplify(self.value(g, None)) for g in self.kernel.grid)
-        body = drop_unused(
-            name_lanes(head + body, self.tx, self.kernel.threads, self.target.warp_size, self.names.fresh)
-        )
+        body = name_lanes(head + body, self.tx, self.kernel.threads, self.target.warp_size, self.names.fresh)
         helpers = tuple(sorted(self.helpers))
         return T.Kernel(self.kernel.name, params, self.kernel.threads, grid, self.smem, tuple(body), abi, helpers)
 
