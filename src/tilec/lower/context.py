@@ -133,37 +133,37 @@ class LowerState:
     # end for the kernel's head and its shared-memory size.
     views: list[T.SharedView] = field(default_factory=list)
     # Kernel-wide flags (`const bool A_vec8 = ...;`) by key, and their declarations, which go
-    # before the kernel's first statement. Written by loops.aligned and ops.kernel_flag, so that
-    # a loop tests one register instead of recomputing the condition.
+    # before the kernel's first statement. Written by `kernel_flag`, for a tensor's alignment
+    # (loops.aligned) and a copy's interior test (ops.py).
     flags: dict[FlagKey, tir.Var] = field(default_factory=dict)
     prologue: list[T.Stmt] = field(default_factory=list)
     # The reductions' shared scratch row, declared by the first reduction that crosses warps
-    # (ops.red_scratch) and shared by all the others.
+    # (ops.py) and shared by all the others.
     red_buf: str | None = None
     # Shared scratch the op being lowered reads after its own barriers (a staged gemm operand).
     # Written by ops.stage_fragment; read and cleared by kernel.as_scope when the op's Scope is made.
     scratch_reads: set[str] = field(default_factory=set)
     # Tensors written by the kernel: the others become `const` parameters. Written by every
-    # store to global memory (exprs, loops, ops); read at the end.
+    # store to global memory (kernel.py, loops.py); read at the end.
     written: set[str] = field(default_factory=set)
     # Helpers (inline PTX, spelling.py) the kernel calls. Written where a call to one is made;
     # read at the end, so emit prints only those.
     helpers: set[str] = field(default_factory=set)
     # The C form of a user variable: its C-named twin, or a pipelined loop's `start + iteration`.
-    # Filled by exprs.value on first use; pipelined.py sets a pipelined loop's variable.
+    # Filled by exprs.value_of on first use; pipelined.py sets a pipelined loop's variable.
     cvars: dict[tir.Var, tir.Expr] = field(default_factory=dict)
     # The stage of a multi-buffered tile being accessed. Set and cleared by pipelined.py around
-    # the code it generates for one stage; read by exprs.ref.
+    # the code it generates for one stage; read by exprs.ref_of.
     stage_of: dict[tir.Buffer, tir.Expr] = field(default_factory=dict)
     # Tensors whose current tile is wholly in bounds and aligned. Set by ops.lower_copy while it
-    # builds a copy's fast path; read by exprs.ref and the vector accesses (no checks needed).
+    # builds a copy's fast path; read by exprs.ref_of and the vector accesses (no checks needed).
     interior: set[tir.Buffer] = field(default_factory=set)
     # Conditions known to hold where code is being built: a store's own guard while its value is
-    # lowered (loops.elements), so that loads under it need none; read by exprs.value.
+    # lowered (loops.py), so that loads under it need none; read by exprs.value_of.
     assumed: list[tir.Expr] = field(default_factory=list)
     # True while a pipeline's producer copies are lowered, which then use the backend's
-    # asynchronous copy. Set by pipelined.async_copy_scope; read by loops.vector_path and
-    # ops.interior_condition.
+    # asynchronous copy. Set by pipelined.py around them; read by the vector
+    # accesses (loops.py) and the copy's interior test (ops.py).
     async_copy: bool = False
     # The kernel's block-index swizzle, once the statement walk meets `T.use_swizzle`; read at
     # the end by the block-index set-up.
@@ -201,6 +201,18 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: Pipe
     tx = tir.Var(names.fresh("tx"), I32, "thread")
     state = LowerState(names, {tx: kernel.threads - 1})
     return LowerContext(kernel, layouts, plan, target, backend_of(target), tx, state)
+
+
+def kernel_flag(ctx: LowerContext, key: FlagKey, name: str, cond: tir.Expr) -> tir.Var:
+    """`const bool name = cond;` once per key, before the kernel's first statement (`cond` may use
+    block indices, tensor dims and scalars only, no loads): a loop then tests a register instead
+    of recomputing the condition every iteration."""
+    state = ctx.state
+    if key not in state.flags:
+        flag = tir.Var(ctx.fresh(name), DType.bool, "let")
+        state.flags[key] = flag
+        state.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
+    return state.flags[key]
 
 
 def shared_names(ctx: LowerContext, bufs: set[tir.Buffer]) -> frozenset[str]:

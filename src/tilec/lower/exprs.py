@@ -109,10 +109,10 @@ def ref_of(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: 
                     f"fragment '{buf.name}' can only be indexed inside a Parallel loop",
                     hint="copy it to a shared or local buffer to read single elements",
                 )
-            return Access(T.Subscript(name, (slot(ctx, buf, idx, loop),), buf.dtype), true)
+            return Access(T.Subscript(name, (_slot(ctx, buf, idx, loop),), buf.dtype), true)
 
 
-def slot(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop) -> tir.Expr:
+def _slot(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop) -> tir.Expr:
     """Register of fragment `buf` holding element `idx` of the loop being
     lowered: the fragment's register digits are the loop's digits of the
     dims it is indexed by (its layout is the loop's, projected)."""

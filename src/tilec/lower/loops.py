@@ -34,7 +34,7 @@ from tilec.lower.cexpr import (
     upper_bound,
     vars_in,
 )
-from tilec.lower.context import LowerContext
+from tilec.lower.context import LowerContext, kernel_flag
 from tilec.lower.exprs import below, ref_of, value_of
 from tilec.simplify import gcd_of, int_, simplify, substitute
 
@@ -73,7 +73,7 @@ def distributed(
     lane = None
     if vectorize and last is not None and last.dim == rank - 1 and last.stride == 1 and last.extent > 1:
         lane = counters[-1]
-    inner, vectorized = element_body(ctx, layout, vars, body, index, tuple(digits), padded, lane)
+    inner, vectorized = _element_body(ctx, layout, vars, body, index, tuple(digits), padded, lane)
     nest = inner
     for k in reversed(range(len(parts))):
         counter = counters[k]
@@ -83,7 +83,7 @@ def distributed(
     return nest
 
 
-def replica_zero(ctx: LowerContext, layout: L.Fragment) -> tir.Expr:
+def _replica_zero(ctx: LowerContext, layout: L.Fragment) -> tir.Expr:
     """True in the threads that hold replica 0 of a replicated layout."""
     coords = L.thread_coords(layout, ctx.tx)
     conds = [
@@ -94,7 +94,7 @@ def replica_zero(ctx: LowerContext, layout: L.Fragment) -> tir.Expr:
     return all_of(conds)
 
 
-def element_body(
+def _element_body(
     ctx: LowerContext,
     layout: L.Fragment,
     vars: tuple[tir.Var, ...],
@@ -118,12 +118,12 @@ def element_body(
     scalar_loop = ElementLoop(layout, tuple(named), local)
     guard = all_of([lt(named[d], int_(layout.shape[d])) for d in padded])
     bound = tuple(substitute_stmt(s, dict(zip(vars, named))) for s in body)
-    scalar = decls + guarded(guard, elements(ctx, bound, scalar_loop))
+    scalar = decls + guarded(guard, _elements(ctx, bound, scalar_loop))
     if lane is None:
         return scalar, False
     full = ElementLoop(layout, index, local)
     width = layout.local_parts[-1].extent
-    vec = vector_path(ctx, tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, width)
+    vec = _vector_path(ctx, tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, width)
     if vec is None:
         return scalar, False
     cond, vbody = vec
@@ -136,7 +136,7 @@ def element_body(
     return guarded(outer_guard, chosen), True
 
 
-def elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) -> list[T.Stmt]:
+def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) -> list[T.Stmt]:
     """Thread IR of a Parallel body for one element (indices already bound)."""
     out: list[T.Stmt] = []
     for s in body:
@@ -150,7 +150,7 @@ def elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) -
                 ctx.state.assumed = []
                 cond = acc.inbounds
                 if buf.scope in ("global", "shared"):  # memory all threads see: one replica writes
-                    cond = all_of([replica_zero(ctx, loop.layout), cond])
+                    cond = all_of([_replica_zero(ctx, loop.layout), cond])
                 out += guarded(cond, [assign])
             case tir.Let(var, value):
                 out.append(T.Decl(ctx.name(var), var.dtype, init=value_of(ctx, value, loop), const=True))
@@ -160,7 +160,9 @@ def elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) -
             case tir.If(cond, then, orelse):
                 out.append(
                     T.IfThen(
-                        value_of(ctx, cond, loop), tuple(elements(ctx, then, loop)), tuple(elements(ctx, orelse, loop))
+                        value_of(ctx, cond, loop),
+                        tuple(_elements(ctx, then, loop)),
+                        tuple(_elements(ctx, orelse, loop)),
                     )
                 )
             case tir.For():
@@ -171,11 +173,11 @@ def elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) -
                         value_of(ctx, s.stop, loop),
                         s.step.value if isinstance(s.step, tir.IntImm) else 1,
                         s.kind == "unroll",
-                        tuple(elements(ctx, s.body, loop)),
+                        tuple(_elements(ctx, s.body, loop)),
                     )
                 )
             case tir.AtomicAdd(dst=dst, value=value) if value is not None:
-                out += guarded(replica_zero(ctx, loop.layout), atomic(ctx, dst.buffer, dst.starts, value, loop))
+                out += guarded(_replica_zero(ctx, loop.layout), atomic(ctx, dst.buffer, dst.starts, value, loop))
             case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
                 out.append(printf(msg, value_of(ctx, value, loop)))
             case tir.DeviceAssert():
@@ -207,7 +209,7 @@ def device_assert(ctx: LowerContext, s: tir.DeviceAssert, loop: ElementLoop | No
     )
 
 
-def vector_path(
+def _vector_path(
     ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
 ) -> tuple[tir.Expr, list[T.Stmt]] | None:
     """The 16-byte-vector version of a body of plain stores, or None.
@@ -219,8 +221,8 @@ def vector_path(
     if not all(isinstance(s, tir.Store) for s in body):
         return None
     if ctx.state.async_copy:
-        return async_vector(ctx, body, loop, lane_var, width)
-    direct = direct_vector(ctx, body, loop, lane_var, width)
+        return _async_vector(ctx, body, loop, lane_var, width)
+    direct = _direct_vector(ctx, body, loop, lane_var, width)
     if direct is not None:
         return direct
     stores = [s for s in body if isinstance(s, tir.Store)]
@@ -237,7 +239,7 @@ def vector_path(
     for ld in loads:
         if ld.buffer.scope not in ("global", "shared") or ld.buffer in written:
             continue
-        plan = vec_access(ctx, ld.buffer, ld.indices, lane_var, width, lane_zero)
+        plan = _vec_access(ctx, ld.buffer, ld.indices, lane_var, width, lane_zero)
         if plan is None:
             continue
         key = (ld.buffer, ld.indices)
@@ -258,14 +260,14 @@ def vector_path(
         value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})
         target_plan = None
         if s.buffer.scope in ("global", "shared"):
-            target_plan = vec_access(ctx, s.buffer, s.indices, lane_var, width, lane_zero)
+            target_plan = _vec_access(ctx, s.buffer, s.indices, lane_var, width, lane_zero)
         if target_plan is None:
             if s.buffer.scope in ("global",):
                 return None  # a scalar global store needs per-element bounds: keep the scalar path
-            lane_body += elements(ctx, (tir.Store(s.buffer, s.indices, value, s.span),), loop)
+            lane_body += _elements(ctx, (tir.Store(s.buffer, s.indices, value, s.span),), loop)
             continue
         cond, refs = target_plan
-        conds += [cond, replica_zero(ctx, loop.layout)]
+        conds += [cond, _replica_zero(ctx, loop.layout)]
         reg = ctx.fresh(f"{ctx.name(s.buffer)}_v")
         pre.append(T.Decl(reg, s.buffer.dtype, (width,), align=16))
         lane_body.append(
@@ -283,7 +285,7 @@ def vector_path(
     return all_of(conds), body_out
 
 
-def direct_vector(
+def _direct_vector(
     ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
 ) -> tuple[tir.Expr, list[T.Stmt]] | None:
     """A memory -> memory copy of one dtype, moved 16 bytes at a time with no registers
@@ -301,18 +303,18 @@ def direct_vector(
     if load.buffer.scope not in memory or store.buffer.scope not in memory:
         return None
     zero_lane = {lane: int_(0)}
-    src = vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
-    dst = vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
+    src = _vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
+    dst = _vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
     if src is None or dst is None:
         return None
     if store.buffer.scope == "global":
         ctx.state.written.add(dst[1][0].array)
     chunk = width * store.buffer.dtype.bytes // len(dst[1])
     moves: list[T.Stmt] = [T.Assign(T.VecRef(d, chunk), T.VecRef(s, chunk)) for d, s in zip(dst[1], src[1])]
-    return all_of([src[0], dst[0], replica_zero(ctx, loop.layout)]), moves
+    return all_of([src[0], dst[0], _replica_zero(ctx, loop.layout)]), moves
 
 
-def async_vector(
+def _async_vector(
     ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
 ) -> tuple[tir.Expr, list[T.Stmt]] | None:
     """A global -> shared vector copied by cp.async (no registers on the way)."""
@@ -324,15 +326,15 @@ def async_vector(
     if load.buffer.dtype != store.buffer.dtype or nbytes not in ctx.backend.ASYNC_COPY_BYTES:
         return None
     zero_lane = {lane: int_(0)}
-    src = vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
-    dst = vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
+    src = _vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
+    dst = _vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
     if src is None or dst is None:
         return None
     copy = ctx.backend.async_copy(ctx, dst[1][0], src[1][0], nbytes)  # the target's instruction
-    return all_of([src[0], dst[0], replica_zero(ctx, loop.layout)]), [copy]
+    return all_of([src[0], dst[0], _replica_zero(ctx, loop.layout)]), [copy]
 
 
-def vec_access(
+def _vec_access(
     ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
 ) -> tuple[tir.Expr, list[T.Subscript]] | None:
     """(condition, subscript of the first element) for a vector access, or None."""
@@ -351,7 +353,7 @@ def vec_access(
     if gcd_of(value_of(ctx, base, None)) % width:
         return None
     base_idx = tuple(substitute(i, lane_zero) for i in idx)
-    refs = chunk_refs(ctx, buf, base_idx, width)
+    refs = _chunk_refs(ctx, buf, base_idx, width)
     conds: list[tir.Expr] = []
     if buf.scope == "shared":
         if buf.const_shape[-1] % width:
@@ -372,7 +374,7 @@ def vec_access(
     return all_of(conds), refs
 
 
-def chunk_refs(ctx: LowerContext, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int) -> list[T.Subscript]:
+def _chunk_refs(ctx: LowerContext, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int) -> list[T.Subscript]:
     """The subscript of each 16-byte piece of a `width`-element vector at `base_idx`: consecutive
     elements, except in a swizzled tile, where each piece's column goes through the swizzle."""
     first = ref_of(ctx, buf, base_idx, None).ref
@@ -392,16 +394,14 @@ def aligned(ctx: LowerContext, buf: tir.Buffer, width: int) -> tir.Var:
     const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
     """
     key = (buf, width)
-    if key not in ctx.state.flags:
-        name = ctx.name(buf)
-        flag = tir.Var(ctx.fresh(f"{name}_vec{width}"), DType.bool, "let")
-        ctx.state.flags[key] = flag
-        address = T.Intrin("address", (tir.Var(name, buf.dtype, "thread"),), DType.uint64)
-        cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
-        if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
-            cond = tir.BinOp("and", cond, _divisible(value_of(ctx, buf.shape[-1], None), width), DType.bool)
-        ctx.state.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
-    return ctx.state.flags[key]
+    if key in ctx.state.flags:
+        return ctx.state.flags[key]
+    name = ctx.name(buf)
+    address = T.Intrin("address", (tir.Var(name, buf.dtype, "thread"),), DType.uint64)
+    cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
+    if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
+        cond = tir.BinOp("and", cond, _divisible(value_of(ctx, buf.shape[-1], None), width), DType.bool)
+    return kernel_flag(ctx, key, f"{name}_vec{width}", cond)
 
 
 def _divisible(e: tir.Expr, k: int) -> tir.Expr:

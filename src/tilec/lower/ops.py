@@ -28,7 +28,7 @@ from tilec.lower.cexpr import (
     symv,
     zero,
 )
-from tilec.lower.context import LowerContext, shared_view
+from tilec.lower.context import LowerContext, kernel_flag, shared_view
 from tilec.lower.exprs import value_of
 from tilec.lower.loops import aligned, atomic, distributed
 from tilec.simplify import int_, simplify
@@ -41,7 +41,7 @@ def lower_parallel(ctx: LowerContext, s: tir.Parallel) -> list[T.Stmt]:
     return distributed(ctx, layout, s.vars, s.body)
 
 
-def tile_domain(ctx: LowerContext, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
+def _tile_domain(ctx: LowerContext, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
     """Loop variables and shape of the element loop of a tile op over `regions`
     (in order of preference): a fragment's whole shape, else the first
     region's extents with unit dims squeezed out."""
@@ -56,7 +56,7 @@ def tile_domain(ctx: LowerContext, regions: list[tir.Region]) -> tuple[tuple[tir
     return index_vars(1), (1,)
 
 
-def region_index(
+def _region_index(
     ctx: LowerContext, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
 ) -> tuple[tir.Expr, ...]:
     """Buffer index of element `vars` of a loop over `shape`: the region's
@@ -72,7 +72,7 @@ def region_index(
     return tuple(out)
 
 
-def tile_layout(ctx: LowerContext, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
+def _tile_layout(ctx: LowerContext, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
     for r in regions:
         if r.buffer.scope == "fragment":
             frag = ctx.layouts.buffers[r.buffer]
@@ -89,13 +89,13 @@ def tile_layout(ctx: LowerContext, regions: list[tir.Region], shape: tuple[int, 
 
 
 def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
-    vars, shape = tile_domain(ctx, [s.dst, s.src])
-    layout = tile_layout(ctx, [s.src, s.dst], shape)
-    src_idx = region_index(ctx, s.src, vars, shape)
-    dst_idx = region_index(ctx, s.dst, vars, shape)
+    vars, shape = _tile_domain(ctx, [s.dst, s.src])
+    layout = _tile_layout(ctx, [s.src, s.dst], shape)
+    src_idx = _region_index(ctx, s.src, vars, shape)
+    dst_idx = _region_index(ctx, s.dst, vars, shape)
     body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
     general = distributed(ctx, layout, vars, body)
-    interior = interior_condition(ctx, s, layout)
+    interior = _interior_condition(ctx, s, layout)
     if interior is None:
         return general
     # Tiles wholly inside the tensor (all but the edges) skip every per-element check.
@@ -106,7 +106,7 @@ def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     return [T.IfThen(interior, tuple(fast), tuple(general))]
 
 
-def interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
+def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
     """`tile in bounds && tensor aligned` for a vectorized copy between a
     tensor and on-chip memory, or None when there is nothing to check."""
     sides = [r for r in (s.src, s.dst) if r.buffer.scope == "global"]
@@ -133,23 +133,13 @@ def interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> ti
         # flag pays off in cp.async loops (a profile showed the recomputed test), while in a
         # row loop it held registers (RMSNorm at 256 threads: 108 instead of 64, 0.18 vs 0.13 ms)
         return all_of(fixed + moving)
-    return all_of([kernel_flag(ctx, region.buffer, "interior", all_of(fixed)), *moving])
-
-
-def kernel_flag(ctx: LowerContext, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
-    """`const bool {tensor}_{what} = cond;` once, before the kernel's first statement
-    (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
-    tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
-    the tensor's alignment and the block-index part of "this tile is inside the tensor"."""
-    if cond not in ctx.state.flags:
-        flag = tir.Var(ctx.fresh(f"{ctx.name(buf)}_{what}"), DType.bool, "let")
-        ctx.state.flags[cond] = flag
-        ctx.state.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
-    return ctx.state.flags[cond]
+    # `{tensor}_interior`: the tensor's alignment and the block-index part of "this tile is inside"
+    interior = all_of(fixed)
+    return all_of([kernel_flag(ctx, interior, f"{ctx.name(region.buffer)}_interior", interior), *moving])
 
 
 def lower_fill(ctx: LowerContext, s: tir.Fill) -> list[T.Stmt]:
-    vars, shape = tile_domain(ctx, [s.dst])
+    vars, shape = _tile_domain(ctx, [s.dst])
     if s.dst.buffer.scope == "var":
         return [
             T.Assign(
@@ -157,17 +147,17 @@ def lower_fill(ctx: LowerContext, s: tir.Fill) -> list[T.Stmt]:
                 cast(value_of(ctx, s.value, None), s.dst.buffer.dtype),
             )
         ]
-    layout = tile_layout(ctx, [s.dst], shape)
-    body = (tir.Store(s.dst.buffer, region_index(ctx, s.dst, vars, shape), s.value, s.span),)
+    layout = _tile_layout(ctx, [s.dst], shape)
+    body = (tir.Store(s.dst.buffer, _region_index(ctx, s.dst, vars, shape), s.value, s.span),)
     return distributed(ctx, layout, vars, body)
 
 
 def lower_atomic_region(ctx: LowerContext, s: tir.AtomicAdd) -> list[T.Stmt]:
     assert s.src is not None
-    vars, shape = tile_domain(ctx, [s.src])
-    layout = tile_layout(ctx, [s.src], shape)
-    src_idx = region_index(ctx, s.src, vars, shape)
-    dst_idx = region_index(ctx, s.dst, vars, shape)
+    vars, shape = _tile_domain(ctx, [s.src])
+    layout = _tile_layout(ctx, [s.src], shape)
+    src_idx = _region_index(ctx, s.src, vars, shape)
+    dst_idx = _region_index(ctx, s.dst, vars, shape)
     body = (
         tir.AtomicAdd(
             tir.Region(s.dst.buffer, dst_idx, tuple(int_(1) for _ in dst_idx)),
@@ -193,11 +183,11 @@ def lower_atomic_element(ctx: LowerContext, s: tir.AtomicAdd) -> list[T.Stmt]:
 def lower_gemm(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
     record = instruction_named(ctx.target, s.instruction)
     if record.group == "thread":
-        return gemm_simt(ctx, s)
+        return _gemm_simt(ctx, s)
     return ctx.backend.gemm(ctx, s, record)
 
 
-def gemm_simt(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
+def _gemm_simt(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
     c = s.c.buffer
     frag = ctx.layouts.buffers[c]
     out: list[T.Stmt] = []
@@ -333,7 +323,7 @@ def lower_reduce(ctx: LowerContext, s: tir.Reduce) -> list[T.Stmt]:
             upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
             idx = L.tile_index(sf, coords, digits)
             out += guarded(all_of([lt(idx[d], int_(sf.shape[d])) for d in padded]), [upd])
-        out += cross_thread(ctx, s.kind, acc, acc_t, across)
+        out += _cross_thread(ctx, s.kind, acc, acc_t, across)
         target = T.Subscript(dname, (int_(dslot),), dst.dtype)
         val: tir.Expr = tir.Var(acc, acc_t, "let")
         if not s.clear:
@@ -342,7 +332,7 @@ def lower_reduce(ctx: LowerContext, s: tir.Reduce) -> list[T.Stmt]:
     return out
 
 
-def cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
     """Combine `acc` over the threads that differ only in `parts` ((extent,
     thread-id stride) each): xor shuffles inside a warp, then a round
     through shared memory for the factors that span warps."""
@@ -362,7 +352,7 @@ def cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: li
             outer.append((extent // inner, stride * inner))
     if not outer:
         return out
-    red = red_scratch(ctx, dtype)
+    red = _red_scratch(ctx, dtype)
     base: tir.Expr = ctx.tx
     for extent, step in outer:
         digit = tir.BinOp("%", tir.BinOp("//", ctx.tx, int_(step), I32), int_(extent), I32)
@@ -387,7 +377,7 @@ def cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: li
     return out
 
 
-def red_scratch(ctx: LowerContext, dtype: DType) -> str:
+def _red_scratch(ctx: LowerContext, dtype: DType) -> str:
     if ctx.state.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
         ctx.state.red_buf = ctx.fresh("red_buf")
         shared_view(ctx, ctx.state.red_buf, DType.float64, (ctx.kernel.threads,))
@@ -419,12 +409,12 @@ def lower_cumsum(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
 def lower_print(ctx: LowerContext, s: tir.Print) -> list[T.Stmt]:
     if isinstance(s.value, tir.Region):
         r = s.value
-        vars, shape = tile_domain(ctx, [r])
+        vars, shape = _tile_domain(ctx, [r])
         if r.buffer.scope == "fragment":
             layout = ctx.layouts.buffers[r.buffer]
         else:
             layout = L.replicated_all(shape, ctx.kernel.threads)
-        idx = region_index(ctx, r, vars, shape)
+        idx = _region_index(ctx, r, vars, shape)
         body = (tir.Print(tir.Load(r.buffer, idx), f"{s.msg or r.buffer.name}"),)
         out = distributed(ctx, layout, vars, body, vectorize=False)
         return (

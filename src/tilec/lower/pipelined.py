@@ -95,26 +95,26 @@ def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
     # prologue: the first stages - 1 iterations' copies
     p = tir.Var(ctx.fresh("stage"), I32, "thread")
     ctx.state.bounds[p] = stages - 2
-    fill = produce(ctx, s.var, producers, start, p, p, count)
+    fill = _produce(ctx, s.var, producers, start, p, p, count)
     out.append(T.Loop(T.Sym(p.name, I32), int_(0), int_(stages - 1), 1, True, tuple(fill)))
     # steady state
     it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
-    names = stage_names(ctx, it, stages)
+    names = _stage_names(ctx, it, stages)
     read_stage, next_stage, write_stage = (var for var, _ in names)
     ahead = simplify(add(it, int_(stages - 1)))
-    prefetch = produce(ctx, s.var, producers, start, ahead, write_stage, count)
+    prefetch = _produce(ctx, s.var, producers, start, ahead, write_stage, count)
     ctx.state.cvars[s.var] = simplify(add(start, it))  # the user's k is start + iteration
-    mma = mainloop_gemm(ctx, consumers)
+    mma = _mainloop_gemm(ctx, consumers)
     body: list[T.Stmt] = [decl for _, decl in names]  # unused ones are dropped after lowering
     if mma is not None:
-        setup, steps = mainloop(ctx, mma, stages, it, count, prefetch, read_stage, next_stage)
+        setup, steps = _mainloop(ctx, mma, stages, it, count, prefetch, read_stage, next_stage)
         out += setup
         body += steps
     else:
         body += [_wait(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
         for prod in producers:
             ctx.state.stage_of[prod.dst.buffer] = read_stage
-        body += interleaved(ctx, producers, consumers, prefetch, lower_stmt)
+        body += _interleaved(ctx, producers, consumers, prefetch, lower_stmt)
         for prod in producers:
             del ctx.state.stage_of[prod.dst.buffer]
     out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
@@ -122,7 +122,7 @@ def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
     return out
 
 
-def stage_names(ctx: LowerContext, it: tir.Var, stages: int) -> list[tuple[tir.Var, T.Decl]]:
+def _stage_names(ctx: LowerContext, it: tir.Var, stages: int) -> list[tuple[tir.Var, T.Decl]]:
     """The stages iteration `it` reads, reads next (a GEMM main loop's fragments of the next
     tile) and writes (the copies run stages - 1 iterations ahead), each a named constant:
     `const int write_stage = (k + 2) % 3;`."""
@@ -135,7 +135,7 @@ def stage_names(ctx: LowerContext, it: tir.Var, stages: int) -> list[tuple[tir.V
     return out
 
 
-def interleaved(
+def _interleaved(
     ctx: LowerContext,
     producers: list[tir.Copy],
     consumers: tuple[tir.Stmt, ...],
@@ -164,7 +164,7 @@ def interleaved(
     return out
 
 
-def mainloop_gemm(ctx: LowerContext, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
+def _mainloop_gemm(ctx: LowerContext, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
     """The gemm of a GEMM main loop (module docstring), or None."""
     g = consumers[0] if len(consumers) == 1 else None
     if not isinstance(g, tir.Gemm) or id(g) not in ctx.plan.fragments_ahead:
@@ -174,7 +174,7 @@ def mainloop_gemm(ctx: LowerContext, consumers: tuple[tir.Stmt, ...]) -> MmaGemm
     return mma
 
 
-def mainloop(
+def _mainloop(
     ctx: LowerContext,
     mma: MmaGemm,
     stages: int,
@@ -223,10 +223,10 @@ def lower_early_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     ctx.state.helpers.add("cp_async")
     reads, writes = shared_reads_writes(s)
     access = T.SharedAccess(reads=shared_names(ctx, reads), async_writes=shared_names(ctx, writes))
-    return [async_copy_scope(ctx, s, access), COMMIT]
+    return [_async_copy_scope(ctx, s, access), COMMIT]
 
 
-def async_copy_scope(ctx: LowerContext, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
+def _async_copy_scope(ctx: LowerContext, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
     """`s` issued as cp.async."""
     ctx.state.async_copy = True
     code = lower_copy(ctx, s)
@@ -234,7 +234,7 @@ def async_copy_scope(ctx: LowerContext, s: tir.Copy, access: T.SharedAccess) -> 
     return T.Scope(source_comment(s), tuple(code), s.span, access)
 
 
-def produce(
+def _produce(
     ctx: LowerContext,
     var: tir.Var,
     producers: list[tir.Copy],
@@ -250,7 +250,7 @@ def produce(
         reads, writes = shared_reads_writes(prod)
         access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
         ctx.state.stage_of[prod.dst.buffer] = stage
-        code.append(async_copy_scope(ctx, prod, access))
+        code.append(_async_copy_scope(ctx, prod, access))
         del ctx.state.stage_of[prod.dst.buffer]
     return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
 
