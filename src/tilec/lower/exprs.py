@@ -1,5 +1,5 @@
-"""The C form of Tile IR expressions: `value` (buffers resolved to subscripts, low-precision
-arithmetic widened to float32, indices simplified) and `ref` (the subscript of one element and
+"""The C form of Tile IR expressions: `value_of` (buffers resolved to subscripts, low-precision
+arithmetic widened to float32, indices simplified) and `ref_of` (the subscript of one element and
 its bound condition), over the kernel's LowerContext."""
 
 from __future__ import annotations

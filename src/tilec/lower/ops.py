@@ -3,7 +3,8 @@ run it as a distributed loop; gemm (SIMT FMA over the accumulator micro-tile),
 reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
 (a thread per line) are lowered directly. A gemm whose instruction record
 (passes/select.py) runs on a warp or more goes to the target's backend module
-(`backend_of`: backends/cuda/sm80.py for the CUDA targets)."""
+(`ctx.backend`: backends/cuda/sm80.py for the CUDA targets). kernel.lower_stmt calls
+each `lower_<op>(ctx, s)` and wraps its code in the op's Scope."""
 
 from __future__ import annotations
 
@@ -56,9 +57,7 @@ def _tile_domain(ctx: LowerContext, regions: list[tir.Region]) -> tuple[tuple[ti
     return index_vars(1), (1,)
 
 
-def _region_index(
-    ctx: LowerContext, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
-) -> tuple[tir.Expr, ...]:
+def _region_index(region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]) -> tuple[tir.Expr, ...]:
     """Buffer index of element `vars` of a loop over `shape`: the region's
     non-unit dims take the loop's non-unit dims in order (unit dims of
     either side are squeezed away, as operand shapes are compared)."""
@@ -91,8 +90,8 @@ def _tile_layout(ctx: LowerContext, regions: list[tir.Region], shape: tuple[int,
 def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     vars, shape = _tile_domain(ctx, [s.dst, s.src])
     layout = _tile_layout(ctx, [s.src, s.dst], shape)
-    src_idx = _region_index(ctx, s.src, vars, shape)
-    dst_idx = _region_index(ctx, s.dst, vars, shape)
+    src_idx = _region_index(s.src, vars, shape)
+    dst_idx = _region_index(s.dst, vars, shape)
     body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
     general = distributed(ctx, layout, vars, body)
     interior = _interior_condition(ctx, s, layout)
@@ -148,7 +147,7 @@ def lower_fill(ctx: LowerContext, s: tir.Fill) -> list[T.Stmt]:
             )
         ]
     layout = _tile_layout(ctx, [s.dst], shape)
-    body = (tir.Store(s.dst.buffer, _region_index(ctx, s.dst, vars, shape), s.value, s.span),)
+    body = (tir.Store(s.dst.buffer, _region_index(s.dst, vars, shape), s.value, s.span),)
     return distributed(ctx, layout, vars, body)
 
 
@@ -156,8 +155,8 @@ def lower_atomic_region(ctx: LowerContext, s: tir.AtomicAdd) -> list[T.Stmt]:
     assert s.src is not None
     vars, shape = _tile_domain(ctx, [s.src])
     layout = _tile_layout(ctx, [s.src], shape)
-    src_idx = _region_index(ctx, s.src, vars, shape)
-    dst_idx = _region_index(ctx, s.dst, vars, shape)
+    src_idx = _region_index(s.src, vars, shape)
+    dst_idx = _region_index(s.dst, vars, shape)
     body = (
         tir.AtomicAdd(
             tir.Region(s.dst.buffer, dst_idx, tuple(int_(1) for _ in dst_idx)),
@@ -231,8 +230,8 @@ def _gemm_simt(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
     b_reg = ctx.fresh(f"{ctx.name(s.b.buffer)}_frag")
     a_idx = (kk, row) if s.transpose_a else (row, kk)
     b_idx = (col, kk) if s.transpose_b else (kk, col)
-    a_load = value_of(ctx, tir.Load(a_region.buffer, operand_index(ctx, a_region, a_idx)), None)
-    b_load = value_of(ctx, tir.Load(s.b.buffer, operand_index(ctx, s.b, b_idx)), None)
+    a_load = value_of(ctx, tir.Load(a_region.buffer, operand_index(a_region, a_idx)), None)
+    b_load = value_of(ctx, tir.Load(s.b.buffer, operand_index(s.b, b_idx)), None)
     if frag.padded(0):
         a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
     if frag.padded(1):
@@ -257,7 +256,7 @@ def _gemm_simt(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
     return out
 
 
-def operand_index(ctx: LowerContext, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
+def operand_index(region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
     """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
     the two logical dims are the region's last two non-unit dims."""
     rank = len(region.extents)
@@ -414,7 +413,7 @@ def lower_print(ctx: LowerContext, s: tir.Print) -> list[T.Stmt]:
             layout = ctx.layouts.buffers[r.buffer]
         else:
             layout = L.replicated_all(shape, ctx.kernel.threads)
-        idx = _region_index(ctx, r, vars, shape)
+        idx = _region_index(r, vars, shape)
         body = (tir.Print(tir.Load(r.buffer, idx), f"{s.msg or r.buffer.name}"),)
         out = distributed(ctx, layout, vars, body, vectorize=False)
         return (

@@ -175,7 +175,7 @@ def _a_registers(ctx: LowerContext, mma: MmaGemm, a_reg: str, mi: int, kk: tir.E
 
 def _smem_elem(ctx: LowerContext, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
     """&tile[...] of element idx2 of a 2-D operand region in shared memory."""
-    ref = ref_of(ctx, region.buffer, operand_index(ctx, region, (simplify(idx2[0]), simplify(idx2[1]))), None)
+    ref = ref_of(ctx, region.buffer, operand_index(region, (simplify(idx2[0]), simplify(idx2[1]))), None)
     return T.AddressOf(ref.ref)
 
 
