@@ -84,6 +84,7 @@ def changed(before: dict[str, int], after: dict[str, int]) -> set[str]:
 
 def test_depfile_lists_imports(compiler: None, tmp_path: pathlib.Path) -> None:
     out = tmp_path / "out dir" / "axpy.cu"
+    out.parent.mkdir()
     proc = tilec_run("build", "examples/make/kernels/axpy.tile", "-o", str(out), "-MD", "-MP")
     assert proc.returncode == 0, proc.stderr
     dep = (tmp_path / "out dir" / "axpy.d").read_text()
@@ -94,6 +95,7 @@ def test_depfile_lists_imports(compiler: None, tmp_path: pathlib.Path) -> None:
 
 def test_depfile_relative_paths(compiler: None, tmp_path: pathlib.Path) -> None:
     shutil.copytree(ROOT / "examples" / "make" / "kernels", tmp_path / "kernels")
+    (tmp_path / "gen").mkdir()
     proc = tilec_run("build", "kernels/axpy.tile", "-o", "gen/axpy.cu", "-MD", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (

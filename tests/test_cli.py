@@ -192,6 +192,7 @@ def test_worst_exit_code_wins() -> None:
 
 def test_build_writes_output_atomically(stub_compiler: dict, kernel: pathlib.Path) -> None:
     out = kernel.parent / "sub" / "k.cu"
+    out.parent.mkdir()
     assert run("build", str(kernel), "-o", str(out), "--arch", "sm_90a") == 0
     assert out.read_text().startswith(SCALE_CU) and "// sm_90a cuda" in out.read_text()
     assert sorted(p.name for p in out.parent.iterdir()) == ["k.cu"]
@@ -263,6 +264,7 @@ def test_md_writes_depfile_with_imports(stub_compiler: dict, tmp_path: pathlib.P
     assert run("build", str(main), "-o", str(out), "-MD") == 0
     assert (tmp_path / "k.d").read_text() == f"{out}: \\\n  {main} \\\n  {common}\n"
     header = tmp_path / "k.h"
+    (tmp_path / "deps").mkdir()
     assert run("build", str(main), "-o", str(out), "-MF", str(tmp_path / "deps" / "x.d"), "--header", str(header)) == 0
     assert (tmp_path / "deps" / "x.d").read_text().startswith(f"{out} {header}: ")
 

@@ -26,12 +26,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def _gemm():
     target = get_target("sm_80")
     (kernel,) = select(elaborate_file(str(ROOT / "examples" / "gemm.tile"), {}), target).kernels
-    return kernel, infer_layouts(kernel, target), target, plan_pipeline(kernel, target)
+    kernel, layouts = infer_layouts(kernel, target)
+    return plan_pipeline(kernel, target), layouts, target
 
 
 def test_context_inputs_are_frozen_and_its_state_starts_empty() -> None:
-    kernel, layouts, target, plan = _gemm()
-    ctx = new_context(kernel, layouts, target, plan)
+    kernel, layouts, target = _gemm()
+    ctx = new_context(kernel, layouts, target)
     with pytest.raises(dataclasses.FrozenInstanceError):
         ctx.kernel = kernel  # the point: inputs cannot be reassigned
     assert ctx.backend is sm80  # the module Target.backend names
@@ -43,9 +44,9 @@ def test_context_inputs_are_frozen_and_its_state_starts_empty() -> None:
 
 
 def test_each_kernel_is_lowered_from_a_fresh_context() -> None:
-    kernel, layouts, target, plan = _gemm()
-    first = lower_kernel(kernel, layouts, target, plan)
-    second = lower_kernel(kernel, layouts, target, plan)
+    kernel, layouts, target = _gemm()
+    first = lower_kernel(kernel, layouts, target)
+    second = lower_kernel(kernel, layouts, target)
     module = lambda k: T.Module((k,), k.helpers, target.headers, "gemm.tile")  # noqa: E731
     assert thread_text(module(first)) == thread_text(module(second))
     assert first.dynamic_smem == second.dynamic_smem > 0  # where the last shared view ends

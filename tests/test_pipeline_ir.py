@@ -26,7 +26,7 @@ def test_ir_verifies_before_and_after_passes(path: pathlib.Path) -> None:
     selected = select(program, get_target("sm_80"))
     tir_print.verify(selected)
     for kernel in selected.kernels:
-        layouts = infer_layouts(kernel, get_target("sm_80"))
+        _, layouts = infer_layouts(kernel, get_target("sm_80"))
         fragments = [s.buffer for s in kernel.body if getattr(s, "buffer", None) is not None]
         for buf in fragments:
             if buf.scope == "fragment":
@@ -83,14 +83,15 @@ def _plan(text: str, tmp_path: pathlib.Path, arch: str = "sm_80"):
     path.write_text(text)
     (kernel,) = elaborate_file(str(path), {}, arch=arch).kernels
     kernel = select_kernel(kernel, get_target(arch))
-    layouts = infer_layouts(kernel, get_target(arch))
+    kernel, layouts = infer_layouts(kernel, get_target(arch))
+    kernel = plan_pipeline(kernel, get_target(arch))  # its decisions on the nodes
     stmts, stack = [], list(kernel.body)
     while stack:
         s = stack.pop(0)
         stmts.append(s)
         if isinstance(s, tir.For):
             stack = list(s.body) + stack
-    return kernel, layouts, plan_pipeline(kernel, get_target(arch)), stmts
+    return kernel, layouts, stmts
 
 
 _MAIN_LOOP = """
@@ -133,15 +134,15 @@ def _gemm(stmts):
     ],
 )
 def test_main_loop_is_recognized(case: dict, ahead: bool, tmp_path: pathlib.Path) -> None:
-    _, _, plan, stmts = _plan(_main_loop(**case), tmp_path)
-    assert (id(_gemm(stmts)) in plan.fragments_ahead) == ahead
+    _, _, stmts = _plan(_main_loop(**case), tmp_path)
+    assert _gemm(stmts).fragments_ahead == ahead
 
 
 def test_main_loop_needs_nothing_else_in_the_body(tmp_path: pathlib.Path) -> None:
     scale = "            for i, j in Parallel(64, 64):\n                acc[i, j] *= 0.5\n"
     text = _main_loop().replace("            gemm(A_s, B_s, acc)\n", "            gemm(A_s, B_s, acc)\n" + scale)
-    _, _, plan, _ = _plan(text, tmp_path)
-    assert not plan.fragments_ahead
+    _, _, stmts = _plan(text, tmp_path)
+    assert not _gemm(stmts).fragments_ahead
 
 
 _EARLY = """
@@ -169,9 +170,9 @@ kernel k(Q: Tensor((S, 64), float16), K: Tensor((S, 64), float16), O: Tensor((S,
 def test_copy_before_a_pipeline_runs_as_cp_async(between: str, early: bool, tmp_path: pathlib.Path) -> None:
     from tilec import tir
 
-    _, _, plan, stmts = _plan(_EARLY.format(between=between), tmp_path)
+    _, _, stmts = _plan(_EARLY.format(between=between), tmp_path)
     q_copy = next(s for s in stmts if isinstance(s, tir.Copy) and s.dst.buffer.name == "Q_s")
-    assert (id(q_copy) in plan.early) == early
+    assert (q_copy.pipeline == "early") == early
     if early:  # issued as cp.async, and no barrier for it before the pipeline's own first wait
         text = compile_program(elaborate_file(str(tmp_path / "k.tile"), {}))
         before_loop = text[: text.index("for (int k")]
@@ -189,7 +190,7 @@ def test_copy_before_a_pipeline_runs_as_cp_async(between: str, early: bool, tmp_
     ],
 )
 def test_8bit_gemms_on_tensor_cores(t: str, acc: str, nk: bool, arch: str, mma: bool, tmp_path: pathlib.Path) -> None:
-    _, layouts, _, stmts = _plan(_main_loop(t=t, acc=acc, bk=64, nk=nk), tmp_path, arch)
+    _, layouts, stmts = _plan(_main_loop(t=t, acc=acc, bk=64, nk=nk), tmp_path, arch)
     assert _gemm(stmts).instruction == ("mma_sync_m16n8k32" if mma else "simt_fma")
     text = compile_program(elaborate_file(str(tmp_path / "k.tile"), {}, arch=arch), arch=arch)
     assert ("mma.sync.aligned.m16n8k32" in text) == mma
@@ -235,10 +236,11 @@ def test_copy_first_read_after_a_gemm_is_issued_after_it(tmp_path: pathlib.Path)
     # and the iteration's one commit follows it (the top wait still waits for one group)
     from tilec import tir
 
-    _, _, plan, stmts = _plan(_TWO_GEMMS, tmp_path)
+    _, _, stmts = _plan(_TWO_GEMMS, tmp_path)
     copies = {s.dst.buffer.name: s for s in stmts if isinstance(s, tir.Copy) and s.dst.buffer.scope == "shared"}
-    first_gemm = _gemm(stmts)
-    assert plan.issue_after == {id(copies["V_s"]): id(first_gemm)}
+    followed = [s for s in stmts if isinstance(s, tir.Gemm) and s.then_issue]
+    assert len(followed) == 1 and followed[0] is _gemm(stmts)
+    assert followed[0].then_issue == (copies["V_s"].dst.buffer,)
     loop = _compile(_TWO_GEMMS, tmp_path)
     loop = loop[loop.index("for (int k = 0") : loop.rindex("tilec_cp_async_wait<0>")]
     assert loop.count("tilec_cp_async_commit()") == 1 and loop.count("tilec_cp_async_wait<0>") == 1
@@ -247,8 +249,8 @@ def test_copy_first_read_after_a_gemm_is_issued_after_it(tmp_path: pathlib.Path)
 
 
 def test_copies_of_a_one_gemm_loop_stay_at_the_top(tmp_path: pathlib.Path) -> None:
-    _, _, plan, _ = _plan(_main_loop(stages=2), tmp_path)
-    assert plan.issue_after == {}
+    _, _, stmts = _plan(_main_loop(stages=2), tmp_path)
+    assert _gemm(stmts).then_issue == ()
 
 
 # ---------------------------------------------------------------- regressions found in review
@@ -340,8 +342,9 @@ kernel k(A: Tensor((G, M, N), float16), Idx: Tensor((G,), int32), C: Tensor((G, 
 def test_copy_through_a_table_the_loop_writes_is_not_run_ahead(tmp_path: pathlib.Path) -> None:
     # T_s is rewritten every iteration, so A's copy of iteration k + 1 cannot be issued before it
     from tilec import tir
+    from tilec.passes.plan_pipeline import producers
 
-    _, _, plan, stmts = _plan(
+    _, _, stmts = _plan(
         """
 kernel k(A: Tensor((M, 64), float16), Idx: Tensor((N,), int32), C: Tensor((N, 64), float16)):
     with Kernel(1, threads=128) as bx:
@@ -355,8 +358,7 @@ kernel k(A: Tensor((M, 64), float16), Idx: Tensor((N,), int32), C: Tensor((N, 64
         tmp_path,
     )
     (loop,) = [s for s in stmts if isinstance(s, tir.For)]
-    producers = {s.dst.buffer.name for s in stmts if id(s) in plan.producers.get(id(loop), ())}
-    assert producers == {"T_s"}
+    assert {s.dst.buffer.name for s in producers(loop)} == {"T_s"}
 
 
 def test_synchronous_copies_test_bounds_in_place(tmp_path: pathlib.Path) -> None:

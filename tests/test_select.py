@@ -117,8 +117,8 @@ def test_select_keeps_the_program_it_reads() -> None:
 
 def test_emit_tir_names_the_instruction() -> None:
     program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
-    text = compile_program(program, emit="tir")
-    assert "clear_accum=False, instruction=mma_sync_m16n8k16)" in text
+    text = compile_program(program, emit="tir")  # after every Tile IR pass: the plan's flag follows
+    assert "clear_accum=False, instruction=mma_sync_m16n8k16, fragments_ahead=True)" in text
     int8 = elaborate_file(
         str(ROOT / "examples" / "gemm_int8.tile"), {"dtype": "float8_e4m3", "accum_dtype": "float32"}, arch="sm_80"
     )
@@ -126,7 +126,7 @@ def test_emit_tir_names_the_instruction() -> None:
     int8 = elaborate_file(
         str(ROOT / "examples" / "gemm_int8.tile"), {"dtype": "float8_e4m3", "accum_dtype": "float32"}, arch="sm_89"
     )
-    assert "instruction=mma_sync_m16n8k32)" in compile_program(int8, arch="sm_89", emit="tir")
+    assert "instruction=mma_sync_m16n8k32, fragments_ahead=True)" in compile_program(int8, arch="sm_89", emit="tir")
 
 
 # ---------------------------------------------------------------- the records' fragments

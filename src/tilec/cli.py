@@ -227,10 +227,17 @@ def build(
     show_time: bool,
 ) -> None:
     """Compile .tile files to CUDA C++ (and optionally with nvcc)."""
+    paths = {"-o": output, "--out-dir": out_dir, "--header": header, "-MF": depfile}
+    paths |= {"--cubin": cubin, "--obj": obj, "--shared": shared}
+    for flag, value in paths.items():
+        if value == "":
+            raise click.UsageError(f"{flag} needs a path, not an empty string")
     binaries = [(k, p) for k, p in (("cubin", cubin), ("obj", obj), ("shared", shared)) if p]
     jobs = plan_jobs(
         inputs, output, out_dir, header, headers, binaries, make_deps or bool(depfile), depfile, emit, check
     )
+    if out_dir is not None and not check:
+        make_out_dir(out_dir)
     no_cache = no_cache or bool(os.environ.get("TILEC_NO_CACHE"))
     opts = BuildOptions(parse_defines(defines), arch, emit, check, not no_cache, werror, phony)
     outcomes = driver.build_many([job.source for job in jobs], opts.defines, opts.arch, opts.emit, cache=opts.cache)
@@ -278,6 +285,15 @@ def plan_jobs(
     return jobs
 
 
+def make_out_dir(out_dir: str) -> None:
+    """--out-dir names a directory for tilec to fill: it is created if missing
+    (single-file outputs such as -o need an existing directory, as with gcc)."""
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(report_exception(OSError(exc.errno, exc.strerror, out_dir), out_dir)) from None
+
+
 def _single_job(inputs, output, header, headers, binaries, make_deps, depfile, check) -> Job:
     if len(inputs) != 1:
         raise click.UsageError("several inputs need --out-dir DIR")
@@ -312,6 +328,8 @@ def finish_job(job: Job, outcome: driver.Result | Exception, opts: BuildOptions)
 
 
 def write_job(job: Job, result: driver.Result, opts: BuildOptions) -> None:
+    for path in job.outputs():  # every output can be written, or none is
+        driver.check_output_path(path)
     if job.cu is None and job.binary is None:
         sys.stdout.write(result.text)
         sys.stdout.flush()

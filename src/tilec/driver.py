@@ -11,14 +11,16 @@ the entry records every `.tile` read (imports included) with its hash, so an
 unchanged rebuild reads a few files and never imports the compiler.
 
 Outputs are written through `write_atomic` (temporary file beside the target,
-then `os.replace`); `remove_output` deletes a stale output after a failure so
-Make cannot mistake it for an up-to-date file. Heavy modules (lark, TVM) are
+then `os.replace`) into directories that must exist, as gcc and nvcc require;
+`remove_output` deletes a stale output after a failure so Make cannot mistake
+it for an up-to-date file. Heavy modules (lark, TVM) are
 imported inside functions so `tilec --version` and cache hits stay cheap.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -159,27 +161,50 @@ def build_many(
 # ---------------------------------------------------------------- outputs
 
 
-def write_atomic(path: str, data: str | bytes) -> None:
-    """Write `path` via a temporary file in the same directory and a rename."""
+def check_output_path(path: str) -> None:
+    """Raise the OSError that writing `path` would meet: its directory must exist
+    (tilec, like gcc and nvcc, creates none) and `path` must not be a directory."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+    if not os.path.isdir(directory):
+        missing = os.path.dirname(path) or directory
+        raise FileNotFoundError(errno.ENOENT, f"no such directory '{missing}' (create it first)", path)
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write `path` via a temporary file in the same directory and a rename; an
+    error names `path`, never the temporary file."""
+    check_output_path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path))
+        )
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:
+        remove_output(tmp)
+        raise OSError(exc.errno, exc.strerror, path) from None
     except BaseException:
         remove_output(tmp)
         raise
 
 
 def remove_output(path: str | None) -> None:
-    """Delete a (stale) output; missing is fine."""
+    """Delete a (stale) output, best effort: what is missing or cannot be removed
+    (a directory given as the output, a read-only directory) stays, and the error
+    that made the caller clean up is the one reported."""
     if path:
         try:
             os.unlink(path)
-        except FileNotFoundError:
+        except OSError:
             pass
 
 
@@ -329,6 +354,7 @@ def _cache_put(key: str, result: Result) -> None:
     if any(d["sha256"] is None for d in deps):
         return
     try:
+        os.makedirs(os.path.dirname(_cache_file(key)), exist_ok=True)
         write_atomic(_cache_file(key), json.dumps({"deps": deps, "text": result.text}))
     except OSError:
         pass  # a read-only cache only costs speed

@@ -20,10 +20,23 @@ and op checks) and values.py (what names are bound to).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tilec import fold, shapes, tir
 from tilec import syntax as S
+from tilec.budget import (
+    INT32_MAX,
+    MAX_BLOCK_NESTING,
+    MAX_EXPR_NESTING,
+    MAX_MACRO_NESTING,
+    MAX_STATEMENTS,
+    MAX_SUBSTITUTED_NODES,
+    REGISTER_FACTOR,
+    register_limit,
+    registers,
+    tree_size,
+)
 from tilec.builtins import (
     ALL_SIGS,
     ALLOC_SCOPE,
@@ -42,7 +55,7 @@ from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.dtypes import DTYPES, DType
 from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
-from tilec.source import Span
+from tilec.source import NO_SPAN, Span
 from tilec.targets import Target, get_target
 from tilec.values import (
     POISON,
@@ -80,15 +93,26 @@ class _KernelState:
     block: tuple[tuple[tir.Expr, ...], tuple[tir.Var, ...], int, tuple[tir.Stmt, ...]] | None = None
     block_span: Span | None = None
     macros: list[tuple[str, Span]] = field(default_factory=list)  # the inlining stack
+    threads: int = 0  # of the Kernel block, once its header is checked
+    statements: int = 0  # elaborated so far, macro bodies once per call
+    fragment_registers: list[tuple[tir.Buffer, int]] = field(default_factory=list)  # per thread
+    next_suffix: dict[str, int] = field(default_factory=dict)  # name -> the first suffix not yet tried
 
     def fresh(self, name: str) -> str:
-        """A name unique in this kernel: the user's, else name_1, name_2..."""
-        candidate, n = name, 0
+        """A name unique in this kernel: the user's, else name_1, name_2...; the
+        search resumes where the last one for `name` stopped (used names stay used)."""
+        candidate, n = name, self.next_suffix.get(name, 0)
         while candidate in self.used:
             n += 1
             candidate = f"{name}_{n}"
+        self.next_suffix[name] = n
         self.used.add(candidate)
         return candidate
+
+
+class _OverBudget(Exception):
+    """Stop elaborating a kernel: a compile-work budget (budget.py) is spent; the
+    diagnostic is already reported."""
 
 
 class _Elaborator(ProgramScope):
@@ -127,9 +151,12 @@ class _Elaborator(ProgramScope):
                 self.report(e.diagnostics)
             except Abandon:
                 scope.names[p.name] = POISON
-        self.block(k.body, scope, kx)
+        try:
+            self.block(k.body, scope, kx)
+        except _OverBudget:
+            return None
         if kx.block is None:
-            if len(self.diags) == before:
+            if kx.block_span is None and len(self.diags) == before:  # not a Kernel block that failed
                 self.diags.append(
                     Diagnostic(
                         k.span,
@@ -139,6 +166,7 @@ class _Elaborator(ProgramScope):
                 )
             return None
         self.check_shared_memory(k, kx)
+        self.check_registers(k, kx)
         grid, block_vars, threads, body = kx.block
         return tir.Kernel(
             k.name, tuple(kx.tensors), tuple(kx.scalars), tuple(kx.dims), grid, block_vars, threads, body, k.span
@@ -160,6 +188,32 @@ class _Elaborator(ProgramScope):
                     hint="use smaller tiles or fewer pipeline stages",
                 )
             )
+
+    def check_registers(self, k: S.KernelDef, kx: _KernelState) -> None:
+        limit = register_limit(self.target.max_registers)
+        total = sum(n for _, n in kx.fragment_registers)
+        if total <= limit:
+            return
+        largest = sorted(kx.fragment_registers, key=lambda item: -item[1])[:4]
+        self.diags.append(
+            Diagnostic(
+                k.span,
+                f"kernel '{k.name}' needs {total} registers per thread for its fragments and local arrays; "
+                f"{self.register_rule()}",
+                hint=self.register_hint(),
+                notes=tuple(Note(buf.span, f"'{buf.name}' needs {n} registers per thread") for buf, n in largest),
+            )
+        )
+
+    def register_rule(self) -> str:
+        most = self.target.max_registers
+        return f"tilec allows {register_limit(most)} ({REGISTER_FACTOR} x the {most} registers a thread can have)"
+
+    def register_hint(self) -> str:
+        return (
+            f"use smaller tiles or more threads; past {self.target.max_registers} registers "
+            "a thread spills to local memory"
+        )
 
     def kparam(self, p: S.KParam, scope: Scope, kx: _KernelState) -> None:
         if p.name in scope.names:
@@ -195,7 +249,9 @@ class _Elaborator(ProgramScope):
     def dim(self, d: S.Expr, scope: Scope, kx: _KernelState) -> tir.Expr:
         if isinstance(d, S.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES:
             if d.id in self.defines and d.id not in self.params:
-                return self.fixed_dim(d)
+                fixed = self.fixed_dim(d)
+                scope.names[d.id] = Val(fixed)
+                return fixed
             self.dim_names.add(d.id)
             var = tir.Var(kx.fresh(d.id), DType.int32, "dim", d.span)
             kx.dims.append(var)
@@ -209,6 +265,8 @@ class _Elaborator(ProgramScope):
             raise error(d.span, "a tensor dimension must be an int literal, a param or a new name")
         if c <= 0:
             raise error(d.span, f"a tensor dimension must be positive, not {c}")
+        if c > INT32_MAX:
+            raise error(d.span, f"a tensor dimension must be at most {INT32_MAX} (dimensions are int32), not {c}")
         return tir.IntImm(c, DType.int32, d.span)
 
     def fixed_dim(self, d: S.Name) -> tir.Expr:
@@ -217,6 +275,8 @@ class _Elaborator(ProgramScope):
         value = parse_define(text)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise error(d.span, f"-D {d.id}={text}: a dimension must be a positive int")
+        if value > INT32_MAX:
+            raise error(d.span, f"-D {d.id}={text}: a dimension must be at most {INT32_MAX} (dimensions are int32)")
         return tir.IntImm(value, DType.int32, d.span)
 
     # ------------------------------------------------------------ statements
@@ -224,6 +284,10 @@ class _Elaborator(ProgramScope):
     def block(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
         out: list[tir.Stmt] = []
         for s in body:
+            kx.statements += 1
+            if kx.statements > MAX_STATEMENTS:
+                message = f"kernel '{kx.name}' has more than {MAX_STATEMENTS} statements once its macros are inlined"
+                self.over_budget(s.span, message, "split the work into several kernels, or loop over it", kx)
             try:
                 out += self.stmt(s, scope, kx)
             except CompileError as e:
@@ -231,6 +295,11 @@ class _Elaborator(ProgramScope):
             except Abandon:
                 pass
         return tuple(out)
+
+    def over_budget(self, span: Span, message: str, hint: str, kx: _KernelState) -> None:
+        """Report a spent compile-work budget (docs/language.md, Limits) and stop the kernel."""
+        self.report([Diagnostic(span, message, hint=hint)], kx)
+        raise _OverBudget()
 
     def stmt(self, s: S.Stmt, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
         match s:
@@ -291,6 +360,7 @@ class _Elaborator(ProgramScope):
             )
         inner = scope.child()
         block_vars = tuple(self.bind_var(t, inner, kx, "block") for t in s.targets)
+        kx.threads = threads
         kx.in_block = True
         body = self.block(s.body, inner, kx)
         kx.in_block = False
@@ -349,11 +419,26 @@ class _Elaborator(ProgramScope):
         if isinstance(v, BufVal) and v.buffer.scope == "var":
             v = self.as_val(v, span)
         if not isinstance(v, Val) or fold.const(v.expr) is not None or isinstance(v.expr, tir.Var) or not kx.in_block:
+            if isinstance(v, Val):
+                where = "names bound before the Kernel block are substituted where they are used"
+                self.check_substituted(target.id, v.expr, span, where + "; bind it inside the block, computed once")
             scope.names[target.id] = v
             return []
         var = tir.Var(kx.fresh(target.id), v.dtype, "let", target.span)
         scope.names[target.id] = Val(var)
         return [tir.Let(var, v.expr, span)]
+
+    @staticmethod
+    def check_substituted(name: str, e: tir.Expr, span: Span, hint: str) -> None:
+        """A name bound to an expression stands for it where it is used: keep that bounded."""
+        nodes, depth = tree_size(e)
+        if nodes > MAX_SUBSTITUTED_NODES or depth > MAX_EXPR_NESTING:
+            raise error(
+                span,
+                f"'{name}' stands for an expression of {nodes} terms, {depth} levels deep, once the names in it "
+                f"are substituted; tilec allows {MAX_SUBSTITUTED_NODES} terms and {MAX_EXPR_NESTING} levels",
+                hint=hint,
+            )
 
     def aug_assign(self, s: S.AugAssign, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
         target = s.target
@@ -422,15 +507,40 @@ class _Elaborator(ProgramScope):
                 init = fold.convert(self.scalar(init_node, scope, kx), dtype, init_node.span)
             buf = tir.Buffer(kx.fresh(target.id), (), dtype, "var", span)
             scope.names[target.id] = BufVal(buf)
-            return [tir.Alloc(buf, init, span)]
+            return [tir.Alloc(buf, init, span=span)]
         shape = self.shape_arg(b.args["shape"], scope, kx)
+        need = 0 if buf_scope == "shared" else self.check_registers_of(buf_scope, target.id, shape, dtype, span, kx)
         buf = tir.Buffer(
             kx.fresh(target.id), tuple(tir.IntImm(d, DType.int32, span) for d in shape), dtype, buf_scope, span
         )
         if buf_scope == "shared":
             kx.shared.append(buf)
+        else:
+            kx.fragment_registers.append((buf, need))
         scope.names[target.id] = BufVal(buf)
-        return [tir.Alloc(buf, None, span)]
+        return [tir.Alloc(buf, None, span=span)]
+
+    @staticmethod
+    def alloc_registers(buf_scope: str, shape: tuple[int, ...], dtype: DType, kx: _KernelState) -> int:
+        """Registers per thread: a fragment is spread over the block, a local array is per thread."""
+        elements = math.prod(shape)
+        per_thread = elements if buf_scope == "local" else -(-elements // kx.threads)
+        return registers(per_thread, dtype)
+
+    def check_registers_of(
+        self, buf_scope: str, name: str, shape: tuple[int, ...], dtype: DType, span: Span, kx: _KernelState
+    ) -> int:
+        """Registers per thread of a fragment or local array; one over the budget
+        is an error at once, so that nothing after it spends time on its elements.
+        (Shared tiles need no such check: the shared-memory limit bounds them.)"""
+        need = self.alloc_registers(buf_scope, shape, dtype, kx)
+        if need > register_limit(self.target.max_registers):
+            words = {"fragment": f"fragment '{name}'", "local": f"local array '{name}'"}[buf_scope]
+            tile = f"{words} ({'x'.join(map(str, shape))} {dtype.tile_name})"
+            spread = f"spread over {kx.threads} threads" if buf_scope == "fragment" else "in each thread"
+            message = f"{tile} needs {need} registers per thread ({spread}); {self.register_rule()}"
+            raise error(span, message, hint=self.register_hint())
+        return need
 
     def shape_arg(self, node: S.Expr, scope: Scope, kx: _KernelState) -> tuple[int, ...]:
         items = node.items if isinstance(node, S.Tuple) else (node,)
@@ -475,6 +585,8 @@ class _Elaborator(ProgramScope):
         name = m.macro.name
         if any(n == name for n, _ in kx.macros):
             raise error(call.span, f"macro '{name}' calls itself", hint="macros are inlined; recursion cannot end")
+        if len(kx.macros) >= MAX_MACRO_NESTING:
+            raise error(call.span, f"macro calls nested more than {MAX_MACRO_NESTING} deep", hint="inline fewer levels")
         params = tuple(p.id for p in m.macro.params)
         b = bind(call, name, Sig(params))
         mscope = m.scope.child()
@@ -482,6 +594,9 @@ class _Elaborator(ProgramScope):
             v = self.ev(b.args[p], scope, kx)
             if isinstance(v, Poison):
                 raise Abandon()
+            if isinstance(v, Val):
+                hint = "a macro's arguments are substituted where it uses them; bind this one to a name first"
+                self.check_substituted(p, v.expr, b.args[p].span, hint)
             mscope.names[p] = v
         kx.macros.append((name, call.span))
         try:
@@ -537,6 +652,7 @@ class _Elaborator(ProgramScope):
 
     def atomic_add(self, dst_node: S.Expr, value_node: S.Expr, span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
         dst = self.ev_value(dst_node, scope, kx)
+        self.check_atomic_type(dst, dst_node.span)
         value = self.ev_value(value_node, scope, kx)
         if self.is_tile(value):
             src = shapes.operand(value, value_node.span, "atomic_add", "value")
@@ -548,6 +664,19 @@ class _Elaborator(ProgramScope):
                 hint="index the destination: atomic_add(C[i, j], value)",
             )
         return shapes.atomic_add_element(dst, self.as_val(value, value_node.span), span)
+
+    def check_atomic_type(self, dst: Value, span: Span) -> None:
+        if not isinstance(dst, (BufVal, SubVal)) or dst.buffer.scope != "global":
+            return  # shapes.py reports a destination that is not a global tensor
+        dtype, kinds = dst.buffer.dtype, self.target.atomic_add_types
+        if dtype not in kinds:
+            names = ", ".join(d.tile_name for d in DTYPES.values() if d in kinds)
+            raise error(
+                span,
+                f"atomic_add() into '{dst.buffer.name}' ({dtype.tile_name}): {self.arch} has no atomic add for "
+                f"{dtype.tile_name}",
+                hint=f"accumulate into a tensor of one of: {names}",
+            )
 
     @staticmethod
     def is_tile(v: Value) -> bool:
@@ -682,9 +811,16 @@ class _Elaborator(ProgramScope):
             )
         inner = scope.child()
         vars_ = tuple(self.bind_var(t, inner, kx, "loop") for t in s.targets)
-        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), s.span)
+        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), span=s.span)
 
     def nested(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
+        if kx.depth + len(kx.macros) >= MAX_BLOCK_NESTING:
+            self.over_budget(
+                body[0].span if body else NO_SPAN,
+                f"blocks nested more than {MAX_BLOCK_NESTING} deep once macros are inlined",
+                "nest fewer loops, or call fewer macros from inside loops of other macros",
+                kx,
+            )
         kx.depth += 1
         try:
             return self.block(body, scope, kx)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -39,7 +40,7 @@ from tilec import tir, tir_walk
 from tilec.emit import expr_text
 from tilec.instructions import Instruction
 from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layouts
-from tilec.passes.plan_pipeline import PipelinePlan, plan_pipeline
+from tilec.passes.plan_pipeline import plan_pipeline, producers
 from tilec.passes.select import select_kernel
 from tilec.targets import Target, get_target, instruction_named
 
@@ -189,12 +190,12 @@ def spread(frag: L.Fragment) -> str:
     return f"{frag.local_size} el x {owners_} threads{rep}"
 
 
-def copy_instruction(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, s: tir.Copy) -> str:
+def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy) -> str:
     frag = op_layout(kernel, layouts, [s.src, s.dst])
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
-    early = id(s) in plan.early
-    if early or any(id(s) in ids for ids in plan.producers.values()):
+    early = s.pipeline == "early"
+    if s.pipeline is not None:
         width = vec_last(frag)
         dtype = s.dst.buffer.dtype
         vector = f"cp.async {width * dtype.bytes} B ({width} x {dtype.tile_name})"
@@ -211,7 +212,7 @@ def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm) -> str:
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
         text = f"{name}, {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
-        if id(s) in layouts.a_registers:
+        if s.a_from_registers:
             text += f", A ({s.a.buffer.name}) straight from registers, B by {record.load}"
         else:
             staged = "" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged)"
@@ -252,11 +253,12 @@ def reduce_instruction(layouts: Layouts, s: tir.Reduce, warp_size: int) -> str:
 
 
 def parallel_instruction(layouts: Layouts, s: tir.Parallel) -> str:
-    frag = layouts.loops[id(s)]
+    frag = s.layout
+    assert frag is not None, "infer_layouts placed every Parallel loop"
     v = vec_last(frag)
-    touches = any(isinstance(t, tir.Store) and t.buffer.scope in ("global", "shared") for t in _walk(s.body))
+    touches = any(isinstance(t, tir.Store) and t.buffer.scope in ("global", "shared") for t in tir_walk.stmts(s.body))
     loads: list[tir.Load] = []
-    for t in _walk(s.body):
+    for t in tir_walk.stmts(s.body):
         if isinstance(t, tir.Store):
             loads += tir_walk.loads(t.value)
     touches |= any(ld.buffer.scope in ("global", "shared") for ld in loads)
@@ -273,11 +275,11 @@ def fill_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Fill) -> str:
     return _vector_text(frag, [s.dst])
 
 
-def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: PipelinePlan, s: tir.Stmt) -> str | None:
+def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, s: tir.Stmt) -> str | None:
     """What lowering emits for tile op `s` today; None for a statement that is not a tile op."""
     match s:
         case tir.Copy():
-            return copy_instruction(kernel, layouts, plan, s)
+            return copy_instruction(kernel, layouts, s)
         case tir.Gemm():
             return gemm_instruction(layouts, instruction_named(target, s.instruction), s)
         case tir.Reduce():
@@ -322,26 +324,32 @@ def layout_of_op(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> L.Fragmen
         case tir.Reduce(src=src):
             return layouts.buffers[src.buffer]
         case tir.Parallel():
-            return layouts.loops[id(s)]
-        case _:
+            return s.layout
+        case (
+            tir.Fill()
+            | tir.AtomicAdd()
+            | tir.Alloc()
+            | tir.Let()
+            | tir.Store()
+            | tir.CumSum()
+            | tir.For()
+            | tir.If()
+            | tir.Print()
+            | tir.DeviceAssert()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
             return None
+        case _:
+            assert_never(s)
 
 
 # ---------------------------------------------------------------- walking
 
 
-def _walk(stmts: tuple[tir.Stmt, ...]):
+def _walk(stmts: tuple[tir.Stmt, ...]) -> Iterator[tir.Stmt]:
     """Statements in source order, into loops and branches but not into Parallel bodies."""
-    for s in stmts:
-        yield s
-        match s:
-            case tir.For():
-                yield from _walk(s.body)
-            case tir.If():
-                yield from _walk(s.then)
-                yield from _walk(s.orelse)
-            case _:
-                pass
+    return tir_walk.stmts(stmts, into_parallel=False)
 
 
 def where(s: tir.Stmt | tir.Kernel) -> str:
@@ -406,30 +414,30 @@ def buffers_table(kernel: tir.Kernel, layouts: Layouts) -> Table:
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 
 
-def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, plan: PipelinePlan) -> Table:
+def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts) -> Table:
     rows = []
     for s in _walk(kernel.body):
-        chosen = instruction(kernel, target, layouts, plan, s)
+        chosen = instruction(kernel, target, layouts, s)
         if chosen is not None:
             frag = layout_of_op(kernel, layouts, s)
             rows.append((where(s), op_text(s), chosen, spread(frag) if frag is not None else "-"))
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
 
 
-def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan) -> list[Table]:
+def pipeline_tables(kernel: tir.Kernel) -> list[Table]:
     """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass)."""
     out = []
     for s in _walk(kernel.body):
         if isinstance(s, tir.For) and s.kind == "pipelined":
             title = f"Pipeline {where(s)}: {op_text(s)}"
-            producers = set(plan.producers.get(id(s), ()))
-            if producers:
+            ahead_copies = producers(s)
+            if ahead_copies:
                 ahead = s.num_stages - 1
                 caption = (
                     f"num_stages={s.num_stages}: copies issued {ahead} iteration(s) ahead as cp.async into "
                     f"{s.num_stages} copies of their tiles; the rest runs on the tiles of iteration k"
                 )
-                if any(id(t) in plan.fragments_ahead for t in s.body):
+                if any(isinstance(t, tir.Gemm) and t.fragments_ahead for t in s.body):
                     caption += (
                         "; GEMM main loop: the gemm's fragments are loaded one k step ahead into a second "
                         "set of registers, and the iteration's barrier sits before its last step"
@@ -437,7 +445,7 @@ def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan) -> list[Table]:
             else:
                 caption = f"num_stages={s.num_stages}: {NOT_PIPELINED}"
             rows = tuple(
-                (_stage_label(t, s, producers, plan), where(t), op_text(t))
+                (_stage_label(t, s, bool(ahead_copies)), where(t), op_text(t))
                 for t in s.body
                 if not isinstance(t, tir.Alloc)
             )
@@ -445,20 +453,20 @@ def pipeline_tables(kernel: tir.Kernel, plan: PipelinePlan) -> list[Table]:
     return out
 
 
-def _stage_label(t: tir.Stmt, loop: tir.For, producers: set[int], plan: PipelinePlan) -> str:
+def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     """The iteration whose tiles statement `t` of a pipelined loop works on (and, for a copy
     issued after a gemm rather than at the top of the iteration, which gemm)."""
-    if id(t) not in producers:
-        return "k" if producers else "-"
+    if not (isinstance(t, tir.Copy) and t.pipeline == "producer"):
+        return "k" if pipelined else "-"
     label = f"k + {loop.num_stages - 1}"
-    after = plan.issue_after.get(id(t))
-    if after is not None:
-        gemm = next(g for g in loop.body if id(g) == after)
+    tile = t.dst.buffer
+    gemm = next((g for g in loop.body if isinstance(g, tir.Gemm) and tile in g.then_issue), None)
+    if gemm is not None:
         label += f", issued after the gemm at line {gemm.span.line}"
     return label
 
 
-def register_estimate(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan) -> tuple[int, str]:
+def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
     """Registers per thread from the data lowering keeps in registers (an estimate)."""
     frags = locals_ = gemm = 0
     for s in _walk(kernel.body):
@@ -469,25 +477,42 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan) 
                 locals_ += math.ceil(math.prod(b.const_shape) * b.dtype.bytes / 4)
             case tir.Gemm(c=c):
                 acc = layouts.buffers[c.buffer]
-                sets = 2 if id(s) in plan.fragments_ahead else 1  # fragments loaded a step ahead: two register sets
+                sets = 2 if s.fragments_ahead else 1  # fragments loaded a step ahead: two register sets
                 gemm = max(gemm, sets * sum(regs_along(acc, d) for d in range(len(acc.shape))))
+            case (
+                tir.Alloc()  # shared memory
+                | tir.Let()
+                | tir.Store()
+                | tir.Copy()
+                | tir.Fill()
+                | tir.Reduce()
+                | tir.CumSum()
+                | tir.AtomicAdd()
+                | tir.For()
+                | tir.Parallel()
+                | tir.If()
+                | tir.Print()
+                | tir.DeviceAssert()
+                | tir.UseSwizzle()
+                | tir.AnnotateLayout()
+            ):
+                pass  # no registers that last
             case _:
-                pass
+                assert_never(s)
     total = frags + locals_ + gemm
     parts = f"fragments {frags} + locals {locals_} + gemm operands {gemm}"
     return total, f"~{total} registers per thread (estimate: {parts}; nvcc adds indices, addresses, temporaries)"
 
 
-def smem_note(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, dynamic_smem: int) -> str:
+def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
     """Dynamic shared memory, split into the tiles as declared (rows padded,
     one copy per pipeline stage) and what lowering adds (scratch, alignment)."""
-    stages = plan.stages
     declared = 0
     for s in _walk(kernel.body):
         if isinstance(s, tir.Alloc) and s.buffer.scope == "shared":
             shape = s.buffer.const_shape
             row = layouts.pitch.get(s.buffer, shape[-1])
-            declared += stages.get(s.buffer, 1) * math.prod(shape[:-1]) * row * s.buffer.dtype.bytes
+            declared += s.stages * math.prod(shape[:-1]) * row * s.buffer.dtype.bytes
     extra = dynamic_smem - declared
     what = "shared tiles (padded rows, one copy per pipeline stage)"
     tail = f" ({what} {declared} B + reduce/staging scratch and alignment {extra} B)" if extra else ""
@@ -497,15 +522,15 @@ def smem_note(kernel: tir.Kernel, layouts: Layouts, plan: PipelinePlan, dynamic_
 def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelReport:
     target = get_target(arch)
     kernel = select_kernel(kernel, target)  # each gemm's instruction, as the pipeline chooses it
-    layouts = infer_layouts(kernel, target)
-    plan = plan_pipeline(kernel, target)
+    kernel, layouts = infer_layouts(kernel, target)
+    kernel = plan_pipeline(kernel, target)
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
-    ops = ops_table(kernel, target, layouts, plan)
-    tables = [buffers_table(kernel, layouts), ops, *pipeline_tables(kernel, plan)]
+    ops = ops_table(kernel, target, layouts)
+    tables = [buffers_table(kernel, layouts), ops, *pipeline_tables(kernel)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    notes = (smem_note(kernel, layouts, plan, dynamic_smem), register_estimate(kernel, layouts, plan)[1])
+    notes = (smem_note(kernel, layouts, dynamic_smem), register_estimate(kernel, layouts)[1])
     return KernelReport(kernel.name, heading, tuple(tables), notes)
 
 
@@ -685,5 +710,5 @@ def _cell(
 def explain_svg(program: tir.Program, buffer: str, kernel: str | None = None, color_by: str = "warp") -> str:
     k, buf = find_fragment(program, buffer, kernel)
     target = get_target("sm_80")
-    frag = infer_layouts(select_kernel(k, target), target).buffers[buf]
+    frag = infer_layouts(select_kernel(k, target), target)[1].buffers[buf]
     return fragment_svg(k, buf, frag, color_by, warp_size=target.warp_size)

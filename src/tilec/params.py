@@ -9,6 +9,7 @@ A mixin of the elaborator (elaborate.py), which adds kernels and statements.
 
 from __future__ import annotations
 
+import codecs
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,23 @@ def parse_define(text: str) -> int | float | bool | DType | None:
     return DTYPES.get(t)
 
 
+def not_utf8(path: str, data: bytes, e: UnicodeDecodeError, at: Span | None) -> Diagnostic:
+    """The diagnostic for a file that is not UTF-8, at its first bad byte (the
+    file is shown with U+FFFD for the bad bytes)."""
+    source = SourceFile(path, data.decode("utf-8", errors="replace"))
+    offset = len(data[: e.start].decode("utf-8"))  # characters before the bad byte
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        hint = "the file looks like UTF-16 (it starts with a byte-order mark): save it as UTF-8"
+    else:
+        hint = "tilec reads .tile files as UTF-8; convert this one (iconv -f latin1 -t utf-8 for Latin-1)"
+    return Diagnostic(
+        Span(source, offset, offset + 1),
+        f"the file is not valid UTF-8: byte 0x{data[e.start]:02x} ({e.reason})",
+        hint=hint,
+        notes=(Note(at, "imported here"),) if at is not None else (),
+    )
+
+
 # ---------------------------------------------------------------- the elaborator
 
 
@@ -87,7 +105,7 @@ class ProgramScope(ExprElaborator):
     # ------------------------------------------------------------ files, imports, params, macros
 
     def load(self, path: str, text: str | None, at: Span | None, stack: list[str]) -> File:
-        key = os.path.abspath(path)
+        key = os.path.realpath(path)  # one file reached through two paths (a symlink) is loaded once
         if key in self.loaded:
             return self.loaded[key]
         if text is None:
@@ -110,13 +128,17 @@ class ProgramScope(ExprElaborator):
 
     def read(self, path: str, at: Span | None) -> str:
         try:
-            with open(path, encoding="utf-8-sig") as f:
-                return f.read()
+            with open(path, "rb") as f:
+                data = f.read()
         except FileNotFoundError:
             raise Fatal([Diagnostic(at, f"cannot find file '{path}'")]) from None
-        except (OSError, UnicodeDecodeError) as e:
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            raise Fatal([Diagnostic(at, f"cannot read file '{path}': {reason}")]) from None
+        except OSError as e:
+            raise Fatal([Diagnostic(at, f"cannot read file '{path}': {e.strerror or e}")]) from None
+        data = data.removeprefix(codecs.BOM_UTF8)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise Fatal([not_utf8(path, data, e, at)]) from None
 
     def item(self, item: S.Item, env: File, stack: list[str]) -> None:
         if isinstance(item, S.Import):
@@ -144,14 +166,15 @@ class ProgramScope(ExprElaborator):
 
     def import_(self, item: S.Import, env: File, stack: list[str]) -> None:
         path = os.path.normpath(os.path.join(os.path.dirname(env.path), item.path))
-        if os.path.abspath(path) in {os.path.abspath(p) for p in stack}:
-            chain = stack[[os.path.abspath(p) for p in stack].index(os.path.abspath(path)) :] + [path]
+        keys = [os.path.realpath(p) for p in stack]
+        if os.path.realpath(path) in keys:
+            chain = stack[keys.index(os.path.realpath(path)) :] + [path]
             raise error(
                 item.span,
                 "import cycle: " + " -> ".join(chain),
                 hint="move the shared params and macros into a file that both import",
             )
-        if not os.path.exists(path) and os.path.abspath(path) not in self.loaded:
+        if not os.path.exists(path) and os.path.realpath(path) not in self.loaded:
             raise error(item.span, f"cannot find imported file '{item.path}' (looked for {path})")
         child = self.load(path, None, item.span, stack)
         for name, value in child.scope.names.items():
@@ -231,7 +254,11 @@ class ProgramScope(ExprElaborator):
         if isinstance(value, DType):
             return DTypeVal(value)
         span = p.value.span
-        v = fold.literal(float(value) if kind == "float" else value, span)  # type: ignore[arg-type]  # int | float | bool (ok above)
+        try:
+            v = fold.literal(float(value) if kind == "float" else value, span)  # type: ignore[arg-type]  # int | float | bool (ok above)
+        except CompileError as e:  # too large: the -D value is at fault, not the default
+            (d,) = e.diagnostics
+            raise CompileError([Diagnostic(None, f"-D {p.name}={text}: {d.message}", d.hint, note)]) from None
         return Val(fold.cast(v, strong, span), False) if strong is not None else v
 
     def check_defines(self) -> None:

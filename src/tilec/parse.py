@@ -23,6 +23,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput
 from lark.lark import PostLex
 
 from tilec import syntax as S
+from tilec.budget import MAX_BLOCK_NESTING, MAX_EXPR_NESTING
 from tilec.diagnostics import CompileError, Diagnostic
 from tilec.source import SourceFile, Span
 
@@ -122,7 +123,68 @@ def parse(source: SourceFile) -> S.Module:
         raise CompileError([_syntax_error(source, e)]) from None
     except LarkError as e:  # anything else Lark may raise on odd input
         raise CompileError([Diagnostic(_span(source, 0, 1), f"syntax error: {e}")]) from None
+    _check_nesting(source, tree)
     return _Builder(source).module(tree)
+
+
+# ---------------------------------------------------------------- nesting budget
+
+# Lark trees -> syntax: these rules make one node per level; the chains make a
+# BinOp per operator (left-associative: the first operand is deepest); blocks are
+# statements with a body, and an elif is a block inside the `if` before it.
+_EXPR_NODES = frozenset(
+    {"ifexp", "not_op", "unary", "pow", "call", "subscript", "attr", "tuple", "name"}
+    | {"int", "float", "string", "true", "false"}
+)
+_CHAINS = {
+    **dict.fromkeys(("or_test", "and_test", "bor", "bxor", "band"), 1),
+    **dict.fromkeys(("shift", "arith", "term", "comparison"), 2),
+}  # rule -> step from one operand to the next among its children
+_BLOCKS = frozenset({"macro_def", "kernel_def", "for_stmt", "if_stmt", "with_stmt"})
+
+
+def _check_nesting(source: SourceFile, tree: Tree) -> None:
+    """A located error where an expression or block nests deeper than the budget
+    (budget.py): the compiler's later stages recurse on these trees."""
+    stack: list[tuple[Tree | Token, int, int]] = [(tree, 0, 0)]  # (node, depth of its parent expr, blocks)
+    while stack:
+        node, depth, blocks = stack.pop()
+        if not isinstance(node, Tree):
+            continue
+        kids = node.children
+        if node.data in _CHAINS:
+            operands = kids[:: _CHAINS[node.data]]
+            n = len(operands)
+            _within(source, node, depth + n - 1, MAX_EXPR_NESTING, "expression")
+            stack += [(k, depth + n - max(i, 1), blocks) for i, k in enumerate(operands)]
+            continue
+        if node.data in _EXPR_NODES:
+            depth += 1
+            _within(source, node, depth, MAX_EXPR_NESTING, "expression")
+        if node.data in _BLOCKS:
+            blocks += 1
+            _within(source, node, blocks, MAX_BLOCK_NESTING, "block")
+        if node.data == "if_stmt":  # each elif / else is nested in the clause before it
+            for i, k in enumerate(kids[2:], start=1):
+                if isinstance(k, Tree):
+                    _within(source, k, blocks + i, MAX_BLOCK_NESTING, "block")
+                    stack.append((k, depth, blocks + i))
+            stack += [(k, depth, blocks) for k in kids[:2]]
+            continue
+        stack += [(k, depth, blocks) for k in kids]
+
+
+def _within(source: SourceFile, node: Tree, depth: int, limit: int, what: str) -> None:
+    if depth <= limit:
+        return
+    meta = node.meta
+    span = _span(source, meta.start_pos, meta.end_pos) if not getattr(meta, "empty", True) else _span(source, 0, 1)
+    hint = (
+        "give parts of it names (`part = ...` on a line of its own)"
+        if what == "expression"
+        else "nest fewer loops, or write separate ifs instead of a long elif chain"
+    )
+    raise CompileError([Diagnostic(span, f"{what} nested too deeply: {depth} levels, tilec allows {limit}", hint=hint)])
 
 
 # ---------------------------------------------------------------- tree -> syntax

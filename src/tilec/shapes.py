@@ -170,7 +170,7 @@ def copy(src: Operand, dst: Operand, span: Span) -> tir.Copy:
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
         raise error(span, f"copy() shapes differ: the source is {fmt(src.extents)}, the destination {fmt(dst.extents)}")
-    return tir.Copy(region(src), region(dst), span)
+    return tir.Copy(region(src), region(dst), span=span)
 
 
 def _matrix(o: Operand, op: str, role: str) -> tuple[int, int]:
@@ -205,6 +205,13 @@ def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool]
     if transpose_b:
         kb, n = n, kb
     mc, nc = _matrix(c, "gemm", "C")
+    if c.buffer.dtype in (DType.float8_e4m3, DType.float8_e5m2):
+        raise error(
+            c.span,
+            f"gemm() accumulator '{c.name}' is {c.buffer.dtype.tile_name}: fp8 cannot accumulate (no arithmetic, "
+            "no mma.sync accumulator)",
+            hint="accumulate in a float32 fragment; copy() converts it to fp8 on the way out",
+        )
     if k != kb:
         hint = "if B is stored (N, K), pass transpose_B=True" if not transpose_b else None
         raise error(span, f"gemm() inner dimensions differ: A gives K = {k}, B gives K = {kb}", hint=hint)

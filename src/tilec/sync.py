@@ -360,7 +360,7 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
         if r.buffer.scope == "shared":
             out.add(r.buffer)
 
-    def walk(x: tir.Stmt) -> None:
+    for x in tir_walk.stmts((s,)):
         match x:
             case tir.Copy(src, dst):
                 region(src, reads)
@@ -389,18 +389,11 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
                 rd(value)
             case tir.Let(_, value):
                 rd(value)
-            case tir.If(cond, then, orelse):
+            case tir.If(cond=cond):
                 rd(cond)
-                for t in then + orelse:
-                    walk(t)
-            case tir.For(start=start, stop=stop, body=body):
+            case tir.For(start=start, stop=stop):
                 rd(start)
                 rd(stop)
-                for t in body:
-                    walk(t)
-            case tir.Parallel(body=body):
-                for t in body:
-                    walk(t)
             case tir.Print(value=value):
                 if isinstance(value, tir.Region):
                     region(value, reads)
@@ -408,10 +401,8 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
                     rd(value)
             case tir.DeviceAssert(cond=cond):
                 rd(cond)
-            case tir.Alloc() | tir.UseSwizzle() | tir.AnnotateLayout():
-                pass  # no access
+            case tir.Alloc() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
+                pass  # no access of its own (a body's statements come next)
             case _:
                 assert_never(x)
-
-    walk(s)
     return reads, writes

@@ -24,6 +24,7 @@ from typing import Literal
 
 from tilec.backends.cuda import spelling as cuda
 from tilec.backends.cuda.instructions import SM80_INSTRUCTIONS
+from tilec.dtypes import DType
 from tilec.instructions import Instruction
 
 Language = Literal["cuda", "hip"]
@@ -96,6 +97,8 @@ class Target:
     header_rules: Headers
     warp_size: int = 32  # threads that execute in lockstep (a block is a whole number of them)
     max_threads: int = 1024  # threads one block may have
+    max_registers: int = 255  # 32-bit registers one thread may have (more spill to local memory)
+    atomic_add_types: frozenset[DType] = frozenset()  # element types with a hardware atomic add
 
 
 CUDA_SPELLING = Spelling(
@@ -139,11 +142,17 @@ NVCC = Compiler(
 )
 
 
+# atomicAdd's overloads on sm_80 and later (16-bit floats included)
+_ATOMIC_ADD_CUDA = frozenset(
+    {DType.float16, DType.bfloat16, DType.float32, DType.float64, DType.int32, DType.uint32, DType.uint64}
+)
+
+
 def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, spelling: Spelling = CUDA_SPELLING) -> Target:
     num = arch.removeprefix("sm_")
     return Target(
         arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, SM80_INSTRUCTIONS,
-        spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS,
+        spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, atomic_add_types=_ATOMIC_ADD_CUDA,
     )  # fmt: skip
 
 

@@ -12,8 +12,10 @@ pipelines and infer layouts on it; lowering (lower.py) turns it into Thread IR.
         copy A[by * 128 : +128, k * 32 : +32] -> A_shared[0:128, 0:32]
         ...
 
-Nodes are frozen, slotted dataclasses with a span; analyses live in passes,
-never on the nodes. Expressions are shared with Thread IR (thread_ir.py).
+Nodes are frozen, slotted dataclasses with a span. The passes record their
+decisions on the nodes, as fields that default to "not decided yet" (a gemm's
+instruction, a Parallel loop's layout, a copy's place in a pipeline, a shared
+tile's stages); the analyses that reach them live in passes/. Expressions are shared with Thread IR (thread_ir.py).
 Literal types are settled by elaboration: a literal next to a typed operand
 takes that operand's type, as in TileLang.
 """
@@ -21,10 +23,13 @@ takes that operand's type, as in TileLang.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from tilec.dtypes import DType
 from tilec.source import NO_SPAN, Span
+
+if TYPE_CHECKING:
+    from tilec.layout import Fragment  # layout.py builds on this module
 
 # ---------------------------------------------------------------- expressions
 
@@ -206,6 +211,7 @@ class Region:
 class Alloc:
     buffer: Buffer
     init: Expr | None = None  # alloc_var(dtype, init)
+    stages: int = 1  # copies of a multi-buffered shared tile, one per pipeline stage (passes/plan_pipeline.py)
     span: Span = field(default=NO_SPAN, compare=False)
 
 
@@ -231,8 +237,13 @@ class Store:
 class Copy:
     src: Region
     dst: Region
+    pipeline: CopyPipeline = None  # how the pipeline issues it as cp.async (passes/plan_pipeline.py)
     span: Span = field(default=NO_SPAN, compare=False)
 
+
+# "producer": a producer of its pipelined loop, issued stages - 1 iterations ahead into its
+# tile's stage; "early": a copy before a pipelined loop that the loop's first wait retires.
+CopyPipeline = Literal["producer", "early"] | None
 
 GemmPolicy = Literal["Square", "FullRow", "FullCol"]
 
@@ -249,6 +260,9 @@ class Gemm:
     policy: GemmPolicy
     clear_accum: bool
     instruction: str | None = None  # the chosen instruction record's name (passes/select.py)
+    a_from_registers: bool = False  # A's accumulator layout is this gemm's A fragment (passes/infer_layouts.py)
+    fragments_ahead: bool = False  # a GEMM main loop's gemm: fragments loaded a k step ahead (plan_pipeline)
+    then_issue: tuple[Buffer, ...] = ()  # the producers, by the tile each fills, issued right after it (plan_pipeline)
     span: Span = field(default=NO_SPAN, compare=False)
 
 
@@ -320,6 +334,7 @@ class Parallel:
     vars: tuple[Var, ...]
     extents: tuple[int, ...]
     body: tuple[Stmt, ...]
+    layout: Fragment | None = None  # where each iteration runs (passes/infer_layouts.py)
     span: Span = field(default=NO_SPAN, compare=False)
 
 

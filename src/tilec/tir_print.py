@@ -2,17 +2,20 @@
 
 kernel gemm(A: float16[M, K] global, B: float16[K, N] global, C: float16[M, N] global)
   grid (ceildiv(N, 128), ceildiv(M, 128)) threads 128 as (bx, by)
-  alloc A_shared: float16[128, 32] shared
+  alloc A_shared: float16[128, 32] shared stages=3
   fill C_local[0:128, 0:128] = 0.0f
   for k in pipelined(0, (K + 31) / 32, stages=3):
-    copy A[by * 128 : +128, k * 32 : +32] -> A_shared[0 : +128, 0 : +32]
+    copy A[by * 128 : +128, k * 32 : +32] -> A_shared[0 : +128, 0 : +32] (pipeline=producer)
+
+The passes' decisions on the nodes print after them (`stages=`, `(pipeline=...)`, a
+gemm's instruction and flags, a Parallel loop's `layout threads [...] regs [...]`).
 """
 
 from __future__ import annotations
 
 from typing import assert_never
 
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.emit import expr_text
 from tilec.targets import ARCHES, TARGETS, Target
 
@@ -29,19 +32,24 @@ def _region(r: tir.Region) -> str:
 def _stmt(s: tir.Stmt, depth: int) -> list[str]:
     pad = "  " * depth
     match s:
-        case tir.Alloc(buf, init):
+        case tir.Alloc(buf, init, stages):
             tail = f" = {expr_text(init)}" if init is not None else ""
+            tail += f" stages={stages}" if stages > 1 else ""
             return [f"{pad}alloc {buf.name}: {_shape(buf)}{tail}"]
         case tir.Let(var, value):
             return [f"{pad}let {var.name}: {var.dtype.tile_name} = {expr_text(value)}"]
         case tir.Store(buf, idx, value):
             sub = f"[{', '.join(expr_text(i) for i in idx)}]" if idx else ""
             return [f"{pad}{buf.name}{sub} = {expr_text(value)}"]
-        case tir.Copy(src, dst):
-            return [f"{pad}copy {_region(src)} -> {_region(dst)}"]
-        case tir.Gemm(a, b, c, ta, tb, policy, clear, instruction):
+        case tir.Copy(src, dst, pipeline):
+            tail = f" (pipeline={pipeline})" if pipeline is not None else ""
+            return [f"{pad}copy {_region(src)} -> {_region(dst)}{tail}"]
+        case tir.Gemm(a, b, c, ta, tb, policy, clear, instruction, a_registers, ahead, then_issue):
             flags = f"transpose_A={ta}, transpose_B={tb}, policy={policy}, clear_accum={clear}"
             flags += f", instruction={instruction}" if instruction is not None else ""
+            flags += ", a_from_registers=True" if a_registers else ""
+            flags += ", fragments_ahead=True" if ahead else ""
+            flags += f", then_issue=[{', '.join(b.name for b in then_issue)}]" if then_issue else ""
             return [f"{pad}gemm {_region(a)}, {_region(b)} -> {_region(c)} ({flags})"]
         case tir.Fill(dst, value):
             return [f"{pad}fill {_region(dst)} = {expr_text(value)}"]
@@ -56,9 +64,10 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             extra = f", stages={stages}" if kind == "pipelined" else ""
             head = f"{pad}for {var.name} in {kind}({expr_text(start)}, {expr_text(stop)}, {expr_text(step)}{extra}):"
             return [head] + _block(body, depth + 1)
-        case tir.Parallel(vars, extents, body):
+        case tir.Parallel(vars, extents, body, layout):
             names = ", ".join(v.name for v in vars)
-            return [f"{pad}for {names} in parallel({', '.join(map(str, extents))}):"] + _block(body, depth + 1)
+            placed = f" layout {layout.describe()}" if layout is not None else ""
+            return [f"{pad}for {names} in parallel({', '.join(map(str, extents))}){placed}:"] + _block(body, depth + 1)
         case tir.If(cond, then, orelse):
             out = [f"{pad}if {expr_text(cond)}:"] + _block(then, depth + 1)
             if orelse:
@@ -119,7 +128,7 @@ def verify(p: tir.Program, target: Target | None = None) -> None:
 
 
 def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where: str) -> None:
-    for s in stmts:
+    for s in tir_walk.stmts(stmts):
         match s:
             case tir.Alloc(buf):
                 if buf.scope != "global":
@@ -143,13 +152,20 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
                     raise VerifyError(f"{where}: store to unallocated {buf.name}")
                 if len(idx) != len(buf.shape):
                     raise VerifyError(f"{where}: store to {buf.name} has {len(idx)} indices")
-            case tir.For(body=body) | tir.Parallel(body=body):
-                _verify_block(body, allocated, where)
-            case tir.If(then=then, orelse=orelse):
-                _verify_block(then, allocated, where)
-                _verify_block(orelse, allocated, where)
+            case (
+                tir.Let()
+                | tir.AtomicAdd()
+                | tir.For()
+                | tir.Parallel()
+                | tir.If()
+                | tir.Print()
+                | tir.DeviceAssert()
+                | tir.UseSwizzle()
+                | tir.AnnotateLayout()
+            ):
+                pass  # nothing checked yet (their bodies are walked)
             case _:
-                pass
+                assert_never(s)
 
 
 def _check_region(r: tir.Region, allocated: set[tir.Buffer], where: str) -> None:

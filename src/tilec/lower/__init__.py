@@ -26,8 +26,9 @@ cp.async waits and barriers as T.Barrier nodes, part of their schedule.
 
 Every lowering is a function of the kernel's `LowerContext` (context.py) and
 the statement: `lower_copy(ctx, s)`, `lower_gemm(ctx, s)`, ... The context's
-inputs (kernel, layouts, pipeline plan, target, backend module) never change;
-what lowering builds up (names, shared views, flags, ...) is `ctx.state`.
+inputs (the kernel with the passes' decisions on its nodes, the buffers'
+layouts, the target and its backend module) never change; what lowering
+builds up (names, shared views, flags, ...) is `ctx.state`.
 
     kernel.py     lower_kernel: the statement walk, dispatching each statement; the kernel's head
     context.py    LowerContext: the inputs and the mutable state; the backend protocol

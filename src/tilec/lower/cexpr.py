@@ -59,6 +59,16 @@ def compute_dtype(d: DType) -> DType:
     return F32 if d.is_low_precision else d
 
 
+# Computed in float like the other narrow floats, but with no implicit conversion
+# back from float in CUDA C++: a let of one needs an explicit conversion.
+_EXPLICIT_FROM_FLOAT = frozenset({DType.float8_e4m3, DType.float8_e5m2})
+
+
+def let_init(value: tir.Expr, d: DType) -> tir.Expr:
+    """The initializer of a `const d` let whose value, lowered, is `value`."""
+    return cast(value, d) if d in _EXPLICIT_FROM_FLOAT else value
+
+
 def cast(e: tir.Expr, d: DType) -> tir.Expr:
     if isinstance(e, tir.Cast) and e.value.dtype == d and e.dtype == F32:
         return e.value  # half -> float -> half is the identity

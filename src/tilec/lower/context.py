@@ -1,6 +1,6 @@
 """What every op lowering reads and writes: `LowerContext`, made once per kernel.
 
-Its inputs (the kernel, its layouts and pipeline plan, the target and the target's backend
+Its inputs (the kernel with the passes' decisions on its nodes, its layouts, the target and the target's backend
 module) never change while the kernel is lowered; `LowerContext.state` holds what the op
 lowerings build up as they go (the name supply, shared-memory views, kernel-wide flags, ...).
 Each mutable field says who writes it and who reads it.
@@ -24,7 +24,6 @@ from tilec.dtypes import DType
 from tilec.instructions import Instruction, OperandTypes
 from tilec.lower.cexpr import I32
 from tilec.passes.infer_layouts import Layouts
-from tilec.passes.plan_pipeline import PipelinePlan
 from tilec.targets import Target
 
 _RESERVED = {
@@ -98,13 +97,17 @@ class Names:
 
     taken: set[str] = field(default_factory=set)
     given: dict[object, str] = field(default_factory=dict)  # keyed by the object (identity hash)
+    next_suffix: dict[str, int] = field(default_factory=dict)  # base -> the first suffix not yet tried
 
     def fresh(self, base: str) -> str:
+        """`base`, else the first free base_1, base_2...; the search resumes where
+        the last one for `base` stopped (taken names stay taken), so n names cost O(n)."""
         name = base if base not in _RESERVED else base + "_"
-        n = 1
+        n = self.next_suffix.get(base, 1)
         while name in self.taken:
             name = f"{base}_{n}"
             n += 1
+        self.next_suffix[base] = n
         self.taken.add(name)
         return name
 
@@ -174,9 +177,8 @@ class LowerState:
 class LowerContext:
     """One kernel's lowering: its inputs, which never change, and its mutable `state`."""
 
-    kernel: tir.Kernel
+    kernel: tir.Kernel  # with every Tile IR pass's decisions on its nodes (instructions, layouts, plan)
     layouts: Layouts
-    plan: PipelinePlan
     target: Target
     backend: Backend  # the target's gemms on warp instructions and its asynchronous copy
     tx: tir.Var  # the thread index
@@ -191,7 +193,7 @@ class LowerContext:
         return self.state.names.of(obj)
 
 
-def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan) -> LowerContext:
+def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target) -> LowerContext:
     """The context of `kernel` before its first statement: parameters named, nothing declared."""
     names = Names()
     for t in kernel.tensors:
@@ -200,7 +202,7 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: Pipe
         names.of(v)
     tx = tir.Var(names.fresh("tx"), I32, "thread")
     state = LowerState(names, {tx: kernel.threads - 1})
-    return LowerContext(kernel, layouts, plan, target, backend_of(target), tx, state)
+    return LowerContext(kernel, layouts, target, backend_of(target), tx, state)
 
 
 def kernel_flag(ctx: LowerContext, key: FlagKey, name: str, cond: tir.Expr) -> tir.Var:

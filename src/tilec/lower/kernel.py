@@ -11,7 +11,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.lower.cexpr import I32, builtin, cast, source_comment, source_line
+from tilec.lower.cexpr import I32, builtin, cast, let_init, source_comment, source_line
 from tilec.lower.cleanup import drop_unused
 from tilec.lower.context import LowerContext, new_context, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import ref_of, value_of
@@ -30,7 +30,7 @@ from tilec.lower.ops import (
 )
 from tilec.lower.pipelined import lower_early_copy, lower_pipelined
 from tilec.passes.infer_layouts import Layouts
-from tilec.passes.plan_pipeline import PipelinePlan
+from tilec.passes.plan_pipeline import producers
 from tilec.simplify import int_, simplify
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target
@@ -38,8 +38,8 @@ from tilec.targets import Target
 _GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
 
 
-def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target, plan: PipelinePlan) -> T.Kernel:
-    ctx = new_context(kernel, layouts, target, plan)
+def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kernel:
+    ctx = new_context(kernel, layouts, target)
     body = lower_block(ctx, kernel.body)
     state = ctx.state
     head = _block_index(ctx) + list(state.views) + state.prologue
@@ -63,10 +63,10 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
         case tir.Alloc():
             return lower_alloc(ctx, s)
         case tir.Let(var, value):
-            return [T.Decl(ctx.name(var), var.dtype, init=value_of(ctx, value, None), const=True)]
+            return [T.Decl(ctx.name(var), var.dtype, init=let_init(value_of(ctx, value, None), var.dtype), const=True)]
         case tir.Store():
             return lower_store(ctx, s)
-        case tir.Copy() if id(s) in ctx.plan.early:
+        case tir.Copy() if s.pipeline == "early":
             return lower_early_copy(ctx, s)
         case tir.Copy():
             return as_scope(ctx, s, lower_copy(ctx, s))
@@ -84,7 +84,7 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
             return as_scope(ctx, s, lower_atomic_region(ctx, s))
         case tir.AtomicAdd():
             return as_scope(ctx, s, lower_atomic_element(ctx, s))
-        case tir.For() if id(s) in ctx.plan.producers:
+        case tir.For() if producers(s):
             return lower_pipelined(ctx, s, lower_stmt)
         case tir.For():
             return lower_for(ctx, s)
@@ -127,8 +127,8 @@ def lower_alloc(ctx: LowerContext, s: tir.Alloc) -> list[T.Stmt]:
                 dims = dims[:-1] + (layouts.pitch[buf],)
             if buf in layouts.swizzle:  # swizzled: one flat row, offsets through the XOR
                 dims = (math.prod(dims),)
-            if buf in ctx.plan.stages:  # one copy per pipeline stage
-                dims = (ctx.plan.stages[buf], *dims)
+            if s.stages > 1:  # one copy per pipeline stage
+                dims = (s.stages, *dims)
             shared_view(ctx, name, buf.dtype, dims)
             return []
         case "fragment":
@@ -159,7 +159,7 @@ def lower_store(ctx: LowerContext, s: tir.Store) -> list[T.Stmt]:
 
 
 def lower_for(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
-    """A loop without a pipeline plan (a Pipelined loop with nothing to pipeline runs as is)."""
+    """A loop without producers (a Pipelined loop with nothing to pipeline runs as is)."""
     var = ctx.name(s.var)
     body = lower_block(ctx, s.body)
     step = s.step.value if isinstance(s.step, tir.IntImm) else 1

@@ -38,7 +38,8 @@ from tilec.targets import instruction_named
 
 
 def lower_parallel(ctx: LowerContext, s: tir.Parallel) -> list[T.Stmt]:
-    layout = ctx.layouts.loops[id(s)]
+    layout = s.layout
+    assert layout is not None, "infer_layouts placed every Parallel loop"
     return distributed(ctx, layout, s.vars, s.body)
 
 

@@ -64,6 +64,7 @@ from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.context import LowerContext, MmaGemm, shared_names
 from tilec.lower.exprs import value_of
 from tilec.lower.ops import lower_copy
+from tilec.passes import plan_pipeline
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK, shared_reads_writes
 from tilec.targets import instruction_named
@@ -79,12 +80,11 @@ def _wait(pending: int) -> T.Barrier:
 
 
 def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> list[T.Stmt]:
-    """A loop with a PipelinePlan entry; `lower_stmt` lowers its consumers (kernel.py)."""
+    """A loop with producers (passes/plan_pipeline.py); `lower_stmt` lowers its consumers (kernel.py)."""
     ctx.state.helpers.add("cp_async")
     stages = s.num_stages
-    producer_ids = set(ctx.plan.producers[id(s)])
-    producers = [x for x in s.body if isinstance(x, tir.Copy) and id(x) in producer_ids]
-    consumers = tuple(x for x in s.body if id(x) not in producer_ids)
+    producers = plan_pipeline.producers(s)
+    consumers = tuple(x for x in s.body if not (isinstance(x, tir.Copy) and x.pipeline == "producer"))
     start = simplify(value_of(ctx, s.start, None))
     count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
     lead = "1 iteration" if stages == 2 else f"{stages - 1} iterations"
@@ -143,22 +143,20 @@ def _interleaved(
     lower_stmt: StmtLowering,
 ) -> list[T.Stmt]:
     """The consumers, with each producer's prefetch issued at the top of the iteration or right
-    after the gemm the plan names (plan_pipeline.issue_after), and one commit after the last."""
+    after the gemm whose `then_issue` names its tile (plan_pipeline), and one commit after the last."""
     guard, commit = prefetch
     assert isinstance(guard, T.IfThen) and len(guard.then) == len(producers)
     after: dict[int | None, list[T.Stmt]] = {}
     for prod, code in zip(producers, guard.then):
-        after.setdefault(ctx.plan.issue_after.get(id(prod)), []).append(code)
-    last = max(
-        (i for i, c in enumerate(consumers) if id(c) in after), default=None
-    )  # the consumer after which the last copies go out
+        after.setdefault(_issued_after(prod, consumers), []).append(code)
+    last = max((i for i in after if i is not None), default=None)  # the consumer after which the last copies go out
     out: list[T.Stmt] = [T.IfThen(guard.cond, tuple(after[None]))] if None in after else []
     if last is None:
         out.append(commit)
     for i, c in enumerate(consumers):
         out += lower_stmt(ctx, c)
-        if id(c) in after:
-            out.append(T.IfThen(guard.cond, tuple(after[id(c)])))
+        if i in after:
+            out.append(T.IfThen(guard.cond, tuple(after[i])))
         if i == last:
             out.append(commit)
     return out
@@ -167,7 +165,7 @@ def _interleaved(
 def _mainloop_gemm(ctx: LowerContext, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
     """The gemm of a GEMM main loop (module docstring), or None."""
     g = consumers[0] if len(consumers) == 1 else None
-    if not isinstance(g, tir.Gemm) or id(g) not in ctx.plan.fragments_ahead:
+    if not isinstance(g, tir.Gemm) or not g.fragments_ahead:
         return None
     staging, mma = ctx.backend.setup(ctx, g, instruction_named(ctx.target, g.instruction))
     assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
@@ -253,6 +251,13 @@ def _produce(
         code.append(_async_copy_scope(ctx, prod, access))
         del ctx.state.stage_of[prod.dst.buffer]
     return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
+
+
+def _issued_after(producer: tir.Copy, consumers: tuple[tir.Stmt, ...]) -> int | None:
+    """The position of the consumer gemm whose `then_issue` names `producer`'s tile (None: the top
+    of the iteration)."""
+    tile = producer.dst.buffer
+    return next((i for i, c in enumerate(consumers) if isinstance(c, tir.Gemm) and tile in c.then_issue), None)
 
 
 def _spread(prefetch: list[T.Stmt], steps: int) -> list[list[T.Stmt]]:

@@ -28,7 +28,8 @@ naming both statements, with the staging-through-shared hint.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import assert_never
 
 from tilec import layout as L
 from tilec import tir, tir_walk
@@ -42,10 +43,11 @@ from tilec.targets import Target, instruction_named
 
 @dataclass
 class Layouts:
+    """The layouts of buffers (a Parallel loop's layout, and whether a gemm reads A from registers,
+    are on those nodes: Parallel.layout, Gemm.a_from_registers)."""
+
     buffers: dict[tir.Buffer, L.Fragment] = field(default_factory=dict)
-    loops: dict[int, L.Fragment] = field(default_factory=dict)  # id(tir.Parallel) -> layout
     origin: dict[tir.Buffer, Span] = field(default_factory=dict)  # statement that fixed it
-    a_registers: set[int] = field(default_factory=set)  # id(tir.Gemm) whose A is used from registers
     pitch: dict[tir.Buffer, int] = field(default_factory=dict)  # padded row length of shared tiles
     swizzle: dict[tir.Buffer, Layout] = field(default_factory=dict)  # XOR-swizzled shared tiles (flat)
     fixed: set[tir.Buffer] = field(default_factory=set)  # shared tiles whose layout the user chose
@@ -57,13 +59,14 @@ class _Conflict(Exception):
         self.diag = diag
 
 
-def infer_layouts(kernel: tir.Kernel, target: Target) -> Layouts:
-    """Layouts of every fragment and Parallel loop of `kernel` (raises CompileError on conflict);
+def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layouts]:
+    """Layouts of every fragment and shared tile of `kernel` (raises CompileError on conflict),
+    and `kernel` with each Parallel loop's layout and each gemm's `a_from_registers` on the node;
     its gemms carry their instructions (passes/select.py), records of `target`."""
     from tilec.diagnostics import CompileError
 
     state = _State(kernel.threads, Layouts())
-    stmts = list(_walk(kernel.body))
+    stmts = list(tir_walk.stmts(kernel.body))
     gemms = [(s, instruction_named(target, s.instruction)) for s in stmts if isinstance(s, tir.Gemm)]
     warp_rows: dict[int, int] = {}  # M -> warp rows of the first warp-tiled accumulator with that M
     try:
@@ -80,13 +83,11 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> Layouts:
                 break
             state.set(buf, L.default(buf.const_shape, kernel.threads, _vector_bytes(stmts, buf)), buf.span)
         for s in stmts:
-            if isinstance(s, tir.Parallel) and id(s) not in state.out.loops:
-                state.out.loops[id(s)] = L.default(s.extents, kernel.threads, _loop_bytes(s))
+            if isinstance(s, tir.Parallel) and id(s) not in state.loops:
+                state.loops[id(s)] = L.default(s.extents, kernel.threads, _loop_bytes(s))
     except _Conflict as c:
         raise CompileError([c.diag]) from None
-    for g, record in gemms:
-        if _a_from_accumulator(g, record, state.out):
-            state.out.a_registers.add(id(g))
+    a_registers = {id(g) for g, record in gemms if _a_from_accumulator(g, record, state.out)}
     tight = fragment_registers(state.out) > SWIZZLE_REGISTER_BUDGET
     main_loop = _main_loop_tiles(stmts, target)
     for g, record in gemms:
@@ -94,7 +95,15 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> Layouts:
             for operand in (g.a.buffer, g.b.buffer):
                 if operand.scope == "shared" and operand not in state.out.fixed:
                     _place_operand(operand, state.out, tight, operand in main_loop)
-    return state.out
+
+    def decided(s: tir.Stmt) -> tir.Stmt:
+        if isinstance(s, tir.Parallel):
+            return replace(s, layout=state.loops[id(s)])
+        if isinstance(s, tir.Gemm) and id(s) in a_registers:
+            return replace(s, a_from_registers=True)
+        return s
+
+    return tir_walk.map_kernel(kernel, decided), state.out
 
 
 def _main_loop_tiles(stmts: list[tir.Stmt], target: Target) -> set[tir.Buffer]:
@@ -202,19 +211,6 @@ def _shape2(buf: tir.Buffer) -> tuple[int, int]:
     return (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
 
 
-def _walk(stmts: tuple[tir.Stmt, ...]):
-    for s in stmts:
-        yield s
-        match s:
-            case tir.For() | tir.Parallel():
-                yield from _walk(s.body)
-            case tir.If():
-                yield from _walk(s.then)
-                yield from _walk(s.orelse)
-            case _:
-                pass
-
-
 def _first_unplaced(stmts: list[tir.Stmt], placed: dict[tir.Buffer, L.Fragment]) -> tir.Buffer | None:
     for s in stmts:
         if isinstance(s, tir.Alloc) and s.buffer.scope == "fragment" and s.buffer not in placed:
@@ -229,7 +225,7 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
     def expr(e: tir.Expr) -> None:
         out.extend((x.buffer, x.indices, x.span) for x in tir_walk.loads(e) if x.buffer.scope == "fragment")
 
-    def stmt(s: tir.Stmt) -> None:
+    for s in tir_walk.stmts(loop.body, into_parallel=False):
         match s:
             case tir.Store(buf, idx, value):
                 if buf.scope == "fragment":
@@ -239,26 +235,31 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
                 expr(value)
             case tir.Let(_, value):
                 expr(value)
-            case tir.If(cond, then, orelse):
+            case tir.If(cond=cond) | tir.DeviceAssert(cond=cond):
                 expr(cond)
-                for t in then + orelse:
-                    stmt(t)
-            case tir.For(body=body):
-                for t in body:
-                    stmt(t)
             case tir.Print(value=value) if not isinstance(value, tir.Region):
                 expr(value)
-            case tir.DeviceAssert(cond=cond):
-                expr(cond)
             case tir.AtomicAdd(dst=dst, value=value) if value is not None:
                 expr(value)
                 for i in dst.starts:
                     expr(i)
+            case (
+                tir.For()  # its bounds are uniform over the loop; its body follows
+                | tir.Print()
+                | tir.AtomicAdd()
+                | tir.Alloc()
+                | tir.Copy()
+                | tir.Gemm()
+                | tir.Fill()
+                | tir.Reduce()
+                | tir.CumSum()
+                | tir.Parallel()
+                | tir.UseSwizzle()
+                | tir.AnnotateLayout()
+            ):
+                pass  # no fragment element of its own (tile ops here are lowering's error)
             case _:
-                pass
-
-    for s in loop.body:
-        stmt(s)
+                assert_never(s)
     return out
 
 
@@ -276,7 +277,7 @@ def _vector_bytes(stmts: list[tir.Stmt], buf: tir.Buffer) -> int:
 def _loop_bytes(loop: tir.Parallel) -> int:
     """Element size that sets a loop's vector width: the widest element it touches."""
     widest = 1
-    for s in _walk(loop.body):
+    for s in tir_walk.stmts(loop.body):
         if isinstance(s, tir.Store):
             widest = max(widest, s.buffer.dtype.bytes)
     return widest
@@ -295,6 +296,7 @@ def _var_dims(loop: tir.Parallel, idx: tuple[tir.Expr, ...]) -> tuple[int, ...] 
 class _State:
     threads: int
     out: Layouts
+    loops: dict[int, L.Fragment] = field(default_factory=dict)  # id(tir.Parallel) -> layout, while the pass runs
 
     def set(self, buf: tir.Buffer, frag: L.Fragment, span: Span) -> bool:
         old = self.out.buffers.get(buf)
@@ -329,8 +331,26 @@ class _State:
                     return self.set(src.buffer, known[dst.buffer], s.span)
             case tir.Parallel():
                 return self._parallel(s)
+            case (
+                tir.Reduce()
+                | tir.Copy()
+                | tir.Alloc()
+                | tir.Let()
+                | tir.Store()
+                | tir.Gemm()  # the strict level placed its accumulator
+                | tir.Fill()
+                | tir.CumSum()
+                | tir.AtomicAdd()
+                | tir.For()
+                | tir.If()
+                | tir.Print()
+                | tir.DeviceAssert()
+                | tir.UseSwizzle()
+                | tir.AnnotateLayout()
+            ):
+                pass  # places nothing
             case _:
-                pass
+                assert_never(s)
         return False
 
     def _parallel(self, loop: tir.Parallel) -> bool:
@@ -346,7 +366,7 @@ class _State:
                     )
                 )
         changed = False
-        loop_layout = self.out.loops.get(id(loop))
+        loop_layout = self.loops.get(id(loop))
         if loop_layout is None:
             full = tuple(range(len(loop.vars)))
             for buf, idx, span in accesses:
@@ -361,7 +381,7 @@ class _State:
                                 hint="loop over the fragment's whole shape",
                             )
                         )
-                    self.out.loops[id(loop)] = loop_layout
+                    self.loops[id(loop)] = loop_layout
                     changed = True
                     break
         if loop_layout is None:

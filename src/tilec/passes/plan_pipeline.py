@@ -32,7 +32,8 @@ start, and V still has the softmax and the rest of the iteration to land
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import replace
+from typing import assert_never
 
 from tilec import tir, tir_walk
 from tilec.passes.select import gemm_depth
@@ -40,59 +41,66 @@ from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
 
 
-@dataclass
-class PipelinePlan:
-    stages: dict[tir.Buffer, int] = field(default_factory=dict)  # multi-buffered shared tiles
-    producers: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(For) -> ids of its producer copies
-    fragments_ahead: set[int] = field(default_factory=set)  # ids of main-loop gemms, fragments a k step ahead
-    early: set[int] = field(default_factory=set)  # ids of copies issued before a loop whose first wait retires them
-    issue_after: dict[int, int] = field(default_factory=dict)  # id(producer) -> id(gemm) it is issued after
-
-
-def plan_pipeline(kernel: tir.Kernel, target: Target) -> PipelinePlan:
-    """`target`: the records of the instructions the gemms carry (passes/select.py)."""
-    plan = PipelinePlan()
-    for loop in _loops(kernel.body):
-        if loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
+def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
+    """`kernel` with the plan on its nodes: each producer and early copy's `pipeline`, each
+    multi-buffered tile's `Alloc.stages`, a main-loop gemm's `fragments_ahead`, and the producers
+    a gemm is followed by (`then_issue`). `target`: the records of the gemms' instructions."""
+    producer_ids: set[int] = set()  # ids, like the others below, of statements of `kernel`
+    pipelined: set[int] = set()  # loops with producers
+    ahead: set[int] = set()
+    issue: dict[int, tuple[tir.Buffer, ...]] = {}  # gemm -> the tiles of the producers issued after it
+    stages: dict[tir.Buffer, int] = {}
+    for loop in tir_walk.stmts(kernel.body):
+        if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
             continue
-        producers = _producers(loop)
-        if producers:
-            plan.producers[id(loop)] = tuple(id(c) for c in producers)
-            for c in producers:
-                plan.stages[c.dst.buffer] = loop.num_stages
+        found = _producers(loop)
+        if found:
+            pipelined.add(id(loop))
+            producer_ids |= {id(c) for c in found}
+            for c in found:
+                stages[c.dst.buffer] = loop.num_stages
             gemm = main_loop_gemm(loop, target)
             if gemm is not None:
-                plan.fragments_ahead.add(id(gemm))
+                ahead.add(id(gemm))
             else:
-                plan.issue_after.update(_issue_points(loop, producers))
-    for block in _blocks(kernel.body):
-        for i, loop in enumerate(block):
-            if isinstance(loop, tir.For) and id(loop) in plan.producers:
-                for copy in _early_copies(block[:i], loop):
-                    plan.early.add(id(copy))
-    return plan
+                for c, g in _issue_points(loop, found):
+                    issue[id(g)] = (*issue.get(id(g), ()), c.dst.buffer)
+    early = {
+        id(copy)
+        for block in tir_walk.blocks(kernel.body)
+        for i, loop in enumerate(block)
+        if isinstance(loop, tir.For) and id(loop) in pipelined
+        for copy in _early_copies(block[:i], loop)
+    }
+
+    def decided(s: tir.Stmt) -> tir.Stmt:
+        match s:
+            case tir.Copy() if id(s) in producer_ids:
+                return replace(s, pipeline="producer")
+            case tir.Copy() if id(s) in early:
+                return replace(s, pipeline="early")
+            case tir.Alloc() if s.buffer in stages:
+                return replace(s, stages=stages[s.buffer])
+            case tir.Gemm() if id(s) in ahead or id(s) in issue:
+                return replace(s, fragments_ahead=id(s) in ahead, then_issue=issue.get(id(s), ()))
+        return s
+
+    return tir_walk.map_kernel(kernel, decided)
 
 
-def _blocks(stmts: tuple[tir.Stmt, ...]):
-    """Every statement list of the kernel: the body, loop bodies, branches."""
-    yield stmts
-    for s in stmts:
-        if isinstance(s, tir.For):
-            yield from _blocks(s.body)
-        elif isinstance(s, tir.If):
-            yield from _blocks(s.then)
-            yield from _blocks(s.orelse)
+def producers(loop: tir.For) -> list[tir.Copy]:
+    """The copies of `loop` that the plan made its producers (none: a plain loop)."""
+    return [s for s in loop.body if isinstance(s, tir.Copy) and s.pipeline == "producer"]
 
 
 def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]:
     """The global -> shared copies of `before` that may run as cp.async until the first wait of `loop`."""
     out: list[tir.Copy] = []
-    touched = {b for s in _all(loop.body) for b in _written(s)}
+    touched = {b for s in tir_walk.stmts(loop.body) for b in _written(s)}
     # the loop's bounds and its copies' indices are evaluated before its first wait (the prologue)
     bound_loads = [ld for e in (loop.start, loop.stop) for ld in tir_walk.loads(e)]
-    index_loads = [
-        ld for s in _all(loop.body) if isinstance(s, tir.Copy) for r in (s.src, s.dst) for ld in _index_loads(r)
-    ]
+    copies = [s for s in tir_walk.stmts(loop.body) if isinstance(s, tir.Copy)]
+    index_loads = [ld for s in copies for r in (s.src, s.dst) for ld in _index_loads(r)]
     touched |= {ld.buffer for ld in bound_loads + index_loads}
     for j in range(len(before) - 1, -1, -1):
         s = before[j]
@@ -130,11 +138,11 @@ def main_loop_gemm(loop: tir.For, target: Target) -> tir.Gemm | None:
     return g if steps % 2 == 0 else None  # the two register sets alternate within a tile
 
 
-def _issue_points(loop: tir.For, producers: list[tir.Copy]) -> dict[int, int]:
-    """id(producer) -> id(the last gemm of the body before the first statement reading its tile),
-    for the producers that have one (the others are issued at the top of the iteration)."""
+def _issue_points(loop: tir.For, producers: list[tir.Copy]) -> list[tuple[tir.Copy, tir.Gemm]]:
+    """(producer, the last gemm of the body before the first statement reading its tile), for the
+    producers that have one (the others are issued at the top of the iteration)."""
     ids = {id(c) for c in producers}
-    out: dict[int, int] = {}
+    out: list[tuple[tir.Copy, tir.Gemm]] = []
     for c in producers:
         last_gemm = None
         for s in loop.body:
@@ -145,22 +153,12 @@ def _issue_points(loop: tir.For, producers: list[tir.Copy]) -> dict[int, int]:
             if isinstance(s, tir.Gemm):
                 last_gemm = s
         if last_gemm is not None:
-            out[id(c)] = id(last_gemm)
+            out.append((c, last_gemm))
     return out
 
 
 def _is_one(e: tir.Expr) -> bool:
     return isinstance(e, tir.IntImm) and e.value == 1
-
-
-def _loops(stmts: tuple[tir.Stmt, ...]):
-    for s in stmts:
-        if isinstance(s, tir.For):
-            yield s
-            yield from _loops(s.body)
-        elif isinstance(s, tir.If):
-            yield from _loops(s.then)
-            yield from _loops(s.orelse)
 
 
 def _producers(loop: tir.For) -> list[tir.Copy]:
@@ -174,7 +172,7 @@ def _producers(loop: tir.For) -> list[tir.Copy]:
         and not (defined & _vars(s.src))
     ]
     writes: dict[tir.Buffer, int] = {}
-    for s in _all(loop.body):
+    for s in tir_walk.stmts(loop.body):
         for buf in _written(s):
             writes[buf] = writes.get(buf, 0) + 1
     return [
@@ -190,25 +188,29 @@ def _index_loads(region: tir.Region) -> list[tir.Load]:
     return [ld for e in (*region.starts, *region.extents) for ld in tir_walk.loads(e)]
 
 
-def _all(stmts: tuple[tir.Stmt, ...]):
-    for s in stmts:
-        yield s
-        if isinstance(s, (tir.For, tir.Parallel)):
-            yield from _all(s.body)
-        elif isinstance(s, tir.If):
-            yield from _all(s.then + s.orelse)
-
-
 def _written(s: tir.Stmt) -> list[tir.Buffer]:
+    """The buffers `s` itself writes (not its body's)."""
     match s:
-        case tir.Copy(dst=dst) | tir.Fill(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst):
+        case tir.Copy(dst=dst) | tir.Fill(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst) | tir.AtomicAdd(dst=dst):
             return [dst.buffer]
         case tir.Gemm(c=c):
             return [c.buffer]
         case tir.Store(buffer=b):
             return [b]
-        case _:
+        case (
+            tir.Alloc()
+            | tir.Let()
+            | tir.For()
+            | tir.Parallel()
+            | tir.If()
+            | tir.Print()
+            | tir.DeviceAssert()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
             return []
+        case _:
+            assert_never(s)
 
 
 def _vars(region: tir.Region) -> set[tir.Var]:

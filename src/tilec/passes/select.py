@@ -17,9 +17,8 @@ pipeline plan, lowering and explain all read the choice.
 from __future__ import annotations
 
 import dataclasses
-from typing import assert_never
 
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.instructions import Instruction, takes
 from tilec.targets import Target
 
@@ -29,40 +28,12 @@ def select(program: tir.Program, target: Target) -> tir.Program:
 
 
 def select_kernel(kernel: tir.Kernel, target: Target) -> tir.Kernel:
-    return dataclasses.replace(kernel, body=_block(kernel.body, kernel.threads, target))
+    def choice(s: tir.Stmt) -> tir.Stmt:
+        if isinstance(s, tir.Gemm):
+            return dataclasses.replace(s, instruction=choose(s, kernel.threads, target).name)
+        return s  # no instruction to choose (a copy's cp.async is the pipeline plan's)
 
-
-def _block(stmts: tuple[tir.Stmt, ...], threads: int, target: Target) -> tuple[tir.Stmt, ...]:
-    return tuple(_stmt(s, threads, target) for s in stmts)
-
-
-def _stmt(s: tir.Stmt, threads: int, target: Target) -> tir.Stmt:
-    match s:
-        case tir.Gemm():
-            return dataclasses.replace(s, instruction=choose(s, threads, target).name)
-        case tir.For() | tir.Parallel():
-            return dataclasses.replace(s, body=_block(s.body, threads, target))
-        case tir.If():
-            return dataclasses.replace(
-                s, then=_block(s.then, threads, target), orelse=_block(s.orelse, threads, target)
-            )
-        case (
-            tir.Alloc()
-            | tir.Let()
-            | tir.Store()
-            | tir.Copy()
-            | tir.Fill()
-            | tir.Reduce()
-            | tir.CumSum()
-            | tir.AtomicAdd()
-            | tir.Print()
-            | tir.DeviceAssert()
-            | tir.UseSwizzle()
-            | tir.AnnotateLayout()
-        ):
-            return s  # no instruction to choose (a copy's cp.async is the pipeline plan's)
-        case _:
-            assert_never(s)
+    return tir_walk.map_kernel(kernel, choice)
 
 
 def choose(g: tir.Gemm, threads: int, target: Target) -> Instruction:

@@ -53,7 +53,7 @@ def setup(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> tuple[list[T.S
     frag = ctx.layouts.buffers[c]
     out: list[T.Stmt] = []
     a_region = s.a
-    a_in_registers = id(s) in ctx.layouts.a_registers
+    a_in_registers = s.a_from_registers
     if s.a.buffer.scope == "fragment" and not a_in_registers:
         a_region, staging = stage_fragment(ctx, s.a)
         out += staging

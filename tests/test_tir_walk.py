@@ -1,0 +1,145 @@
+"""tir_walk's statement traversal: every statement kind is visited, pre-order, into every body;
+the rewriter rebuilds only what changes (mapping the identity returns the very same body).
+
+That a statement kind missing from `bodies` is a type error is mypy's part (`make lint`):
+drop `| tir.AnnotateLayout()` from its leaf case and mypy reports
+`Argument 1 to "assert_never" has incompatible type "AnnotateLayout"; expected "Never"`."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from tilec import tir, tir_walk
+from tilec.dtypes import DType
+
+F32, I32 = DType.float32, DType.int32
+
+
+def _region(buf: tir.Buffer) -> tir.Region:
+    return tir.Region(buf, (tir.IntImm(0),), (tir.IntImm(4),))
+
+
+def _body() -> tuple[tir.Stmt, ...]:
+    """One statement of every kind, nested in a For, a Parallel and both branches of an If."""
+    g = tir.Buffer("G", (tir.IntImm(4),), F32, "global")
+    s = tir.Buffer("S", (tir.IntImm(4),), F32, "shared")
+    f = tir.Buffer("F", (tir.IntImm(4),), F32, "fragment")
+    c = tir.Buffer("C", (tir.IntImm(4), tir.IntImm(4)), F32, "fragment")
+    r = tir.Buffer("R", (tir.IntImm(4),), F32, "fragment")
+    i, k, x = tir.Var("i", I32, "loop"), tir.Var("k", I32, "loop"), tir.Var("x", I32, "let")
+    full_c = tir.Region(c, (tir.IntImm(0), tir.IntImm(0)), (tir.IntImm(4), tir.IntImm(4)))
+    parallel = tir.Parallel((i,), (4,), (tir.Store(f, (i,), tir.FloatImm(1.0)),))
+    branch = tir.If(
+        tir.BoolImm(True),
+        (tir.Print(tir.IntImm(1), "then"), parallel),
+        (tir.DeviceAssert(tir.BoolImm(True), "else"),),
+    )
+    loop = tir.For(
+        k,
+        tir.IntImm(0),
+        tir.IntImm(2),
+        tir.IntImm(1),
+        "serial",
+        (
+            tir.Copy(_region(g), _region(s)),
+            tir.Gemm(full_c, full_c, full_c, False, False, "Square", False),
+            tir.Reduce("sum", full_c, _region(r), 1, True),
+            branch,
+        ),
+    )
+    return (
+        tir.UseSwizzle(8, "row"),
+        tir.Alloc(s),
+        tir.AnnotateLayout(s, "padded"),
+        tir.Let(x, tir.IntImm(3)),
+        tir.Fill(_region(f), tir.FloatImm(0.0)),
+        loop,
+        tir.CumSum(_region(f), _region(f), 0, False),
+        tir.AtomicAdd(_region(g), _region(f), None),
+    )
+
+
+def _names(stmts: typing.Iterable[tir.Stmt]) -> list[str]:
+    return [type(s).__name__ for s in stmts]
+
+
+def test_every_statement_kind_is_visited_pre_order() -> None:
+    visited = list(tir_walk.stmts(_body()))
+    assert {type(s) for s in visited} == set(typing.get_args(tir.Stmt))
+    assert _names(visited) == [
+        "UseSwizzle",
+        "Alloc",
+        "AnnotateLayout",
+        "Let",
+        "Fill",
+        "For",
+        "Copy",
+        "Gemm",
+        "Reduce",
+        "If",
+        "Print",
+        "Parallel",
+        "Store",
+        "DeviceAssert",
+        "CumSum",
+        "AtomicAdd",
+    ]
+
+
+def test_tile_level_walk_skips_parallel_bodies() -> None:
+    visited = _names(tir_walk.stmts(_body(), into_parallel=False))
+    assert "Parallel" in visited and "Store" not in visited
+    assert len(visited) == len(list(tir_walk.stmts(_body()))) - 1
+
+
+def test_blocks_are_every_statement_list() -> None:
+    body = _body()
+    loop = body[5]
+    assert isinstance(loop, tir.For)
+    branch = loop.body[3]
+    assert isinstance(branch, tir.If)
+    parallel = branch.then[1]
+    assert isinstance(parallel, tir.Parallel)
+    expected = [body, loop.body, branch.then, parallel.body, branch.orelse]
+    assert [list(b) for b in tir_walk.blocks(body)] == [list(b) for b in expected]
+    assert all(a is b for a, b in zip(tir_walk.blocks(body), expected, strict=True))
+
+
+def test_mapping_the_identity_returns_the_same_objects() -> None:
+    body = _body()
+    assert tir_walk.map_stmts(body, lambda s: s) is body
+    kernel = tir.Kernel("k", (), (), (), (tir.IntImm(1),), (tir.Var("bx", I32, "block"),), 32, body)
+    assert tir_walk.map_kernel(kernel, lambda s: s) is kernel
+
+
+def test_a_rewrite_reaches_nested_statements_and_keeps_the_rest() -> None:
+    body = _body()
+    originals = {id(s) for s in tir_walk.stmts(body)}
+    seen: list[int] = []
+
+    def mark(s: tir.Stmt) -> tir.Stmt:
+        seen.append(id(s))  # top-down: fn sees the statements of `body` themselves
+        if isinstance(s, tir.Store):
+            return dataclasses.replace(s, value=tir.FloatImm(2.0))
+        return s
+
+    out = tir_walk.map_stmts(body, mark)
+    assert set(seen) <= originals and len(seen) == len(originals)
+    stores = [s for s in tir_walk.stmts(out) if isinstance(s, tir.Store)]
+    assert [s.value for s in stores] == [tir.FloatImm(2.0)]
+    # the path to the store is rebuilt; every statement beside it is the same object
+    assert out is not body and out[5] is not body[5]
+    assert all(a is b for i, (a, b) in enumerate(zip(out, body, strict=True)) if i != 5)
+    old_if, new_if = body[5].body[3], out[5].body[3]
+    assert new_if.orelse is old_if.orelse and new_if.then[0] is old_if.then[0]
+
+
+def test_with_bodies_replaces_each_statement_list() -> None:
+    body = _body()
+    branch = body[5].body[3]
+    swapped = tir_walk.with_bodies(branch, (branch.orelse, branch.then))
+    assert isinstance(swapped, tir.If)
+    assert swapped.then is branch.orelse and swapped.orelse is branch.then and swapped.cond is branch.cond
+    assert tir_walk.with_bodies(branch, tir_walk.bodies(branch)) is branch
+    assert tir_walk.bodies(body[0]) == ()
