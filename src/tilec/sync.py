@@ -379,6 +379,7 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
                 region(dst, writes)
             case tir.AtomicAdd(dst, src, value):
                 region(src, reads)
+                region(dst, writes)  # a read-modify-write: ordered after earlier uses, before later ones
                 if value is not None:
                     rd(value)
             case tir.Store(buf, idx, value):
