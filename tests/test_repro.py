@@ -19,7 +19,7 @@ import pytest
 from tilec import cli, driver
 from tilec.diagnostics import CompileError, render_all
 from tilec.elaborate import _KernelState, elaborate_file
-from tilec.lower.kernel import _Names
+from tilec.lower.context import Names
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REPRO = ROOT / "tests" / "repro"
@@ -217,7 +217,7 @@ def test_13_compile_time_is_linear_in_statements() -> None:
 
 def test_13_fresh_names_are_linear() -> None:
     start = time.process_time()
-    names, state = _Names(), _KernelState("k")
+    names, state = Names(), _KernelState("k")
     given = [names.fresh("x") for _ in range(20_000)] + [state.fresh("x") for _ in range(20_000)]
     assert time.process_time() - start < 1.0
     assert given[:3] == ["x", "x_1", "x_2"] and given[20_000:20_003] == ["x", "x_1", "x_2"]
@@ -225,7 +225,7 @@ def test_13_fresh_names_are_linear() -> None:
 
 
 def test_13_fresh_names_skip_names_taken_by_another_base() -> None:
-    names = _Names()
+    names = Names()
     assert [names.fresh(n) for n in ("x", "x_1", "x", "x", "grid")] == ["x", "x_1", "x_2", "x_3", "grid_"]
 
 
