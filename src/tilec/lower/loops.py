@@ -8,9 +8,6 @@ shape, alignment and bounds allow (decided per vector at run time).
       if (X_vec8 && ... + 8 <= N) { uint4 load; 8 lanes of math; uint4 store }
       else { for (e1 ...) { const int j = ...; if (j < N) Y[..] = X[..] * 2; } }
     }
-
-A plain copy of one dtype between global and shared memory skips the
-registers and the lane loop: `*(uint4*)&Y_s[..] = *(const uint4*)&X[..];`.
 """
 
 from __future__ import annotations
@@ -227,9 +224,6 @@ def _vector_path(
         return None
     if ctx.state.async_copy:
         return _async_vector(ctx, body, loop, lane_var, width)
-    direct = _direct_vector(ctx, body, loop, lane_var, width)
-    if direct is not None:
-        return direct
     stores = [s for s in body if isinstance(s, tir.Store)]
     accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
     loads: list[tir.Load] = []
@@ -288,35 +282,6 @@ def _vector_path(
         return None
     body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
     return all_of(conds), body_out
-
-
-def _direct_vector(
-    ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
-) -> tuple[tir.Expr, list[T.Stmt]] | None:
-    """A memory -> memory copy of one dtype, moved 16 bytes at a time with no registers
-    named on the way (the bits are the same, so nothing needs converting):
-
-        *reinterpret_cast<uint4*>(&s[i][j]) = *reinterpret_cast<const uint4*>(&X[...]);
-    """
-    store = body[0]
-    if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
-        return None
-    load = store.value
-    memory = ("global", "shared")
-    if load.buffer is store.buffer or load.buffer.dtype != store.buffer.dtype:
-        return None
-    if load.buffer.scope not in memory or store.buffer.scope not in memory:
-        return None
-    zero_lane = {lane: int_(0)}
-    src = _vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
-    dst = _vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
-    if src is None or dst is None:
-        return None
-    if store.buffer.scope == "global":
-        ctx.state.written.add(dst[1][0].array)
-    chunk = width * store.buffer.dtype.bytes // len(dst[1])
-    moves: list[T.Stmt] = [T.Assign(T.VecRef(d, chunk), T.VecRef(s, chunk)) for d, s in zip(dst[1], src[1])]
-    return all_of([src[0], dst[0], _replica_zero(ctx, loop.layout)]), moves
 
 
 def _async_vector(
