@@ -34,6 +34,7 @@ def has_kernel(path: pathlib.Path) -> bool:
 
 EXAMPLES = [p for p in sorted((ROOT / "examples").glob("*.tile")) if has_kernel(p)]
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+pytestmark = pytest.mark.toolchain  # tilec as a subprocess, Make and CMake projects, nvcc
 
 
 @pytest.fixture(autouse=True)

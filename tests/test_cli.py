@@ -61,10 +61,11 @@ def stub_compiler(monkeypatch: pytest.MonkeyPatch) -> dict:
             raise ZeroDivisionError("boom")
         return FakeProgram((path, *calls["imports"].get(path, ())))
 
-    def compile_program_text(program, arch="sm_80", emit="cuda", formatted=True):
+    def compile_program_text(program, arch="sm_80", emit="cuda", formatted=True, after=None):
         body = pathlib.Path(program.files[0]).read_text()
         extra = "".join(pathlib.Path(f).read_text() for f in program.files[1:])
-        return SCALE_CU + f"// {arch} {emit}\n// {body.strip()} {extra.strip()}\n"
+        stop = f" after {after}" if after else ""
+        return SCALE_CU + f"// {arch} {emit}{stop}\n// {body.strip()} {extra.strip()}\n"
 
     monkeypatch.setattr(driver, "elaborate", elaborate)
     monkeypatch.setattr(driver, "compile_program_text", compile_program_text)
@@ -82,6 +83,7 @@ def kernel(tmp_path: pathlib.Path) -> pathlib.Path:
 # ---------------------------------------------------------------- exit codes
 
 
+@pytest.mark.toolchain
 def test_version() -> None:
     proc = subprocess.run([sys.executable, "-m", "tilec", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0
@@ -167,6 +169,7 @@ def test_internal_error_exit_2(stub_compiler: dict, tmp_path: pathlib.Path, caps
     assert run("check", str(src)) == 2
 
 
+@pytest.mark.toolchain
 @needs_nvcc
 def test_toolchain_error_exit_3(
     stub_compiler: dict, kernel: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -225,6 +228,7 @@ def test_header_from_abi_line(stub_compiler: dict, kernel: pathlib.Path) -> None
     assert "    cudaStream_t stream);  // stream to launch on\n" in text
 
 
+@pytest.mark.toolchain
 @needs_nvcc
 def test_header_compiles_with_host_code(tmp_path: pathlib.Path) -> None:
     header = tmp_path / "scale.h"
@@ -390,10 +394,28 @@ def test_real_unknown_define(needs_compiler: None, tmp_path: pathlib.Path) -> No
     assert not (tmp_path / "x.cu").exists()
 
 
+def test_real_emit_after_a_pass(
+    needs_compiler: None, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tilec import timing
+
+    gemm = str(ROOT / "examples" / "gemm.tile")
+    timing.TIMES.clear()  # the phases of this process so far
+    assert run("build", gemm, "--emit", "thread", "--after", "lower", "--time", "--no-cache") == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("kernel gemm threads=256")
+    assert all(f"  {name} " in err for name in ("infer_layouts", "plan_pipeline", "lower", "emit"))
+    assert "  cleanup " not in err  # the pipeline stopped after lower
+    assert run("build", gemm, "--emit", "thread", "--after", "no_pass", "-o", str(tmp_path / "x.thread")) == 1
+    assert "--after no_pass: no such pass" in capsys.readouterr().err
+    assert not (tmp_path / "x.thread").exists()
+
+
 def test_real_check_command(needs_compiler: None) -> None:
     assert run("check", str(ROOT / "examples" / "gemm.tile"), str(ROOT / "examples" / "softmax.tile")) == 0
 
 
+@pytest.mark.toolchain
 def test_check_imports_stay_light(needs_compiler: None) -> None:
     """`tilec check` must start fast: no code generator, no TVM, no rich without a terminal."""
     cmd = [sys.executable, "-X", "importtime", "-m", "tilec", "check", "examples/gemm.tile"]

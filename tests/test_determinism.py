@@ -22,6 +22,7 @@ def build_all(out_dir: pathlib.Path, seed: str, arch: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out_dir.iterdir())}
 
 
+@pytest.mark.toolchain  # tilec as subprocesses
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_different_hash_seeds_same_bytes(arch: str, tmp_path: pathlib.Path) -> None:
     pytest.importorskip("tilec.elaborate")

@@ -1,5 +1,8 @@
 """Golden diagnostics: each tests/golden/errors/NAME.tile is one user mistake,
 NAME.err the exact text tilec prints for it (pytest --update-golden rewrites).
+The error may come from any stage: elaboration, or a pass of the pipeline after
+it (layout_conflict: infer_layouts; shared_memory_multibuffered: the shared-memory
+check after lowering).
 
 A case may start with `# tilec-args: -D NAME=VALUE --arch sm_86` to pass
 defines and a target. Paths are relative to the repository root, as a user
@@ -15,6 +18,7 @@ import pytest
 
 from tilec.diagnostics import CompileError, render_all
 from tilec.elaborate import elaborate_file
+from tilec.pipeline import compile_program
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CASES = sorted((ROOT / "tests" / "golden" / "errors").glob("*.tile"))
@@ -44,5 +48,5 @@ def test_error_golden(path: pathlib.Path, golden, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(ROOT)
     defines, arch = _args(path.read_text())
     with pytest.raises(CompileError) as info:
-        elaborate_file(path.relative_to(ROOT).as_posix(), defines, arch=arch)
+        compile_program(elaborate_file(path.relative_to(ROOT).as_posix(), defines, arch=arch), arch)
     golden.check(path.with_suffix(".err"), render_all(info.value.diagnostics))

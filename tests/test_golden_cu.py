@@ -1,8 +1,15 @@
-"""Golden `.cu` tests: tests/golden/codegen/NAME.tile -> NAME.cu beside it.
+"""Golden `.cu` tests, one directory per target:
 
-A case may start with a comment line giving build options, e.g.
-`# tilec-args: --arch sm_90a -D block_M=64` (as in tests/golden/errors). `pytest --update-golden` rewrites the
-goldens; review every diff like code.
+    tests/golden/codegen/NAME.tile          the input (shared by every target)
+    tests/golden/codegen/sm_80/NAME.cu      its output for --arch sm_80
+    tests/golden/codegen/sm_90a/NAME.cu     ... for --arch sm_90a
+
+Every input has a golden in every target directory (a missing one fails). A case may
+start with a comment line giving build options, e.g. `# tilec-args: -D block_M=64`
+(as in tests/golden/errors); `--arch X` there pins the case to target X, and it then
+has a golden only in X's directory. Regenerate with `pytest --update-golden
+tests/test_golden_cu.py` (a new target: create its directory first); review every
+diff like code.
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ import shlex
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CASES = sorted((ROOT / "tests" / "golden" / "codegen").glob("*.tile"))
+CODEGEN = ROOT / "tests" / "golden" / "codegen"
+INPUTS = sorted(CODEGEN.glob("*.tile"))
+TARGETS = sorted(d.name for d in CODEGEN.iterdir() if d.is_dir())
 
 
 def case_options(text: str) -> tuple[str, dict[str, str]]:
@@ -32,14 +41,36 @@ def case_options(text: str) -> tuple[str, dict[str, str]]:
     return arch, defines
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
-def test_codegen_golden(case: pathlib.Path, golden, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("tilec.pipeline")
+def _pins_target(text: str) -> bool:
+    first = text.split("\n", 1)[0]
+    return first.startswith("# tilec-args:") and "--arch" in shlex.split(first.removeprefix("# tilec-args:"))
+
+
+def cases() -> list[tuple[str, pathlib.Path]]:
+    """(target, input) for every target directory and every input not pinned to another target."""
+    out = []
+    for path in INPUTS:
+        text = path.read_text()
+        arch, _ = case_options(text)
+        out += [(target, path) for target in TARGETS if not _pins_target(text) or target == arch]
+    return out
+
+
+@pytest.mark.parametrize(("target", "case"), cases(), ids=lambda x: x if isinstance(x, str) else x.stem)
+def test_codegen_golden(target: str, case: pathlib.Path, golden, monkeypatch: pytest.MonkeyPatch) -> None:
     from tilec.driver import compile_file
 
     monkeypatch.chdir(ROOT)
-    arch, defines = case_options(case.read_text())
-    golden.check(case.with_suffix(".cu"), compile_file(str(case.relative_to(ROOT)), defines, arch))
+    _, defines = case_options(case.read_text())
+    actual = compile_file(str(case.relative_to(ROOT)), defines, target)
+    golden.check(CODEGEN / target / case.with_suffix(".cu").name, actual)
+
+
+def test_every_target_has_a_directory() -> None:
+    assert TARGETS == ["sm_80", "sm_90a"]
+    goldens = [p for target in TARGETS for p in (CODEGEN / target).glob("*.cu")]
+    stray = [str(p.relative_to(CODEGEN)) for p in goldens if not (CODEGEN / f"{p.stem}.tile").exists()]
+    assert stray == [], f"goldens without an input in {CODEGEN}"
 
 
 def test_case_options() -> None:

@@ -105,7 +105,7 @@ def _imported_modules(path: pathlib.Path) -> set[str]:
 
 
 def test_only_the_target_registry_imports_the_cuda_backend() -> None:
-    # lowering reaches a backend's lowerings through Target.backend (lower.ops.backend_of), by name
+    # lowering reaches a backend's lowerings through Target.backend (lower.context.backend_of), by name
     importers = sorted(
         _name(p)
         for p in _neutral_modules()

@@ -1,6 +1,7 @@
 """The IRs between the stages: the Tile IR of every example verifies, prints,
 and survives layout inference and lowering; `--emit tir` and `--emit thread`
-give text. (tir_print.verify is the check run after each pass.)"""
+give text; the pass hook (pipeline.py) verifies, times and stops after a pass.
+(tir_print.verify and thread_verify.verify_kernel are the checks run after each pass.)"""
 
 from __future__ import annotations
 
@@ -8,34 +9,15 @@ import pathlib
 
 import pytest
 
-from tilec import tir_print
+from tilec import tir, tir_print
 from tilec.elaborate import elaborate_file
 from tilec.passes.infer_layouts import infer_layouts
-from tilec.passes.select import select, select_kernel
-from tilec.pipeline import compile_program
+from tilec.passes.select import select_kernel
+from tilec.pipeline import PASSES, compile_program
 from tilec.targets import get_target
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILES = sorted(ROOT.glob("examples/*.tile")) + sorted(ROOT.glob("tests/golden/codegen/*.tile"))
-
-
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
-def test_ir_verifies_before_and_after_passes(path: pathlib.Path) -> None:
-    program = elaborate_file(str(path), {})
-    tir_print.verify(program)
-    selected = select(program, get_target("sm_80"))
-    tir_print.verify(selected)
-    for kernel in selected.kernels:
-        _, layouts = infer_layouts(kernel, get_target("sm_80"))
-        fragments = [s.buffer for s in kernel.body if getattr(s, "buffer", None) is not None]
-        for buf in fragments:
-            if buf.scope == "fragment":
-                frag = layouts.buffers[buf]
-                assert frag.shape == buf.const_shape
-                assert frag.threads == kernel.threads
-    tir_print.verify(program)  # passes must not mutate the program they read
-    if program.kernels:
-        assert "__global__" in compile_program(program)
 
 
 def test_emit_tir_and_thread_text() -> None:
@@ -418,3 +400,116 @@ def test_no_interior_flag_merely_renames_the_alignment_flag() -> None:
     text = compile_program(elaborate_file(str(ROOT / "examples" / "rmsnorm.tile"), {}))
     assert "_vec8" in text
     assert not re.search(r"const bool \w+_interior = \w+_vec\d+;", text)
+
+
+# ---------------------------------------------------------------- the pass hook and both verifiers
+
+GOLDEN_INPUTS = FILES + sorted(ROOT.glob("tests/golden/errors/*.tile"))
+
+
+def _first_line_arch(text: str) -> str:
+    words = text.split("\n", 1)[0].split()
+    return words[words.index("--arch") + 1] if "--arch" in words else "sm_80"
+
+
+@pytest.mark.parametrize("path", GOLDEN_INPUTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_both_verifiers_pass_after_every_pass(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every example and golden input, pass by pass: the Tile IR verifier after a Tile IR pass, the
+    # Thread IR verifier after a Thread IR pass; an error golden stops at its diagnostic
+    from tilec.diagnostics import CompileError
+    from tilec.emit import emit_module
+    from tilec.pipeline import PASSES, Unit, thread_module, verify_unit
+    from tilec.targets import get_target
+
+    monkeypatch.chdir(ROOT)
+    arch = _first_line_arch(path.read_text())
+    try:
+        program = elaborate_file(str(path.relative_to(ROOT)), {}, arch=arch)
+    except CompileError:
+        return
+    tir_print.verify(program)
+    target, units = get_target(arch), []
+    for kernel in program.kernels:
+        unit = Unit(kernel, target)
+        for p in PASSES:
+            try:
+                unit = p.run(unit)
+            except CompileError:
+                assert path.parent.name == "errors", f"{p.name} failed on {path}"
+                return
+            verify_unit(p.leaves, unit)
+        assert unit.layouts is not None
+        for buf in [s.buffer for s in kernel.body if isinstance(s, tir.Alloc) and s.buffer.scope == "fragment"]:
+            assert unit.layouts.buffers[buf].shape == buf.const_shape
+            assert unit.layouts.buffers[buf].threads == kernel.threads
+        units.append(unit)
+    tir_print.verify(program)  # passes must not mutate the program they read
+    if program.kernels:
+        assert "__global__" in emit_module(thread_module(units, program, target), target)
+
+
+def test_the_hook_verifies_after_each_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from tilec import pipeline
+    from tilec import thread_ir as T
+    from tilec.dtypes import DType
+
+    def breaks_the_thread_ir(u: pipeline.Unit) -> pipeline.Unit:
+        assert u.lowered is not None
+        stray = T.Assign(T.Sym("nowhere", DType.int32), T.Sym("nowhere", DType.int32))
+        return replace(u, lowered=replace(u.lowered, body=(*u.lowered.body, stray)))
+
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    monkeypatch.setattr(pipeline, "PASSES", (*pipeline.PASSES, pipeline.Pass("break", "thread", breaks_the_thread_ir)))
+    assert "__global__" in compile_program(program, verify=False)
+    with pytest.raises(tir_print.VerifyError, match="'nowhere' used before its declaration"):
+        compile_program(program, verify=True)
+
+
+def test_the_hook_times_every_pass() -> None:
+    from tilec import pipeline, timing
+
+    timing.TIMES.clear()
+    compile_program(elaborate_file(str(ROOT / "examples" / "gemm.tile"), {}))
+    assert [name for name in timing.TIMES if name != "verify"] == [*(p.name for p in pipeline.PASSES), "emit"]
+
+
+@pytest.mark.parametrize(
+    ("emit", "after", "starts"),
+    [
+        ("tir", "elaborate", "kernel gemm(A: float16[M, K] global"),
+        ("tir", "plan_pipeline", "kernel gemm(A: float16[M, K] global"),
+        ("thread", "lower", "kernel gemm threads=256"),
+        ("thread", "cleanup", "kernel gemm threads=256"),
+    ],
+)
+def test_emit_after_a_pass(emit: str, after: str, starts: str) -> None:
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    assert compile_program(program, emit=emit, after=after).startswith(starts)
+
+
+def test_emit_after_lower_is_before_cleanup() -> None:
+    # lowering names every loop index; clean-up drops the constants nothing reads
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    lowered = compile_program(program, emit="thread", after="lower")
+    cleaned = compile_program(program, emit="thread", after="cleanup")
+    assert compile_program(program, emit="thread", after=PASSES[-1].name) == compile_program(program, emit="thread")
+    assert lowered.count("const int") > cleaned.count("const int")
+
+
+@pytest.mark.parametrize(
+    ("emit", "after", "message"),
+    [
+        ("tir", "bogus", "--after bogus: no such pass"),
+        ("thread", "infer_layouts", "'infer_layouts' leaves Tile IR"),
+        ("tir", "lower", "'lower' leaves Thread IR"),
+        ("cuda", "lower", "--after lower needs --emit tir or --emit thread"),
+    ],
+)
+def test_emit_after_a_wrong_pass_is_a_user_error(emit: str, after: str, message: str) -> None:
+    from tilec.diagnostics import CompileError
+
+    program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
+    with pytest.raises(CompileError, match=message):
+        compile_program(program, emit=emit, after=after)

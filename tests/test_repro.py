@@ -19,7 +19,7 @@ import pytest
 from tilec import cli, driver
 from tilec.diagnostics import CompileError, render_all
 from tilec.elaborate import _KernelState, elaborate_file
-from tilec.lower.kernel import _Names
+from tilec.lower.context import Names
 from tilec.targets import CUDA_SPELLING
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -128,6 +128,7 @@ def test_12_fp8_let_is_converted_explicitly() -> None:
     assert "const __nv_fp8_e4m3 t = static_cast<__nv_fp8_e4m3>(static_cast<float>(s) * 2.0f);" in text
 
 
+@pytest.mark.toolchain
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found")
 def test_12_output_compiles_with_nvcc(tmp_path: pathlib.Path) -> None:
     cu = tmp_path / "o.cu"
@@ -217,7 +218,7 @@ def test_13_compile_time_is_linear_in_statements() -> None:
 
 def test_13_fresh_names_are_linear() -> None:
     start = time.process_time()
-    names, state = _Names(CUDA_SPELLING.reserved), _KernelState("k")
+    names, state = Names(CUDA_SPELLING.reserved), _KernelState("k")
     given = [names.fresh("x") for _ in range(20_000)] + [state.fresh("x") for _ in range(20_000)]
     assert time.process_time() - start < 1.0
     assert given[:3] == ["x", "x_1", "x_2"] and given[20_000:20_003] == ["x", "x_1", "x_2"]
@@ -225,7 +226,7 @@ def test_13_fresh_names_are_linear() -> None:
 
 
 def test_13_fresh_names_skip_names_taken_by_another_base() -> None:
-    names = _Names(CUDA_SPELLING.reserved)  # grid: a name the CUDA launcher declares
+    names = Names(CUDA_SPELLING.reserved)  # grid: a name the CUDA launcher declares
     assert [names.fresh(n) for n in ("x", "x_1", "x", "x", "grid")] == ["x", "x_1", "x_2", "x_3", "grid_"]
 
 
@@ -238,6 +239,7 @@ def format_seconds(statements: int) -> float:
     return after.children_user + after.children_system - before.children_user - before.children_system
 
 
+@pytest.mark.toolchain  # clang-format on a 16,000-statement function
 def test_13_clang_format_is_linear_in_function_length() -> None:
     """AllowShortFunctionsOnASingleLine: Inline made clang-format quadratic in a function's length."""
     small, large = format_seconds(2_000), format_seconds(16_000)

@@ -108,6 +108,7 @@ def test_nvcc_flags_gencode() -> None:
     assert "arch=compute_80,code=sm_80" in flags
 
 
+@pytest.mark.toolchain
 @needs_nvcc
 def test_build_shared_is_cached_and_loads(private_cache: pathlib.Path) -> None:
     source = SCALE_CU.read_text()
@@ -132,6 +133,7 @@ def test_build_shared_is_cached_and_loads(private_cache: pathlib.Path) -> None:
     assert len(list((private_cache / "so").glob("*.so"))) == 2  # no temporary files left behind
 
 
+@pytest.mark.toolchain
 @needs_nvcc
 def test_build_shared_reports_nvcc_errors() -> None:
     source = SCALE_CU.read_text().replace("return (int)cudaGetLastError();", "return oops;")

@@ -211,7 +211,7 @@ def test_explain_and_lowering_follow_the_targets_records(monkeypatch: pytest.Mon
 
 
 def test_every_targets_backend_module_provides_the_lowerings() -> None:
-    from tilec.lower.ops import Backend, backend_of
+    from tilec.lower.context import Backend, backend_of
 
     methods = [name for name in dir(Backend) if not name.startswith("_")]  # gemm, setup, ..., async_copy
     for target in TARGETS.values():

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import click
 
 import tilec
-from tilec import driver
+from tilec import driver, timing
 from tilec.targets import ARCHES
 from tilec.toolchain import ToolchainError
 
@@ -181,6 +181,7 @@ class BuildOptions:
     defines: dict[str, str]
     arch: str
     emit: str
+    after: str | None
     check: bool
     cache: bool
     werror: bool
@@ -194,6 +195,9 @@ class BuildOptions:
 @arch_option
 @define_option
 @click.option("--emit", type=click.Choice(driver.EMITS), default="cuda", show_default=True, help="What to write.")
+@click.option(
+    "--after", metavar="PASS", help="With --emit tir|thread: the IR as pass PASS leaves it (e.g. lower, elaborate)."
+)
 @click.option("--header", metavar="OUT.h", help="Also write the launchers' C prototypes.")
 @click.option("--headers", is_flag=True, help="With --out-dir: also write DIR/NAME.h.")
 @click.option("--cubin", metavar="OUT.cubin", help="Also compile with nvcc to a cubin.")
@@ -213,6 +217,7 @@ def build(
     arch: str,
     defines: tuple[str, ...],
     emit: str,
+    after: str | None,
     header: str | None,
     headers: bool,
     cubin: str | None,
@@ -239,8 +244,10 @@ def build(
     if out_dir is not None and not check:
         make_out_dir(out_dir)
     no_cache = no_cache or bool(os.environ.get("TILEC_NO_CACHE"))
-    opts = BuildOptions(parse_defines(defines), arch, emit, check, not no_cache, werror, phony)
-    outcomes = driver.build_many([job.source for job in jobs], opts.defines, opts.arch, opts.emit, cache=opts.cache)
+    opts = BuildOptions(parse_defines(defines), arch, emit, after, check, not no_cache, werror, phony)
+    outcomes = driver.build_many(
+        [job.source for job in jobs], opts.defines, opts.arch, opts.emit, cache=opts.cache, after=opts.after
+    )
     codes = [finish_job(job, outcome, opts) for job, outcome in zip(jobs, outcomes, strict=True)]
     if show_time:
         print_times()
@@ -348,7 +355,7 @@ def compile_binary(job: Job, text: str, opts: BuildOptions) -> None:
     from tilec import toolchain
 
     kind, out = job.binary  # type: ignore[misc]  # None-able field; the caller passes only jobs with a binary
-    with driver.phase("nvcc"):
+    with timing.phase("nvcc"):
         if job.cu is not None:
             warnings = toolchain.run_nvcc(kind, job.cu, out, opts.arch, opts.werror)
         else:
@@ -387,9 +394,9 @@ def check_output(job: Job, text: str) -> int:
 def print_times() -> None:
     """--time: start-up (interpreter, click, the CLI module) then each phase."""
     rows = [("start-up", _STARTUP)] if _STARTUP is not None else []
-    rows += list(driver.TIMES.items())
+    rows += list(timing.TIMES.items())
     rows.append(("total", (_STARTUP or 0.0) + time.perf_counter() - _MAIN_START))
-    text = "".join(f"  {name:<18} {secs * 1000:8.1f} ms\n" for name, secs in rows)
+    text = "".join(f"  {name:<20} {secs * 1000:8.1f} ms\n" for name, secs in rows)
     sys.stderr.write("tilec: time per phase\n" + text)
 
 

@@ -6,7 +6,7 @@
       -> format_cpp      (pinned clang-format, shipped style)
 
 `build` adds a content-hash cache in front of that: the key is the main
-file's path and bytes, the defines, the arch, the emit kind and tilec itself;
+file's path and bytes, the defines, the arch, the emit kind (and `--after`) and tilec itself;
 the entry records every `.tile` read (imports included) with its hash, so an
 unchanged rebuild reads a few files and never imports the compiler.
 
@@ -25,13 +25,12 @@ import hashlib
 import json
 import os
 import tempfile
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import tilec
+from tilec.timing import phase
 
 if TYPE_CHECKING:
     from tilec.targets import Launch
@@ -47,19 +46,6 @@ class Result:
 
 
 # ---------------------------------------------------------------- compiling
-
-# Seconds per phase of this process ("import front end", "elaborate", ...),
-# summed over files; `tilec build --time` prints it.
-TIMES: dict[str, float] = {}
-
-
-@contextmanager
-def phase(name: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        TIMES[name] = TIMES.get(name, 0.0) + time.perf_counter() - start
 
 
 def elaborate(path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80"):
@@ -80,13 +66,16 @@ def check_file(path: str, defines: Mapping[str, str] | None = None, arch: str = 
     return elaborate(path, defines, arch)
 
 
-def compile_program_text(program, arch: str = "sm_80", emit: str = "cuda", formatted: bool = True) -> str:
+def compile_program_text(
+    program, arch: str = "sm_80", emit: str = "cuda", formatted: bool = True, after: str | None = None
+) -> str:
     """The text of `program`: CUDA C++ through clang-format unless `formatted` is
-    False (then the caller formats it, as `build_many` does for many files at once)."""
+    False (then the caller formats it, as `build_many` does for many files at once).
+    `after` names the pass whose IR `--emit tir|thread` prints (pipeline.py); each
+    pass is a phase of its own."""
     with phase("import back end"):
         from tilec.pipeline import compile_program
-    with phase("codegen"):
-        text = compile_program(program, arch, emit)
+    text = compile_program(program, arch, emit, after)
     return format_texts([text])[0] if emit == "cuda" and formatted else text
 
 
@@ -97,16 +86,27 @@ def format_texts(texts: Sequence[str]) -> list[str]:
         return format_many(texts)
 
 
-def compile_file(path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80", emit: str = "cuda") -> str:
-    """The formatted CUDA C++ (or `--emit tir|thread` text) for one `.tile` file."""
-    return compile_program_text(elaborate(path, defines, arch), arch, emit)
+def compile_file(
+    path: str,
+    defines: Mapping[str, str] | None = None,
+    arch: str = "sm_80",
+    emit: str = "cuda",
+    after: str | None = None,
+) -> str:
+    """The formatted CUDA C++ (or `--emit tir|thread [--after PASS]` text) for one `.tile` file."""
+    return compile_program_text(elaborate(path, defines, arch), arch, emit, after=after)
 
 
 def build(
-    path: str, defines: Mapping[str, str] | None = None, arch: str = "sm_80", emit: str = "cuda", cache: bool = True
+    path: str,
+    defines: Mapping[str, str] | None = None,
+    arch: str = "sm_80",
+    emit: str = "cuda",
+    cache: bool = True,
+    after: str | None = None,
 ) -> Result:
     """compile_file plus the files read (for depfiles), through the cache."""
-    outcome = build_many([path], defines, arch, emit, cache)[0]
+    outcome = build_many([path], defines, arch, emit, cache, after)[0]
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
@@ -118,6 +118,7 @@ def build_many(
     arch: str = "sm_80",
     emit: str = "cuda",
     cache: bool = True,
+    after: str | None = None,
 ) -> list[Result | Exception]:
     """`build` of each path, in one process: a file's failure is its own entry
     (the exception), and the C++ of every file compiled goes through one
@@ -130,13 +131,13 @@ def build_many(
             key = None
             if cache:
                 with phase("cache lookup"):
-                    key = _cache_key(path, defines, arch, emit)
+                    key = _cache_key(path, defines, arch, emit, after)
                     hit = _cache_get(key) if key is not None else None
                 if hit is not None:
                     outcomes.append(hit)
                     continue
             program = elaborate(path, defines, arch)
-            text = compile_program_text(program, arch, emit, formatted=False)
+            text = compile_program_text(program, arch, emit, formatted=False, after=after)
             result = Result(text, tuple(program.files) or (path,))
         except Exception as exc:  # noqa: BLE001 - reported by the caller, per file
             outcomes.append(exc)
@@ -322,12 +323,12 @@ def _file_hash(path: str) -> str | None:
         return None
 
 
-def _cache_key(path: str, defines: Mapping[str, str], arch: str, emit: str) -> str | None:
+def _cache_key(path: str, defines: Mapping[str, str], arch: str, emit: str, after: str | None) -> str | None:
     main = _file_hash(path)
     if main is None:
         return None
     blob = json.dumps(
-        [_tilec_fingerprint(), path, os.path.abspath(path), main, sorted(defines.items()), arch, emit],
+        [_tilec_fingerprint(), path, os.path.abspath(path), main, sorted(defines.items()), arch, emit, after],
         separators=(",", ":"),
     )
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,76 +1,231 @@
 """The compiler's passes in order, from a checked program to C++ text.
 
-    compile_program(program, arch="sm_80", emit="cuda") -> str
+    compile_program(program, arch="sm_80", emit="cuda", after=None, verify=None) -> str
 
-Each step has one line saying why it sits where it does.
+`PASSES` is the list, one line per pass with why it sits where it does; each
+kernel goes through them in order, then `emit` prints the module. Every pass
+runs through one hook, `_run`, which
+
+- times it (`timing.phase(name)`; `tilec build --time` prints one row per pass),
+- verifies the IR it leaves when asked: `tir_print.verify` after a Tile IR pass,
+  `thread_verify.verify_kernel` after a Thread IR pass (on in the tests; in
+  builds when `TILEC_VERIFY=1` is set); the elaborated Tile IR is verified
+  before the first pass, and a pass that hands its IR on unchanged (an
+  analysis, a check) leaves nothing new to verify,
+- and stops the pipeline after the pass `after` names, whose IR is then the
+  output (`tilec build k.tile --emit thread --after lower` prints the Thread IR
+  as lowering leaves it, before clean-up; `--after elaborate`, the Tile IR as
+  elaboration leaves it, before any pass).
+
+Adding a pass is one line in `PASSES`: a name, the IR it leaves, a function
+`Unit -> Unit`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
-from tilec.emit import emit_module
 from tilec.lower import lower_kernel
+from tilec.lower.cleanup import drop_unused
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
-from tilec.passes.select import select
+from tilec.passes.select import select_kernel
 from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
+from tilec.timing import phase
+
+IR = Literal["tir", "thread"]
 
 
-def lower_program(program: tir.Program, arch: str) -> T.Module:
-    target = get_target(arch)
-    # Instructions first: every later pass reads which record each gemm runs on.
-    program = select(program, target)
-    kernels = []
-    for kernel in program.kernels:
-        kernel, layouts = _tile_passes(kernel, target)
-        # Tile ops become per-thread code under those layouts and that plan.
-        lowered = lower_kernel(kernel, layouts, target)
-        # Barriers from those records: every op, loop and pipeline of the kernel is known by now.
-        lowered = place_barriers(lowered)
-        # Shared memory again, now with padding, pipeline stages and scratch.
-        _check_shared_memory(kernel, lowered, target)
-        kernels.append(lowered)
-    source = os.path.basename(program.files[0]) if program.files else "<input>"
-    helpers = tuple(sorted({h for k in kernels for h in k.helpers}))
-    return T.Module(tuple(kernels), helpers, target.headers, source)
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One kernel on its way down: its Tile IR, what the analyses found so far,
+    and its Thread IR once lowered."""
+
+    kernel: tir.Kernel
+    target: Target
+    layouts: Layouts | None = None
+    lowered: T.Kernel | None = None
 
 
-def _tile_passes(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layouts]:
-    """The Tile IR passes after select: `kernel` with their decisions on its nodes, and the
-    buffers' layouts."""
-    # Layouts next: lowering reads where every fragment element lives.
-    kernel, layouts = infer_layouts(kernel, target)
-    # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
-    return plan_pipeline(kernel, target), layouts
+@dataclass(frozen=True, slots=True)
+class Pass:
+    name: str
+    leaves: IR  # the IR the pass leaves: the one verified after it and printed by --emit IR --after NAME
+    run: Callable[[Unit], Unit]
 
 
-def _check_shared_memory(kernel: tir.Kernel, lowered: T.Kernel, target: Target) -> None:
-    if lowered.dynamic_smem <= target.smem_limit:
-        return
+def _select(u: Unit) -> Unit:
+    return replace(u, kernel=select_kernel(u.kernel, u.target))
+
+
+def _infer_layouts(u: Unit) -> Unit:
+    kernel, layouts = infer_layouts(u.kernel, u.target)
+    return replace(u, kernel=kernel, layouts=layouts)
+
+
+def _plan_pipeline(u: Unit) -> Unit:
+    return replace(u, kernel=plan_pipeline(u.kernel, u.target))
+
+
+def _lower(u: Unit) -> Unit:
+    assert u.layouts is not None, "lower runs after infer_layouts"
+    return replace(u, lowered=lower_kernel(u.kernel, u.layouts, u.target))
+
+
+def _place_barriers(u: Unit) -> Unit:
+    return replace(u, lowered=place_barriers(_lowered(u)))
+
+
+def _cleanup(u: Unit) -> Unit:
+    k = _lowered(u)
+    return replace(u, lowered=replace(k, body=tuple(drop_unused(list(k.body)))))
+
+
+def _check_shared_memory(u: Unit) -> Unit:
+    k, target = _lowered(u), u.target
+    if k.dynamic_smem <= target.smem_limit:
+        return u
     raise error(
-        kernel.span,
-        f"kernel '{kernel.name}' needs {lowered.dynamic_smem} bytes of shared memory once its pipelines are "
+        u.kernel.span,
+        f"kernel '{u.kernel.name}' needs {k.dynamic_smem} bytes of shared memory once its pipelines are "
         f"multi-buffered; {target.arch} allows {target.smem_limit}",
         hint="use fewer num_stages, smaller tiles, or a target with more shared memory (--arch sm_90a)",
     )
 
 
-def compile_program(program: tir.Program, arch: str = "sm_80", emit: str = "cuda") -> str:
+def _lowered(u: Unit) -> T.Kernel:
+    assert u.lowered is not None, "a Thread IR pass runs after lower"
+    return u.lowered
+
+
+PASSES: tuple[Pass, ...] = (
+    # Instructions first: every later pass reads which record each gemm runs on.
+    Pass("select", "tir", _select),
+    # Layouts next: lowering reads where every fragment element lives.
+    Pass("infer_layouts", "tir", _infer_layouts),
+    # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
+    Pass("plan_pipeline", "tir", _plan_pipeline),
+    # Tile ops become per-thread code under those layouts.
+    Pass("lower", "thread", _lower),
+    # Drop the constants nothing reads (lowering names every index; nvcc warns on unused ones).
+    Pass("cleanup", "thread", _cleanup),
+    # Barriers from the ops' shared-memory records: every op, loop and pipeline is known by now.
+    Pass("sync", "thread", _place_barriers),
+    # Shared memory again, now with padding, pipeline stages and scratch.
+    Pass("check_shared_memory", "thread", _check_shared_memory),
+)
+
+ELABORATE = "elaborate"  # `after=ELABORATE`: the Tile IR before any pass
+
+
+def pass_names() -> tuple[str, ...]:
+    """What `after` may name, in pipeline order."""
+    return (ELABORATE, *(p.name for p in PASSES))
+
+
+# ---------------------------------------------------------------- the hook
+
+
+def _run(p: Pass, u: Unit, verify: bool) -> Unit:
+    with phase(p.name):
+        out = p.run(u)
+    if verify and _ir(p.leaves, out) is not _ir(p.leaves, u):
+        with phase("verify"):
+            verify_unit(p.leaves, out)
+    return out
+
+
+def _ir(ir: IR, u: Unit) -> tir.Kernel | T.Kernel | None:
+    return u.kernel if ir == "tir" else u.lowered
+
+
+def verify_unit(ir: IR, u: Unit) -> None:
+    """The verifier of `ir` on what `u` holds of it (raises tir_print.VerifyError)."""
+    from tilec import thread_verify, tir_print
+
+    if ir == "tir":
+        tir_print.verify(tir.Program((u.kernel,), ()))
+    else:
+        thread_verify.verify_kernel(_lowered(u), u.target)
+
+
+def verify_by_default() -> bool:
+    """Builds verify when `TILEC_VERIFY=1` (the tests set it); see docs/architecture.md."""
+    return os.environ.get("TILEC_VERIFY") == "1"
+
+
+def _passes_until(emit: str, after: str | None) -> tuple[Pass, ...]:
+    """The passes to run for `emit` stopped `after` a pass (None: the last one leaving that IR)."""
+    if after is None:
+        return PASSES if emit != "tir" else tuple(p for p in PASSES if p.leaves == "tir")
+    if after not in pass_names():
+        raise error(None, f"--after {after}: no such pass", hint=f"passes in order: {', '.join(pass_names())}")
+    if emit == "cuda":
+        raise error(None, f"--after {after} needs --emit tir or --emit thread (C++ comes after every pass)")
+    stop = pass_names().index(after)
+    leaves = PASSES[stop - 1].leaves if stop else "tir"
+    if leaves != emit:
+        raise error(None, f"--after {after}: '{after}' leaves {_IR_NAMES[leaves]}", hint=f"use --emit {leaves}")
+    return PASSES[:stop]
+
+
+_IR_NAMES = {"tir": "Tile IR", "thread": "Thread IR"}
+
+
+# ---------------------------------------------------------------- the program
+
+
+def run_passes(program: tir.Program, arch: str, passes: tuple[Pass, ...] = PASSES, verify: bool = False) -> list[Unit]:
+    """Each kernel through `passes`, one kernel after the other (errors in source order)."""
+    target = get_target(arch)
+    units = []
+    for kernel in program.kernels:
+        u = Unit(kernel, target)
+        if verify:
+            with phase("verify"):
+                verify_unit("tir", u)
+        for p in passes:
+            u = _run(p, u, verify)
+        units.append(u)
+    return units
+
+
+def thread_module(units: list[Unit], program: tir.Program, target: Target) -> T.Module:
+    kernels = tuple(_lowered(u) for u in units)
+    source = os.path.basename(program.files[0]) if program.files else "<input>"
+    helpers = tuple(sorted({h for k in kernels for h in k.helpers}))
+    return T.Module(kernels, helpers, target.headers, source)
+
+
+def lower_program(program: tir.Program, arch: str, verify: bool = False) -> T.Module:
+    """The Thread IR of every kernel after every pass."""
+    return thread_module(run_passes(program, arch, verify=verify), program, get_target(arch))
+
+
+def compile_program(
+    program: tir.Program, arch: str = "sm_80", emit: str = "cuda", after: str | None = None, verify: bool | None = None
+) -> str:
+    """C++ text (emit="cuda"), or the Tile IR / Thread IR text ("tir" / "thread") as the
+    pass `after` leaves it (by default the last pass leaving that IR)."""
+    passes = _passes_until(emit, after)
+    units = run_passes(program, arch, passes, verify_by_default() if verify is None else verify)
+    with phase("emit"):
+        return _emit(emit, units, program, get_target(arch))
+
+
+def _emit(emit: str, units: list[Unit], program: tir.Program, target: Target) -> str:
     if emit == "tir":
         from tilec.tir_print import print_program
 
-        target = get_target(arch)
-        kernels = tuple(_tile_passes(k, target)[0] for k in select(program, target).kernels)
-        return print_program(dataclasses.replace(program, kernels=kernels))  # with every pass's decisions
-    module = lower_program(program, arch)
-    if emit == "thread":
-        from tilec.emit import thread_text
+        return print_program(tir.Program(tuple(u.kernel for u in units), program.files))
+    from tilec.emit import emit_module, thread_text
 
-        return thread_text(module)
-    return emit_module(module, get_target(arch))
+    module = thread_module(units, program, target)
+    return thread_text(module) if emit == "thread" else emit_module(module, target)

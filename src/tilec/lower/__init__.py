@@ -24,12 +24,21 @@ reads and writes (T.SharedAccess); barriers are placed afterwards, from those
 records, by the sync pass (sync.py). Pipelines (pipelined.py) place their own
 asynchronous-copy waits and barriers as T.Barrier nodes, part of their schedule.
 
-    kernel.py    the kernel: names, block indices, statements, C expressions
-    loops.py     distributed loops and their 16-byte vectorization
-    ops.py       one method per tile op
-    cexpr.py     small builders of C-ready expressions
-    lanes.py     `lane` / `warp` names for tx % warp_size and tx / warp_size after lowering
-    cleanup.py   drop unused constants after lowering
+Every lowering is a function of the kernel's `LowerContext` (context.py) and
+the statement: `lower_copy(ctx, s)`, `lower_gemm(ctx, s)`, ... The context's
+inputs (the kernel with the passes' decisions on its nodes, the buffers'
+layouts, the target and its backend module) never change; what lowering
+builds up (names, shared views, flags, ...) is `ctx.state`.
+
+    kernel.py     lower_kernel: the statement walk, dispatching each statement; the kernel's head
+    context.py    LowerContext: the inputs and the mutable state; the backend protocol
+    ops.py        one function per tile op
+    pipelined.py  software-pipelined loops, the GEMM main loop, early async copies
+    loops.py      distributed loops, their per-element code and 16-byte vectorization
+    exprs.py      the C form of expressions (value_of, ref_of)
+    cexpr.py      small builders of C-ready expressions
+    lanes.py      `lane` / `warp` names for tx % warp_size and tx / warp_size after lowering
+    cleanup.py    drop unused constants after lowering
 """
 
 from tilec.lower.kernel import lower_kernel

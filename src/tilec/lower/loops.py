@@ -8,15 +8,12 @@ shape, alignment and bounds allow (decided per vector at run time).
       if (X_vec8 && ... + 8 <= N) { 16-byte load; 8 lanes of math; 16-byte store }
       else { for (e1 ...) { const int j = ...; if (j < N) Y[..] = X[..] * 2; } }
     }
-
-A plain copy of one dtype between global and shared memory skips the
-registers and the lane loop: one 16-byte move (T.VecRef) from X[..] to Y_s[..].
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, assert_never
+from typing import assert_never
 
 from tilec import layout as L
 from tilec import thread_ir as T
@@ -27,6 +24,7 @@ from tilec.lower.cexpr import (
     I32,
     ElementLoop,
     all_of,
+    c_string,
     cast,
     conjuncts,
     counter_var,
@@ -37,357 +35,343 @@ from tilec.lower.cexpr import (
     upper_bound,
     vars_in,
 )
+from tilec.lower.context import LowerContext, kernel_flag
+from tilec.lower.exprs import below, ref_of, value_of
 from tilec.simplify import gcd_of, int_, simplify, substitute
 
-if TYPE_CHECKING:
-    from tilec.lower.kernel import LoweringHost
+
+def distributed(
+    ctx: LowerContext,
+    layout: L.Fragment,
+    vars: tuple[tir.Var, ...],
+    body: tuple[tir.Stmt, ...],
+    vectorize: bool = True,
+) -> list[T.Stmt]:
+    """Run `body` for every element of `layout`'s shape this thread owns.
+
+    One counter per register digit of the layout (g0, g1 for groups, e1
+    for the vector lanes of the last dim); the tile index is the layout's
+    sum of thread and register digits times their strides. The loop
+    variables keep the user's names (`const int i = ...;`)."""
+    coords = L.thread_coords(layout, ctx.tx)
+    rank = len(layout.shape)
+    counters: list[T.Sym | None] = []
+    digits: list[tir.Expr] = []
+    parts = layout.local_parts
+    for k, part in enumerate(parts):
+        if part.extent == 1:
+            counters.append(None)
+            digits.append(int_(0))
+            continue
+        is_lane = k == len(parts) - 1 and part.stride == 1
+        base = ("e" if is_lane else "g") + (str(part.dim) if rank > 1 else "")
+        sym = T.Sym(ctx.fresh(base), I32)
+        counters.append(sym)
+        digits.append(counter_var(sym, part.extent, ctx.state.bounds))
+    index = L.tile_index(layout, coords, digits)
+    padded = [d for d in range(rank) if layout.padded(d)]
+    last = parts[-1] if parts else None
+    lane = None
+    if vectorize and last is not None and last.dim == rank - 1 and last.stride == 1 and last.extent > 1:
+        lane = counters[-1]
+    inner, vectorized = _element_body(ctx, layout, vars, body, index, tuple(digits), padded, lane)
+    nest = inner
+    for k in reversed(range(len(parts))):
+        counter = counters[k]
+        if counter is None or (vectorized and k == len(parts) - 1):
+            continue
+        nest = [T.Loop(counter, int_(0), int_(parts[k].extent), 1, True, tuple(nest))]
+    return nest
 
 
-class DistributedLoops:
-    """Mixin of KernelLowering: distributed loops and their vectorization."""
+def _replica_zero(ctx: LowerContext, layout: L.Fragment) -> tir.Expr:
+    """True in the threads that hold replica 0 of a replicated layout."""
+    coords = L.thread_coords(layout, ctx.tx)
+    conds = [
+        tir.BinOp("==", c, int_(0), DType.bool)
+        for c, p in zip(coords, layout.thread_parts)
+        if p.dim is None and not isinstance(c, tir.IntImm)
+    ]
+    return all_of(conds)
 
-    def distributed(
-        self: LoweringHost,
-        layout: L.Fragment,
-        vars: tuple[tir.Var, ...],
-        body: tuple[tir.Stmt, ...],
-        vectorize: bool = True,
-    ) -> list[T.Stmt]:
-        """Run `body` for every element of `layout`'s shape this thread owns.
 
-        One counter per register digit of the layout (g0, g1 for groups, e1
-        for the vector lanes of the last dim); the tile index is the layout's
-        sum of thread and register digits times their strides. The loop
-        variables keep the user's names (`const int i = ...;`)."""
-        coords = L.thread_coords(layout, self.tx)
-        rank = len(layout.shape)
-        counters: list[T.Sym | None] = []
-        digits: list[tir.Expr] = []
-        parts = layout.local_parts
-        for k, part in enumerate(parts):
-            if part.extent == 1:
-                counters.append(None)
-                digits.append(int_(0))
-                continue
-            is_lane = k == len(parts) - 1 and part.stride == 1
-            base = ("e" if is_lane else "g") + (str(part.dim) if rank > 1 else "")
-            sym = T.Sym(self._fresh(base), I32)
-            counters.append(sym)
-            digits.append(counter_var(sym, part.extent, self.bounds))
-        index = L.tile_index(layout, coords, digits)
-        padded = [d for d in range(rank) if layout.padded(d)]
-        last = parts[-1] if parts else None
-        lane = None
-        if vectorize and last is not None and last.dim == rank - 1 and last.stride == 1 and last.extent > 1:
-            lane = counters[-1]
-        inner, vectorized = self._element_body(layout, vars, body, index, tuple(digits), padded, lane)
-        nest = inner
-        for k in reversed(range(len(parts))):
-            counter = counters[k]
-            if counter is None or (vectorized and k == len(parts) - 1):
-                continue
-            nest = [T.Loop(counter, int_(0), int_(parts[k].extent), 1, True, tuple(nest))]
-        return nest
+def _element_body(
+    ctx: LowerContext,
+    layout: L.Fragment,
+    vars: tuple[tir.Var, ...],
+    body: tuple[tir.Stmt, ...],
+    index: tuple[tir.Expr, ...],
+    local: tuple[tir.Expr, ...],
+    padded: list[int],
+    lane: T.Sym | None,
+) -> tuple[list[T.Stmt], bool]:
+    """The per-element code, and whether it took the vectorized form."""
+    decls: list[T.Stmt] = []
+    named: list[tir.Expr] = []
+    for d, (v, i) in enumerate(zip(vars, index)):
+        if isinstance(i, tir.IntImm):
+            named.append(i)
+            continue
+        cvar = tir.Var(ctx.fresh(v.name), I32, "thread")
+        ctx.state.bounds[cvar] = layout.shape[d] - 1
+        decls.append(T.Decl(cvar.name, I32, init=i, const=True))
+        named.append(cvar)
+    scalar_loop = ElementLoop(layout, tuple(named), local)
+    guard = all_of([lt(named[d], int_(layout.shape[d])) for d in padded])
+    bound = tuple(substitute_stmt(s, dict(zip(vars, named))) for s in body)
+    scalar = decls + guarded(guard, _elements(ctx, bound, scalar_loop))
+    if lane is None:
+        return scalar, False
+    full = ElementLoop(layout, index, local)
+    width = layout.local_parts[-1].extent
+    vec = _vector_path(ctx, tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, width)
+    if vec is None:
+        return scalar, False
+    cond, vbody = vec
+    lane_v = next(v for v in ctx.state.bounds if v.name == lane.name)
+    outer_guard = simplify(substitute(all_of([lt(index[d], int_(layout.shape[d])) for d in padded]), {lane_v: int_(0)}))
+    scalar_lanes = T.Loop(lane, int_(0), int_(layout.local_parts[-1].extent), 1, True, tuple(scalar))
+    chosen: list[T.Stmt] = (
+        vbody if isinstance(cond, tir.BoolImm) and cond.value else [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]
+    )
+    return guarded(outer_guard, chosen), True
 
-    def replica_zero(self: LoweringHost, layout: L.Fragment) -> tir.Expr:
-        """True in the threads that hold replica 0 of a replicated layout."""
-        coords = L.thread_coords(layout, self.tx)
-        conds = [
-            tir.BinOp("==", c, int_(0), DType.bool)
-            for c, p in zip(coords, layout.thread_parts)
-            if p.dim is None and not isinstance(c, tir.IntImm)
-        ]
-        return all_of(conds)
 
-    def _fresh(self: LoweringHost, base: str) -> str:
-        return self.names.fresh(base)
-
-    def _element_body(
-        self: LoweringHost,
-        layout: L.Fragment,
-        vars: tuple[tir.Var, ...],
-        body: tuple[tir.Stmt, ...],
-        index: tuple[tir.Expr, ...],
-        local: tuple[tir.Expr, ...],
-        padded: list[int],
-        lane: T.Sym | None,
-    ) -> tuple[list[T.Stmt], bool]:
-        """The per-element code, and whether it took the vectorized form."""
-        decls: list[T.Stmt] = []
-        named: list[tir.Expr] = []
-        for d, (v, i) in enumerate(zip(vars, index)):
-            if isinstance(i, tir.IntImm):
-                named.append(i)
-                continue
-            cvar = tir.Var(self._fresh(v.name), I32, "thread")
-            self.bounds[cvar] = layout.shape[d] - 1
-            decls.append(T.Decl(cvar.name, I32, init=i, const=True))
-            named.append(cvar)
-        scalar_loop = ElementLoop(layout, tuple(named), local)
-        guard = all_of([lt(named[d], int_(layout.shape[d])) for d in padded])
-        bound = tuple(substitute_stmt(s, dict(zip(vars, named))) for s in body)
-        scalar = decls + guarded(guard, self.elements(bound, scalar_loop))
-        if lane is None:
-            return scalar, False
-        full = ElementLoop(layout, index, local)
-        width = layout.local_parts[-1].extent
-        vec = self.vector_path(tuple(substitute_stmt(s, dict(zip(vars, index))) for s in body), full, lane, width)
-        if vec is None:
-            return scalar, False
-        cond, vbody = vec
-        lane_v = next(v for v in self.bounds if v.name == lane.name)
-        outer_guard = simplify(
-            substitute(all_of([lt(index[d], int_(layout.shape[d])) for d in padded]), {lane_v: int_(0)})
-        )
-        scalar_lanes = T.Loop(lane, int_(0), int_(layout.local_parts[-1].extent), 1, True, tuple(scalar))
-        chosen: list[T.Stmt] = (
-            vbody if isinstance(cond, tir.BoolImm) and cond.value else [T.IfThen(cond, tuple(vbody), (scalar_lanes,))]
-        )
-        return guarded(outer_guard, chosen), True
-
-    def elements(self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop) -> list[T.Stmt]:
-        """Thread IR of a Parallel body for one element (indices already bound)."""
-        out: list[T.Stmt] = []
-        for s in body:
-            match s:
-                case tir.Store(buf, idx, value):
-                    acc = self.ref(buf, idx, loop)
-                    if buf.scope == "global":
-                        self.written.add(acc.ref.array)
-                    self.assumed = conjuncts(acc.inbounds)  # loads under the store's own guard need none
-                    assign = T.Assign(acc.ref, cast(self.value(value, loop), buf.dtype))
-                    self.assumed = []
-                    cond = acc.inbounds
-                    if buf.scope in ("global", "shared"):  # memory all threads see: one replica writes
-                        cond = all_of([self.replica_zero(loop.layout), cond])
-                    out += guarded(cond, [assign])
-                case tir.Let(var, value):
-                    let_value = let_init(self.value(value, loop), var.dtype)
-                    out.append(T.Decl(self.names.of(var), var.dtype, init=let_value, const=True))
-                case tir.Alloc(buf, init) if buf.scope == "var":
-                    value = cast(self.value(init, loop), buf.dtype) if init is not None else None
-                    out.append(T.Decl(self.names.of(buf), buf.dtype, (), init=value))
-                case tir.If(cond, then, orelse):
-                    out.append(
-                        T.IfThen(
-                            self.value(cond, loop), tuple(self.elements(then, loop)), tuple(self.elements(orelse, loop))
-                        )
+def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) -> list[T.Stmt]:
+    """Thread IR of a Parallel body for one element (indices already bound)."""
+    out: list[T.Stmt] = []
+    for s in body:
+        match s:
+            case tir.Store(buf, idx, value):
+                acc = ref_of(ctx, buf, idx, loop)
+                if buf.scope == "global":
+                    ctx.state.written.add(acc.ref.array)
+                ctx.state.assumed = conjuncts(acc.inbounds)  # loads under the store's own guard need none
+                assign = T.Assign(acc.ref, cast(value_of(ctx, value, loop), buf.dtype))
+                ctx.state.assumed = []
+                cond = acc.inbounds
+                if buf.scope in ("global", "shared"):  # memory all threads see: one replica writes
+                    cond = all_of([_replica_zero(ctx, loop.layout), cond])
+                out += guarded(cond, [assign])
+            case tir.Let(var, value):
+                let_value = let_init(value_of(ctx, value, loop), var.dtype)
+                out.append(T.Decl(ctx.name(var), var.dtype, init=let_value, const=True))
+            case tir.Alloc(buf, init) if buf.scope == "var":
+                value = cast(value_of(ctx, init, loop), buf.dtype) if init is not None else None
+                out.append(T.Decl(ctx.name(buf), buf.dtype, (), init=value))
+            case tir.If(cond, then, orelse):
+                out.append(
+                    T.IfThen(
+                        value_of(ctx, cond, loop),
+                        tuple(_elements(ctx, then, loop)),
+                        tuple(_elements(ctx, orelse, loop)),
                     )
-                case tir.For():
-                    out.append(
-                        T.Loop(
-                            T.Sym(self.names.of(s.var), I32),
-                            self.value(s.start, loop),
-                            self.value(s.stop, loop),
-                            s.step.value if isinstance(s.step, tir.IntImm) else 1,
-                            s.kind == "unroll",
-                            tuple(self.elements(s.body, loop)),
-                        )
-                    )
-                case tir.AtomicAdd(dst=dst, value=value) if value is not None:
-                    out += guarded(self.replica_zero(loop.layout), self._atomic(dst.buffer, dst.starts, value, loop))
-                case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
-                    out.append(printf(msg, self.value(value, loop)))
-                case tir.DeviceAssert():
-                    out.append(self.device_assert(s, loop))
-                case _:
-                    raise error(
-                        s.span, "this statement cannot appear inside a Parallel loop", hint="move it out of the loop"
-                    )
-        return out
-
-    def vector_path(
-        self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
-    ) -> tuple[tir.Expr, list[T.Stmt]] | None:
-        """The 16-byte-vector version of a body of plain stores, or None.
-
-        Each global/shared access whose last index is `base + lane` becomes one
-        vector load into registers before the lane loop, or one vector store
-        after it; the rest of the body runs per lane on those registers."""
-        lane_var = next(v for v in self.bounds if isinstance(v, tir.Var) and v.name == lane.name)
-        if not all(isinstance(s, tir.Store) for s in body):
-            return None
-        if self.async_copy:
-            return self.async_vector(body, loop, lane_var, width)
-        direct = self.direct_vector(body, loop, lane_var, width)
-        if direct is not None:
-            return direct
-        stores = [s for s in body if isinstance(s, tir.Store)]
-        accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
-        loads: list[tir.Load] = []
-        for s in stores:
-            loads += tir_walk.loads(s.value)
-        vec_loads: dict[tir.Load, tir.Buffer] = {}
-        conds: list[tir.Expr] = []
-        pre: list[T.Stmt] = []
-        post: list[T.Stmt] = []
-        written = {s.buffer for s in stores}
-        lane_zero = {lane_var: int_(0)}
-        for ld in loads:
-            if ld.buffer.scope not in ("global", "shared") or ld.buffer in written:
-                continue
-            plan = self._vec_access(ld.buffer, ld.indices, lane_var, width, lane_zero)
-            if plan is None:
-                continue
-            key = (ld.buffer, ld.indices)
-            if key in accesses:
-                vec_loads[ld] = accesses[key][0]
-                continue
-            reg = self._fresh(f"{self.names.of(ld.buffer)}_v")
-            cond, refs = plan
-            conds.append(cond)
-            pre.append(T.Decl(reg, ld.buffer.dtype, (width,), align=16))
-            pre += vec_moves(T.Subscript(reg, (int_(0),), ld.buffer.dtype), refs, width, to_registers=True)
-            reg_buf = tir.Buffer(reg, (int_(width),), ld.buffer.dtype, "local")
-            self.names.given[reg_buf] = reg
-            vec_loads[ld] = reg_buf
-            accesses[key] = (reg_buf, ())
-        lane_body: list[T.Stmt] = []
-        for s in stores:
-            value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})
-            target_plan = None
-            if s.buffer.scope in ("global", "shared"):
-                target_plan = self._vec_access(s.buffer, s.indices, lane_var, width, lane_zero)
-            if target_plan is None:
-                if s.buffer.scope in ("global",):
-                    return None  # a scalar global store needs per-element bounds: keep the scalar path
-                lane_body += self.elements((tir.Store(s.buffer, s.indices, value, s.span),), loop)
-                continue
-            cond, refs = target_plan
-            conds += [cond, self.replica_zero(loop.layout)]
-            reg = self._fresh(f"{self.names.of(s.buffer)}_v")
-            pre.append(T.Decl(reg, s.buffer.dtype, (width,), align=16))
-            lane_body.append(
-                T.Assign(
-                    T.Subscript(reg, (self.value(lane_var, loop),), s.buffer.dtype),
-                    cast(self.value(value, loop), s.buffer.dtype),
                 )
+            case tir.For():
+                out.append(
+                    T.Loop(
+                        T.Sym(ctx.name(s.var), I32),
+                        value_of(ctx, s.start, loop),
+                        value_of(ctx, s.stop, loop),
+                        s.step.value if isinstance(s.step, tir.IntImm) else 1,
+                        s.kind == "unroll",
+                        tuple(_elements(ctx, s.body, loop)),
+                    )
+                )
+            case tir.AtomicAdd(dst=dst, value=value) if value is not None:
+                out += guarded(_replica_zero(ctx, loop.layout), atomic(ctx, dst.buffer, dst.starts, value, loop))
+            case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
+                out.append(printf(msg, value_of(ctx, value, loop)))
+            case tir.DeviceAssert():
+                out.append(device_assert(ctx, s, loop))
+            case _:
+                raise error(
+                    s.span, "this statement cannot appear inside a Parallel loop", hint="move it out of the loop"
+                )
+    return out
+
+
+def atomic(
+    ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
+) -> list[T.Stmt]:
+    acc = ref_of(ctx, buf, idx, loop)
+    if buf.scope == "global":
+        ctx.state.written.add(acc.ref.array)
+    v = cast(value_of(ctx, value, loop), buf.dtype)
+    call = T.Call(T.Intrin("atomic_add", (T.AddressOf(acc.ref), v), buf.dtype))
+    return guarded(acc.inbounds, [call])
+
+
+def device_assert(ctx: LowerContext, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
+    cond = value_of(ctx, s.cond, loop)
+    msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
+    return T.IfThen(
+        tir.UnaryOp("not", cond, DType.bool),
+        (T.Call(T.Intrin("printf", (c_string(msg + "\\n"),), I32)), T.Call(T.Intrin("trap", (), I32))),
+    )
+
+
+def _vector_path(
+    ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
+) -> tuple[tir.Expr, list[T.Stmt]] | None:
+    """The 16-byte-vector version of a body of plain stores, or None.
+
+    Each global/shared access whose last index is `base + lane` becomes one
+    vector load into registers before the lane loop, or one vector store
+    after it; the rest of the body runs per lane on those registers."""
+    lane_var = next(v for v in ctx.state.bounds if isinstance(v, tir.Var) and v.name == lane.name)
+    if not all(isinstance(s, tir.Store) for s in body):
+        return None
+    if ctx.state.async_copy:
+        return _async_vector(ctx, body, loop, lane_var, width)
+    stores = [s for s in body if isinstance(s, tir.Store)]
+    accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
+    loads: list[tir.Load] = []
+    for s in stores:
+        loads += tir_walk.loads(s.value)
+    vec_loads: dict[tir.Load, tir.Buffer] = {}
+    conds: list[tir.Expr] = []
+    pre: list[T.Stmt] = []
+    post: list[T.Stmt] = []
+    written = {s.buffer for s in stores}
+    lane_zero = {lane_var: int_(0)}
+    for ld in loads:
+        if ld.buffer.scope not in ("global", "shared") or ld.buffer in written:
+            continue
+        plan = _vec_access(ctx, ld.buffer, ld.indices, lane_var, width, lane_zero)
+        if plan is None:
+            continue
+        key = (ld.buffer, ld.indices)
+        if key in accesses:
+            vec_loads[ld] = accesses[key][0]
+            continue
+        reg = ctx.fresh(f"{ctx.name(ld.buffer)}_v")
+        cond, refs = plan
+        conds.append(cond)
+        pre.append(T.Decl(reg, ld.buffer.dtype, (width,), align=16))
+        pre += vec_moves(T.Subscript(reg, (int_(0),), ld.buffer.dtype), refs, width, to_registers=True)
+        reg_buf = tir.Buffer(reg, (int_(width),), ld.buffer.dtype, "local")
+        ctx.state.names.given[reg_buf] = reg
+        vec_loads[ld] = reg_buf
+        accesses[key] = (reg_buf, ())
+    lane_body: list[T.Stmt] = []
+    for s in stores:
+        value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})
+        target_plan = None
+        if s.buffer.scope in ("global", "shared"):
+            target_plan = _vec_access(ctx, s.buffer, s.indices, lane_var, width, lane_zero)
+        if target_plan is None:
+            if s.buffer.scope in ("global",):
+                return None  # a scalar global store needs per-element bounds: keep the scalar path
+            lane_body += _elements(ctx, (tir.Store(s.buffer, s.indices, value, s.span),), loop)
+            continue
+        cond, refs = target_plan
+        conds += [cond, _replica_zero(ctx, loop.layout)]
+        reg = ctx.fresh(f"{ctx.name(s.buffer)}_v")
+        pre.append(T.Decl(reg, s.buffer.dtype, (width,), align=16))
+        lane_body.append(
+            T.Assign(
+                T.Subscript(reg, (value_of(ctx, lane_var, loop),), s.buffer.dtype),
+                cast(value_of(ctx, value, loop), s.buffer.dtype),
             )
-            post += vec_moves(T.Subscript(reg, (int_(0),), s.buffer.dtype), refs, width, to_registers=False)
-            if s.buffer.scope == "global":
-                self.written.add(refs[0].array)
-        if not conds:
-            return None
-        body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
-        return all_of(conds), body_out
+        )
+        post += vec_moves(T.Subscript(reg, (int_(0),), s.buffer.dtype), refs, width, to_registers=False)
+        if s.buffer.scope == "global":
+            ctx.state.written.add(refs[0].array)
+    if not conds:
+        return None
+    body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
+    return all_of(conds), body_out
 
-    def direct_vector(
-        self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
-    ) -> tuple[tir.Expr, list[T.Stmt]] | None:
-        """A memory -> memory copy of one dtype, moved 16 bytes at a time with no registers
-        named on the way (the bits are the same, so nothing needs converting):
 
-            VecRef(s[i][j], 16) = VecRef(X[...], 16)    (the target's 16-byte register type)
-        """
-        store = body[0]
-        if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
-            return None
-        load = store.value
-        memory = ("global", "shared")
-        if load.buffer is store.buffer or load.buffer.dtype != store.buffer.dtype:
-            return None
-        if load.buffer.scope not in memory or store.buffer.scope not in memory:
-            return None
-        zero_lane = {lane: int_(0)}
-        src = self._vec_access(load.buffer, load.indices, lane, width, zero_lane)
-        dst = self._vec_access(store.buffer, store.indices, lane, width, zero_lane)
-        if src is None or dst is None:
-            return None
-        if store.buffer.scope == "global":
-            self.written.add(dst[1][0].array)
-        chunk = width * store.buffer.dtype.bytes // len(dst[1])
-        moves: list[T.Stmt] = [T.Assign(T.VecRef(d, chunk), T.VecRef(s, chunk)) for d, s in zip(dst[1], src[1])]
-        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), moves
+def _async_vector(
+    ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
+) -> tuple[tir.Expr, list[T.Stmt]] | None:
+    """A global -> shared vector copied asynchronously (no registers on the way)."""
+    store = body[0]
+    if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
+        return None
+    load = store.value
+    nbytes = width * store.buffer.dtype.bytes
+    if load.buffer.dtype != store.buffer.dtype or nbytes not in ctx.backend.ASYNC_COPY_BYTES:
+        return None
+    zero_lane = {lane: int_(0)}
+    src = _vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
+    dst = _vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
+    if src is None or dst is None:
+        return None
+    copy = ctx.backend.async_copy(ctx, dst[1][0], src[1][0], nbytes)  # the target's instruction
+    return all_of([src[0], dst[0], _replica_zero(ctx, loop.layout)]), [copy]
 
-    def async_vector(
-        self: LoweringHost, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: tir.Var, width: int
-    ) -> tuple[tir.Expr, list[T.Stmt]] | None:
-        """A global -> shared vector copied asynchronously (no registers on the way)."""
-        store = body[0]
-        if len(body) != 1 or not isinstance(store, tir.Store) or not isinstance(store.value, tir.Load):
-            return None
-        load = store.value
-        nbytes = width * store.buffer.dtype.bytes
-        if load.buffer.dtype != store.buffer.dtype or nbytes not in self.backend.ASYNC_COPY_BYTES:
-            return None
-        zero_lane = {lane: int_(0)}
-        src = self._vec_access(load.buffer, load.indices, lane, width, zero_lane)
-        dst = self._vec_access(store.buffer, store.indices, lane, width, zero_lane)
-        if src is None or dst is None:
-            return None
-        copy = self.backend.async_copy(self, dst[1][0], src[1][0], nbytes)  # the target's instruction
-        return all_of([src[0], dst[0], self.replica_zero(loop.layout)]), [copy]
 
-    def _vec_access(
-        self: LoweringHost, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
-    ) -> tuple[tir.Expr, list[T.Subscript]] | None:
-        """(condition, subscript of the first element) for a vector access, or None."""
-        if width * buf.dtype.bytes > 16 and (width * buf.dtype.bytes) % 16:
+def _vec_access(
+    ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
+) -> tuple[tir.Expr, list[T.Subscript]] | None:
+    """(condition, subscript of the first element) for a vector access, or None."""
+    if width * buf.dtype.bytes > 16 and (width * buf.dtype.bytes) % 16:
+        return None
+    if (width * buf.dtype.bytes) & (width * buf.dtype.bytes - 1):
+        return None
+    if any(lane in vars_in(i) for i in idx[:-1]):
+        return None
+    last = simplify(idx[-1])
+    base = simplify(substitute(last, lane_zero))
+    if simplify(tir.BinOp("-", last, base, I32)) != lane:
+        return None
+    if any(v.kind == "let" for i in idx for v in vars_in(i)):
+        return None
+    if gcd_of(value_of(ctx, base, None)) % width:
+        return None
+    base_idx = tuple(substitute(i, lane_zero) for i in idx)
+    refs = _chunk_refs(ctx, buf, base_idx, width)
+    conds: list[tir.Expr] = []
+    if buf.scope == "shared":
+        if buf.const_shape[-1] % width:
             return None
-        if (width * buf.dtype.bytes) & (width * buf.dtype.bytes - 1):
-            return None
-        if any(lane in vars_in(i) for i in idx[:-1]):
-            return None
-        last = simplify(idx[-1])
-        base = simplify(substitute(last, lane_zero))
-        if simplify(tir.BinOp("-", last, base, I32)) != lane:
-            return None
-        if any(v.kind == "let" for i in idx for v in vars_in(i)):
-            return None
-        if gcd_of(self.value(base, None)) % width:
-            return None
-        base_idx = tuple(substitute(i, lane_zero) for i in idx)
-        refs = self._chunk_refs(buf, base_idx, width)
-        conds: list[tir.Expr] = []
-        if buf.scope == "shared":
-            if buf.const_shape[-1] % width:
-                return None
-        elif buf in self.interior:  # the whole tile is known inside and aligned: nothing to check
-            pass
-        else:
-            conds.append(self._aligned(buf, width))
-            shape = tuple(self.value(d, None) for d in buf.shape)
-            vals = tuple(simplify(self.value(i, None)) for i in base_idx)
-            for i, d in zip(vals[:-1], shape[:-1]):
-                if not self._below(i, d):
-                    conds.append(lt(i, d))
-            last_end = simplify(tir.BinOp("+", vals[-1], int_(width), I32))
-            hi = upper_bound(vals[-1], self.bounds)
-            if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value):
-                conds.append(tir.BinOp("<=", last_end, shape[-1], DType.bool))
-        return all_of(conds), refs
+    elif buf in ctx.state.interior:  # the whole tile is known inside and aligned: nothing to check
+        pass
+    else:
+        conds.append(aligned(ctx, buf, width))
+        shape = tuple(value_of(ctx, d, None) for d in buf.shape)
+        vals = tuple(simplify(value_of(ctx, i, None)) for i in base_idx)
+        for i, d in zip(vals[:-1], shape[:-1]):
+            if not below(ctx, i, d):
+                conds.append(lt(i, d))
+        last_end = simplify(tir.BinOp("+", vals[-1], int_(width), I32))
+        hi = upper_bound(vals[-1], ctx.state.bounds)
+        if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value):
+            conds.append(tir.BinOp("<=", last_end, shape[-1], DType.bool))
+    return all_of(conds), refs
 
-    def _chunk_refs(
-        self: LoweringHost, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int
-    ) -> list[T.Subscript]:
-        """The subscript of each 16-byte piece of a `width`-element vector at `base_idx`: consecutive
-        elements, except in a swizzled tile, where each piece's column goes through the swizzle."""
-        first = self.ref(buf, base_idx, None).ref
-        per = min(width, 16 // buf.dtype.bytes)
-        if buf not in self.layouts.swizzle:
-            return [offset(first, k * per) for k in range(width // per)]
-        last = base_idx[-1]
-        return [first] + [
-            self.ref(buf, (*base_idx[:-1], simplify(tir.BinOp("+", last, int_(k * per), I32))), None).ref
-            for k in range(1, width // per)
-        ]
 
-    def _aligned(self: LoweringHost, buf: tir.Buffer, width: int) -> tir.Var:
-        """A kernel-wide flag: the tensor's rows start on `width`-element boundaries.
+def _chunk_refs(ctx: LowerContext, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int) -> list[T.Subscript]:
+    """The subscript of each 16-byte piece of a `width`-element vector at `base_idx`: consecutive
+    elements, except in a swizzled tile, where each piece's column goes through the swizzle."""
+    first = ref_of(ctx, buf, base_idx, None).ref
+    per = min(width, 16 // buf.dtype.bytes)
+    if buf not in ctx.layouts.swizzle:
+        return [offset(first, k * per) for k in range(width // per)]
+    last = base_idx[-1]
+    return [first] + [
+        ref_of(ctx, buf, (*base_idx[:-1], simplify(tir.BinOp("+", last, int_(k * per), I32))), None).ref
+        for k in range(1, width // per)
+    ]
 
-        const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
-        """
-        key = (buf, width)
-        if key not in self.vec_flags:
-            name = self.names.of(buf)
-            flag = tir.Var(self._fresh(f"{name}_vec{width}"), DType.bool, "let")
-            self.vec_flags[key] = flag
-            address = T.Intrin("address", (tir.Var(name, buf.dtype, "thread"),), DType.uint64)
-            cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
-            if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
-                cond = tir.BinOp("and", cond, _divisible(self.value(buf.shape[-1], None), width), DType.bool)
-            self.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
-        return self.vec_flags[key]
+
+def aligned(ctx: LowerContext, buf: tir.Buffer, width: int) -> tir.Var:
+    """A kernel-wide flag: the tensor's rows start on `width`-element boundaries.
+
+    const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
+    """
+    key = (buf, width)
+    if key in ctx.state.flags:
+        return ctx.state.flags[key]
+    name = ctx.name(buf)
+    address = T.Intrin("address", (tir.Var(name, buf.dtype, "thread"),), DType.uint64)
+    cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
+    if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
+        cond = tir.BinOp("and", cond, _divisible(value_of(ctx, buf.shape[-1], None), width), DType.bool)
+    return kernel_flag(ctx, key, f"{name}_vec{width}", cond)
 
 
 def _divisible(e: tir.Expr, k: int) -> tir.Expr:

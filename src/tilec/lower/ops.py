@@ -3,27 +3,20 @@ run it as a distributed loop; gemm (SIMT FMA over the accumulator micro-tile),
 reduce (in-thread, warp shuffles, then shared memory across warps) and cumsum
 (a thread per line) are lowered directly. A gemm whose instruction record
 (passes/select.py) runs on a warp or more goes to the target's backend module
-(`backend_of`: backends/cuda/sm80.py for the CUDA targets)."""
+(`ctx.backend`: backends/cuda/sm80.py for the CUDA targets). kernel.lower_stmt calls
+each `lower_<op>(ctx, s)` and wraps its code in the op's Scope."""
 
 from __future__ import annotations
-
-import importlib
-import typing
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.instructions import Instruction, OperandTypes
 from tilec.lower.cexpr import (
     I32,
-    ElementLoop,
     add,
     all_of,
-    c_string,
     cast,
     compute_dtype,
     const_int,
@@ -36,467 +29,400 @@ from tilec.lower.cexpr import (
     symv,
     zero,
 )
+from tilec.lower.context import LowerContext, kernel_flag, shared_view
+from tilec.lower.exprs import value_of
+from tilec.lower.loops import aligned, atomic, distributed
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
-from tilec.targets import Target, instruction_named
-
-if TYPE_CHECKING:
-    from tilec.lower.kernel import KernelLowering, LoweringHost
+from tilec.targets import instruction_named
 
 
-@dataclass(frozen=True)
-class MmaGemm:
-    """A gemm on a warp's matrix instruction (m16n8k16, m16n8k32 for 8-bit operands),
-    split into k steps of the instruction's depth (the backend's `setup`)."""
-
-    gemm: tir.Gemm
-    record: Instruction
-    types: OperandTypes  # the record's entry for the operand type: its helper and call
-    a: tir.Region  # A as read by the steps (a fragment operand may have been staged to shared memory)
-    a_in_registers: bool  # A comes from a register tile laid out as an accumulator
-    c: str  # the accumulator's C name
-    mi_n: int  # m16 tiles per warp
-    ni_n: int  # n8 tiles per warp
-    m0: tir.Expr  # the warp's first row and column of C
-    n0: tir.Expr
-    depth: int  # K of one instruction: 16, or 32 for 8-bit operands
-    steps: int  # k steps of `depth`
+def lower_parallel(ctx: LowerContext, s: tir.Parallel) -> list[T.Stmt]:
+    layout = s.layout
+    assert layout is not None, "infer_layouts placed every Parallel loop"
+    return distributed(ctx, layout, s.vars, s.body)
 
 
-class Backend(Protocol):
-    """What a backend module (tilec.backends.<Target.backend>) provides: gemms on its warp-level
-    instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
-    interleaves), and the asynchronous global -> shared copy of pipelined loops."""
-
-    ASYNC_COPY_BYTES: tuple[int, ...]  # the sizes one asynchronous copy moves
-
-    def gemm(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> list[T.Stmt]: ...
-    def setup(self, ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]: ...
-    def registers(self, ctx: KernelLowering, mma: MmaGemm) -> tuple[str, str]: ...
-    def declare(self, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
-    def load(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]: ...
-    def products(self, ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
-    def async_copy(self, ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt: ...
-
-
-def backend_of(target: Target) -> Backend:
-    """The backend module Target.backend names ("cuda.sm80" -> tilec.backends.cuda.sm80)."""
-    return typing.cast(Backend, importlib.import_module(f"tilec.backends.{target.backend}"))
+def _tile_domain(ctx: LowerContext, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
+    """Loop variables and shape of the element loop of a tile op over `regions`
+    (in order of preference): a fragment's whole shape, else the first
+    region's extents with unit dims squeezed out."""
+    for r in regions:
+        if r.buffer.scope == "fragment":
+            shape = ctx.layouts.buffers[r.buffer].shape
+            return index_vars(len(shape)), shape
+    for r in regions:
+        shape = tuple(n for n in map(const_int, r.extents) if n != 1)
+        if shape:
+            return index_vars(len(shape)), shape
+    return index_vars(1), (1,)
 
 
-class TileOps:
-    """Mixin of KernelLowering: one method per tile op."""
+def _region_index(region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]) -> tuple[tir.Expr, ...]:
+    """Buffer index of element `vars` of a loop over `shape`: the region's
+    non-unit dims take the loop's non-unit dims in order (unit dims of
+    either side are squeezed away, as operand shapes are compared)."""
+    loop_dims = [vars[d] for d, n in enumerate(shape) if n != 1]
+    out = []
+    for start, ext in zip(region.starts, region.extents):
+        if const_int(ext) == 1 or not loop_dims:
+            out.append(start)
+        else:
+            out.append(simplify(tir.BinOp("+", start, loop_dims.pop(0), I32)))
+    return tuple(out)
 
-    red_buf: str | None  # declared here, as _red_scratch assigns it (KernelLowering starts it at None)
 
-    def parallel(self: LoweringHost, s: tir.Parallel) -> list[T.Stmt]:
-        layout = s.layout
-        assert layout is not None, "infer_layouts placed every Parallel loop"
-        return self.distributed(layout, s.vars, s.body)
-
-    def _tile_domain(self: LoweringHost, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
-        """Loop variables and shape of the element loop of a tile op over `regions`
-        (in order of preference): a fragment's whole shape, else the first
-        region's extents with unit dims squeezed out."""
-        for r in regions:
-            if r.buffer.scope == "fragment":
-                shape = self.layouts.buffers[r.buffer].shape
-                return index_vars(len(shape)), shape
-        for r in regions:
-            shape = tuple(n for n in map(const_int, r.extents) if n != 1)
-            if shape:
-                return index_vars(len(shape)), shape
-        return index_vars(1), (1,)
-
-    def _region_index(
-        self: LoweringHost, region: tir.Region, vars: tuple[tir.Var, ...], shape: tuple[int, ...]
-    ) -> tuple[tir.Expr, ...]:
-        """Buffer index of element `vars` of a loop over `shape`: the region's
-        non-unit dims take the loop's non-unit dims in order (unit dims of
-        either side are squeezed away, as operand shapes are compared)."""
-        loop_dims = [vars[d] for d, n in enumerate(shape) if n != 1]
-        out = []
-        for start, ext in zip(region.starts, region.extents):
-            if const_int(ext) == 1 or not loop_dims:
-                out.append(start)
-            else:
-                out.append(simplify(tir.BinOp("+", start, loop_dims.pop(0), I32)))
-        return tuple(out)
-
-    def _tile_layout(self: LoweringHost, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
-        for r in regions:
-            if r.buffer.scope == "fragment":
-                frag = self.layouts.buffers[r.buffer]
-                if frag.shape != shape:
-                    raise error(r.span, f"a tile op on fragment '{r.buffer.name}' must cover the whole fragment")
-                return frag
-        if any(r.buffer.scope in ("local", "var") for r in regions):
-            return L.replicated_all(
-                shape,
-                self.kernel.threads,
-                vec_width(shape[-1], regions),
-            )
-        return L.default(shape, self.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
-
-    def copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
-        vars, shape = self._tile_domain([s.dst, s.src])
-        layout = self._tile_layout([s.src, s.dst], shape)
-        src_idx = self._region_index(s.src, vars, shape)
-        dst_idx = self._region_index(s.dst, vars, shape)
-        body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
-        general = self.distributed(layout, vars, body)
-        interior = self._interior_condition(s, layout)
-        if interior is None:
-            return general
-        # Tiles wholly inside the tensor (all but the edges) skip every per-element check.
-        tensor = s.src.buffer if s.src.buffer.scope == "global" else s.dst.buffer
-        self.interior.add(tensor)
-        fast = self.distributed(layout, vars, body)
-        self.interior.discard(tensor)
-        return [T.IfThen(interior, tuple(fast), tuple(general))]
-
-    def _interior_condition(self: LoweringHost, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
-        """`tile in bounds && tensor aligned` for a vectorized copy between a
-        tensor and on-chip memory, or None when there is nothing to check."""
-        sides = [r for r in (s.src, s.dst) if r.buffer.scope == "global"]
-        last = layout.local_parts[-1] if layout.local_parts else None
-        if len(sides) != 1 or last is None or last.stride != 1 or last.dim != len(layout.shape) - 1:
-            return None
-        region = sides[0]
-        fixed: list[tir.Expr] = [self._aligned(region.buffer, last.extent)]  # the same all kernel long
-        moving: list[tir.Expr] = []  # depends on loop counters or values computed in the body
-        for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):
-            end = simplify(add(self.value(start, None), ext))
-            if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
-                cond = tir.BinOp("<=", end, self.value(dim, None), DType.bool)
-                kernel_wide = not tir_walk.loads(start) and all(
-                    v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start)
-                )
-                (fixed if kernel_wide else moving).append(cond)
-        if len(fixed) == 1 and not moving:
-            return None
-        if not moving:
-            return all_of(fixed)
-        if len(fixed) == 1 or not self.async_copy:
-            # only the alignment is kernel-wide (already a flag), or a synchronous copy: a hoisted
-            # flag pays off in asynchronous-copy loops (a profile showed the recomputed test), while in a
-            # row loop it held registers (RMSNorm at 256 threads: 108 instead of 64, 0.18 vs 0.13 ms)
-            return all_of(fixed + moving)
-        return all_of([self.kernel_flag(region.buffer, "interior", all_of(fixed)), *moving])
-
-    def kernel_flag(self: LoweringHost, buf: tir.Buffer, what: str, cond: tir.Expr) -> tir.Var:
-        """`const bool {tensor}_{what} = cond;` once, before the kernel's first statement
-        (`cond` may use block indices, tensor dims and scalars only, no loads): a loop then
-        tests a register instead of recomputing it every iteration. `{tensor}_interior` holds
-        the tensor's alignment and the block-index part of "this tile is inside the tensor"."""
-        if cond not in self.vec_flags:
-            flag = tir.Var(self._fresh(f"{self.names.of(buf)}_{what}"), DType.bool, "let")
-            self.vec_flags[cond] = flag
-            self.prologue.append(T.Decl(flag.name, DType.bool, init=cond, const=True))
-        return self.vec_flags[cond]
-
-    def fill(self: LoweringHost, s: tir.Fill) -> list[T.Stmt]:
-        vars, shape = self._tile_domain([s.dst])
-        if s.dst.buffer.scope == "var":
-            return [
-                T.Assign(
-                    T.Subscript(self.names.of(s.dst.buffer), (), s.dst.buffer.dtype),
-                    cast(self.value(s.value, None), s.dst.buffer.dtype),
-                )
-            ]
-        layout = self._tile_layout([s.dst], shape)
-        body = (tir.Store(s.dst.buffer, self._region_index(s.dst, vars, shape), s.value, s.span),)
-        return self.distributed(layout, vars, body)
-
-    def atomic_region(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
-        assert s.src is not None
-        vars, shape = self._tile_domain([s.src])
-        layout = self._tile_layout([s.src], shape)
-        src_idx = self._region_index(s.src, vars, shape)
-        dst_idx = self._region_index(s.dst, vars, shape)
-        body = (
-            tir.AtomicAdd(
-                tir.Region(s.dst.buffer, dst_idx, tuple(int_(1) for _ in dst_idx)),
-                None,
-                tir.Load(s.src.buffer, src_idx),
-                s.span,
-            ),
+def _tile_layout(ctx: LowerContext, regions: list[tir.Region], shape: tuple[int, ...]) -> L.Fragment:
+    for r in regions:
+        if r.buffer.scope == "fragment":
+            frag = ctx.layouts.buffers[r.buffer]
+            if frag.shape != shape:
+                raise error(r.span, f"a tile op on fragment '{r.buffer.name}' must cover the whole fragment")
+            return frag
+    if any(r.buffer.scope in ("local", "var") for r in regions):
+        return L.replicated_all(
+            shape,
+            ctx.kernel.threads,
+            vec_width(shape[-1], regions),
         )
-        out = self.distributed(layout, vars, body, vectorize=False)
-        return out
+    return L.default(shape, ctx.kernel.threads, max(r.buffer.dtype.bytes for r in regions))
 
-    def atomic_element(self: LoweringHost, s: tir.AtomicAdd) -> list[T.Stmt]:
-        assert s.value is not None
+
+def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
+    vars, shape = _tile_domain(ctx, [s.dst, s.src])
+    layout = _tile_layout(ctx, [s.src, s.dst], shape)
+    src_idx = _region_index(s.src, vars, shape)
+    dst_idx = _region_index(s.dst, vars, shape)
+    body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
+    general = distributed(ctx, layout, vars, body)
+    interior = _interior_condition(ctx, s, layout)
+    if interior is None:
+        return general
+    # Tiles wholly inside the tensor (all but the edges) skip every per-element check.
+    tensor = s.src.buffer if s.src.buffer.scope == "global" else s.dst.buffer
+    ctx.state.interior.add(tensor)
+    fast = distributed(ctx, layout, vars, body)
+    ctx.state.interior.discard(tensor)
+    return [T.IfThen(interior, tuple(fast), tuple(general))]
+
+
+def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:
+    """`tile in bounds && tensor aligned` for a vectorized copy between a
+    tensor and on-chip memory, or None when there is nothing to check."""
+    sides = [r for r in (s.src, s.dst) if r.buffer.scope == "global"]
+    last = layout.local_parts[-1] if layout.local_parts else None
+    if len(sides) != 1 or last is None or last.stride != 1 or last.dim != len(layout.shape) - 1:
+        return None
+    region = sides[0]
+    fixed: list[tir.Expr] = [aligned(ctx, region.buffer, last.extent)]  # the same all kernel long
+    moving: list[tir.Expr] = []  # depends on loop counters or values computed in the body
+    for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):
+        end = simplify(add(value_of(ctx, start, None), ext))
+        if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
+            cond = tir.BinOp("<=", end, value_of(ctx, dim, None), DType.bool)
+            kernel_wide = not tir_walk.loads(start) and all(
+                v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start)
+            )
+            (fixed if kernel_wide else moving).append(cond)
+    if len(fixed) == 1 and not moving:
+        return None
+    if not moving:
+        return all_of(fixed)
+    if len(fixed) == 1 or not ctx.state.async_copy:
+        # only the alignment is kernel-wide (already a flag), or a synchronous copy: a hoisted
+        # flag pays off in asynchronous-copy loops (a profile showed the recomputed test), while in a
+        # row loop it held registers (RMSNorm at 256 threads: 108 instead of 64, 0.18 vs 0.13 ms)
+        return all_of(fixed + moving)
+    # `{tensor}_interior`: the tensor's alignment and the block-index part of "this tile is inside"
+    interior = all_of(fixed)
+    return all_of([kernel_flag(ctx, interior, f"{ctx.name(region.buffer)}_interior", interior), *moving])
+
+
+def lower_fill(ctx: LowerContext, s: tir.Fill) -> list[T.Stmt]:
+    vars, shape = _tile_domain(ctx, [s.dst])
+    if s.dst.buffer.scope == "var":
         return [
-            T.IfThen(
-                tir.BinOp("==", self.tx, int_(0), DType.bool),
-                tuple(self._atomic(s.dst.buffer, s.dst.starts, s.value, None)),
+            T.Assign(
+                T.Subscript(ctx.name(s.dst.buffer), (), s.dst.buffer.dtype),
+                cast(value_of(ctx, s.value, None), s.dst.buffer.dtype),
             )
         ]
+    layout = _tile_layout(ctx, [s.dst], shape)
+    body = (tir.Store(s.dst.buffer, _region_index(s.dst, vars, shape), s.value, s.span),)
+    return distributed(ctx, layout, vars, body)
 
-    def _atomic(
-        self: LoweringHost, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
-    ) -> list[T.Stmt]:
-        acc = self.ref(buf, idx, loop)
-        if buf.scope == "global":
-            self.written.add(acc.ref.array)
-        v = cast(self.value(value, loop), buf.dtype)
-        call = T.Call(T.Intrin("atomic_add", (T.AddressOf(acc.ref), v), buf.dtype))
-        return guarded(acc.inbounds, [call])
 
-    def gemm(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
-        record = instruction_named(self.target, s.instruction)
-        if record.group == "thread":
-            return self.gemm_simt(s)
-        return self.backend.gemm(self, s, record)
+def lower_atomic_region(ctx: LowerContext, s: tir.AtomicAdd) -> list[T.Stmt]:
+    assert s.src is not None
+    vars, shape = _tile_domain(ctx, [s.src])
+    layout = _tile_layout(ctx, [s.src], shape)
+    src_idx = _region_index(s.src, vars, shape)
+    dst_idx = _region_index(s.dst, vars, shape)
+    body = (
+        tir.AtomicAdd(
+            tir.Region(s.dst.buffer, dst_idx, tuple(int_(1) for _ in dst_idx)),
+            None,
+            tir.Load(s.src.buffer, src_idx),
+            s.span,
+        ),
+    )
+    out = distributed(ctx, layout, vars, body, vectorize=False)
+    return out
 
-    def gemm_simt(self: LoweringHost, s: tir.Gemm) -> list[T.Stmt]:
-        c = s.c.buffer
-        frag = self.layouts.buffers[c]
-        out: list[T.Stmt] = []
-        a_region = s.a
-        if s.a.buffer.scope == "fragment":
-            a_region, staging = self.stage_fragment(s.a)
-            out += staging
-        if s.b.buffer.scope == "fragment":
-            raise error(
-                s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
-            )
-        m, n = frag.shape if len(frag.shape) == 2 else (1, frag.shape[0])
-        a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1] or [1]
-        k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
-        coords = L.thread_coords(frag, self.tx)
-        row0, col0 = L.tile_index(frag, coords, [0] * len(frag.local_parts))
-        (lm, tm), (ln, tn) = _micro_tile(frag, 0), _micro_tile(frag, 1)
-        acc_t = compute_dtype(c.dtype)
-        cname = self.names.of(c)
-        if s.clear_accum:
-            i = T.Sym(self._fresh("i"), I32)
-            out.append(
-                T.Loop(
-                    i,
-                    int_(0),
-                    int_(frag.local_size),
-                    1,
-                    True,
-                    (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),),
-                )
-            )
-        kk = tir.Var(self._fresh("kk"), I32, "thread")
-        self.bounds[kk] = k_extent - 1
-        row_i = T.Sym(self._fresh("mi"), I32)
-        col_i = T.Sym(self._fresh("ni"), I32)
-        rv = counter_var(row_i, lm, self.bounds)
-        cv = counter_var(col_i, ln, self.bounds)
-        row = simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(tm), I32), row0, I32))
-        col = simplify(tir.BinOp("+", tir.BinOp("*", cv, int_(tn), I32), col0, I32))
-        a_reg = self._fresh(f"{self.names.of(a_region.buffer)}_frag")
-        b_reg = self._fresh(f"{self.names.of(s.b.buffer)}_frag")
-        a_idx = (kk, row) if s.transpose_a else (row, kk)
-        b_idx = (col, kk) if s.transpose_b else (kk, col)
-        a_load = self.value(tir.Load(a_region.buffer, self._operand_index(a_region, a_idx)), None)
-        b_load = self.value(tir.Load(s.b.buffer, self._operand_index(s.b, b_idx)), None)
-        if frag.padded(0):
-            a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
-        if frag.padded(1):
-            b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
-        product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-        fma = T.Assign(T.Subscript(cname, (simplify(add(mul(rv, ln), cv)),), c.dtype), product, "+=")
-        inner: tuple[T.Stmt, ...] = (
-            T.Decl(a_reg, acc_t, (lm,)),
+
+def lower_atomic_element(ctx: LowerContext, s: tir.AtomicAdd) -> list[T.Stmt]:
+    assert s.value is not None
+    return [
+        T.IfThen(
+            tir.BinOp("==", ctx.tx, int_(0), DType.bool),
+            tuple(atomic(ctx, s.dst.buffer, s.dst.starts, s.value, None)),
+        )
+    ]
+
+
+def lower_gemm(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
+    record = instruction_named(ctx.target, s.instruction)
+    if record.group == "thread":
+        return _gemm_simt(ctx, s)
+    return ctx.backend.gemm(ctx, s, record)
+
+
+def _gemm_simt(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
+    c = s.c.buffer
+    frag = ctx.layouts.buffers[c]
+    out: list[T.Stmt] = []
+    a_region = s.a
+    if s.a.buffer.scope == "fragment":
+        a_region, staging = stage_fragment(ctx, s.a)
+        out += staging
+    if s.b.buffer.scope == "fragment":
+        raise error(
+            s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
+        )
+    m, n = frag.shape if len(frag.shape) == 2 else (1, frag.shape[0])
+    a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1] or [1]
+    k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
+    coords = L.thread_coords(frag, ctx.tx)
+    row0, col0 = L.tile_index(frag, coords, [0] * len(frag.local_parts))
+    (lm, tm), (ln, tn) = _micro_tile(frag, 0), _micro_tile(frag, 1)
+    acc_t = compute_dtype(c.dtype)
+    cname = ctx.name(c)
+    if s.clear_accum:
+        i = T.Sym(ctx.fresh("i"), I32)
+        out.append(
             T.Loop(
-                row_i, int_(0), int_(lm), 1, True, (T.Assign(T.Subscript(a_reg, (rv,), acc_t), cast(a_load, acc_t)),)
-            ),
-            T.Decl(b_reg, acc_t, (ln,)),
-            T.Loop(
-                col_i, int_(0), int_(ln), 1, True, (T.Assign(T.Subscript(b_reg, (cv,), acc_t), cast(b_load, acc_t)),)
-            ),
-            T.Loop(
-                row_i,
+                i,
                 int_(0),
-                int_(lm),
+                int_(frag.local_size),
                 1,
                 True,
-                (T.Loop(col_i, int_(0), int_(ln), 1, True, (fma,)),),
-            ),
-        )
-        out.append(
-            T.Loop(T.Sym(kk.name, I32), int_(0), int_(k_extent), 1, False, inner, unroll_factor=min(4, k_extent))
-        )
-        return out
-
-    def _operand_index(self: LoweringHost, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
-        """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
-        the two logical dims are the region's last two non-unit dims."""
-        rank = len(region.extents)
-        dims = [d for d, e in enumerate(region.extents) if const_int(e) != 1]
-        if len(dims) < 2:
-            dims = sorted(set(dims) | set(range(rank - (2 - len(dims)) - len(dims), rank)))[-2:]
-        dims = dims[-2:]
-        out = list(region.starts)
-        for d, i in zip(dims, idx2):
-            out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
-        return tuple(out)
-
-    def stage_fragment(self: LoweringHost, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
-        """Write a register operand to a shared scratch tile (the SIMT gemm reads
-        operands from shared memory); returns the scratch region and the code."""
-        buf = region.buffer
-        name = self._fresh(f"{self.names.of(buf)}_smem")
-        scratch = tir.Buffer(name, buf.shape, buf.dtype, "shared", buf.span)
-        self.names.given[scratch] = name
-        self.shared_view(name, buf.dtype, buf.const_shape)
-        frag = self.layouts.buffers[buf]
-        vars = index_vars(len(frag.shape))
-        body = (tir.Store(scratch, vars, tir.Load(buf, vars)),)
-        code = [BLOCK, *self.distributed(frag, vars, body), BLOCK]
-        self.scratch_reads.add(name)  # read by the gemm after the barrier
-        return tir.Region(
-            scratch, tuple(int_(0) for _ in frag.shape), tuple(int_(x) for x in frag.shape), region.span
-        ), code
-
-    def reduce(self: LoweringHost, s: tir.Reduce) -> list[T.Stmt]:
-        """Fold the registers along `dim` in each thread, then across the
-        threads sharing a row: warp shuffles, then shared memory across warps."""
-        src, dst = s.src.buffer, s.dst.buffer
-        sf = self.layouts.buffers[src]
-        df = self.layouts.buffers[dst]
-        dim = s.dim
-        acc_t = compute_dtype(src.dtype)
-        if not L.same_placement(df, L.reduced(sf, dim)):
-            raise error(
-                s.span,
-                f"'{dst.name}' is not laid out as a reduction of '{src.name}'",
-                hint="use a fresh alloc_fragment for the result",
+                (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),),
             )
-        out: list[T.Stmt] = []
-        coords = L.thread_coords(sf, self.tx)
-        sname, dname = self.names.of(src), self.names.of(dst)
-        kept = [k for k, p in enumerate(sf.local_parts) if p.dim != dim]
-        padded = [d for d in range(len(sf.shape)) if sf.padded(d)]
-        across = [
-            (p.extent, sf.thread_stride(k)) for k, p in enumerate(sf.thread_parts) if p.dim == dim and p.extent > 1
-        ]
-        by_dst: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-        for digits in L.local_digits(sf):
-            by_dst.setdefault(tuple(digits[k] for k in kept), []).append(digits)
-        for dslot, group in enumerate(by_dst.values()):
-            acc = self._fresh("red")
-            out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
-            for digits in group:
-                reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
-                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-                if s.kind in ("abssum", "absmax"):
-                    x = tir.Call("abs", (x,), acc_t)
-                upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
-                idx = L.tile_index(sf, coords, digits)
-                out += guarded(all_of([lt(idx[d], int_(sf.shape[d])) for d in padded]), [upd])
-            out += self._cross_thread(s.kind, acc, acc_t, across)
-            target = T.Subscript(dname, (int_(dslot),), dst.dtype)
-            val: tir.Expr = tir.Var(acc, acc_t, "let")
-            if not s.clear:
-                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-            out.append(T.Assign(target, cast(val, dst.dtype)))
-        return out
-
-    def _cross_thread(
-        self: LoweringHost, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]
-    ) -> list[T.Stmt]:
-        """Combine `acc` over the threads that differ only in `parts` ((extent,
-        thread-id stride) each): xor shuffles inside a warp, then a round
-        through shared memory for the factors that span warps."""
-        out: list[T.Stmt] = []
-        accv = tir.Var(acc, dtype, "let")
-        outer: list[tuple[int, int]] = []
-        for extent, stride in parts:
-            inner = 1
-            while inner < extent and stride * inner * 2 <= self.target.warp_size:
-                inner *= 2
-            mask = stride * inner // 2
-            while mask >= stride and inner > 1:
-                other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
-                out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-                mask //= 2
-            if extent // inner > 1:
-                outer.append((extent // inner, stride * inner))
-        if not outer:
-            return out
-        red = self._red_scratch(dtype)
-        base: tir.Expr = self.tx
-        for extent, step in outer:
-            digit = tir.BinOp("%", tir.BinOp("//", self.tx, int_(step), I32), int_(extent), I32)
-            base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
-        base = simplify(base)
-        out += [BLOCK, T.Assign(T.Subscript(red, (self.tx,), dtype), accv), BLOCK]
-        out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))
-        if len(outer) == 1:
-            extent, step = outer[0]
-            k = T.Sym(self._fresh("k"), I32)
-            kv = counter_var(k, extent, self.bounds)
-            other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
-            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-            out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
-            return out
-        offsets = [0]
-        for extent, step in outer:
-            offsets = [o + c * step for o in offsets for c in range(extent)]
-        for off in offsets[1:]:
-            other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
-            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-        return out
-
-    def _red_scratch(self: LoweringHost, dtype: DType) -> str:
-        if self.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
-            self.red_buf = self._fresh("red_buf")
-            self.shared_view(self.red_buf, DType.float64, (self.kernel.threads,))
-        return f"reinterpret_cast<{dtype.cname}*>({self.red_buf})"
-
-    def cumsum(self: LoweringHost, s: tir.CumSum) -> list[T.Stmt]:
-        """One thread per line along `dim`, scanning it serially (in place is fine)."""
-        src, dst = s.src, s.dst
-        ext = tuple(const_int(e) for e in src.extents)
-        n = ext[s.dim]
-        lines = ext[: s.dim] + ext[s.dim + 1 :] or (1,)
-        vars = index_vars(len(lines))
-        layout = L.default(lines, self.kernel.threads, 16)
-        k = tir.Var("k", I32, "loop")
-        pos = simplify(tir.BinOp("-", int_(n - 1), k, I32)) if s.reverse else k
-        full = (*vars[: s.dim], pos, *vars[s.dim :]) if len(ext) > 1 else (pos,)
-        running = tir.Buffer("running", (), compute_dtype(src.buffer.dtype), "var")
-        src_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(src.starts, full))
-        dst_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(dst.starts, full))
-        step = (
-            tir.Store(running, (), tir.BinOp("+", tir.Load(running, ()), tir.Load(src.buffer, src_i), running.dtype)),
-            tir.Store(dst.buffer, dst_i, tir.Load(running, ())),
         )
-        body = (tir.Alloc(running, zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
-        return self.distributed(layout, vars, body, vectorize=False)
+    kk = tir.Var(ctx.fresh("kk"), I32, "thread")
+    ctx.state.bounds[kk] = k_extent - 1
+    row_i = T.Sym(ctx.fresh("mi"), I32)
+    col_i = T.Sym(ctx.fresh("ni"), I32)
+    rv = counter_var(row_i, lm, ctx.state.bounds)
+    cv = counter_var(col_i, ln, ctx.state.bounds)
+    row = simplify(tir.BinOp("+", tir.BinOp("*", rv, int_(tm), I32), row0, I32))
+    col = simplify(tir.BinOp("+", tir.BinOp("*", cv, int_(tn), I32), col0, I32))
+    a_reg = ctx.fresh(f"{ctx.name(a_region.buffer)}_frag")
+    b_reg = ctx.fresh(f"{ctx.name(s.b.buffer)}_frag")
+    a_idx = (kk, row) if s.transpose_a else (row, kk)
+    b_idx = (col, kk) if s.transpose_b else (kk, col)
+    a_load = value_of(ctx, tir.Load(a_region.buffer, operand_index(a_region, a_idx)), None)
+    b_load = value_of(ctx, tir.Load(s.b.buffer, operand_index(s.b, b_idx)), None)
+    if frag.padded(0):
+        a_load = tir.Select(lt(row, int_(m)), a_load, zero(a_load.dtype), a_load.dtype)
+    if frag.padded(1):
+        b_load = tir.Select(lt(col, int_(n)), b_load, zero(b_load.dtype), b_load.dtype)
+    product = tir.BinOp("*", T.Subscript(a_reg, (rv,), acc_t), T.Subscript(b_reg, (cv,), acc_t), acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+    fma = T.Assign(T.Subscript(cname, (simplify(add(mul(rv, ln), cv)),), c.dtype), product, "+=")
+    inner: tuple[T.Stmt, ...] = (
+        T.Decl(a_reg, acc_t, (lm,)),
+        T.Loop(row_i, int_(0), int_(lm), 1, True, (T.Assign(T.Subscript(a_reg, (rv,), acc_t), cast(a_load, acc_t)),)),
+        T.Decl(b_reg, acc_t, (ln,)),
+        T.Loop(col_i, int_(0), int_(ln), 1, True, (T.Assign(T.Subscript(b_reg, (cv,), acc_t), cast(b_load, acc_t)),)),
+        T.Loop(
+            row_i,
+            int_(0),
+            int_(lm),
+            1,
+            True,
+            (T.Loop(col_i, int_(0), int_(ln), 1, True, (fma,)),),
+        ),
+    )
+    out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(k_extent), 1, False, inner, unroll_factor=min(4, k_extent)))
+    return out
 
-    def print_(self: LoweringHost, s: tir.Print) -> list[T.Stmt]:
-        if isinstance(s.value, tir.Region):
-            r = s.value
-            vars, shape = self._tile_domain([r])
-            if r.buffer.scope == "fragment":
-                layout = self.layouts.buffers[r.buffer]
-            else:
-                layout = L.replicated_all(shape, self.kernel.threads)
-            idx = self._region_index(r, vars, shape)
-            body = (tir.Print(tir.Load(r.buffer, idx), f"{s.msg or r.buffer.name}"),)
-            out = self.distributed(layout, vars, body, vectorize=False)
-            return (
-                out
-                if r.buffer.scope == "fragment"
-                else [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), tuple(out))]
-            )
-        return [T.IfThen(tir.BinOp("==", self.tx, int_(0), DType.bool), (printf(s.msg, self.value(s.value, None)),))]
 
-    def device_assert(self: LoweringHost, s: tir.DeviceAssert, loop: ElementLoop | None) -> T.Stmt:
-        cond = self.value(s.cond, loop)
-        msg = f"{s.span.file.path}:{s.span.line}: device_assert failed: {s.msg}"
-        return T.IfThen(
-            tir.UnaryOp("not", cond, DType.bool),
-            (T.Call(T.Intrin("printf", (c_string(msg + "\\n"),), I32)), T.Call(T.Intrin("trap", (), I32))),
+def operand_index(region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[tir.Expr, ...]:
+    """Buffer index of element (idx2[0], idx2[1]) of a 2-D gemm operand region:
+    the two logical dims are the region's last two non-unit dims."""
+    rank = len(region.extents)
+    dims = [d for d, e in enumerate(region.extents) if const_int(e) != 1]
+    if len(dims) < 2:
+        dims = sorted(set(dims) | set(range(rank - (2 - len(dims)) - len(dims), rank)))[-2:]
+    dims = dims[-2:]
+    out = list(region.starts)
+    for d, i in zip(dims, idx2):
+        out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
+    return tuple(out)
+
+
+def stage_fragment(ctx: LowerContext, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
+    """Write a register operand to a shared scratch tile (the SIMT gemm reads
+    operands from shared memory); returns the scratch region and the code."""
+    buf = region.buffer
+    name = ctx.fresh(f"{ctx.name(buf)}_smem")
+    scratch = tir.Buffer(name, buf.shape, buf.dtype, "shared", buf.span)
+    ctx.state.names.given[scratch] = name
+    shared_view(ctx, name, buf.dtype, buf.const_shape)
+    frag = ctx.layouts.buffers[buf]
+    vars = index_vars(len(frag.shape))
+    body = (tir.Store(scratch, vars, tir.Load(buf, vars)),)
+    code = [BLOCK, *distributed(ctx, frag, vars, body), BLOCK]
+    ctx.state.scratch_reads.add(name)  # read by the gemm after the barrier
+    return tir.Region(
+        scratch, tuple(int_(0) for _ in frag.shape), tuple(int_(x) for x in frag.shape), region.span
+    ), code
+
+
+def lower_reduce(ctx: LowerContext, s: tir.Reduce) -> list[T.Stmt]:
+    """Fold the registers along `dim` in each thread, then across the
+    threads sharing a row: warp shuffles, then shared memory across warps."""
+    src, dst = s.src.buffer, s.dst.buffer
+    sf = ctx.layouts.buffers[src]
+    df = ctx.layouts.buffers[dst]
+    dim = s.dim
+    acc_t = compute_dtype(src.dtype)
+    if not L.same_placement(df, L.reduced(sf, dim)):
+        raise error(
+            s.span,
+            f"'{dst.name}' is not laid out as a reduction of '{src.name}'",
+            hint="use a fresh alloc_fragment for the result",
         )
+    out: list[T.Stmt] = []
+    coords = L.thread_coords(sf, ctx.tx)
+    sname, dname = ctx.name(src), ctx.name(dst)
+    kept = [k for k, p in enumerate(sf.local_parts) if p.dim != dim]
+    padded = [d for d in range(len(sf.shape)) if sf.padded(d)]
+    across = [(p.extent, sf.thread_stride(k)) for k, p in enumerate(sf.thread_parts) if p.dim == dim and p.extent > 1]
+    by_dst: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    for digits in L.local_digits(sf):
+        by_dst.setdefault(tuple(digits[k] for k in kept), []).append(digits)
+    for dslot, group in enumerate(by_dst.values()):
+        acc = ctx.fresh("red")
+        out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
+        for digits in group:
+            reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
+            x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+            if s.kind in ("abssum", "absmax"):
+                x = tir.Call("abs", (x,), acc_t)
+            upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
+            idx = L.tile_index(sf, coords, digits)
+            out += guarded(all_of([lt(idx[d], int_(sf.shape[d])) for d in padded]), [upd])
+        out += _cross_thread(ctx, s.kind, acc, acc_t, across)
+        target = T.Subscript(dname, (int_(dslot),), dst.dtype)
+        val: tir.Expr = tir.Var(acc, acc_t, "let")
+        if not s.clear:
+            val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+        out.append(T.Assign(target, cast(val, dst.dtype)))
+    return out
+
+
+def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+    """Combine `acc` over the threads that differ only in `parts` ((extent,
+    thread-id stride) each): xor shuffles inside a warp, then a round
+    through shared memory for the factors that span warps."""
+    out: list[T.Stmt] = []
+    accv = tir.Var(acc, dtype, "let")
+    outer: list[tuple[int, int]] = []
+    for extent, stride in parts:
+        inner = 1
+        while inner < extent and stride * inner * 2 <= ctx.target.warp_size:
+            inner *= 2
+        mask = stride * inner // 2
+        while mask >= stride and inner > 1:
+            other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+            mask //= 2
+        if extent // inner > 1:
+            outer.append((extent // inner, stride * inner))
+    if not outer:
+        return out
+    red = _red_scratch(ctx, dtype)
+    base: tir.Expr = ctx.tx
+    for extent, step in outer:
+        digit = tir.BinOp("%", tir.BinOp("//", ctx.tx, int_(step), I32), int_(extent), I32)
+        base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
+    base = simplify(base)
+    out += [BLOCK, T.Assign(T.Subscript(red, (ctx.tx,), dtype), accv), BLOCK]
+    out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))
+    if len(outer) == 1:
+        extent, step = outer[0]
+        k = T.Sym(ctx.fresh("k"), I32)
+        kv = counter_var(k, extent, ctx.state.bounds)
+        other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
+        body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+        out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
+        return out
+    offsets = [0]
+    for extent, step in outer:
+        offsets = [o + c * step for o in offsets for c in range(extent)]
+    for off in offsets[1:]:
+        other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
+        out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+    return out
+
+
+def _red_scratch(ctx: LowerContext, dtype: DType) -> str:
+    if ctx.state.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
+        ctx.state.red_buf = ctx.fresh("red_buf")
+        shared_view(ctx, ctx.state.red_buf, DType.float64, (ctx.kernel.threads,))
+    return f"reinterpret_cast<{dtype.cname}*>({ctx.state.red_buf})"
+
+
+def lower_cumsum(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
+    """One thread per line along `dim`, scanning it serially (in place is fine)."""
+    src, dst = s.src, s.dst
+    ext = tuple(const_int(e) for e in src.extents)
+    n = ext[s.dim]
+    lines = ext[: s.dim] + ext[s.dim + 1 :] or (1,)
+    vars = index_vars(len(lines))
+    layout = L.default(lines, ctx.kernel.threads, 16)
+    k = tir.Var("k", I32, "loop")
+    pos = simplify(tir.BinOp("-", int_(n - 1), k, I32)) if s.reverse else k
+    full = (*vars[: s.dim], pos, *vars[s.dim :]) if len(ext) > 1 else (pos,)
+    running = tir.Buffer("running", (), compute_dtype(src.buffer.dtype), "var")
+    src_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(src.starts, full))
+    dst_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(dst.starts, full))
+    step = (
+        tir.Store(running, (), tir.BinOp("+", tir.Load(running, ()), tir.Load(src.buffer, src_i), running.dtype)),
+        tir.Store(dst.buffer, dst_i, tir.Load(running, ())),
+    )
+    body = (tir.Alloc(running, zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
+    return distributed(ctx, layout, vars, body, vectorize=False)
+
+
+def lower_print(ctx: LowerContext, s: tir.Print) -> list[T.Stmt]:
+    if isinstance(s.value, tir.Region):
+        r = s.value
+        vars, shape = _tile_domain(ctx, [r])
+        if r.buffer.scope == "fragment":
+            layout = ctx.layouts.buffers[r.buffer]
+        else:
+            layout = L.replicated_all(shape, ctx.kernel.threads)
+        idx = _region_index(r, vars, shape)
+        body = (tir.Print(tir.Load(r.buffer, idx), f"{s.msg or r.buffer.name}"),)
+        out = distributed(ctx, layout, vars, body, vectorize=False)
+        return (
+            out
+            if r.buffer.scope == "fragment"
+            else [T.IfThen(tir.BinOp("==", ctx.tx, int_(0), DType.bool), tuple(out))]
+        )
+    return [T.IfThen(tir.BinOp("==", ctx.tx, int_(0), DType.bool), (printf(s.msg, value_of(ctx, s.value, None)),))]
 
 
 def identity(kind: str, d: DType) -> tir.Expr:

@@ -56,12 +56,14 @@ first wait); the consumers are ordinary tile ops, ordered by the pass.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
-from tilec.lower.ops import MmaGemm
+from tilec.lower.context import LowerContext, MmaGemm, shared_names
+from tilec.lower.exprs import value_of
+from tilec.lower.ops import lower_copy
 from tilec.passes import plan_pipeline
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK, shared_reads_writes
@@ -69,8 +71,7 @@ from tilec.targets import instruction_named
 
 COMMIT = T.Barrier("async_commit")
 
-if TYPE_CHECKING:
-    from tilec.lower.kernel import LoweringHost
+StmtLowering = Callable[[LowerContext, tir.Stmt], list[T.Stmt]]  # one statement of the loop body
 
 
 def _wait(pending: int) -> T.Barrier:
@@ -78,167 +79,176 @@ def _wait(pending: int) -> T.Barrier:
     return T.Barrier("async_wait", (int_(pending),))
 
 
-class Pipelining:
-    """Mixin of KernelLowering: loops with producers (passes/plan_pipeline.py)."""
-
-    def pipelined(self: LoweringHost, s: tir.For) -> list[T.Stmt]:
-        stages = s.num_stages
-        producers = plan_pipeline.producers(s)
-        consumers = tuple(x for x in s.body if not (isinstance(x, tir.Copy) and x.pipeline == "producer"))
-        start = simplify(self.value(s.start, None))
-        count = simplify(self.value(tir.BinOp("-", s.stop, s.start, I32), None))
-        lead = "1 iteration" if stages == 2 else f"{stages - 1} iterations"
-        out: list[T.Stmt] = [
-            T.Comment(source_comment(s, words=6)),
-            T.Comment(f"software pipeline, {stages} stages: copies run {lead} ahead"),
-        ]
-        # prologue: the first stages - 1 iterations' copies
-        p = tir.Var(self._fresh("stage"), I32, "thread")
-        self.bounds[p] = stages - 2
-        fill = self.produce(s.var, producers, start, p, p, count)
-        out.append(T.Loop(T.Sym(p.name, I32), int_(0), int_(stages - 1), 1, True, tuple(fill)))
-        # steady state
-        it = tir.Var(self.names.of(s.var) + "_iter" if const(start) != 0 else self.names.of(s.var), I32, "thread")
-        names = self.stage_names(it, stages)
-        read_stage, next_stage, write_stage = (var for var, _ in names)
-        ahead = simplify(add(it, int_(stages - 1)))
-        prefetch = self.produce(s.var, producers, start, ahead, write_stage, count)
-        self.cvars[s.var] = simplify(add(start, it))  # the user's k is start + iteration
-        mma = self.mainloop_gemm(consumers)
-        body: list[T.Stmt] = [decl for _, decl in names]  # unused ones are dropped after lowering
-        if mma is not None:
-            setup, steps = self.mainloop(mma, stages, it, count, prefetch, read_stage, next_stage)
-            out += setup
-            body += steps
-        else:
-            body += [_wait(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
-            for prod in producers:
-                self.stage_of[prod.dst.buffer] = read_stage
-            body += self.interleaved(producers, consumers, prefetch)
-            for prod in producers:
-                del self.stage_of[prod.dst.buffer]
-        out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
-        out += [_wait(0), BLOCK]
-        return out
-
-    def stage_names(self: LoweringHost, it: tir.Var, stages: int) -> list[tuple[tir.Var, T.Decl]]:
-        """The stages iteration `it` reads, reads next (a GEMM main loop's fragments of the next
-        tile) and writes (the copies run stages - 1 iterations ahead), each a named constant:
-        `const int write_stage = (k + 2) % 3;`."""
-        out = []
-        for name, ahead in (("read_stage", 0), ("next_stage", 1), ("write_stage", stages - 1)):
-            var = tir.Var(self._fresh(name), I32, "thread")
-            self.bounds[var] = stages - 1
-            index = simplify(tir.BinOp("%", add(it, int_(ahead)), int_(stages), I32))
-            out.append((var, T.Decl(var.name, I32, init=index, const=True)))
-        return out
-
-    def interleaved(
-        self: LoweringHost, producers: list[tir.Copy], consumers: tuple[tir.Stmt, ...], prefetch: list[T.Stmt]
-    ) -> list[T.Stmt]:
-        """The consumers, with each producer's prefetch issued at the top of the iteration or right
-        after the gemm whose `then_issue` names its tile (plan_pipeline), and one commit after the last."""
-        guard, commit = prefetch
-        assert isinstance(guard, T.IfThen) and len(guard.then) == len(producers)
-        after: dict[int | None, list[T.Stmt]] = {}
-        for prod, code in zip(producers, guard.then):
-            after.setdefault(_issued_after(prod, consumers), []).append(code)
-        last = max((i for i in after if i is not None), default=None)  # the consumer after which the last copies go out
-        out: list[T.Stmt] = [T.IfThen(guard.cond, tuple(after[None]))] if None in after else []
-        if last is None:
-            out.append(commit)
-        for i, c in enumerate(consumers):
-            out += self.stmt(c)
-            if i in after:
-                out.append(T.IfThen(guard.cond, tuple(after[i])))
-            if i == last:
-                out.append(commit)
-        return out
-
-    def mainloop_gemm(self: LoweringHost, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
-        """The gemm of a GEMM main loop (module docstring), or None."""
-        g = consumers[0] if len(consumers) == 1 else None
-        if not isinstance(g, tir.Gemm) or not g.fragments_ahead:
-            return None
-        staging, mma = self.backend.setup(self, g, instruction_named(self.target, g.instruction))
-        assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
-        return mma
-
-    def mainloop(
-        self: LoweringHost,
-        mma: MmaGemm,
-        stages: int,
-        it: tir.Var,
-        count: tir.Expr,
-        prefetch: list[T.Stmt],
-        current: tir.Var,
-        following: tir.Var,
-    ) -> tuple[list[T.Stmt], list[T.Stmt]]:
-        """The code before the steady-state loop and its body, for a GEMM main loop."""
-        g = mma.gemm
-        regs = [self.backend.registers(self, mma), self.backend.registers(self, mma)]
-
-        def load(regset: int, stage: tir.Expr, step: int) -> list[T.Stmt]:
-            operands = {g.a.buffer, g.b.buffer}  # one tile when A and B are the same
-            for buf in operands:
-                self.stage_of[buf] = stage
-            code = self.backend.load(self, mma, *regs[regset], int_(step))
-            for buf in operands:
-                del self.stage_of[buf]
-            return code
-
-        wait: list[T.Stmt] = [_wait(stages - 2), BLOCK]
-        setup = wait + [d for r in regs for d in self.backend.declare(mma, *r)]
-        setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
-        body: list[T.Stmt] = [T.Comment(source_comment(g)), T.Comment("fragments are loaded one k step ahead")]
-        parts = _spread(prefetch, mma.steps)
-        # groups newer than tile k + 1 at the barrier: tiles k + 2 .. k + stages - 2 (one group each
-        # counted, which is exact while they come from the prologue and waits longer after), and the
-        # groups of tile k + stages - 1, all committed before the last step
-        pending = stages - 3 + sum(1 for part in parts if part)
-        for step in range(mma.steps):
-            if step + 1 < mma.steps:
-                body += load((step + 1) % 2, current, step + 1)
-            else:
-                body += [_wait(pending), BLOCK]
-                body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
-            body += parts[step]
-            body += self.backend.products(self, mma, *regs[step % 2])
-        return setup, body
-
-    def early_copy(self: LoweringHost, s: tir.Copy) -> list[T.Stmt]:
-        """A copy before a pipelined loop, issued asynchronously in a group of its own;
-        the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
-        reads, writes = shared_reads_writes(s)
-        access = T.SharedAccess(reads=self.shared_names(reads), async_writes=self.shared_names(writes))
-        return [self.async_copy_of(s, access), COMMIT]
-
-    def async_copy_of(self: LoweringHost, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
-        """`s` issued as an asynchronous global -> shared copy (the backend's async_copy)."""
-        self.async_copy = True
-        code = self.copy(s)
-        self.async_copy = False
-        return T.Scope(source_comment(s), tuple(code), s.span, access)
-
-    def produce(
-        self: LoweringHost,
-        var: tir.Var,
-        producers: list[tir.Copy],
-        start: tir.Expr,
-        iteration: tir.Expr,
-        stage: tir.Expr,
-        count: tir.Expr,
-    ) -> list[T.Stmt]:
-        """Issue the copies of `iteration` into `stage`, then commit a group."""
-        self.cvars[var] = simplify(add(start, iteration))
-        code: list[T.Stmt] = []
+def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> list[T.Stmt]:
+    """A loop with producers (passes/plan_pipeline.py); `lower_stmt` lowers its consumers (kernel.py)."""
+    stages = s.num_stages
+    producers = plan_pipeline.producers(s)
+    consumers = tuple(x for x in s.body if not (isinstance(x, tir.Copy) and x.pipeline == "producer"))
+    start = simplify(value_of(ctx, s.start, None))
+    count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
+    lead = "1 iteration" if stages == 2 else f"{stages - 1} iterations"
+    out: list[T.Stmt] = [
+        T.Comment(source_comment(s, words=6)),
+        T.Comment(f"software pipeline, {stages} stages: copies run {lead} ahead"),
+    ]
+    # prologue: the first stages - 1 iterations' copies
+    p = tir.Var(ctx.fresh("stage"), I32, "thread")
+    ctx.state.bounds[p] = stages - 2
+    fill = _produce(ctx, s.var, producers, start, p, p, count)
+    out.append(T.Loop(T.Sym(p.name, I32), int_(0), int_(stages - 1), 1, True, tuple(fill)))
+    # steady state
+    it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
+    names = _stage_names(ctx, it, stages)
+    read_stage, next_stage, write_stage = (var for var, _ in names)
+    ahead = simplify(add(it, int_(stages - 1)))
+    prefetch = _produce(ctx, s.var, producers, start, ahead, write_stage, count)
+    ctx.state.cvars[s.var] = simplify(add(start, it))  # the user's k is start + iteration
+    mma = _mainloop_gemm(ctx, consumers)
+    body: list[T.Stmt] = [decl for _, decl in names]  # unused ones are dropped after lowering
+    if mma is not None:
+        setup, steps = _mainloop(ctx, mma, stages, it, count, prefetch, read_stage, next_stage)
+        out += setup
+        body += steps
+    else:
+        body += [_wait(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
         for prod in producers:
-            reads, writes = shared_reads_writes(prod)
-            access = T.SharedAccess(reads=self.shared_names(reads), stage_writes=self.shared_names(writes))
-            self.stage_of[prod.dst.buffer] = stage
-            code.append(self.async_copy_of(prod, access))
-            del self.stage_of[prod.dst.buffer]
-        return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
+            ctx.state.stage_of[prod.dst.buffer] = read_stage
+        body += _interleaved(ctx, producers, consumers, prefetch, lower_stmt)
+        for prod in producers:
+            del ctx.state.stage_of[prod.dst.buffer]
+    out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
+    out += [_wait(0), BLOCK]
+    return out
+
+
+def _stage_names(ctx: LowerContext, it: tir.Var, stages: int) -> list[tuple[tir.Var, T.Decl]]:
+    """The stages iteration `it` reads, reads next (a GEMM main loop's fragments of the next
+    tile) and writes (the copies run stages - 1 iterations ahead), each a named constant:
+    `const int write_stage = (k + 2) % 3;`."""
+    out = []
+    for name, ahead in (("read_stage", 0), ("next_stage", 1), ("write_stage", stages - 1)):
+        var = tir.Var(ctx.fresh(name), I32, "thread")
+        ctx.state.bounds[var] = stages - 1
+        index = simplify(tir.BinOp("%", add(it, int_(ahead)), int_(stages), I32))
+        out.append((var, T.Decl(var.name, I32, init=index, const=True)))
+    return out
+
+
+def _interleaved(
+    ctx: LowerContext,
+    producers: list[tir.Copy],
+    consumers: tuple[tir.Stmt, ...],
+    prefetch: list[T.Stmt],
+    lower_stmt: StmtLowering,
+) -> list[T.Stmt]:
+    """The consumers, with each producer's prefetch issued at the top of the iteration or right
+    after the gemm whose `then_issue` names its tile (plan_pipeline), and one commit after the last."""
+    guard, commit = prefetch
+    assert isinstance(guard, T.IfThen) and len(guard.then) == len(producers)
+    after: dict[int | None, list[T.Stmt]] = {}
+    for prod, code in zip(producers, guard.then):
+        after.setdefault(_issued_after(prod, consumers), []).append(code)
+    last = max((i for i in after if i is not None), default=None)  # the consumer after which the last copies go out
+    out: list[T.Stmt] = [T.IfThen(guard.cond, tuple(after[None]))] if None in after else []
+    if last is None:
+        out.append(commit)
+    for i, c in enumerate(consumers):
+        out += lower_stmt(ctx, c)
+        if i in after:
+            out.append(T.IfThen(guard.cond, tuple(after[i])))
+        if i == last:
+            out.append(commit)
+    return out
+
+
+def _mainloop_gemm(ctx: LowerContext, consumers: tuple[tir.Stmt, ...]) -> MmaGemm | None:
+    """The gemm of a GEMM main loop (module docstring), or None."""
+    g = consumers[0] if len(consumers) == 1 else None
+    if not isinstance(g, tir.Gemm) or not g.fragments_ahead:
+        return None
+    staging, mma = ctx.backend.setup(ctx, g, instruction_named(ctx.target, g.instruction))
+    assert not staging, "a main-loop gemm reads both operands from pipelined shared tiles"
+    return mma
+
+
+def _mainloop(
+    ctx: LowerContext,
+    mma: MmaGemm,
+    stages: int,
+    it: tir.Var,
+    count: tir.Expr,
+    prefetch: list[T.Stmt],
+    current: tir.Var,
+    following: tir.Var,
+) -> tuple[list[T.Stmt], list[T.Stmt]]:
+    """The code before the steady-state loop and its body, for a GEMM main loop."""
+    g = mma.gemm
+    regs = [ctx.backend.registers(ctx, mma), ctx.backend.registers(ctx, mma)]
+
+    def load(regset: int, stage: tir.Expr, step: int) -> list[T.Stmt]:
+        operands = {g.a.buffer, g.b.buffer}  # one tile when A and B are the same
+        for buf in operands:
+            ctx.state.stage_of[buf] = stage
+        code = ctx.backend.load(ctx, mma, *regs[regset], int_(step))
+        for buf in operands:
+            del ctx.state.stage_of[buf]
+        return code
+
+    wait: list[T.Stmt] = [_wait(stages - 2), BLOCK]
+    setup = wait + [d for r in regs for d in ctx.backend.declare(mma, *r)]
+    setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
+    body: list[T.Stmt] = [T.Comment(source_comment(g)), T.Comment("fragments are loaded one k step ahead")]
+    parts = _spread(prefetch, mma.steps)
+    # groups newer than tile k + 1 at the barrier: tiles k + 2 .. k + stages - 2 (one group each
+    # counted, which is exact while they come from the prologue and waits longer after), and the
+    # groups of tile k + stages - 1, all committed before the last step
+    pending = stages - 3 + sum(1 for part in parts if part)
+    for step in range(mma.steps):
+        if step + 1 < mma.steps:
+            body += load((step + 1) % 2, current, step + 1)
+        else:
+            body += [_wait(pending), BLOCK]
+            body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
+        body += parts[step]
+        body += ctx.backend.products(ctx, mma, *regs[step % 2])
+    return setup, body
+
+
+def lower_early_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
+    """A copy before a pipelined loop, issued asynchronously in a group of its own;
+    the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
+    reads, writes = shared_reads_writes(s)
+    access = T.SharedAccess(reads=shared_names(ctx, reads), async_writes=shared_names(ctx, writes))
+    return [_async_copy_scope(ctx, s, access), COMMIT]
+
+
+def _async_copy_scope(ctx: LowerContext, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
+    """`s` issued as an asynchronous global -> shared copy (the backend's async_copy)."""
+    ctx.state.async_copy = True
+    code = lower_copy(ctx, s)
+    ctx.state.async_copy = False
+    return T.Scope(source_comment(s), tuple(code), s.span, access)
+
+
+def _produce(
+    ctx: LowerContext,
+    var: tir.Var,
+    producers: list[tir.Copy],
+    start: tir.Expr,
+    iteration: tir.Expr,
+    stage: tir.Expr,
+    count: tir.Expr,
+) -> list[T.Stmt]:
+    """Issue the copies of `iteration` into `stage`, then commit a group."""
+    ctx.state.cvars[var] = simplify(add(start, iteration))
+    code: list[T.Stmt] = []
+    for prod in producers:
+        reads, writes = shared_reads_writes(prod)
+        access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
+        ctx.state.stage_of[prod.dst.buffer] = stage
+        code.append(_async_copy_scope(ctx, prod, access))
+        del ctx.state.stage_of[prod.dst.buffer]
+    return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
 
 
 def _issued_after(producer: tir.Copy, consumers: tuple[tir.Stmt, ...]) -> int | None:

@@ -14,12 +14,10 @@ lower/ops.py sends every gemm whose record runs on a warp here (the module
 named by Target.backend); the GEMM main loop (lower/pipelined.py) calls
 `setup`, `registers`, `declare`, `load` and `products` to load each k step's
 fragments a step ahead; the copies of pipelined loops (lower/loops.py) call
-`async_copy`. `ctx` is the kernel's lowering (lower/kernel.py).
+`async_copy`. `ctx` is the kernel's LowerContext (lower/context.py).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from tilec import thread_ir as T
 from tilec import tir
@@ -27,20 +25,19 @@ from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, group_threads, types_entry
 from tilec.lower.cexpr import I32, add, const_int, mul, symv, zero
-from tilec.lower.ops import MmaGemm
+from tilec.lower.context import LowerContext, MmaGemm
+from tilec.lower.exprs import ref_of
+from tilec.lower.ops import operand_index, stage_fragment
 from tilec.simplify import int_, simplify
 
-if TYPE_CHECKING:
-    from tilec.lower.kernel import KernelLowering
 
-
-def gemm(ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
+def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
     """Tensor cores: per k step (16 deep, 32 for 8-bit types), ldmatrix the warp's A and
     B tiles from shared memory into registers, then one mma.sync per
     16x8 piece of the warp's accumulator tile."""
     out, mma = setup(ctx, s, record)
-    kk = tir.Var(ctx._fresh("kk"), I32, "thread")
-    ctx.bounds[kk] = mma.steps - 1
+    kk = tir.Var(ctx.fresh("kk"), I32, "thread")
+    ctx.state.bounds[kk] = mma.steps - 1
     a_reg, b_reg = registers(ctx, mma)
     body = declare(mma, a_reg, b_reg)
     body += load(ctx, mma, a_reg, b_reg, kk)
@@ -49,7 +46,7 @@ def gemm(ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
     return out
 
 
-def setup(ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]:
+def setup(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]:
     """What every k step of a tensor-core gemm needs, and the code that
     runs once before the steps (staging of A, clearing of C)."""
     c = s.c.buffer
@@ -58,15 +55,15 @@ def setup(ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> tuple[list[T
     a_region = s.a
     a_in_registers = s.a_from_registers
     if s.a.buffer.scope == "fragment" and not a_in_registers:
-        a_region, staging = ctx.stage_fragment(s.a)
+        a_region, staging = stage_fragment(ctx, s.a)
         out += staging
     if s.b.buffer.scope == "fragment":
         raise error(
             s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
         )
-    cname = ctx.names.of(c)
+    cname = ctx.name(c)
     if s.clear_accum:
-        i = T.Sym(ctx._fresh("i"), I32)
+        i = T.Sym(ctx.fresh("i"), I32)
         zero_c = (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),)
         out.append(T.Loop(i, int_(0), int_(frag.local_size), 1, True, zero_c))
     mi_n, ni_n = frag.local_parts[0].extent, frag.local_parts[1].extent
@@ -83,10 +80,10 @@ def setup(ctx: KernelLowering, s: tir.Gemm, record: Instruction) -> tuple[list[T
     return out, MmaGemm(s, record, types, a_region, a_in_registers, cname, mi_n, ni_n, m0, n0, depth, steps)
 
 
-def registers(ctx: KernelLowering, mma: MmaGemm) -> tuple[str, str]:
+def registers(ctx: LowerContext, mma: MmaGemm) -> tuple[str, str]:
     """Fresh names for one set of A and B fragment registers."""
-    a_reg = ctx._fresh(f"{ctx.names.of(mma.a.buffer)}_frag")
-    b_reg = ctx._fresh(f"{ctx.names.of(mma.gemm.b.buffer)}_frag")
+    a_reg = ctx.fresh(f"{ctx.name(mma.a.buffer)}_frag")
+    b_reg = ctx.fresh(f"{ctx.name(mma.gemm.b.buffer)}_frag")
     return a_reg, b_reg
 
 
@@ -94,7 +91,7 @@ def declare(mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
     return [T.Decl(a_reg, DType.uint32, (mma.mi_n * 4,)), T.Decl(b_reg, DType.uint32, (mma.ni_n * 2,))]
 
 
-def load(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
+def load(ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]:
     """The A and B fragments of k step `kk` into registers `a_reg`, `b_reg`:
     ldmatrix from shared memory (.trans for a transposed tile), or A packed
     from a register tile laid out as an accumulator."""
@@ -110,7 +107,7 @@ def load(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr
     mid_k = mul(tir.BinOp("%", tir.BinOp("//", lane, int_(8), I32), int_(2), I32), chunk)
     body: list[T.Stmt] = []
     assert mma.record.load_helper is not None, "an ldmatrix record names its helper"
-    ctx.helpers.add(mma.record.load_helper)
+    ctx.state.helpers.add(mma.record.load_helper)
     for mi in range(mma.mi_n):
         row = add(mma.m0, int_(mi * 16))
         if mma.a_in_registers:
@@ -141,9 +138,9 @@ def load(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr
     return body
 
 
-def products(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
+def products(ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]:
     """One mma.sync per m16n8 piece of the warp's accumulator tile."""
-    ctx.helpers.add(mma.types.helper)
+    ctx.state.helpers.add(mma.types.helper)
     body: list[T.Stmt] = []
     for mi in range(mma.mi_n):
         for ni in range(mma.ni_n):
@@ -154,17 +151,17 @@ def products(ctx: KernelLowering, mma: MmaGemm, a_reg: str, b_reg: str) -> list[
     return body
 
 
-def _a_registers(ctx: KernelLowering, mma: MmaGemm, a_reg: str, mi: int, kk: tir.Expr) -> list[T.Stmt]:
+def _a_registers(ctx: LowerContext, mma: MmaGemm, a_reg: str, mi: int, kk: tir.Expr) -> list[T.Stmt]:
     """A operand registers of one m16k16 tile taken from a register tile laid
     out as an mma accumulator: two neighbouring m16n8 tiles (columns 16 kk
     ... 16 kk + 15) are exactly the A fragment, packed two halves a word."""
     a = mma.gemm.a.buffer
     fa = ctx.layouts.buffers[a]
     ni_a = fa.local_parts[1].extent
-    name = ctx.names.of(a)
+    name = ctx.name(a)
     helper = "tilec_pack_bf16x2" if a.dtype == DType.bfloat16 else "tilec_pack_f16x2"
     assert mma.record.a_registers_helper is not None, "infer_layouts checked the record packs A"
-    ctx.helpers.add(mma.record.a_registers_helper)
+    ctx.state.helpers.add(mma.record.a_registers_helper)
     out: list[T.Stmt] = []
     for r, (dn, h) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
         ni = add(mul(kk, 2), int_(dn))
@@ -176,13 +173,13 @@ def _a_registers(ctx: KernelLowering, mma: MmaGemm, a_reg: str, mi: int, kk: tir
     return out
 
 
-def _smem_elem(ctx: KernelLowering, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
+def _smem_elem(ctx: LowerContext, region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> T.AddressOf:
     """&tile[...] of element idx2 of a 2-D operand region in shared memory."""
-    ref = ctx.ref(region.buffer, ctx._operand_index(region, (simplify(idx2[0]), simplify(idx2[1]))), None)
+    ref = ref_of(ctx, region.buffer, operand_index(region, (simplify(idx2[0]), simplify(idx2[1]))), None)
     return T.AddressOf(ref.ref)
 
 
-def _threads(ctx: KernelLowering, record: Instruction) -> int:
+def _threads(ctx: LowerContext, record: Instruction) -> int:
     """Threads of one instruction's group (a warp)."""
     return group_threads(record.group, ctx.target.warp_size)
 
@@ -191,7 +188,7 @@ def _threads(ctx: KernelLowering, record: Instruction) -> int:
 ASYNC_COPY_BYTES = (4, 8, 16)
 
 
-def async_copy(ctx: KernelLowering, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt:
+def async_copy(ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt:
     """`nbytes` from global `src` to shared `dst` by cp.async, in the current commit group."""
-    ctx.helpers.add("cp_async")
+    ctx.state.helpers.add("cp_async")
     return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))

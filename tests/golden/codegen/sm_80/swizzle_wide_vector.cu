@@ -62,15 +62,31 @@ extern "C" __global__ void __launch_bounds__(128)
     if (A_vec8 && bx * 64 + 64 <= M) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
-        *reinterpret_cast<uint4*>(&A_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_1 * 1024]) =
+        alignas(16) half A_v_1[8];
+        *reinterpret_cast<uint4*>(&A_v_1[0]) =
             *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0_1 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
+        alignas(16) half A_s_v_1[8];
+#pragma unroll
+        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+          A_s_v_1[e1_1] = A_v_1[e1_1];
+        }
+        *reinterpret_cast<uint4*>(&A_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_1 * 1024]) =
+            *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 4; ++g0) {
         if (A_vec8 && bx * 64 + g0 * 16 + tx / 8 < M) {
-          *reinterpret_cast<uint4*>(&A_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0 * 1024]) =
+          alignas(16) half A_v[8];
+          *reinterpret_cast<uint4*>(&A_v[0]) =
               *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
+          alignas(16) half A_s_v[8];
+#pragma unroll
+          for (int e1 = 0; e1 < 8; ++e1) {
+            A_s_v[e1] = A_v[e1];
+          }
+          *reinterpret_cast<uint4*>(&A_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0 * 1024]) =
+              *reinterpret_cast<const uint4*>(&A_s_v[0]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
@@ -88,8 +104,16 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
       if (B_vec8) {
-        *reinterpret_cast<uint4*>(&B_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 1024]) =
+        alignas(16) half B_v[8];
+        *reinterpret_cast<uint4*>(&B_v[0]) =
             *reinterpret_cast<const uint4*>(&B[g0_2 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
+        alignas(16) half B_s_v[8];
+#pragma unroll
+        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+          B_s_v[e1_2] = B_v[e1_2];
+        }
+        *reinterpret_cast<uint4*>(&B_s[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 1024]) =
+            *reinterpret_cast<const uint4*>(&B_s_v[0]);
       } else {
 #pragma unroll
         for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
@@ -149,14 +173,14 @@ extern "C" __global__ void __launch_bounds__(128)
   {
 #pragma unroll
     for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-      alignas(16) half A_s_v[16];
-      *reinterpret_cast<uint4*>(&A_s_v[0]) = *reinterpret_cast<const uint4*>(
+      alignas(16) half A_s_v_2[16];
+      *reinterpret_cast<uint4*>(&A_s_v_2[0]) = *reinterpret_cast<const uint4*>(
           &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_5 * 2048]);
-      *reinterpret_cast<uint4*>(&A_s_v[8]) = *reinterpret_cast<const uint4*>(
+      *reinterpret_cast<uint4*>(&A_s_v_2[8]) = *reinterpret_cast<const uint4*>(
           &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_5 * 2048]);
 #pragma unroll
       for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-        a[g0_5 * 16 + e1_4] = A_s_v[e1_4];
+        a[g0_5 * 16 + e1_4] = A_s_v_2[e1_4];
       }
     }
   }

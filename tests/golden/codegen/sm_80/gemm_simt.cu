@@ -31,17 +31,31 @@ extern "C" __global__ void __launch_bounds__(128)
       if (A_vec4 && by * 64 + 64 <= M && k * 16 + 16 <= K) {
 #pragma unroll
         for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+          alignas(16) float A_v_1[4];
+          *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
+              &A[(by * 64 + g0_2 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+          alignas(16) float A_s_v_1[4];
+#pragma unroll
+          for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
+            A_s_v_1[e1_1] = A_v_1[e1_1];
+          }
           *reinterpret_cast<uint4*>(&A_s[g0_2 * 32 + tx / 4][tx % 4 * 4]) =
-              *reinterpret_cast<const uint4*>(
-                  &A[(by * 64 + g0_2 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+              *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
         }
       } else {
 #pragma unroll
         for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
           if (A_vec4 && by * 64 + g0_1 * 32 + tx / 4 < M && k * 16 + tx % 4 * 4 + 4 <= K) {
+            alignas(16) float A_v[4];
+            *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
+                &A[(by * 64 + g0_1 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+            alignas(16) float A_s_v[4];
+#pragma unroll
+            for (int e1 = 0; e1 < 4; ++e1) {
+              A_s_v[e1] = A_v[e1];
+            }
             *reinterpret_cast<uint4*>(&A_s[g0_1 * 32 + tx / 4][tx % 4 * 4]) =
-                *reinterpret_cast<const uint4*>(
-                    &A[(by * 64 + g0_1 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+                *reinterpret_cast<const uint4*>(&A_s_v[0]);
           } else {
 #pragma unroll
             for (int e1 = 0; e1 < 4; ++e1) {
@@ -60,17 +74,31 @@ extern "C" __global__ void __launch_bounds__(128)
       if (B_vec4 && bx * 64 + 64 <= N && k * 16 + 16 <= K) {
 #pragma unroll
         for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+          alignas(16) float B_v_1[4];
+          *reinterpret_cast<uint4*>(&B_v_1[0]) = *reinterpret_cast<const uint4*>(
+              &B[(bx * 64 + g0_4 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+          alignas(16) float B_s_v_1[4];
+#pragma unroll
+          for (int e1_3 = 0; e1_3 < 4; ++e1_3) {
+            B_s_v_1[e1_3] = B_v_1[e1_3];
+          }
           *reinterpret_cast<uint4*>(&B_s[g0_4 * 32 + tx / 4][tx % 4 * 4]) =
-              *reinterpret_cast<const uint4*>(
-                  &B[(bx * 64 + g0_4 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+              *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
         }
       } else {
 #pragma unroll
         for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
           if (B_vec4 && bx * 64 + g0_3 * 32 + tx / 4 < N && k * 16 + tx % 4 * 4 + 4 <= K) {
+            alignas(16) float B_v[4];
+            *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
+                &B[(bx * 64 + g0_3 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+            alignas(16) float B_s_v[4];
+#pragma unroll
+            for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
+              B_s_v[e1_2] = B_v[e1_2];
+            }
             *reinterpret_cast<uint4*>(&B_s[g0_3 * 32 + tx / 4][tx % 4 * 4]) =
-                *reinterpret_cast<const uint4*>(
-                    &B[(bx * 64 + g0_3 * 32 + tx / 4) * K + k * 16 + tx % 4 * 4]);
+                *reinterpret_cast<const uint4*>(&B_s_v[0]);
           } else {
 #pragma unroll
             for (int e1_2 = 0; e1_2 < 4; ++e1_2) {

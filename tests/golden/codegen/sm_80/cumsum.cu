@@ -18,15 +18,31 @@ extern "C" __global__ void __launch_bounds__(64)
     if (X_vec4 && bx * 8 + 8 <= M) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
-        *reinterpret_cast<uint4*>(&s[g0_1 * 2 + warp][lane * 4]) =
+        alignas(16) float X_v_1[4];
+        *reinterpret_cast<uint4*>(&X_v_1[0]) =
             *reinterpret_cast<const uint4*>(&X[bx * 1024 + g0_1 * 256 + warp * 128 + lane * 4]);
+        alignas(16) float s_v_1[4];
+#pragma unroll
+        for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
+          s_v_1[e1_1] = X_v_1[e1_1];
+        }
+        *reinterpret_cast<uint4*>(&s[g0_1 * 2 + warp][lane * 4]) =
+            *reinterpret_cast<const uint4*>(&s_v_1[0]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 4; ++g0) {
         if (X_vec4 && bx * 8 + g0 * 2 + warp < M) {
-          *reinterpret_cast<uint4*>(&s[g0 * 2 + warp][lane * 4]) =
+          alignas(16) float X_v[4];
+          *reinterpret_cast<uint4*>(&X_v[0]) =
               *reinterpret_cast<const uint4*>(&X[bx * 1024 + g0 * 256 + warp * 128 + lane * 4]);
+          alignas(16) float s_v[4];
+#pragma unroll
+          for (int e1 = 0; e1 < 4; ++e1) {
+            s_v[e1] = X_v[e1];
+          }
+          *reinterpret_cast<uint4*>(&s[g0 * 2 + warp][lane * 4]) =
+              *reinterpret_cast<const uint4*>(&s_v[0]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 4; ++e1) {
@@ -68,15 +84,31 @@ extern "C" __global__ void __launch_bounds__(64)
     if (Y_vec4 && bx * 8 + 8 <= M) {
 #pragma unroll
       for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
-        *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_3 * 256 + warp * 128 + lane * 4]) =
+        alignas(16) float s_v_3[4];
+        *reinterpret_cast<uint4*>(&s_v_3[0]) =
             *reinterpret_cast<const uint4*>(&s[g0_3 * 2 + warp][lane * 4]);
+        alignas(16) float Y_v_1[4];
+#pragma unroll
+        for (int e1_3 = 0; e1_3 < 4; ++e1_3) {
+          Y_v_1[e1_3] = s_v_3[e1_3];
+        }
+        *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_3 * 256 + warp * 128 + lane * 4]) =
+            *reinterpret_cast<const uint4*>(&Y_v_1[0]);
       }
     } else {
 #pragma unroll
       for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
         if (Y_vec4 && bx * 8 + g0_2 * 2 + warp < M) {
-          *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_2 * 256 + warp * 128 + lane * 4]) =
+          alignas(16) float s_v_2[4];
+          *reinterpret_cast<uint4*>(&s_v_2[0]) =
               *reinterpret_cast<const uint4*>(&s[g0_2 * 2 + warp][lane * 4]);
+          alignas(16) float Y_v[4];
+#pragma unroll
+          for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
+            Y_v[e1_2] = s_v_2[e1_2];
+          }
+          *reinterpret_cast<uint4*>(&Y[bx * 1024 + g0_2 * 256 + warp * 128 + lane * 4]) =
+              *reinterpret_cast<const uint4*>(&Y_v[0]);
         } else {
 #pragma unroll
           for (int e1_2 = 0; e1_2 < 4; ++e1_2) {

@@ -18,17 +18,31 @@ extern "C" __global__ void __launch_bounds__(128)
     if (A_vec8 && by * 32 + 32 <= M && bx * 64 + 64 <= N) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+        alignas(16) half A_v_1[8];
+        *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
+            &A[(by * 32 + g0_1 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]);
+        alignas(16) half A_shared_v_1[8];
+#pragma unroll
+        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+          A_shared_v_1[e1_1] = A_v_1[e1_1];
+        }
         *reinterpret_cast<uint4*>(&A_shared[g0_1 * 16 + tx / 8][tx % 8 * 8]) =
-            *reinterpret_cast<const uint4*>(
-                &A[(by * 32 + g0_1 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]);
+            *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 2; ++g0) {
         if (A_vec8 && by * 32 + g0 * 16 + tx / 8 < M && bx * 64 + tx % 8 * 8 + 8 <= N) {
+          alignas(16) half A_v[8];
+          *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
+              &A[(by * 32 + g0 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]);
+          alignas(16) half A_shared_v[8];
+#pragma unroll
+          for (int e1 = 0; e1 < 8; ++e1) {
+            A_shared_v[e1] = A_v[e1];
+          }
           *reinterpret_cast<uint4*>(&A_shared[g0 * 16 + tx / 8][tx % 8 * 8]) =
-              *reinterpret_cast<const uint4*>(
-                  &A[(by * 32 + g0 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]);
+              *reinterpret_cast<const uint4*>(&A_shared_v[0]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
@@ -49,15 +63,31 @@ extern "C" __global__ void __launch_bounds__(128)
     if (B_vec8 && by * 32 + 32 <= M && bx * 64 + 64 <= N) {
 #pragma unroll
       for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-        *reinterpret_cast<uint4*>(&B[(by * 32 + g0_3 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]) =
+        alignas(16) half A_shared_v_3[8];
+        *reinterpret_cast<uint4*>(&A_shared_v_3[0]) =
             *reinterpret_cast<const uint4*>(&A_shared[g0_3 * 16 + tx / 8][tx % 8 * 8]);
+        alignas(16) half B_v_1[8];
+#pragma unroll
+        for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+          B_v_1[e1_3] = A_shared_v_3[e1_3];
+        }
+        *reinterpret_cast<uint4*>(&B[(by * 32 + g0_3 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]) =
+            *reinterpret_cast<const uint4*>(&B_v_1[0]);
       }
     } else {
 #pragma unroll
       for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
         if (B_vec8 && by * 32 + g0_2 * 16 + tx / 8 < M && bx * 64 + tx % 8 * 8 + 8 <= N) {
-          *reinterpret_cast<uint4*>(&B[(by * 32 + g0_2 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]) =
+          alignas(16) half A_shared_v_2[8];
+          *reinterpret_cast<uint4*>(&A_shared_v_2[0]) =
               *reinterpret_cast<const uint4*>(&A_shared[g0_2 * 16 + tx / 8][tx % 8 * 8]);
+          alignas(16) half B_v[8];
+#pragma unroll
+          for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+            B_v[e1_2] = A_shared_v_2[e1_2];
+          }
+          *reinterpret_cast<uint4*>(&B[(by * 32 + g0_2 * 16 + tx / 8) * N + bx * 64 + tx % 8 * 8]) =
+              *reinterpret_cast<const uint4*>(&B_v[0]);
         } else {
 #pragma unroll
           for (int e1_2 = 0; e1_2 < 8; ++e1_2) {

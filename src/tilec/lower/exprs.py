@@ -1,0 +1,138 @@
+"""The C form of Tile IR expressions: `value_of` (buffers resolved to subscripts, low-precision
+arithmetic widened to float32, indices simplified) and `ref_of` (the subscript of one element and
+its bound condition), over the kernel's LowerContext."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from tilec import layout as L
+from tilec import thread_ir as T
+from tilec import tir
+from tilec.diagnostics import error
+from tilec.lower.cexpr import (
+    F32,
+    Access,
+    ElementLoop,
+    all_of,
+    cast,
+    compute_dtype,
+    conjuncts,
+    flatten,
+    lt,
+    split_index,
+    swizzled_offset,
+    upper_bound,
+    zero,
+)
+from tilec.lower.context import LowerContext
+from tilec.simplify import simplify
+
+
+def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Expr:
+    """The C-ready form of an expression: buffers resolved to subscripts,
+    low-precision arithmetic widened to float32, indices simplified."""
+    match e:
+        case tir.IntImm() | tir.BoolImm():
+            return e
+        case tir.FloatImm(v, d):
+            return tir.FloatImm(v, compute_dtype(d))
+        case tir.Var():
+            if e.kind == "thread":  # already a C name (counters, the thread index)
+                return e
+            if e not in ctx.state.cvars:
+                ctx.state.cvars[e] = tir.Var(ctx.name(e), e.dtype, "thread")
+            return cast(ctx.state.cvars[e], compute_dtype(e.dtype))
+        case tir.Load(buf, idx):
+            acc = ref_of(ctx, buf, idx, loop)
+            loaded: tir.Expr = acc.ref  # type: ignore[assignment]  # a C subscript standing for the loaded value
+            loaded = cast(loaded, compute_dtype(buf.dtype))
+            if not all(c in ctx.state.assumed for c in conjuncts(acc.inbounds)):
+                loaded = tir.Select(acc.inbounds, loaded, zero(compute_dtype(buf.dtype)), compute_dtype(buf.dtype))
+            return loaded
+        case tir.BinOp(op, a, b, d):
+            va, vb = value_of(ctx, a, loop), value_of(ctx, b, loop)
+            if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
+                return simplify(tir.BinOp(op, va, vb, d))
+            cd = compute_dtype(d)
+            return simplify(tir.BinOp(op, cast(va, cd), cast(vb, cd), cd))
+        case tir.UnaryOp(op, a, d):
+            return simplify(tir.UnaryOp(op, value_of(ctx, a, loop), compute_dtype(d)))
+        case tir.Select(c, a, b, d):
+            cd = compute_dtype(d)
+            return tir.Select(
+                value_of(ctx, c, loop), cast(value_of(ctx, a, loop), cd), cast(value_of(ctx, b, loop), cd), cd
+            )
+        case tir.Cast(v, d):
+            inner = value_of(ctx, v, loop)
+            if d.is_low_precision:  # round through the narrow type, keep computing in float
+                return tir.Cast(cast(inner, d) if inner.dtype == F32 else tir.Cast(cast(inner, F32), d), F32)
+            return cast(inner, d)
+        case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
+            ctx.state.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
+            return T.Intrin("tilec_exp2", (cast(value_of(ctx, arg, loop), F32),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
+        case tir.Call(f, args, d):
+            cd = compute_dtype(d)
+            return tir.Call(f, tuple(cast(value_of(ctx, a, loop), cd) for a in args), cd)
+        case _:
+            assert_never(e)
+
+
+def ref_of(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop | None) -> Access:
+    """The subscript of one element and its bound condition."""
+    name = ctx.name(buf)
+    idx = tuple(simplify(value_of(ctx, i, loop)) for i in idx)
+    true: tir.Expr = tir.BoolImm(True)
+    match buf.scope:
+        case "global":
+            flat = flatten(idx, tuple(value_of(ctx, d, None) for d in buf.shape))
+            conds = [lt(i, value_of(ctx, d, None)) for i, d in zip(idx, buf.shape) if not below(ctx, i, d)]
+            if buf in ctx.state.interior:
+                conds = []
+            return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
+        case "shared" | "local":
+            if buf in ctx.layouts.swizzle:
+                layout = ctx.layouts.swizzle[buf]
+                assert layout.swizzle is not None, "layouts.swizzle holds swizzled layouts"
+                if len(layout.shape) == len(idx) + 1:  # column blocks (layout_algebra.swizzled_blocks)
+                    idx = (*idx[:-1], *split_index(idx[-1], layout.shape[-1], ctx.state.bounds))
+                idx = (swizzled_offset(layout.swizzle, simplify(layout.strided_expr(idx)), ctx.state.bounds),)
+            if buf in ctx.state.stage_of:
+                idx = (ctx.state.stage_of[buf], *idx)
+            return Access(T.Subscript(name, idx, buf.dtype), true)
+        case "var":
+            return Access(T.Subscript(name, (), buf.dtype), true)
+        case "fragment":
+            if loop is None:
+                raise error(
+                    idx[0].span if idx else buf.span,
+                    f"fragment '{buf.name}' can only be indexed inside a Parallel loop",
+                    hint="copy it to a shared or local buffer to read single elements",
+                )
+            return Access(T.Subscript(name, (_slot(ctx, buf, idx, loop),), buf.dtype), true)
+
+
+def _slot(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop) -> tir.Expr:
+    """Register of fragment `buf` holding element `idx` of the loop being
+    lowered: the fragment's register digits are the loop's digits of the
+    dims it is indexed by (its layout is the loop's, projected)."""
+    frag = ctx.layouts.buffers[buf]
+    dims = []
+    for i in idx:
+        pos = next((d for d, e in enumerate(loop.index) if e is i or e == i), None)
+        if pos is None:
+            raise error(buf.span, f"internal: fragment '{buf.name}' index not a loop variable")
+        dims.append(pos)
+    digits = [digit for part, digit in zip(loop.layout.local_parts, loop.local) if part.extent > 1 and part.dim in dims]
+    wanted = [p for p in frag.local_parts if p.extent > 1]
+    if len(digits) != len(wanted):
+        raise error(buf.span, f"internal: fragment '{buf.name}' registers do not match the loop's layout")
+    return L.slot(L.Fragment(frag.shape, frag.thread_parts, tuple(wanted)), digits)
+
+
+def below(ctx: LowerContext, i: tir.Expr, d: tir.Expr) -> bool:
+    """True if index `i` is provably below the constant extent `d`."""
+    if not isinstance(d, tir.IntImm):
+        return False
+    hi = upper_bound(i, ctx.state.bounds)
+    return hi is not None and hi < d.value
