@@ -36,7 +36,7 @@ COUNTER = T.Sym("i", I32)
 
 
 def test_a_correct_kernel_verifies() -> None:
-    tx = T.Decl("tx", I32, init=tir.Var("threadIdx.x", I32, "thread"), const=True)  # C text: not a name
+    tx = T.Decl("tx", I32, init=T.Builtin("thread_index"), const=True)  # type: ignore[arg-type]
     loop = T.Loop(COUNTER, ZERO, tir.IntImm(4), body=(T.Assign(r(tir.Var("i", I32, "loop")), tir.FloatImm(0.0)),))
     load = T.Subscript("r", (ONE,), F32)
     store = T.Assign(T.Subscript("A", (tir.Var("tx", I32, "thread"),), F32), load)  # type: ignore[arg-type]
@@ -65,6 +65,8 @@ def test_a_correct_kernel_verifies() -> None:
         ((T.Barrier("named"),), "barrier kind 'named' is not spelled for this target"),
         ((T.Barrier("async_wait"),), "barrier 'async_wait' takes 1 arguments, not 0"),
         ((T.SharedView("S", F32, (8, 4), 64),), "shared view 'S' \\(128 bytes at offset 64\\) is outside"),
+        ((T.Assign(T.Subscript("(float*)A", (ZERO,), F32), tir.FloatImm(1.0)),), "'\\(float\\*\\)A' is not an identifier"),
+        ((T.Decl("x", I32, init=tir.Var("threadIdx.x", I32, "thread")),), "'threadIdx.x' is not an identifier"),
     ],
 )
 def test_a_broken_invariant_is_rejected(body: tuple[T.Stmt, ...], message: str) -> None:

@@ -146,8 +146,9 @@ def _expr(e: object, sp: Spelling) -> tuple[str, int]:
             return _cast(v, d, sp), _PRIMARY
         case tir.Call(f, args, d):
             return _call(f, args, d, sp), _PRIMARY
-        case T.Subscript(array, indices):
-            return array + "".join(f"[{expr_text(i, sp)}]" for i in indices), _PRIMARY
+        case T.Subscript(array, indices, d, reinterpret):
+            base = f"reinterpret_cast<{d.cname}*>({array})" if reinterpret else array
+            return base + "".join(f"[{expr_text(i, sp)}]" for i in indices), _PRIMARY
         case T.Intrin(name, args):
             return _intrin(name, args, sp), _PRIMARY
         case T.VecRef(target, nbytes):

@@ -40,11 +40,14 @@ class Sym:
 
 @dataclass(frozen=True, slots=True)
 class Subscript:
-    """`array[i][j]` on a C array named `array` (flat: one index)."""
+    """`array[i][j]` on a C array named `array` (flat: one index). With `reinterpret`,
+    the array's memory read as `dtype` elements (a scratch row declared with another
+    type): `reinterpret_cast<float*>(red_buf)[i]`."""
 
     array: str
     indices: tuple[tir.Expr, ...]
     dtype: DType
+    reinterpret: bool = False
 
 
 @dataclass(frozen=True, slots=True)

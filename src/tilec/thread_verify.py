@@ -14,9 +14,11 @@ report far from its cause (or not at all):
     T.Barrier("named")              // a barrier kind the target cannot spell yet
     tir.Copy(...)                   // a Tile IR statement left in the Thread IR
     SharedView at smem + 65536      // a view past the kernel's dynamic shared memory
+    Subscript("(float*)buf", ...)   // C text where a name belongs (not an identifier)
 
-A name spelled as C text (`cexpr.raw`, e.g. the thread-index register) is not an identifier
-and is not checked against the declarations.
+C text the Thread IR still carries, unchecked: an intrinsic's string arguments (a literal
+mask, a format) and template arguments written into an intrinsic's name
+(`tilec_cp_async_wait<1>`).
 """
 
 from __future__ import annotations
@@ -63,10 +65,10 @@ class _Checker:
             raise self.fail(f"'{name}' declared twice in one scope")
         self.scopes[-1][name] = info
 
-    def lookup(self, name: str) -> _Name | None:
-        """The declaration of `name`; None for C text (not an identifier)."""
+    def lookup(self, name: str) -> _Name:
+        """The declaration of `name` (an identifier: C text is no name)."""
         if not _IDENTIFIER.fullmatch(name):
-            return None
+            raise self.fail(f"'{name}' is not an identifier (C text in the Thread IR)")
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
@@ -125,8 +127,7 @@ class _Checker:
 
     def assign_target(self, target: T.Subscript | T.Sym | T.VecRef) -> None:
         name = target.name if isinstance(target, T.Sym) else _array(target)
-        info = self.lookup(name)
-        if info is not None and info.const:
+        if self.lookup(name).const:
             raise self.fail(f"assignment to const '{name}'")
         self.expr(target)
 
@@ -188,8 +189,6 @@ class _Checker:
         info = self.lookup(s.array)
         for i in s.indices:
             self.expr(i)
-        if info is None:
-            return
         if info.dims is None:
             if len(s.indices) != 1:
                 raise self.fail(f"{len(s.indices)} indices into pointer '{s.array}'")

@@ -417,7 +417,7 @@ def offset(ref: T.Subscript, delta: int) -> T.Subscript:
     if delta == 0:
         return ref
     idx = ref.indices[:-1] + (simplify(tir.BinOp("+", ref.indices[-1], int_(delta), I32)),)
-    return T.Subscript(ref.array, idx, ref.dtype)
+    return dataclasses.replace(ref, indices=idx)
 
 
 def substitute_stmt(s: tir.Stmt, env: dict[tir.Var, tir.Expr]) -> tir.Stmt:

@@ -352,19 +352,23 @@ def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: l
             outer.append((extent // inner, stride * inner))
     if not outer:
         return out
-    red = _red_scratch(ctx, dtype)
+    red = _red_scratch(ctx)
+
+    def scratch_at(i: tir.Expr) -> T.Subscript:
+        return T.Subscript(red, (i,), dtype, reinterpret=True)
+
     base: tir.Expr = ctx.tx
     for extent, step in outer:
         digit = tir.BinOp("%", tir.BinOp("//", ctx.tx, int_(step), I32), int_(extent), I32)
         base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
     base = simplify(base)
-    out += [BLOCK, T.Assign(T.Subscript(red, (ctx.tx,), dtype), accv), BLOCK]
-    out.append(T.Assign(T.Sym(acc, dtype), T.Subscript(red, (base,), dtype)))
+    out += [BLOCK, T.Assign(scratch_at(ctx.tx), accv), BLOCK]
+    out.append(T.Assign(T.Sym(acc, dtype), scratch_at(base)))
     if len(outer) == 1:
         extent, step = outer[0]
         k = T.Sym(ctx.fresh("k"), I32)
         kv = counter_var(k, extent, ctx.state.bounds)
-        other_ref = T.Subscript(red, (simplify(add(base, mul(kv, step))),), dtype)
+        other_ref = scratch_at(simplify(add(base, mul(kv, step))))
         body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
         return out
@@ -372,16 +376,18 @@ def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: l
     for extent, step in outer:
         offsets = [o + c * step for o in offsets for c in range(extent)]
     for off in offsets[1:]:
-        other_ref = T.Subscript(red, (simplify(add(base, int_(off))),), dtype)
+        other_ref = scratch_at(simplify(add(base, int_(off))))
         out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
     return out
 
 
-def _red_scratch(ctx: LowerContext, dtype: DType) -> str:
-    if ctx.state.red_buf is None:  # one scratch row per kernel, 8 bytes a thread, shared by all reductions
+def _red_scratch(ctx: LowerContext) -> str:
+    """The kernel's scratch row for reductions across warps: 8 bytes a thread, declared
+    once and shared by all reductions (each reads it as its own element type)."""
+    if ctx.state.red_buf is None:
         ctx.state.red_buf = ctx.fresh("red_buf")
         shared_view(ctx, ctx.state.red_buf, DType.float64, (ctx.kernel.threads,))
-    return f"reinterpret_cast<{dtype.cname}*>({ctx.state.red_buf})"
+    return ctx.state.red_buf
 
 
 def lower_cumsum(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
