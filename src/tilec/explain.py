@@ -20,8 +20,9 @@ CLI renders the same `Table`s with rich on a terminal. A gemm's instruction is
 the record the select pass stored on it (its `explain` name), and the target names the
 other operations it mentions (Spelling.explain: the async copy, the operand load, ...); the rest is
 derived from the Tile IR and the inferred layouts the way lower/ reads them
-today, without changing or calling lowering (except `lower_program` for the
-shared-memory total, which lowering alone knows).
+today. The kernels go through pipeline.py's passes (`run_passes`): the report
+reads the Tile IR the Tile IR passes leave, and the Thread IR only for the
+shared-memory total, which lowering alone knows.
 
 `fragment_svg` draws a fragment's thread-to-element map: a grid of the tile,
 each cell labelled with its owning thread(s) and register slot.
@@ -40,10 +41,10 @@ from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.emit import expr_text
 from tilec.instructions import Instruction
-from tilec.passes.infer_layouts import Layouts, fragment_registers, infer_layouts
-from tilec.passes.plan_pipeline import plan_pipeline, producers
-from tilec.passes.select import select_kernel
-from tilec.targets import Target, get_target, instruction_named
+from tilec.passes.infer_layouts import Layouts, fragment_registers
+from tilec.passes.plan_pipeline import producers
+from tilec.pipeline import Unit, run_passes, tile_ir_passes
+from tilec.targets import Target, instruction_named
 
 Words = Mapping[str, str]  # Spelling.explain: the target's names of neutral operations
 
@@ -525,11 +526,12 @@ def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
     return f"dynamic shared memory: {dynamic_smem} bytes{tail}"
 
 
-def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelReport:
-    target = get_target(arch)
-    kernel = select_kernel(kernel, target)  # each gemm's instruction, as the pipeline chooses it
-    kernel, layouts = infer_layouts(kernel, target)
-    kernel = plan_pipeline(kernel, target)
+def explain_kernel(u: Unit, arch: str) -> KernelReport:
+    """The report on one kernel as the pipeline leaves it: its Tile IR after the Tile IR
+    passes (each gemm's instruction, the layouts, the pipeline plan), its Thread IR's
+    shared memory."""
+    kernel, target, layouts = u.kernel, u.target, u.layouts
+    assert layouts is not None and u.lowered is not None, "explain reads a unit after every pass"
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
     ops = ops_table(kernel, target, layouts)
@@ -537,19 +539,16 @@ def explain_kernel(kernel: tir.Kernel, arch: str, dynamic_smem: int) -> KernelRe
     tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, words)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    notes = (smem_note(kernel, layouts, dynamic_smem), register_estimate(kernel, layouts)[1])
+    notes = (smem_note(kernel, layouts, u.lowered.dynamic_smem), register_estimate(kernel, layouts)[1])
     return KernelReport(kernel.name, heading, tuple(tables), notes)
 
 
 def explain_program(program: tir.Program, arch: str = "sm_80", kernel: str | None = None) -> list[KernelReport]:
     """One report per kernel (only `kernel` when given; KeyError if there is none of that name)."""
-    from tilec.pipeline import lower_program
-
-    kernels = [k for k in program.kernels if kernel is None or k.name == kernel]
-    if kernel is not None and not kernels:
+    if kernel is not None and all(k.name != kernel for k in program.kernels):
         raise KeyError(kernel)
-    smem = {k.name: k.dynamic_smem for k in lower_program(program, arch).kernels}
-    return [explain_kernel(k, arch, smem[k.name]) for k in kernels]
+    units = run_passes(program, arch)
+    return [explain_kernel(u, arch) for u in units if kernel is None or u.kernel.name == kernel]
 
 
 # ---------------------------------------------------------------- plain text
@@ -716,6 +715,6 @@ def _cell(
 
 def explain_svg(program: tir.Program, buffer: str, kernel: str | None = None, color_by: str = "warp") -> str:
     k, buf = find_fragment(program, buffer, kernel)
-    target = get_target("sm_80")
-    frag = infer_layouts(select_kernel(k, target), target)[1].buffers[buf]
-    return fragment_svg(k, buf, frag, color_by, warp_size=target.warp_size)
+    (u,) = run_passes(tir.Program((k,), program.files), "sm_80", tile_ir_passes())
+    assert u.layouts is not None, "infer_layouts is a Tile IR pass"
+    return fragment_svg(k, buf, u.layouts.buffers[buf], color_by, warp_size=u.target.warp_size)

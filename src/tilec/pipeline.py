@@ -161,10 +161,15 @@ def verify_by_default() -> bool:
     return os.environ.get("TILEC_VERIFY") == "1"
 
 
+def tile_ir_passes() -> tuple[Pass, ...]:
+    """The passes up to lowering: those leaving Tile IR (what `tilec explain` reports on)."""
+    return tuple(p for p in PASSES if p.leaves == "tir")
+
+
 def _passes_until(emit: str, after: str | None) -> tuple[Pass, ...]:
     """The passes to run for `emit` stopped `after` a pass (None: the last one leaving that IR)."""
     if after is None:
-        return PASSES if emit != "tir" else tuple(p for p in PASSES if p.leaves == "tir")
+        return PASSES if emit != "tir" else tile_ir_passes()
     if after not in pass_names():
         raise error(None, f"--after {after}: no such pass", hint=f"passes in order: {', '.join(pass_names())}")
     if emit == "cuda":
