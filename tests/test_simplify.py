@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tilec import tir
 from tilec.dtypes import DType
 from tilec.emit import expr_text
@@ -79,3 +82,70 @@ def test_simplify_preserves_value_on_random_expressions() -> None:
             e = b(op, e, other) if rng.random() < 0.7 else b(op, other, e) if op in "+*" else b(op, e, other)
         env = {"tx": rng.randrange(0, 256), "k": rng.randrange(0, 64)}
         assert evaluate(simplify(e), env) == evaluate(e, env), expr_text(e)
+
+
+# ---------------------------------------------------------------- against C's truncating / and %
+
+j = tir.Var("j", I32, "loop")
+DIVISORS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 32, 64)
+LEAVES = st.one_of(
+    st.sampled_from((tx, k, j)), st.sampled_from((0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 128)).map(int_)
+)
+
+
+def _c_div(a: int, c: int) -> int:
+    """C's `/` on ints: the quotient truncated toward zero."""
+    q = abs(a) // abs(c)
+    return q if (a >= 0) == (c > 0) else -q
+
+
+def c_evaluate(e: tir.Expr, env: dict[str, int], values: list[int] | None = None) -> int:
+    """`e`'s value as the generated C computes it (`/` and `%` truncate); every
+    subexpression's value is appended to `values` when given."""
+    match e:
+        case tir.IntImm(v):
+            out = v
+        case tir.Var(name):
+            out = env[name]
+        case tir.UnaryOp("-", a):
+            out = -c_evaluate(a, env, values)
+        case tir.BinOp(op, x, y):
+            va, vb = c_evaluate(x, env, values), c_evaluate(y, env, values)
+            quotient = _c_div(va, vb) if op in ("//", "%") else 0
+            out = {"+": va + vb, "-": va - vb, "*": va * vb, "//": quotient, "%": va - vb * quotient}[op]
+        case _:
+            raise AssertionError(e)
+    if values is not None:
+        values.append(out)
+    return out
+
+
+def _extend(inner: st.SearchStrategy[tir.Expr]) -> st.SearchStrategy[tir.Expr]:
+    """`a op b` over smaller expressions: by a positive constant for / and %, by a
+    constant or an expression for *."""
+    by_constant = st.tuples(st.sampled_from(("//", "%", "*")), inner, st.sampled_from(DIVISORS).map(int_))
+    by_expr = st.tuples(st.sampled_from(("+", "-", "*")), inner, inner)
+    return st.one_of(by_constant, by_expr).map(lambda t: b(t[0], t[1], t[2]))
+
+
+ENVS = st.lists(
+    st.fixed_dictionaries({"tx": st.integers(0, 299), "k": st.integers(0, 39), "j": st.integers(0, 8)}),
+    min_size=8,
+    max_size=8,
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.recursive(LEAVES, _extend, max_leaves=12), ENVS)
+def test_simplify_agrees_with_c_division_where_every_index_is_nonnegative(
+    e: tir.Expr, envs: list[dict[str, int]]
+) -> None:
+    # simplify.py's premise: every index value in generated code is nonnegative. Where the
+    # original expression keeps to it, the simplified one computes the same value in C
+    # (its own subexpressions may go negative, where truncation differs from floor division).
+    simple = simplify(e)
+    for env in envs:
+        values: list[int] = []
+        want = c_evaluate(e, env, values)
+        if min(values) >= 0:
+            assert c_evaluate(simple, env) == want, f"{expr_text(e)} -> {expr_text(simple)} at {env}"
