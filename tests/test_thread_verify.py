@@ -43,7 +43,8 @@ def test_a_correct_kernel_verifies() -> None:
     view = T.SharedView("S", F32, (8, 4), 0)
     exp2 = T.Assign(r(ZERO), T.Intrin("tilec_exp2", (load,), F32))  # type: ignore[arg-type]
     shadow = T.Scope("inner", (T.Decl("r", F32, (2,)), T.Barrier("block")))
-    verify(tx, R, loop, store, view, exp2, shadow, smem=128, helpers=("exp2",))
+    show = T.Call(T.Intrin("printf", ('"r = %f\\n"', load), I32))  # type: ignore[arg-type]
+    verify(tx, R, loop, store, view, exp2, show, shadow, smem=128, helpers=("exp2",))
 
 
 @pytest.mark.parametrize(
@@ -67,6 +68,7 @@ def test_a_correct_kernel_verifies() -> None:
         ((T.SharedView("S", F32, (8, 4), 64),), "shared view 'S' \\(128 bytes at offset 64\\) is outside"),
         ((T.Assign(T.Subscript("*A", (ZERO,), F32), tir.FloatImm(1.0)),), "'\\*A' is not an identifier"),
         ((T.Decl("x", I32, init=tir.Var("threadIdx.x", I32, "thread")),), "'threadIdx.x' is not an identifier"),
+        ((T.Call(T.Intrin("printf", ("fmt", ONE), I32)),), "argument fmt of 'printf' is C text, not a string literal"),
     ],
 )
 def test_a_broken_invariant_is_rejected(body: tuple[T.Stmt, ...], message: str) -> None:

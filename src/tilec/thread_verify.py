@@ -16,9 +16,10 @@ report far from its cause (or not at all):
     SharedView at smem + 65536      // a view past the kernel's dynamic shared memory
     Subscript("(float*)buf", ...)   // C text where a name belongs (not an identifier)
 
-C text the Thread IR still carries, unchecked: an intrinsic's string arguments (a literal
-mask, a format) and template arguments written into an intrinsic's name
-(`tilec_cp_async_wait<1>`).
+    Intrin("printf", ("x", ...))   // a string argument that is not a C string literal
+
+The one C text the Thread IR still carries is a string literal argument (printf's format,
+lower/cexpr.c_string); everything else is a name or a node the emitter spells.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ Expr: TypeAlias = T.Expr | T.VecRef  # a value or a target of an assignment
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CALLED = re.compile(r"([A-Za-z_]\w*)\s*(?:<[^<>()]*>)?\s*\(")  # `name(` or `name<N>(` in C text
+_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')  # `"x = %d\n"`
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")  # `{0}`: an argument of a spelling template
 _TILE_STMTS = get_args(tir.Stmt)
 
@@ -200,15 +202,16 @@ class _Checker:
                 raise self.fail(f"constant index {i.value} outside '{s.array}' (extent {d})")
 
     def intrinsic(self, name: str, args: tuple[T.Expr | str, ...]) -> None:
-        name = name.split("<", 1)[0]  # `tilec_cp_async_wait<1>`: template arguments written into the name
         helper = _helper_defining(self.spelling, name)
         if helper is not None and helper not in self.kernel.helpers:
             raise self.fail(f"'{name}' is defined by helper '{helper}', which the kernel does not list")
         if helper is None and name not in _spelled_calls(self.spelling):
             raise self.fail(f"unknown intrinsic '{name}'")
         for a in args:
-            if not isinstance(a, str):  # a string argument is C text (a literal mask, a format)
+            if not isinstance(a, str):
                 self.expr(a)
+            elif not _STRING_LITERAL.fullmatch(a):  # printf's format: the one C text left
+                raise self.fail(f"argument {a} of '{name}' is C text, not a string literal")
 
 
 def _array(target: T.Subscript | T.VecRef) -> str:
