@@ -16,8 +16,64 @@ from __future__ import annotations
 from typing import assert_never
 
 from tilec import tir, tir_walk
-from tilec.emit import expr_text
 from tilec.targets import ARCHES, TARGETS, Target
+
+# ---------------------------------------------------------------- expressions, as .tile writes them
+
+# binding strength of each operator (higher binds tighter), as in the .tile language (Python's)
+_PREC: dict[str, int] = {
+    "or": 1, "and": 2,
+    "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+    "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8,
+    "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
+}  # fmt: skip
+_NOT, _UNARY, _POWER, _PRIMARY = 3, 11, 12, 13
+
+
+def expr_text(e: tir.Expr) -> str:
+    """A Tile IR expression in the .tile language's spelling:
+
+    exp2(m[i] * 0.5 - s[i, j])      if_then_else(k < n, a, 0.0)      cast(x, float16)
+    """
+    return _expr(e)[0]
+
+
+def _expr(e: tir.Expr) -> tuple[str, int]:
+    """(text, binding strength of its outermost operator)."""
+    match e:
+        case tir.IntImm(v):
+            return str(v), _PRIMARY if v >= 0 else _UNARY
+        case tir.FloatImm(v):
+            return repr(float(v)), _PRIMARY if v >= 0 else _UNARY
+        case tir.BoolImm(v):
+            return str(bool(v)), _PRIMARY
+        case tir.Var(name):
+            return name, _PRIMARY
+        case tir.BinOp("**", a, b):
+            # right-associative and tighter than unary minus on its left
+            return f"{_paren(a, _POWER + 1)} ** {_paren(b, _UNARY)}", _POWER
+        case tir.BinOp(op, a, b):
+            prec = _PREC[op]
+            return f"{_paren(a, prec)} {op} {_paren(b, prec + 1)}", prec  # left-associative
+        case tir.UnaryOp("not", a):
+            return f"not {_paren(a, _NOT)}", _NOT
+        case tir.UnaryOp(op, a):
+            return f"{op}{_paren(a, _UNARY)}", _UNARY
+        case tir.Select(cond, a, b):
+            return f"if_then_else({expr_text(cond)}, {expr_text(a)}, {expr_text(b)})", _PRIMARY
+        case tir.Cast(value, dtype):
+            return f"cast({expr_text(value)}, {dtype.tile_name})", _PRIMARY
+        case tir.Call(func, args):
+            return f"{func}({', '.join(expr_text(x) for x in args)})", _PRIMARY
+        case tir.Load(buf, idx):
+            return f"{buf.name}[{', '.join(expr_text(i) for i in idx)}]" if idx else buf.name, _PRIMARY
+        case _:
+            assert_never(e)
+
+
+def _paren(e: tir.Expr, at_least: int) -> str:
+    text, prec = _expr(e)
+    return text if prec >= at_least else f"({text})"
 
 
 def _shape(buf: tir.Buffer) -> str:
@@ -58,7 +114,7 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
         case tir.CumSum(src, dst, dim, reverse):
             return [f"{pad}cumsum {_region(src)} -> {_region(dst)} dim={dim} reverse={reverse}"]
         case tir.AtomicAdd(dst, src, value):
-            what = _region(src) if src is not None else expr_text(value)
+            what = _region(src) if src is not None else expr_text(value) if value is not None else ""
             return [f"{pad}atomic_add {_region(dst)} += {what}"]
         case tir.For(var, start, stop, step, kind, body, stages):
             extra = f", stages={stages}" if kind == "pipelined" else ""
