@@ -36,9 +36,12 @@ The contract with lowering:
   checks nor tracks them.
 - Loops: a loop whose body touches shared memory starts with nothing pending
   (a barrier before it if anything is), and its body ends with nothing pending
-  (a barrier at its end) unless the body begins with a `block` barrier, which
-  orders one iteration's accesses against the next one's. A barrier placed
-  before a statement goes above the comments heading it.
+  (a barrier at its end) unless the body begins with a `block` barrier (before
+  any tile op, loop, branch or scalar access of a shared array), which orders
+  one iteration's accesses against the next one's. A body issuing asynchronous
+  copies is walked iteration by iteration until its state repeats or its trip
+  count is reached (`_Placement.iterations`). A barrier placed before a
+  statement goes above the comments heading it.
 - Branches start from the same state and join with the union of theirs.
 - Named Hopper slots: `mbarrier_init`, `mbarrier_arrive`, `mbarrier_expect_tx`,
   `named` (a barrier among some warps, not the block) and `fence_proxy_async`
@@ -61,7 +64,7 @@ from tilec.simplify import const
 from tilec.source import NO_SPAN, Span
 
 BLOCK = T.Barrier("block")
-_SETTLE_WALKS = 2  # walks of a loop of unknown trip count after which its state must repeat (Placement.iterations)
+_SETTLE_WALKS = 2  # a loop of unknown trip count is settled within this many iterations (_Placement.iterations)
 
 
 def place_barriers(kernel: T.Kernel) -> T.Kernel:
@@ -177,8 +180,9 @@ class _Placement:
         asynchronous copies carries commit groups from one iteration to the next, so it is walked
         until an iteration leaves the state as it found it (every later one is the same) or
         `trips` iterations are walked; every walk must give the same code. A loop of unknown trip
-        count must settle so within `_SETTLE_WALKS` walks (lowering's pipelines commit and wait
-        once per iteration: one walk retires what came before the loop, the next one repeats)."""
+        count must be settled after `_SETTLE_WALKS` iterations: the next walk repeats the state
+        (lowering's pipelines commit and wait once per iteration: the first iteration retires
+        what came before the loop, the second leaves the state as the first did)."""
         code = self.iteration(body, st, touches)
         after = [st.copy()]
         if not _has_async(body):
@@ -242,7 +246,8 @@ class _Placement:
         writes: set[str] = set()
         match s:
             case T.Decl(init=init):
-                reads.update(_arrays(*(() if init is None else (init,))))
+                if init is not None:
+                    reads.update(_arrays(init))
             case T.Assign(target, value, op):
                 reads.update(_arrays(value))
                 ref = target.target if isinstance(target, T.VecRef) else target
@@ -353,6 +358,7 @@ def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
     for x in tir_walk.stmts((s,)):
         written = tir_walk.written(x)
         writes.update(b for b in written if b.scope == "shared")
-        reads.update(r.buffer for r in tir_walk.regions(x) if r.buffer.scope == "shared" and r.buffer not in written)
-        reads.update(ld.buffer for e in tir_walk.stmt_exprs(x) for ld in tir_walk.loads(e) if ld.buffer.scope == "shared")
+        operands = [r.buffer for r in tir_walk.regions(x) if r.buffer not in written]
+        loaded = [ld.buffer for e in tir_walk.stmt_exprs(x) for ld in tir_walk.loads(e)]
+        reads.update(b for b in operands + loaded if b.scope == "shared")
     return reads, writes

@@ -23,7 +23,6 @@ from typing import assert_never
 from tilec import thread_ir as T
 from tilec import tir
 
-
 # Any expression node: Tile IR's, Thread IR's C forms, and a vector reference (the target or
 # value of an Assign).
 Node = T.Expr | T.VecRef

@@ -12,7 +12,6 @@ shape, alignment and bounds allow (decided per vector at run time).
 
 from __future__ import annotations
 
-
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
