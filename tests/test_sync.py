@@ -319,6 +319,15 @@ def test_a_prologue_is_walked_for_every_iteration(stages: int) -> None:
     assert shape(out) == ["early", "async_commit", ["fill", "async_commit"], ["async_wait", "|", "gemm"]]
 
 
+def test_flash_attention_with_more_stages_than_any_fixed_walk_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilec.driver import compile_file
+
+    monkeypatch.chdir(ROOT / "examples")
+    defines = {"num_stages": "11", "dim": "32", "block_M": "64", "block_N": "16"}
+    code = compile_file("flash_attention.tile", defines)
+    assert "tilec_cp_async_wait<9>();" in code  # stages - 2 groups left in flight
+
+
 def test_a_loop_of_unknown_trip_count_must_settle() -> None:
     """Committing a group each iteration and never waiting leaves more in flight every time."""
     with pytest.raises(CompileError, match="do not settle"):
