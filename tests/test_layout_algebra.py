@@ -132,11 +132,11 @@ def test_strength_reduced_swizzle_equals_the_swizzle(case: tuple) -> None:
     sw, offset, bounds, g, k = case
     fast = swizzled_offset(sw, offset, bounds)
     tx = next(v for v in bounds if v.name == "tx")
+    fast_of, offset_of = fa.compile_int(fast, (tx, g, k)), fa.compile_int(offset, (tx, g, k))
     for t in range(256):
         for gv in range(4):
             for kv in (0, 5):
-                env = {tx: t, g: gv, k: kv}
-                assert la.evaluate(fast, env) == sw.apply(la.evaluate(offset, env)), (expr_text(fast), env)
+                assert fast_of(t, gv, kv) == sw.apply(offset_of(t, gv, kv)), (expr_text(fast), t, gv, kv)
 
 
 @given(swizzle_offsets(), st.sampled_from([32, 64, 128]))
@@ -145,11 +145,11 @@ def test_column_split_is_divmod(case: tuple, width: int) -> None:
     _, offset, bounds, g, k = case
     q, r = split_index(offset, width, bounds)
     tx = next(v for v in bounds if v.name == "tx")
+    q_of, r_of, offset_of = (fa.compile_int(e, (tx, g, k)) for e in (q, r, offset))
     for t in range(0, 256, 3):
         for gv in range(4):
             for kv in (0, 5):
-                env = {tx: t, g: gv, k: kv}
-                assert (la.evaluate(q, env), la.evaluate(r, env)) == divmod(la.evaluate(offset, env), width)
+                assert (q_of(t, gv, kv), r_of(t, gv, kv)) == divmod(offset_of(t, gv, kv), width)
 
 
 def test_strength_reduced_swizzle_keeps_only_the_thread_part_inside() -> None:
