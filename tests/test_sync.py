@@ -12,7 +12,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import CompileError
 from tilec.dtypes import DType
-from tilec.sync import BLOCK, place_barriers
+from tilec.sync import BLOCK, place_barriers, shared_reads_writes
 
 I32 = DType.int32
 COMMIT = T.Barrier("async_commit")
@@ -286,3 +286,94 @@ def test_a_branch_on_a_shared_tile_waits_for_the_copy_into_it(monkeypatch: pytes
     lines = [line.strip() for line in text.splitlines()]
     branch = next(i for i, line in enumerate(lines) if line.startswith("if (static_cast<float>(A_shared[0][0])"))
     assert lines[branch - 1] == "__syncthreads();"
+
+
+def test_a_scalar_access_before_the_barrier_leaves_the_loop_end_barrier() -> None:
+    """An iteration's first barrier orders it against the previous iteration only when nothing
+    before it touches shared memory: a read of A there needs the barrier at the body's end."""
+    read = T.Decl("v", DType.float32, init=load("A"))
+    assert shape(placed(view("A"), loop(read, BLOCK, op("copy", writes="A")))) == [
+        "SharedView",
+        ["Decl", "|", "copy", "|"],
+    ]
+    store = T.Assign(sub("A"), tir.FloatImm(1.0, DType.float32))
+    assert shape(placed(view("A"), loop(store, BLOCK, op("gemm", reads="A")))) == [
+        "SharedView",
+        ["Assign", "|", "gemm", "|"],
+    ]
+    registers = T.Decl("v", DType.float32, init=load("frag"))  # no shared array: the barrier still leads
+    assert shape(placed(view("A"), loop(registers, BLOCK, op("copy", writes="A")))) == [
+        "SharedView",
+        ["Decl", "|", "copy"],
+    ]
+
+
+@pytest.mark.parametrize("stages", [3, 9, 11, 16])
+def test_a_prologue_is_walked_for_every_iteration(stages: int) -> None:
+    """The prologue commits one group per iteration, however many: the main loop's first wait
+    (stages - 2 pending) retires the early copy's group only once all of them are counted."""
+    prologue = T.Loop(
+        T.Sym("p", I32), tir.IntImm(0, I32), tir.IntImm(stages - 1, I32), body=(op("fill", stage_writes="K"), COMMIT)
+    )
+    out = placed(op("early", async_writes="Q"), COMMIT, prologue, loop(wait(stages - 2), BLOCK, op("gemm", reads="Q")))
+    assert shape(out) == ["early", "async_commit", ["fill", "async_commit"], ["async_wait", "|", "gemm"]]
+
+
+def test_flash_attention_with_more_stages_than_any_fixed_walk_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilec.driver import compile_file
+
+    monkeypatch.chdir(ROOT / "examples")
+    defines = {"num_stages": "11", "dim": "32", "block_M": "64", "block_N": "16"}
+    code = compile_file("flash_attention.tile", defines)
+    assert "tilec_cp_async_wait<9>();" in code  # stages - 2 groups left in flight
+
+
+def test_a_loop_of_unknown_trip_count_must_settle() -> None:
+    """Committing a group each iteration and never waiting leaves more in flight every time."""
+    with pytest.raises(CompileError, match="do not settle"):
+        placed(loop(op("fill", stage_writes="K"), COMMIT))
+    settles = loop(op("fill", stage_writes="K"), COMMIT, wait(1))  # one group carried over
+    assert shape(placed(settles)) == [["fill", "async_commit", "async_wait"]]
+
+
+def test_an_alloc_var_initialized_from_a_shared_tile_reads_it() -> None:
+    shared = tir.Buffer("A_shared", (tir.IntImm(4, I32),), DType.float32, "shared")
+    v = tir.Buffer("v", (), DType.float32, "var")
+    i = tir.Var("i", I32, "loop")
+    init = tir.Alloc(v, init=tir.Load(shared, (i,)))
+    parallel = tir.Parallel((i,), (4,), (init,))
+    assert shared_reads_writes(parallel) == ({shared}, set())
+
+
+def _thread_lines(source: str) -> list[str]:
+    from tilec.elaborate import elaborate_file
+    from tilec.emit import thread_text
+    from tilec.pipeline import lower_program
+
+    text = thread_text(lower_program(elaborate_file("k.tile", {}, text=source), "sm_80"))
+    return [line.strip() for line in text.splitlines()]
+
+
+_ALLOC_VAR_IN_PARALLEL = """kernel k(A: Tensor((M, N), float32), B: Tensor((M, N), float32)):
+    with Kernel(ceildiv(N, 64), ceildiv(M, 32), threads=128) as (bx, by):
+        A_shared = alloc_shared((32, 64), float32)
+        copy(A[by * 32, bx * 64], A_shared)
+        for i, j in Parallel(32, 64):
+            v = alloc_var(float32, init=INIT)
+            B[by * 32 + i, bx * 64 + j] = v
+"""
+
+
+def test_an_alloc_var_reading_a_shared_tile_waits_for_the_copy_into_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    lines = _thread_lines(_ALLOC_VAR_IN_PARALLEL.replace("INIT", "A_shared[0, 0]"))
+    read = lines.index("float v = A_shared[0][0];")
+    parallel = max(i for i, line in enumerate(lines[:read]) if "Parallel(32, 64)" in line)
+    assert lines[parallel - 1] == "__syncthreads();"
+
+
+def test_an_alloc_var_init_in_a_parallel_loop_binds_its_indices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    lines = _thread_lines(_ALLOC_VAR_IN_PARALLEL.replace("INIT", "A_shared[i, 63 - j]"))
+    i, j = (next(x for x in lines if x.startswith(f"const int {n}")).split()[2] for n in ("i_", "j_"))
+    assert f"float v = A_shared[{i}][63 - {j}];" in lines

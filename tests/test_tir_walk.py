@@ -143,3 +143,91 @@ def test_with_bodies_replaces_each_statement_list() -> None:
     assert swapped.then is branch.orelse and swapped.orelse is branch.then and swapped.cond is branch.cond
     assert tir_walk.with_bodies(branch, tir_walk.bodies(branch)) is branch
     assert tir_walk.bodies(body[0]) == ()
+
+
+# ---------------------------------------------------------------- a statement's own expressions
+
+
+def _with_inits() -> tuple[tir.Stmt, ...]:
+    """`_body()` plus the optional expressions it leaves out: an alloc_var's init, an element
+    atomic_add's value, a printed expression and a region print."""
+    v = tir.Buffer("v", (), F32, "var")
+    g = tir.Buffer("G", (tir.IntImm(4),), F32, "global")
+    element = tir.Region(g, (tir.IntImm(2),), (tir.IntImm(1),))
+    return (
+        *_body(),
+        tir.Alloc(v, init=tir.FloatImm(5.0)),
+        tir.AtomicAdd(element, None, tir.FloatImm(6.0)),
+        tir.Print(_region(g), "tile"),
+    )
+
+
+def test_stmt_exprs_are_the_statements_own_expressions() -> None:
+    by_kind = {type(s).__name__: s for s in tir_walk.stmts(_body())}
+    loop, store, fill = by_kind["For"], by_kind["Store"], by_kind["Fill"]
+    assert isinstance(loop, tir.For) and isinstance(store, tir.Store) and isinstance(fill, tir.Fill)
+    assert tir_walk.stmt_exprs(loop) == (loop.start, loop.stop, loop.step)  # not its body's
+    assert tir_walk.stmt_exprs(store) == (*store.indices, store.value)
+    assert tir_walk.stmt_exprs(fill) == (fill.value, *fill.dst.starts, *fill.dst.extents)
+    copy = by_kind["Copy"]
+    assert isinstance(copy, tir.Copy)
+    assert tir_walk.stmt_exprs(copy) == (*copy.src.starts, *copy.src.extents, *copy.dst.starts, *copy.dst.extents)
+    assert tir_walk.stmt_exprs(by_kind["Parallel"]) == ()
+    alloc_var, element_add, region_print = _with_inits()[-3:]
+    assert tir_walk.stmt_exprs(alloc_var) == (tir.FloatImm(5.0),)  # an alloc_var's init
+    assert tir_walk.stmt_exprs(element_add)[0] == tir.FloatImm(6.0)
+    assert tir_walk.stmt_exprs(region_print) == (tir.IntImm(0), tir.IntImm(4))
+
+
+def test_map_stmt_exprs_rewrites_every_expression_and_keeps_unchanged_statements() -> None:
+    seven = tir.IntImm(7)
+
+    def bump(e: tir.Expr) -> tir.Expr:
+        return seven if isinstance(e, tir.IntImm) else tir.FloatImm(9.0) if isinstance(e, tir.FloatImm) else e
+
+    for s in tir_walk.stmts(_with_inits()):
+        assert tir_walk.map_stmt_exprs(s, lambda e: e) is s
+        out = tir_walk.map_stmt_exprs(s, bump)
+        assert type(out) is type(s) and tir_walk.bodies(out) == tir_walk.bodies(s)
+        assert tir_walk.stmt_exprs(out) == tuple(bump(e) for e in tir_walk.stmt_exprs(s))
+        assert (out is s) == all(bump(e) is e for e in tir_walk.stmt_exprs(s))
+
+
+def test_written_is_each_statements_destination() -> None:
+    written = {type(s).__name__: tir_walk.written(s) for s in tir_walk.stmts(_body())}
+    assert [b.name for b in written["Copy"]] == ["S"] and [b.name for b in written["Gemm"]] == ["C"]
+    assert [b.name for b in written["Store"]] == ["F"] and [b.name for b in written["AtomicAdd"]] == ["G"]
+    assert written["Alloc"] == () and written["For"] == () and written["Print"] == ()
+    alloc_var = _with_inits()[-3]
+    assert [b.name for b in tir_walk.written(alloc_var)] == ["v"]  # given its first value
+
+
+def test_children_of_every_expression_kind() -> None:
+    from tilec import thread_ir as T
+
+    i, one = tir.Var("i", I32, "loop"), tir.IntImm(1)
+    buf = tir.Buffer("S", (tir.IntImm(4),), F32, "shared")
+    sub = T.Subscript("S", (i,), F32)
+    nodes: dict[type, tuple[tir_walk.Node, tuple[tir_walk.Node, ...]]] = {
+        tir.IntImm: (one, ()),
+        tir.FloatImm: (tir.FloatImm(1.0), ()),
+        tir.BoolImm: (tir.BoolImm(True), ()),
+        tir.Var: (i, ()),
+        tir.BinOp: (tir.BinOp("+", i, one, I32), (i, one)),
+        tir.UnaryOp: (tir.UnaryOp("-", i, I32), (i,)),
+        tir.Select: (tir.Select(tir.BoolImm(True), i, one, I32), (tir.BoolImm(True), i, one)),
+        tir.Cast: (tir.Cast(i, F32), (i,)),
+        tir.Call: (tir.Call("max", (i, one), I32), (i, one)),
+        tir.Load: (tir.Load(buf, (i,)), (i,)),
+        T.Sym: (T.Sym("tx", I32), ()),
+        T.Subscript: (sub, (i,)),
+        T.Intrin: (T.Intrin("f", ("text", i), I32), (i,)),  # C text is no sub-expression
+        T.Builtin: (T.Builtin("thread_index"), ()),
+        T.AddressOf: (T.AddressOf(sub), (sub,)),
+        T.VecRef: (T.VecRef(sub, 16), (sub,)),
+    }
+    every_kind = set(typing.get_args(tir.Expr)) | {T.Sym, T.Subscript, T.Intrin, T.Builtin, T.AddressOf, T.VecRef}
+    assert set(nodes) == every_kind
+    for node, kids in nodes.values():
+        assert tir_walk.children(node) == kids
+    assert [type(x).__name__ for x in tir_walk.subexprs(T.AddressOf(sub))] == ["AddressOf", "Subscript", "Var"]

@@ -32,7 +32,7 @@ import math
 
 from tilec import tir
 from tilec.dtypes import DType
-from tilec.tir_walk import children
+from tilec.tir_walk import Node, children
 
 MAX_EXPR_NESTING = 100
 MAX_BLOCK_NESTING = 32
@@ -57,7 +57,7 @@ def tree_size(e: tir.Expr) -> tuple[int, int]:
     """(nodes, depth) of `e` written out as a tree, as the generated code prints
     it: a shared sub-expression counts once per use. Linear in the distinct nodes."""
     done: dict[int, tuple[int, int]] = {}
-    stack: list[tuple[object, bool]] = [(e, False)]
+    stack: list[tuple[Node, bool]] = [(e, False)]
     while stack:
         node, expanded = stack.pop()
         if id(node) in done:

@@ -36,9 +36,12 @@ The contract with lowering:
   checks nor tracks them.
 - Loops: a loop whose body touches shared memory starts with nothing pending
   (a barrier before it if anything is), and its body ends with nothing pending
-  (a barrier at its end) unless the body begins with a `block` barrier, which
-  orders one iteration's accesses against the next one's. A barrier placed
-  before a statement goes above the comments heading it.
+  (a barrier at its end) unless the body begins with a `block` barrier (before
+  any tile op, loop, branch or scalar access of a shared array), which orders
+  one iteration's accesses against the next one's. A body issuing asynchronous
+  copies is walked iteration by iteration until its state repeats or its trip
+  count is reached (`_Placement.iterations`). A barrier placed before a
+  statement goes above the comments heading it.
 - Branches start from the same state and join with the union of theirs.
 - Named Hopper slots: `mbarrier_init`, `mbarrier_arrive`, `mbarrier_expect_tx`,
   `named` (a barrier among some warps, not the block) and `fence_proxy_async`
@@ -48,6 +51,7 @@ The contract with lowering:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
@@ -60,7 +64,7 @@ from tilec.simplify import const
 from tilec.source import NO_SPAN, Span
 
 BLOCK = T.Barrier("block")
-_SIMULATED_ITERATIONS = 8  # iterations of a loop walked to count its commit groups
+_SETTLE_WALKS = 2  # a loop of unknown trip count is settled within this many iterations (_Placement.iterations)
 
 
 def place_barriers(kernel: T.Kernel) -> T.Kernel:
@@ -158,28 +162,65 @@ class _Placement:
                 assert_never(s)
 
     def loop(self, s: T.Loop, st: _State) -> tuple[list[T.Stmt], list[T.Stmt]]:
-        """The loop rule (module docstring). A loop issuing asynchronous copies is walked as many
-        times as it runs (up to a bound), for its commit groups; every walk must agree."""
+        """The loop rule (module docstring), walking the body as the loop runs (`iterations`)."""
         touches = self.touches(s)
         before = st.flush() if touches else []
         before += _access(self.scalar_access(s), st, NO_SPAN)  # the bounds
         entry = st.copy()
-        body = self.iteration(s.body, st, touches)
         trips = _trip_count(s)
-        if _has_async(s.body):
-            for _ in range(min(trips if trips is not None else 2, _SIMULATED_ITERATIONS) - 1):
-                if self.iteration(s.body, st, touches) != body:
-                    raise error(None, "internal: a loop's barriers differ between its iterations")
-        if trips is None or trips == 0:  # it may not run at all
-            st.become(_join(entry, st))
+        body, after = self.iterations(s.body, st, touches, trips)
+        if trips is None or trips == 0:  # it may not run at all, or stop after any walked iteration
+            st.become(functools.reduce(_join, after, entry))
         return before, [replace(s, body=tuple(body))]
+
+    def iterations(
+        self, body: tuple[T.Stmt, ...], st: _State, touches: bool, trips: int | None
+    ) -> tuple[list[T.Stmt], list[_State]]:
+        """The code of a loop body and the states after each iteration walked. A body issuing
+        asynchronous copies carries commit groups from one iteration to the next, so it is walked
+        until an iteration leaves the state as it found it (every later one is the same) or
+        `trips` iterations are walked; every walk must give the same code. A loop of unknown trip
+        count must be settled after `_SETTLE_WALKS` iterations: the next walk repeats the state
+        (lowering's pipelines commit and wait once per iteration: the first iteration retires
+        what came before the loop, the second leaves the state as the first did)."""
+        code = self.iteration(body, st, touches)
+        after = [st.copy()]
+        if not _has_async(body):
+            return code, after
+        while trips is None or len(after) < trips:
+            if self.iteration(body, st, touches) != code:
+                raise error(None, "internal: a loop's barriers differ between its iterations")
+            if st == after[-1]:
+                break
+            if trips is None and len(after) == _SETTLE_WALKS:
+                raise error(None, "internal: the asynchronous copies of a loop of unknown trip count do not settle")
+            after.append(st.copy())
+        return code, after
 
     def iteration(self, body: tuple[T.Stmt, ...], st: _State, touches: bool) -> list[T.Stmt]:
         """One iteration of a loop body; nothing is left pending at its end (module docstring)."""
         code = self.block(body, st)
-        if touches and not _starts_with_barrier(body):
+        if touches and not self.starts_with_barrier(body):
             code += st.flush()
         return code
+
+    def starts_with_barrier(self, body: tuple[T.Stmt, ...]) -> bool:
+        """A block barrier comes before any tile op, loop, branch or scalar access of shared
+        memory in `body`."""
+        for s in body:
+            match s:
+                case T.Barrier(kind="block"):
+                    return True
+                case T.Scope() | T.Loop() | T.IfThen():
+                    return False
+                case T.Decl() | T.Assign():
+                    if self.scalar_access(s).touches:
+                        return False
+                case T.Barrier() | T.SharedView() | T.Call() | T.Comment():
+                    continue
+                case _:
+                    assert_never(s)
+        return False
 
     def touches(self, s: T.Stmt) -> bool:
         """`s` (nested loops and branches too) touches shared memory."""
@@ -205,7 +246,8 @@ class _Placement:
         writes: set[str] = set()
         match s:
             case T.Decl(init=init):
-                reads.update(_arrays(init))
+                if init is not None:
+                    reads.update(_arrays(init))
             case T.Assign(target, value, op):
                 reads.update(_arrays(value))
                 ref = target.target if isinstance(target, T.VecRef) else target
@@ -226,32 +268,10 @@ def _shared_arrays(body: tuple[T.Stmt, ...]) -> frozenset[str]:
     return frozenset(s.name for s in body if isinstance(s, T.SharedView) or (isinstance(s, T.Decl) and s.shared))
 
 
-_Expr = T.Expr | T.VecRef | str | None
-
-
-def _arrays(*exprs: _Expr) -> Iterator[str]:
+def _arrays(*exprs: tir_walk.Node) -> Iterator[str]:
     """The C arrays the expressions subscript."""
     for e in exprs:
-        match e:
-            case T.Subscript(array, indices):
-                yield array
-                yield from _arrays(*indices)
-            case T.VecRef(target) | T.AddressOf(target):
-                yield from _arrays(target)
-            case T.Intrin(args=args):
-                yield from _arrays(*args)
-            case tir.Call(args=args) | tir.Load(indices=args):
-                yield from _arrays(*args)
-            case tir.BinOp(a=a, b=b):
-                yield from _arrays(a, b)
-            case tir.UnaryOp(a=a) | tir.Cast(value=a):
-                yield from _arrays(a)
-            case tir.Select(cond, a, b):
-                yield from _arrays(cond, a, b)
-            case tir.IntImm() | tir.FloatImm() | tir.BoolImm() | tir.Var() | T.Sym() | T.Builtin() | str() | None:
-                pass
-            case _:
-                assert_never(e)
+        yield from (x.array for x in tir_walk.subexprs(e) if isinstance(x, T.Subscript))
 
 
 def _access(a: T.SharedAccess, st: _State, span: Span) -> list[T.Stmt]:
@@ -305,21 +325,6 @@ def _trip_count(s: T.Loop) -> int | None:
     return max(0, -(-(stop - start) // s.step))
 
 
-def _starts_with_barrier(body: tuple[T.Stmt, ...]) -> bool:
-    """A block barrier comes before any tile op, loop or branch of `body`."""
-    for s in body:
-        match s:
-            case T.Barrier(kind="block"):
-                return True
-            case T.Scope() | T.Loop() | T.IfThen():
-                return False
-            case T.Barrier() | T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Comment():
-                continue
-            case _:
-                assert_never(s)
-    return False
-
-
 def _has_async(body: tuple[T.Stmt, ...]) -> bool:
     """`body` issues, commits or waits for asynchronous writes (its iterations may differ)."""
     return any(_is_async(s) for s in body)
@@ -345,65 +350,15 @@ def _is_async(s: T.Stmt) -> bool:
 
 
 def shared_reads_writes(s: tir.Stmt) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
-    """Shared buffers a tile op reads and writes (lowering records them on its Scope)."""
+    """Shared buffers a tile op reads and writes (lowering records them on its Scope): the
+    statements' destinations are written, their other operands read, and so is every shared
+    element their expressions load (an alloc_var's init, a gather's table, a loop's bounds)."""
     reads: set[tir.Buffer] = set()
     writes: set[tir.Buffer] = set()
-
-    def rd(e: tir.Expr) -> None:
-        reads.update(x.buffer for x in tir_walk.loads(e) if x.buffer.scope == "shared")
-
-    def region(r: tir.Region | None, out: set[tir.Buffer]) -> None:
-        if r is None:
-            return
-        for e in (*r.starts, *r.extents):  # indices may read shared memory too (a gather's table)
-            rd(e)
-        if r.buffer.scope == "shared":
-            out.add(r.buffer)
-
     for x in tir_walk.stmts((s,)):
-        match x:
-            case tir.Copy(src, dst):
-                region(src, reads)
-                region(dst, writes)
-            case tir.Gemm(a, b):
-                region(a, reads)
-                region(b, reads)
-            case tir.Fill(dst, v):
-                region(dst, writes)
-                rd(v)
-            case tir.Reduce(src=src, dst=dst):
-                region(src, reads)
-                region(dst, writes)
-            case tir.CumSum(src=src, dst=dst):
-                region(src, reads)
-                region(dst, writes)
-            case tir.AtomicAdd(dst, src, value):
-                region(src, reads)
-                region(dst, writes)  # a read-modify-write: ordered after earlier uses, before later ones
-                if value is not None:
-                    rd(value)
-            case tir.Store(buf, idx, value):
-                if buf.scope == "shared":
-                    writes.add(buf)
-                for i in idx:
-                    rd(i)
-                rd(value)
-            case tir.Let(_, value):
-                rd(value)
-            case tir.If(cond=cond):
-                rd(cond)
-            case tir.For(start=start, stop=stop):
-                rd(start)
-                rd(stop)
-            case tir.Print(value=value):
-                if isinstance(value, tir.Region):
-                    region(value, reads)
-                else:
-                    rd(value)
-            case tir.DeviceAssert(cond=cond):
-                rd(cond)
-            case tir.Alloc() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
-                pass  # no access of its own (a body's statements come next)
-            case _:
-                assert_never(x)
+        written = tir_walk.written(x)
+        writes.update(b for b in written if b.scope == "shared")
+        operands = [r.buffer for r in tir_walk.regions(x) if r.buffer not in written]
+        loaded = [ld.buffer for e in tir_walk.stmt_exprs(x) for ld in tir_walk.loads(e)]
+        reads.update(b for b in operands + loaded if b.scope == "shared")
     return reads, writes

@@ -23,9 +23,13 @@ from typing import assert_never
 from tilec import thread_ir as T
 from tilec import tir
 
+# Any expression node: Tile IR's, Thread IR's C forms, and a vector reference (the target or
+# value of an Assign).
+Node = T.Expr | T.VecRef
 
-def children(e: object) -> tuple[object, ...]:
-    """The direct sub-expressions of an expression node."""
+
+def children(e: Node) -> tuple[Node, ...]:
+    """The direct sub-expressions of an expression node (an intrinsic's C text arguments aside)."""
     match e:
         case tir.BinOp(_, a, b):
             return (a, b)
@@ -33,17 +37,21 @@ def children(e: object) -> tuple[object, ...]:
             return (a,)
         case tir.Select(c, a, b):
             return (c, a, b)
-        case tir.Call(_, args) | T.Intrin(_, args):
+        case tir.Call(_, args):
+            return args
+        case T.Intrin(_, args):
             return tuple(x for x in args if not isinstance(x, str))
         case tir.Load(_, idx) | T.Subscript(_, idx):
-            return tuple(idx)
+            return idx
         case T.AddressOf(target) | T.VecRef(target):
             return (target,)
-        case _:
+        case tir.IntImm() | tir.FloatImm() | tir.BoolImm() | tir.Var() | T.Sym() | T.Builtin():
             return ()
+        case _:
+            assert_never(e)
 
 
-def subexprs(e: object) -> Iterator[object]:
+def subexprs(e: Node) -> Iterator[Node]:
     """`e` and everything below it, pre-order."""
     stack = [e]
     while stack:
@@ -56,7 +64,7 @@ def loads(e: tir.Expr) -> list[tir.Load]:
     return [x for x in subexprs(e) if isinstance(x, tir.Load)]
 
 
-def variables(e: object) -> set[tir.Var]:
+def variables(e: Node) -> set[tir.Var]:
     return {x for x in subexprs(e) if isinstance(x, tir.Var)}
 
 
@@ -82,6 +90,139 @@ def bodies(s: tir.Stmt) -> tuple[Body, ...]:
             | tir.Reduce()
             | tir.CumSum()
             | tir.AtomicAdd()
+            | tir.Print()
+            | tir.DeviceAssert()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
+            return ()
+        case _:
+            assert_never(s)
+
+
+def regions(s: tir.Stmt) -> tuple[tir.Region, ...]:
+    """The buffer regions `s` itself names (a tile op's operands), in field order."""
+    match s:
+        case tir.Copy(src, dst):
+            return (src, dst)
+        case tir.Gemm(a, b, c):
+            return (a, b, c)
+        case tir.Fill(dst=dst):
+            return (dst,)
+        case tir.Reduce(src=src, dst=dst) | tir.CumSum(src=src, dst=dst):
+            return (src, dst)
+        case tir.AtomicAdd(dst, src):
+            return (dst,) if src is None else (dst, src)
+        case tir.Print(value=value):
+            return (value,) if isinstance(value, tir.Region) else ()
+        case (
+            tir.Alloc()
+            | tir.Let()
+            | tir.Store()
+            | tir.For()
+            | tir.Parallel()
+            | tir.If()
+            | tir.DeviceAssert()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
+            return ()
+        case _:
+            assert_never(s)
+
+
+def stmt_exprs(s: tir.Stmt) -> tuple[tir.Expr, ...]:
+    """The expressions `s` itself holds (not those of its bodies' statements): values,
+    conditions, bounds, indices, an alloc_var's init, and its regions' starts and extents."""
+    match s:
+        case tir.Alloc(init=init):
+            own: tuple[tir.Expr, ...] = () if init is None else (init,)
+        case tir.Let(value=value) | tir.Fill(value=value):
+            own = (value,)
+        case tir.Store(_, indices, value):
+            own = (*indices, value)
+        case tir.AtomicAdd(value=value):
+            own = () if value is None else (value,)
+        case tir.For(start=start, stop=stop, step=step):
+            own = (start, stop, step)
+        case tir.If(cond=cond) | tir.DeviceAssert(cond=cond):
+            own = (cond,)
+        case tir.Print(value=value):
+            own = () if isinstance(value, tir.Region) else (value,)
+        case (
+            tir.Copy()
+            | tir.Gemm()
+            | tir.Reduce()
+            | tir.CumSum()
+            | tir.Parallel()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
+            own = ()
+        case _:
+            assert_never(s)
+    return own + tuple(e for r in regions(s) for e in (*r.starts, *r.extents))
+
+
+def map_stmt_exprs(s: tir.Stmt, fn: Callable[[tir.Expr], tir.Expr]) -> tir.Stmt:
+    """`s` with `fn` applied to each expression of `stmt_exprs(s)` (its bodies as they are);
+    `s` itself when `fn` returns every one unchanged."""
+
+    def region(r: tir.Region) -> tir.Region:
+        return dataclasses.replace(r, starts=tuple(map(fn, r.starts)), extents=tuple(map(fn, r.extents)))
+
+    out: tir.Stmt
+    match s:
+        case tir.Alloc(init=init):
+            out = s if init is None else dataclasses.replace(s, init=fn(init))
+        case tir.Let(value=value):
+            out = dataclasses.replace(s, value=fn(value))
+        case tir.Fill(dst, value):
+            out = dataclasses.replace(s, dst=region(dst), value=fn(value))
+        case tir.Store(_, indices, value):
+            out = dataclasses.replace(s, indices=tuple(map(fn, indices)), value=fn(value))
+        case tir.AtomicAdd(dst, src, value):
+            out = dataclasses.replace(
+                s,
+                dst=region(dst),
+                src=None if src is None else region(src),
+                value=None if value is None else fn(value),
+            )
+        case tir.For(start=start, stop=stop, step=step):
+            out = dataclasses.replace(s, start=fn(start), stop=fn(stop), step=fn(step))
+        case tir.If(cond=cond) | tir.DeviceAssert(cond=cond):
+            out = dataclasses.replace(s, cond=fn(cond))
+        case tir.Print(value=value):
+            out = dataclasses.replace(s, value=region(value) if isinstance(value, tir.Region) else fn(value))
+        case tir.Copy(src, dst) | tir.Reduce(src=src, dst=dst) | tir.CumSum(src=src, dst=dst):
+            out = dataclasses.replace(s, src=region(src), dst=region(dst))
+        case tir.Gemm(a, b, c):
+            out = dataclasses.replace(s, a=region(a), b=region(b), c=region(c))
+        case tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
+            out = s
+        case _:
+            assert_never(s)
+    same = all(x is y for x, y in zip(stmt_exprs(s), stmt_exprs(out), strict=True))
+    return s if same else out
+
+
+def written(s: tir.Stmt) -> tuple[tir.Buffer, ...]:
+    """The buffers `s` itself writes (not its bodies' statements): a tile op's destination,
+    a store's buffer, an alloc_var given its first value."""
+    match s:
+        case tir.Copy(dst=dst) | tir.Fill(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst) | tir.AtomicAdd(dst=dst):
+            return (dst.buffer,)
+        case tir.Gemm(c=c):
+            return (c.buffer,)
+        case tir.Store(buffer=b):
+            return (b,)
+        case tir.Alloc(buffer=b, init=init):
+            return () if init is None else (b,)
+        case (
+            tir.Let()
+            | tir.For()
+            | tir.Parallel()
+            | tir.If()
             | tir.Print()
             | tir.DeviceAssert()
             | tir.UseSwizzle()

@@ -5,55 +5,57 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import assert_never
 
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _names_used(x: object, out: set[str]) -> None:
-    """Every identifier an expression or statement mentions (C text included)."""
-    match x:
-        case tir.Var(name) | T.Sym(name):
-            out.update(_IDENT.findall(name))
-        case T.Subscript(array, indices):
-            out.update(_IDENT.findall(array))
-            for i in indices:
-                _names_used(i, out)
-        case T.Decl(init=init) | T.Assign(value=init) if init is not None:
-            _names_used(init, out)
-            if isinstance(x, T.Assign):
-                _names_used(x.target, out)
-        case T.VecRef(target):
-            _names_used(target, out)
-        case T.Loop(_, start, stop, _, _, body):
-            for e in (start, stop, *body):
-                _names_used(e, out)
-        case T.IfThen(cond, then, orelse):
-            for e in (cond, *then, *orelse):
-                _names_used(e, out)
-        case T.Scope(body=body):
-            for e in body:
-                _names_used(e, out)
+def _names_used(s: T.Stmt, out: set[str]) -> None:
+    """Every identifier a statement (and the statements inside it) mentions, C text included."""
+    for e in _stmt_exprs(s):
+        for x in tir_walk.subexprs(e):
+            match x:
+                case tir.Var(name) | T.Sym(name) | T.Subscript(name):
+                    out.update(_IDENT.findall(name))
+    for inner in _stmt_bodies(s):
+        for t in inner:
+            _names_used(t, out)
+
+
+def _stmt_exprs(s: T.Stmt) -> tuple[tir_walk.Node, ...]:
+    """The expressions a Thread IR statement itself holds (a loop's counter aside: it declares it)."""
+    match s:
+        case T.Decl(init=init):
+            return () if init is None else (init,)
+        case T.Assign(target, value):
+            return (target, value)
+        case T.Loop(start=start, stop=stop):
+            return (start, stop)
+        case T.IfThen(cond=cond):
+            return (cond,)
         case T.Call(call):
-            _names_used(call, out)
-        case T.Intrin(args=args) | tir.Call(args=args):
-            for a in args:
-                if not isinstance(a, str):
-                    _names_used(a, out)
-        case tir.BinOp(a=a, b=b):
-            _names_used(a, out)
-            _names_used(b, out)
-        case tir.UnaryOp(a=a) | tir.Cast(value=a):
-            _names_used(a, out)
-        case tir.Select(cond, a, b):
-            for e in (cond, a, b):
-                _names_used(e, out)
-        case T.AddressOf(ref):
-            _names_used(ref, out)
+            return (call,)
+        case T.Barrier(args=args):
+            return args
+        case T.Scope() | T.SharedView() | T.Comment():
+            return ()
         case _:
-            pass
+            assert_never(s)
+
+
+def _stmt_bodies(s: T.Stmt) -> tuple[tuple[T.Stmt, ...], ...]:
+    match s:
+        case T.Loop(body=body) | T.Scope(body=body):
+            return (body,)
+        case T.IfThen(then=then, orelse=orelse):
+            return (then, orelse)
+        case T.Decl() | T.Assign() | T.Call() | T.Barrier() | T.SharedView() | T.Comment():
+            return ()
+        case _:
+            assert_never(s)
 
 
 def drop_unused(body: list[T.Stmt]) -> list[T.Stmt]:

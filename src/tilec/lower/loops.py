@@ -12,9 +12,6 @@ shape, alignment and bounds allow (decided per vector at run time).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import assert_never
-
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
@@ -422,41 +419,9 @@ def offset(ref: T.Subscript, delta: int) -> T.Subscript:
 
 def substitute_stmt(s: tir.Stmt, env: dict[tir.Var, tir.Expr]) -> tir.Stmt:
     """Bind loop variables in a Parallel body statement and the statements below it."""
-    sub = lambda e: simplify(substitute(e, env))  # noqa: E731
 
     def bound(t: tir.Stmt) -> tir.Stmt:
-        match t:
-            case tir.Store(buf, idx, value):
-                return tir.Store(buf, tuple(sub(i) for i in idx), sub(value), t.span)
-            case tir.Let(var, value):
-                return tir.Let(var, sub(value), t.span)
-            case tir.If(cond=cond):
-                return dataclasses.replace(t, cond=sub(cond))
-            case tir.For(start=start, stop=stop):
-                return dataclasses.replace(t, start=sub(start), stop=sub(stop))
-            case tir.AtomicAdd(dst, src, value) if value is not None:
-                starts = tuple(sub(i) for i in dst.starts)
-                return tir.AtomicAdd(tir.Region(dst.buffer, starts, dst.extents, dst.span), src, sub(value), t.span)
-            case tir.Print(value, msg) if not isinstance(value, tir.Region):
-                return tir.Print(sub(value), msg, t.span)
-            case tir.DeviceAssert(cond, msg):
-                return tir.DeviceAssert(sub(cond), msg, t.span)
-            case (
-                tir.Alloc()
-                | tir.AtomicAdd()
-                | tir.Print()
-                | tir.Copy()
-                | tir.Gemm()
-                | tir.Fill()
-                | tir.Reduce()
-                | tir.CumSum()
-                | tir.Parallel()
-                | tir.UseSwizzle()
-                | tir.AnnotateLayout()
-            ):
-                return t  # no per-element expression (a tile op here is lowering's error)
-            case _:
-                assert_never(t)
+        return tir_walk.map_stmt_exprs(t, lambda e: simplify(substitute(e, env)))
 
     (out,) = tir_walk.map_stmts((s,), bound)
     return out

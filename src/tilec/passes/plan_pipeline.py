@@ -33,7 +33,6 @@ start, and V still has the softmax and the rest of the iteration to land
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import assert_never
 
 from tilec import tir, tir_walk
 from tilec.passes.select import gemm_depth
@@ -96,7 +95,7 @@ def producers(loop: tir.For) -> list[tir.Copy]:
 def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]:
     """The global -> shared copies of `before` that may run asynchronously until the first wait of `loop`."""
     out: list[tir.Copy] = []
-    touched = {b for s in tir_walk.stmts(loop.body) for b in _written(s)}
+    touched = {b for s in tir_walk.stmts(loop.body) for b in tir_walk.written(s)}
     # the loop's bounds and its copies' indices are evaluated before its first wait (the prologue)
     bound_loads = [ld for e in (loop.start, loop.stop) for ld in tir_walk.loads(e)]
     copies = [s for s in tir_walk.stmts(loop.body) if isinstance(s, tir.Copy)]
@@ -173,7 +172,7 @@ def _producers(loop: tir.For) -> list[tir.Copy]:
     ]
     writes: dict[tir.Buffer, int] = {}
     for s in tir_walk.stmts(loop.body):
-        for buf in _written(s):
+        for buf in tir_walk.written(s):
             writes[buf] = writes.get(buf, 0) + 1
     return [
         c
@@ -186,31 +185,6 @@ def _index_loads(region: tir.Region) -> list[tir.Load]:
     """The loads in a region's indices (a gather through a table): a copy whose table the loop
     writes cannot be issued iterations ahead."""
     return [ld for e in (*region.starts, *region.extents) for ld in tir_walk.loads(e)]
-
-
-def _written(s: tir.Stmt) -> list[tir.Buffer]:
-    """The buffers `s` itself writes (not its body's)."""
-    match s:
-        case tir.Copy(dst=dst) | tir.Fill(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst) | tir.AtomicAdd(dst=dst):
-            return [dst.buffer]
-        case tir.Gemm(c=c):
-            return [c.buffer]
-        case tir.Store(buffer=b):
-            return [b]
-        case (
-            tir.Alloc()
-            | tir.Let()
-            | tir.For()
-            | tir.Parallel()
-            | tir.If()
-            | tir.Print()
-            | tir.DeviceAssert()
-            | tir.UseSwizzle()
-            | tir.AnnotateLayout()
-        ):
-            return []
-        case _:
-            assert_never(s)
 
 
 def _vars(region: tir.Region) -> set[tir.Var]:
