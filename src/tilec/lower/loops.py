@@ -12,6 +12,8 @@ shape, alignment and bounds allow (decided per vector at run time).
 
 from __future__ import annotations
 
+import dataclasses
+
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
