@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import pytest
 
+from tilec import fragment_algebra as fa
 from tilec import layout as L
 from tilec import tir
+from tilec.dtypes import DType
 
 
 def owners(frag: L.Fragment) -> dict[tuple[int, int], tuple[int, ...]]:
     """(thread, register slot) -> tile index, by evaluating the layout."""
+    tid = tir.Var("tid", DType.int32, "thread")
+    coords = L.thread_coords(frag, tid)  # the thread's digits, as lowering computes them
     out = {}
-    for tid in range(frag.threads):
-        coords = L.thread_coords(frag, tir.IntImm(tid))
-        for slot, digits in enumerate(L.local_digits(frag)):
-            index = L.tile_index(frag, coords, digits)
-            out[(tid, slot)] = tuple(i.value for i in index)  # type: ignore[union-attr]
+    for slot, digits in enumerate(L.local_digits(frag)):
+        index_of = fa.compile_index(L.tile_index(frag, coords, digits), (tid,))
+        for t in range(frag.threads):
+            out[(t, slot)] = index_of(t)
     return out
 
 

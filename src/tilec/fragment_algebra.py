@@ -157,10 +157,11 @@ def layout_slots(slot_shape: Sequence[int]) -> list[Slot]:
 def holders(frag: FragmentMap) -> dict[tuple[int, ...], list[tuple[int, int, Slot]]]:
     """element index -> every (replica, thread, slot) holding it."""
     rep = compile_int(frag.replica, (frag.thread,))
+    replica = [rep(t) for t in range(frag.threads)]
     out: dict[tuple[int, ...], list[tuple[int, int, Slot]]] = {}
     for (t, s), ix in elements(frag).items():
         if ix is not None:
-            out.setdefault(ix, []).append((rep(t), t, s))
+            out.setdefault(ix, []).append((replica[t], t, s))
     return out
 
 
@@ -172,10 +173,11 @@ def cover_errors(frag: FragmentMap) -> list[str]:
     labels = {r for hs in table.values() for r, _, _ in hs}
     if any(not 0 <= r < frag.replica_extent for r in labels):
         errors.append(f"replica labels {sorted(labels)} outside [0, {frag.replica_extent})")
+    expected = sorted(labels)
     for ix in layout_slots(frag.shape):
         reps = sorted(r for r, _, _ in table.get(ix, []))
-        if reps != sorted(labels) or len(set(reps)) != len(reps):
-            errors.append(f"element {ix} held by replicas {reps}, expected each of {sorted(labels)} once")
+        if reps != expected:  # every label once (`expected` has no repeats)
+            errors.append(f"element {ix} held by replicas {reps}, expected each of {expected} once")
         if len(errors) > 4:
             break
     return errors
