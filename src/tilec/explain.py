@@ -39,12 +39,12 @@ from typing import assert_never
 
 from tilec import layout as L
 from tilec import tir, tir_walk
-from tilec.emit import expr_text
 from tilec.instructions import Instruction
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.plan_pipeline import producers
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.targets import Target, instruction_named
+from tilec.tir_print import expr_text
 
 Words = Mapping[str, str]  # Spelling.explain: the target's names of neutral operations
 
