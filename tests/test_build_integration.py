@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -154,19 +155,21 @@ def test_cache_hit_skips_the_compiler(compiler: None, tmp_path: pathlib.Path) ->
 
 
 def time_runs(commands: list[list[str]], repeat: int) -> float:
-    """The fastest of `repeat` rounds of running `commands` one after another (the
-    least disturbed by other work on a shared machine)."""
+    """The least CPU time (user + system, the processes and their children) of `repeat` rounds
+    of running `commands` one after another: other work on a shared machine stretches wall time
+    far more than it does CPU time."""
     rounds = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         for cmd in commands:
             subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
-        rounds.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rounds.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return min(rounds)
 
 
 def measure_batch_speedup(out_dir: pathlib.Path, repeat: int = 3) -> tuple[float, float]:
-    """(one process per file, one --out-dir run) in seconds, the cache off."""
+    """(one process per file, one --out-dir run) in CPU seconds, the cache off."""
     rel = [str(p.relative_to(ROOT)) for p in EXAMPLES]
     exe = [*TILEC, "build", "--no-cache"]
     per_file = [[*exe, src, "-o", str(out_dir / f"{pathlib.Path(src).stem}.cu")] for src in rel]
@@ -174,9 +177,17 @@ def measure_batch_speedup(out_dir: pathlib.Path, repeat: int = 3) -> tuple[float
     return time_runs(per_file, repeat), time_runs(batch, repeat)
 
 
-def test_one_run_is_3x_faster_than_one_process_per_file(compiler: None, tmp_path: pathlib.Path) -> None:
+# The ratio is the per-process start-up (interpreter, imports: ~0.2 s) against the compile work
+# (~0.9 s for the 11 examples). It was 3.4x when start-up cost more; cheaper start-ups
+# (2026-12-01) brought it to 2.6-3.2x here, with the batch itself no slower (1.06-1.2 s).
+BATCH_SPEEDUP = 2.5
+
+
+def test_one_run_is_faster_than_one_process_per_file(compiler: None, tmp_path: pathlib.Path) -> None:
     per_file, batch = measure_batch_speedup(tmp_path, repeat=3)
-    assert per_file / batch >= 3.0, f"{len(EXAMPLES)} files: {per_file:.2f}s per file, {batch:.2f}s in one run"
+    assert per_file / batch >= BATCH_SPEEDUP, (
+        f"{len(EXAMPLES)} files: {per_file:.2f}s per file, {batch:.2f}s in one run"
+    )
 
 
 # ---------------------------------------------------------------- GNU Make
@@ -313,7 +324,7 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         per_file, batch = measure_batch_speedup(pathlib.Path(tmp), repeat=5)
-    print(f"| {len(EXAMPLES)} examples, cache off | wall time (median of 5) |")
+    print(f"| {len(EXAMPLES)} examples, cache off | CPU time (least of 5) |")
     print("|---|---|")
     print(f"| one `tilec build` process per file | {per_file:.2f} s |")
     print(f"| one `tilec build ... --out-dir` run | {batch:.2f} s |")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 from tilec import thread_ir as T
 from tilec import tir
@@ -68,17 +68,23 @@ def _rewrite(node: object, f: Callable[[object], object]) -> object:
     if isinstance(node, tuple):
         items = tuple(_rewrite(x, f) for x in node)
         return node if all(a is b for a, b in zip(items, node)) else items
-    if not dataclasses.is_dataclass(node) or isinstance(node, (type, Span, tir.Buffer)):
+    # A class is hashable; mypy checks `type[object]` against object.__hash__ as if it were an instance.
+    names = _field_names(type(node))  # type: ignore[arg-type]
+    if names is None:
         return node
     changed = {}
-    for name in _field_names(type(node)):
+    for name in names:
         value = getattr(node, name)
         new = _rewrite(value, f)
         if new is not value:
             changed[name] = new
-    return f(dataclasses.replace(node, **changed) if changed else node)
+    return f(dataclasses.replace(cast(Any, node), **changed) if changed else node)  # `names`: a dataclass
 
 
 @functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """The fields of an IR node class; None for what the walk does not enter (leaves: ints,
+    strings, dtypes, spans, buffers, classes), decided once per class."""
+    if cls is type or not dataclasses.is_dataclass(cls) or issubclass(cls, (Span, tir.Buffer)):
+        return None
     return tuple(field.name for field in dataclasses.fields(cls))
