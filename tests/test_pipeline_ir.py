@@ -11,6 +11,7 @@ import re
 import pytest
 
 from tilec import tir, tir_print
+from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
 from tilec.passes.infer_layouts import infer_layouts
 from tilec.passes.select import select_kernel
@@ -43,6 +44,17 @@ def test_emit_tir_spells_expressions_as_tile_does() -> None:
     text = compile_program(elaborate_file(str(ROOT / "tests/golden/codegen/math_casts.tile"), {}), emit="tir")
     assert "cast(sigmoid(x) * exp2(x) + rsqrt(abs(x) + 1.0), float8_e4m3)" in text
     assert "cast(if_then_else(x > 0.0, max(tanh(x), erf(x)), floor(x) - log2(1.0 + x * x)), float32)" in text
+
+
+def test_tile_ir_expressions_keep_their_shape_when_printed() -> None:
+    f32, i32 = DType.float32, DType.int32
+    a, b, c = (tir.Var(n, i32, "loop") for n in "abc")
+    cmp = tir.BinOp("==", tir.BinOp("<", a, b, DType.bool), c, DType.bool)
+    assert tir_print.expr_text(cmp) == "(a < b) == c"  # not the chain a < b == c
+    assert tir_print.expr_text(tir.BinOp("-", a, tir.BinOp("-", b, c, i32), i32)) == "a - (b - c)"
+    x = tir.Var("x", f32, "loop")
+    assert tir_print.expr_text(tir.BinOp("**", tir.FloatImm(-0.0, f32), x, f32)) == "(-0.0) ** x"
+    assert tir_print.expr_text(tir.FloatImm(float("-inf"), f32)) == "-infinity(float32)"
 
 
 def test_verifier_rejects_a_broken_program() -> None:

@@ -114,12 +114,13 @@ PASSES: tuple[Pass, ...] = (
     Pass("plan_pipeline", "tir", _plan_pipeline),
     # Tile ops become per-thread code under those layouts.
     Pass("lower", "thread", _lower),
+    # Shared memory again, now with padding, pipeline stages and scratch: before any more work
+    # (sync walks a pipeline's prologue once per stage, so 40,000 stages should stop here).
+    Pass("check_shared_memory", "thread", _check_shared_memory),
     # Drop the constants nothing reads (lowering names every index; nvcc warns on unused ones).
     Pass("cleanup", "thread", _cleanup),
     # Barriers from the ops' shared-memory records: every op, loop and pipeline is known by now.
     Pass("sync", "thread", _place_barriers),
-    # Shared memory again, now with padding, pipeline stages and scratch.
-    Pass("check_shared_memory", "thread", _check_shared_memory),
 )
 
 ELABORATE = "elaborate"  # `after=ELABORATE`: the Tile IR before any pass

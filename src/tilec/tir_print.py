@@ -13,6 +13,7 @@ gemm's instruction and flags, a Parallel loop's `layout threads [...] regs [...]
 
 from __future__ import annotations
 
+import math
 from typing import assert_never
 
 from tilec import tir, tir_walk
@@ -27,7 +28,7 @@ _PREC: dict[str, int] = {
     "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8,
     "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
 }  # fmt: skip
-_NOT, _UNARY, _POWER, _PRIMARY = 3, 11, 12, 13
+_NOT, _COMPARE, _UNARY, _POWER, _PRIMARY = 3, 4, 11, 12, 13
 
 
 def expr_text(e: tir.Expr) -> str:
@@ -43,8 +44,10 @@ def _expr(e: tir.Expr) -> tuple[str, int]:
     match e:
         case tir.IntImm(v):
             return str(v), _PRIMARY if v >= 0 else _UNARY
+        case tir.FloatImm(v, dtype) if math.isinf(v):
+            return f"{'-' if v < 0 else ''}infinity({dtype.tile_name})", _PRIMARY if v > 0 else _UNARY
         case tir.FloatImm(v):
-            return repr(float(v)), _PRIMARY if v >= 0 else _UNARY
+            return repr(float(v)), _PRIMARY if math.copysign(1.0, v) > 0 else _UNARY  # -0.0 too
         case tir.BoolImm(v):
             return str(bool(v)), _PRIMARY
         case tir.Var(name):
@@ -52,6 +55,9 @@ def _expr(e: tir.Expr) -> tuple[str, int]:
         case tir.BinOp("**", a, b):
             # right-associative and tighter than unary minus on its left
             return f"{_paren(a, _POWER + 1)} ** {_paren(b, _UNARY)}", _POWER
+        case tir.BinOp(op, a, b) if _PREC[op] == _COMPARE:
+            # `a < b == c` would read as a chain (a < b and b == c): no comparison operand bare
+            return f"{_paren(a, _COMPARE + 1)} {op} {_paren(b, _COMPARE + 1)}", _COMPARE
         case tir.BinOp(op, a, b):
             prec = _PREC[op]
             return f"{_paren(a, prec)} {op} {_paren(b, prec + 1)}", prec  # left-associative
