@@ -23,13 +23,12 @@ set or hash order).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import re
 from typing import assert_never
 
-from tilec import __version__, tir
+from tilec import __version__, tir, tir_walk
 from tilec import thread_ir as T
 from tilec.dtypes import DTYPES, DType
 from tilec.source import Span
@@ -411,12 +410,5 @@ def _collect(node: object, uses: _Uses) -> None:
         case tuple() | list():
             for item in node:
                 _collect(item, uses)
-    # A class is hashable; mypy checks `type[object]` against object.__hash__ as if it were an instance.
-    for name in _field_names(type(node)):  # type: ignore[arg-type]
+    for name in tir_walk.node_fields(node):
         _collect(getattr(node, name), uses)
-
-
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    """The fields of an IR dataclass (none for any other type), looked up once per class."""
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()

@@ -17,6 +17,7 @@ Parallel and If), `blocks` (every statement list) and `map_stmts` (a rewrite).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from typing import assert_never
 
@@ -282,3 +283,18 @@ def map_kernel(kernel: tir.Kernel, fn: Callable[[tir.Stmt], tir.Stmt]) -> tir.Ke
     """`kernel` with `map_stmts` applied to its body (`kernel` itself when nothing changed)."""
     body = map_stmts(kernel.body, fn)
     return kernel if body is kernel.body else dataclasses.replace(kernel, body=body)
+
+
+# ---------------------------------------------------------------- generic walks (emit, lanes)
+
+
+def node_fields(node: object) -> tuple[str, ...]:
+    """The fields of `node` if it is an IR dataclass instance, none otherwise: what a generic
+    walk (one that covers node kinds added later without a case) enters, looked up once per class."""
+    # A class is hashable; mypy checks `type[object]` against object.__hash__ as if it were an instance.
+    return () if isinstance(node, type) else _fields_of(type(node))  # type: ignore[arg-type]
+
+
+@functools.cache
+def _fields_of(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()

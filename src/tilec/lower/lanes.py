@@ -17,12 +17,11 @@ dropped, so a kernel that never names a lane or a warp declares neither.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import Any, cast
 
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.dtypes import DType
 from tilec.simplify import int_
 from tilec.source import Span
@@ -68,9 +67,8 @@ def _rewrite(node: object, f: Callable[[object], object]) -> object:
     if isinstance(node, tuple):
         items = tuple(_rewrite(x, f) for x in node)
         return node if all(a is b for a, b in zip(items, node)) else items
-    # A class is hashable; mypy checks `type[object]` against object.__hash__ as if it were an instance.
-    names = _field_names(type(node))  # type: ignore[arg-type]
-    if names is None:
+    names = tir_walk.node_fields(node)
+    if not names or isinstance(node, (Span, tir.Buffer)):  # leaves: values, spans, buffers
         return node
     changed = {}
     for name in names:
@@ -79,12 +77,3 @@ def _rewrite(node: object, f: Callable[[object], object]) -> object:
         if new is not value:
             changed[name] = new
     return f(dataclasses.replace(cast(Any, node), **changed) if changed else node)  # `names`: a dataclass
-
-
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    """The fields of an IR node class; None for what the walk does not enter (leaves: ints,
-    strings, dtypes, spans, buffers, classes), decided once per class."""
-    if cls is type or not dataclasses.is_dataclass(cls) or issubclass(cls, (Span, tir.Buffer)):
-        return None
-    return tuple(field.name for field in dataclasses.fields(cls))
