@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tilec-installed
 ARCH   ?= sm_80
 
-.PHONY: all setup demo lint format test clean
+.PHONY: all setup demo lint format test fast clean
 
 all: demo
 
@@ -42,6 +42,10 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+# The fast path for local iteration: no nvcc, Make/CMake or tilec subprocesses, on both cores.
+fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m "not toolchain"
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache .mypy_cache
