@@ -41,7 +41,7 @@ CANDIDATES = {
     "add": ["elementwise_add", "elementwise_add-bench"],
     "softmax": ["softmax", "softmax-bench", "softmax-bench-t256"],
     "rmsnorm": ["rmsnorm", "rmsnorm-bench", "rmsnorm-bench-t256", "rmsnorm-bench-t1024", "rmsnorm-bench-m2"],
-    "gemm": ["gemm", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32"],
+    "gemm": ["gemm", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32", "gemm-sm90a", "gemm-sm90a-128x128", "gemm-sm90a-k32"],
     "fa": ["flash_attention", "flash_attention-bench-n32", "flash_attention-bench-s1"],
     "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench-s1"],
 }

@@ -12,7 +12,7 @@ import pytest
 from tilec import fragment_algebra as fa
 from tilec import tir
 from tilec.backends.cuda import fragments as ptx
-from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA
+from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA, WGMMA_M64NNK16
 from tilec.elaborate import elaborate_file
 from tilec.instructions import Instruction
 from tilec.passes.select import select
@@ -65,7 +65,7 @@ def _chosen(
     return gemm.instruction
 
 
-K16, K32, SIMT = MMA_M16N8K16.name, MMA_M16N8K32.name, SIMT_FMA.name
+K16, K32, SIMT, WG = MMA_M16N8K16.name, MMA_M16N8K32.name, SIMT_FMA.name, WGMMA_M64NNK16.name
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,13 @@ K16, K32, SIMT = MMA_M16N8K16.name, MMA_M16N8K32.name, SIMT_FMA.name
     [
         ("sm_80", "float16", "float32", {}, K16),
         ("sm_80", "bfloat16", "float32", {"ta": True}, K16),  # ldmatrix.trans reads A (K, M)
-        ("sm_90a", "float16", "float32", {"tb": True}, K16),
+        ("sm_90a", "float16", "float32", {"tb": True}, WG),  # both K-major (64-byte swizzle rows)
+        ("sm_90a", "float16", "float32", {}, WG),  # B (K, N): MN-major through its descriptor
+        ("sm_90a", "bfloat16", "float32", {"ta": True}, WG),  # A (K, M) likewise
+        ("sm_90a", "float16", "float32", {"a_scope": "fragment"}, K16),  # wgmma's A from registers: not yet
+        ("sm_90a", "float16", "float32", {"threads": 64}, K16),  # two warps: no warp group
+        ("sm_90a", "float16", "float32", {"m": 32}, K16),  # fewer rows than one m64 tile
+        ("sm_90a", "float16", "float32", {"k": 24}, SIMT),  # 48-byte rows: no swizzle, no k16 steps
         ("sm_80", "float16", "float32", {"a_scope": "fragment"}, K16),  # A from registers (or staged)
         ("sm_80", "float16", "float16", {}, SIMT),  # no float16 accumulator record
         ("sm_80", "float32", "float32", {}, SIMT),
@@ -218,3 +224,38 @@ def test_every_targets_backend_module_provides_the_lowerings() -> None:
         module = backend_of(target)
         assert all(callable(getattr(module, name)) for name in methods)
         assert all(isinstance(getattr(module, name), tuple) for name in Backend.__annotations__)
+
+
+# ---------------------------------------------------------------- wgmma (sm_90a)
+
+
+def test_wgmma_d_fragment_covers_a_warp_group() -> None:
+    d = ptx.wgmma_m64n8k16_c()
+    assert d.threads == 128 and fa.cover_errors(d) == [] and fa.is_bijective(d)
+    where = fa.locate(d)  # (row, column) -> (thread, flat slot): warp 1 holds rows 16..31, as mma.s C
+    assert where[(0, 0)] == (0, 0) and where[(8, 1)] == (0, 3) and where[(17, 2)] == (37, 0)
+
+
+def test_wgmma_accumulator_is_its_d_fragment_tiled_over_warp_groups() -> None:
+    d = ptx.wgmma_m64n8k16_c()
+    one = WGMMA_M64NNK16.accumulator((64, 8), 128, "Square", None)
+    assert one is not None and fa.flat_elements(fa.from_fragment(one)) == fa.flat_elements(d)
+    wide = WGMMA_M64NNK16.accumulator((64, 256), 128, "Square", None)  # one m64n256k16: d[0..127]
+    assert wide is not None and fa.flat_elements(fa.from_fragment(wide)) == fa.flat_elements(fa.tile_slots(d, (1, 32)))
+    two = WGMMA_M64NNK16.accumulator((128, 256), 256, "Square", None)  # two warp groups along M
+    assert two is not None
+    assert _by_thread(fa.from_fragment(two)) == _by_thread(fa.tile_threads(fa.tile_slots(d, (1, 32)), (2, 1)))
+    split = WGMMA_M64NNK16.accumulator((64, 256), 256, "Square", None)  # 64 rows: the groups split N
+    assert split is not None
+    assert _by_thread(fa.from_fragment(split)) == _by_thread(fa.tile_threads(fa.tile_slots(d, (1, 16)), (1, 2)))
+    assert WGMMA_M64NNK16.accumulator((64, 64), 96, "Square", None) is None  # no whole warp group
+
+
+def test_a_kernel_whose_gemms_cannot_all_take_wgmma_keeps_them_on_one_warp_record() -> None:
+    # flash attention's P V reads P from registers, which wgmma does not yet: Q K^T stays on mma.sync
+    # too, so that both accumulators split their rows alike (the online softmax's statistics)
+    program = elaborate_file(str(ROOT / "examples" / "flash_attention.tile"), {}, arch="sm_90a")
+    text = compile_program(program, arch="sm_90a", emit="tir")
+    assert "instruction=mma_sync_m16n8k16" in text and "wgmma" not in text
+    gemm = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {}, arch="sm_90a")
+    assert "instruction=wgmma_m64nNk16)" in compile_program(gemm, arch="sm_90a", emit="tir")

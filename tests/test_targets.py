@@ -32,7 +32,8 @@ def module(*kernels: T.Kernel, helpers: tuple[str, ...] = ()) -> T.Module:
 def test_one_record_per_arch() -> None:
     assert ARCHES == ("sm_80", "sm_86", "sm_89", "sm_90a")
     for arch, t in TARGETS.items():
-        assert (t.arch, t.language, t.backend, t.warp_size) == (arch, "cuda", "cuda.sm80", 32)
+        backend = "cuda.sm90" if arch == "sm_90a" else "cuda.sm80"  # wgmma; the rest as sm_80
+        assert (t.arch, t.language, t.backend, t.warp_size) == (arch, "cuda", backend, 32)
         assert t.gencode == f"arch=compute_{arch[3:]},code={arch}"
     assert target_of_capability(9, 0) is get_target("sm_90a")
     assert target_of_capability(7, 5) is None

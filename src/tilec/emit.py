@@ -291,7 +291,8 @@ def _kernel(k: T.Kernel, sp: Spelling) -> list[str]:
     params = ", ".join(_param(p, sp.restrict) for p in k.params)
     out = [f"{sp.kernel_qualifiers.format(threads=k.threads)} {k.name}_kernel({params}) {{"]
     if k.dynamic_smem:
-        out.append(sp.dynamic_smem)
+        align = max((s.align for s in k.body if isinstance(s, T.SharedView)), default=16)
+        out.append(sp.dynamic_smem.format(align=align))
     out += _body(k.body, sp)
     out.append("}")
     return out

@@ -211,6 +211,13 @@ def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy, words: W
 def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm, words: Words) -> str:
     """The record's name, then how the block runs it (read from the accumulator's layout)."""
     frag = layouts.buffers[s.c.buffer]
+    if record.group == "warp_group":  # layout: wgmma_accumulator's parts
+        gn, gm = frag.thread_parts[3].extent, frag.thread_parts[4].extent
+        mi, width = frag.local_parts[0].extent, frag.shape[1] // gn
+        n = min(width, record.shape[1])
+        name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name, n=n)
+        per_group = f"{mi}x{width // n} wgmma tiles" if (mi, width) != (1, n) else "one wgmma tile"
+        return f"{name}, {gm}x{gn} warp groups, {per_group} per group, operands by {words[record.load]}"
     name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name)
     if record.group != "thread":
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tilec import layout as L
+from tilec import tir
 from tilec.dtypes import DType
 from tilec.fragment_algebra import FragmentMap
 
@@ -35,7 +36,9 @@ ThreadGroup = Literal["thread", "warp", "warp_group"]
 # How operands reach the instruction: each thread loads its own elements ("elements"), or the
 # warp loads 8x8 matrices of 16-byte rows from shared memory together, conflict-free when the
 # tile's rows are swizzled or padded ("matrices"; Spelling.explain names the target's instruction).
-OperandLoad = Literal["elements", "matrices"]
+# Hopper's wgmma reads A and B straight from swizzled shared tiles through matrix descriptors
+# ("descriptors"), with no loads into registers.
+OperandLoad = Literal["elements", "matrices", "descriptors"]
 
 # (accumulator shape, threads, GemmPolicy, warp rows of an earlier accumulator with the same M)
 # -> the accumulator's layout, or None when the shape does not tile over the threads.
@@ -65,8 +68,10 @@ class Instruction:
     a_registers_helper: str | None  # packs an A laid out as this accumulator into operand registers
     k_contiguous: bool  # A must be (M, K) and B (N, K): the loads cannot transpose (8-bit matrix loads)
     accumulator: AccumulatorLayout
-    fragments: tuple[Callable[[], FragmentMap], ...]  # A, B, C of one instruction (none for SIMT)
+    fragments: tuple[Callable[[], FragmentMap], ...]  # A, B, C of one instruction (none for SIMT; C for wgmma)
     explain: str  # `tilec explain`'s name; {a}, {c}: operand and accumulator types
+    # (gemm, block threads) -> whether its operands sit where the record's loads can read them
+    operands_fit: Callable[[tir.Gemm, int], bool] | None = None
 
 
 def takes(record: Instruction, operand: DType, accumulator: DType, capability: tuple[int, int]) -> bool:

@@ -219,6 +219,14 @@ def swizzled(shape: Sequence[int], elem_bytes: int, swizzle_bytes: int) -> Layou
     return Layout(row_major(shape).shape, row_major(shape).strides, sw)
 
 
+def widest_swizzle(row_bytes: int) -> int | None:
+    """The widest swizzle (128, 64 or 32 bytes) whose rows a tile with rows of `row_bytes` can be
+    stored in (wider rows in column blocks of 128 bytes: `swizzled_blocks`), or None."""
+    if row_bytes % 128 == 0:
+        return 128
+    return row_bytes if row_bytes in (32, 64) else None
+
+
 def swizzled_blocks(shape: Sequence[int], elem_bytes: int, swizzle_bytes: int) -> Layout:
     """A 2-D tile whose rows are wider than the swizzle, stored as column blocks one swizzle wide,
     each block row-major and swizzled: the layout of index (row, col // width, col % width), where

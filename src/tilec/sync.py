@@ -67,10 +67,54 @@ BLOCK = T.Barrier("block")
 _SETTLE_WALKS = 2  # a loop of unknown trip count is settled within this many iterations (_Placement.iterations)
 
 
+FENCE_PROXY_ASYNC = T.Barrier("fence_proxy_async")
+
+
 def place_barriers(kernel: T.Kernel) -> T.Kernel:
-    """`kernel` with the `block` barriers its shared-memory accesses need."""
+    """`kernel` with the `block` barriers its shared-memory accesses need; in a kernel with a tile
+    op reading shared memory through the asynchronous proxy (`proxy_reads`), every `block`
+    barrier comes after a proxy fence, so that what each thread wrote before the barrier is
+    visible to those reads (the writers fence: a barrier alone orders only ordinary accesses)."""
     placement = _Placement(_shared_arrays(kernel.body))
-    return replace(kernel, body=tuple(placement.block(kernel.body, _State())))
+    body = tuple(placement.block(kernel.body, _State()))
+    if any(isinstance(s, T.Scope) and s.access.proxy_reads for s in _all_stmts(body)):
+        body = _fenced(body)
+    return replace(kernel, body=body)
+
+
+def _all_stmts(body: tuple[T.Stmt, ...]) -> Iterator[T.Stmt]:
+    for s in body:
+        yield s
+        for inner in _bodies(s):
+            yield from _all_stmts(inner)
+
+
+def _bodies(s: T.Stmt) -> tuple[tuple[T.Stmt, ...], ...]:
+    match s:
+        case T.Loop() | T.Scope():
+            return (s.body,)
+        case T.IfThen():
+            return (s.then, s.orelse)
+        case T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Barrier() | T.Comment():
+            return ()
+        case _:
+            assert_never(s)
+
+
+def _fenced(body: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:
+    """`body` with FENCE_PROXY_ASYNC before every `block` barrier."""
+    out: list[T.Stmt] = []
+    for s in body:
+        match s:
+            case T.Barrier(kind="block"):
+                out += [FENCE_PROXY_ASYNC, s]
+            case T.Loop() | T.Scope():
+                out.append(replace(s, body=_fenced(s.body)))
+            case T.IfThen():
+                out.append(replace(s, then=_fenced(s.then), orelse=_fenced(s.orelse)))
+            case _:
+                out.append(s)
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- the state

@@ -4,7 +4,7 @@
     get_target("sm_90a").warp_size         -> 32          (elaborate, layout inference)
     get_target("sm_90a").gencode           -> "arch=compute_90a,code=sm_90a"  (toolchain, runtime)
     get_target("sm_90a").spelling.builtins["thread_index"]  -> the thread-index register  (emit)
-    get_target("sm_90a").instructions       -> (MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA)  (select)
+    get_target("sm_90a").instructions       -> (WGMMA_M64NNK16, MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA)  (select)
     sorted(TARGETS)                         -> the CLI's --arch choices
 
 The words of a language live in its backend (backends/cuda/spelling.py), its
@@ -24,7 +24,7 @@ from typing import Literal
 
 from tilec.backends.cuda import spelling as cuda
 from tilec.backends.cuda.fragments import WARP_SIZE
-from tilec.backends.cuda.instructions import SM80_INSTRUCTIONS
+from tilec.backends.cuda.instructions import SM80_INSTRUCTIONS, SM90A_INSTRUCTIONS
 from tilec.dtypes import DType
 from tilec.instructions import Instruction
 
@@ -153,10 +153,17 @@ _ATOMIC_ADD_CUDA = frozenset(
 )
 
 
-def _cuda(arch: str, capability: tuple[int, int], smem_limit: int, spelling: Spelling = CUDA_SPELLING) -> Target:
+def _cuda(
+    arch: str,
+    capability: tuple[int, int],
+    smem_limit: int,
+    spelling: Spelling = CUDA_SPELLING,
+    backend: str = "cuda.sm80",
+    instructions: tuple[Instruction, ...] = SM80_INSTRUCTIONS,
+) -> Target:
     num = arch.removeprefix("sm_")
     return Target(
-        arch, "cuda", "cuda.sm80", capability, f"arch=compute_{num},code=sm_{num}", smem_limit, SM80_INSTRUCTIONS,
+        arch, "cuda", backend, capability, f"arch=compute_{num},code=sm_{num}", smem_limit, instructions,
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
     )  # fmt: skip
 
@@ -167,7 +174,7 @@ TARGETS: dict[str, Target] = {
         _cuda("sm_80", (8, 0), 166912),
         _cuda("sm_86", (8, 6), 101376),
         _cuda("sm_89", (8, 9), 101376),  # fp8 matrix instructions (the records' `since`)
-        _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING),  # the `a`: wgmma/TMA need it
+        _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING, "cuda.sm90", SM90A_INSTRUCTIONS),  # the `a`: wgmma needs it
     )
 }
 ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order

@@ -125,6 +125,7 @@ class SharedView:
     dtype: DType
     dims: tuple[int, ...]
     offset: int
+    align: int = 16  # bytes the offset is a multiple of (the block's `smem` is declared as aligned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +204,9 @@ class SharedAccess:
     # barrier (lower/pipelined.py places those; sync.py's docstring states the contract)
     stage_writes: frozenset[str] = frozenset()
     scratch: bool = False  # may use shared scratch of its own, synchronized inside the op
+    # reads its shared operands through the asynchronous proxy (wgmma's descriptors): shared memory
+    # written by ordinary stores (asynchronous copies too) needs a proxy fence in the writers before the barrier
+    proxy_reads: bool = False
 
     @property
     def touches(self) -> bool:

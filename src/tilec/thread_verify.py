@@ -231,7 +231,8 @@ def _defined(text: str) -> list[str]:
 
 
 def _helper_defining(spelling: Spelling, name: str) -> str | None:
-    return _helper_functions(spelling).get(name)
+    """The helper defining function `name` (a template's call `f<1, 0>` names `f`)."""
+    return _helper_functions(spelling).get(name.split("<", 1)[0])
 
 
 @functools.cache

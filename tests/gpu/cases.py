@@ -268,26 +268,31 @@ def _cases() -> list[Case]:
         add(v, "N=1000003", check_elementwise_add, N=1_000_003)
         add(v, "N=100", check_elementwise_add, N=100)
 
-    for v in ("gemm", "gemm-sm90a", "gemm-64x64", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32"):
+    sm90a = ("gemm-sm90a", "gemm-sm90a-128x128", "gemm-sm90a-k32")
+    for v in ("gemm", "gemm-64x64", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32", *sm90a):
         add(v, "256x256x256", check_gemm, M=256, N=256, K=256)
         add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000)
-    add("gemm", "129x77x45", check_gemm, M=129, N=77, K=45)
-    add("gemm", "1x1x1", check_gemm, M=1, N=1, K=1)
-    add("gemm", "300x520x96 (3 k-tiles)", check_gemm, M=300, N=520, K=96)
+    for v in ("gemm", *sm90a):
+        add(v, "129x77x45", check_gemm, M=129, N=77, K=45)
+        add(v, "1x1x1", check_gemm, M=1, N=1, K=1)
+        add(v, "300x520x96 (3 k-tiles)", check_gemm, M=300, N=520, K=96)
+        add(v, "1024x2048x4096", check_gemm, M=1024, N=2048, K=4096)
     add("gemm-bench-k32", "129x77x45", check_gemm, M=129, N=77, K=45)
     add("gemm", "runtime API", check_runtime_api)
 
-    add("gemm_relu", "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)
-    add("gemm_relu", "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000, kernel="gemm_relu", relu=True)
+    for v in ("gemm_relu", "gemm_relu-sm90a"):
+        add(v, "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)
+        add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000, kernel="gemm_relu", relu=True)
 
     for v, fp8 in (("gemm_int8", False), ("gemm_fp8-sm90a", True)):
         add(v, "256x256x256", check_gemm_8bit, M=256, N=256, K=256, fp8=fp8)
         add(v, "M=N=K=1000", check_gemm_8bit, M=1000, N=1000, K=1000, fp8=fp8)
         add(v, "129x77x45", check_gemm_8bit, M=129, N=77, K=45, fp8=fp8)
 
-    add("gemm_splitk", "256x256x1024", check_gemm_splitk, M=256, N=256, K=1024)
-    add("gemm_splitk", "M=N=K=1000", check_gemm_splitk, M=1000, N=1000, K=1000)
-    add("gemm_splitk", "K=50 (empty splits)", check_gemm_splitk, M=200, N=130, K=50)
+    for v in ("gemm_splitk", "gemm_splitk-sm90a"):
+        add(v, "256x256x1024", check_gemm_splitk, M=256, N=256, K=1024)
+        add(v, "M=N=K=1000", check_gemm_splitk, M=1000, N=1000, K=1000)
+        add(v, "K=50 (empty splits)", check_gemm_splitk, M=200, N=130, K=50)
 
     for v, rows in (("softmax", _ROWS), ("softmax-small", _ROWS_SMALL), ("softmax-bench", _ROWS[:4])):
         for M, N, what in rows:
@@ -313,9 +318,10 @@ def _cases() -> list[Case]:
             add(v, f"B{B} H{H} {what}", check_flash_attention, B=B, H=H, S=S, D=128, causal=causal)
     add("flash_attention-d64", "B2 H4 S=300 D=64", check_flash_attention, B=2, H=4, S=300, D=64, causal=False)
 
-    add("dequant_gemm", "256x256x256", check_dequant_gemm, M=256, N=256, K=256)
-    add("dequant_gemm", "M=N=K=1000", check_dequant_gemm, M=1000, N=1000, K=1000)
-    add("dequant_gemm", "GEMV M=1 N=512 K=4096", check_dequant_gemm, M=1, N=512, K=4096)
+    for v in ("dequant_gemm", "dequant_gemm-sm90a"):
+        add(v, "256x256x256", check_dequant_gemm, M=256, N=256, K=256)
+        add(v, "M=N=K=1000", check_dequant_gemm, M=1000, N=1000, K=1000)
+        add(v, "GEMV M=1 N=512 K=4096", check_dequant_gemm, M=1, N=512, K=4096)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

@@ -160,10 +160,11 @@ def shared_names(ctx: LowerContext, bufs: set[tir.Buffer]) -> frozenset[str]:
     return frozenset(ctx.name(b) for b in bufs)
 
 
-def shared_view(ctx: LowerContext, name: str, dtype: DType, dims: tuple[int, ...]) -> None:
-    """A view of `dims` elements of the block's shared memory, 16-byte aligned after the last."""
-    offset = (shared_bytes(ctx.state.views) + 15) // 16 * 16
-    ctx.state.views.append(T.SharedView(name, dtype, dims, offset))
+def shared_view(ctx: LowerContext, name: str, dtype: DType, dims: tuple[int, ...], align: int = 16) -> None:
+    """A view of `dims` elements of the block's shared memory after the last, at a multiple of
+    `align` bytes (16; a descriptor-read swizzled tile: its swizzle's 8-row atom)."""
+    offset = -(-shared_bytes(ctx.state.views) // align) * align
+    ctx.state.views.append(T.SharedView(name, dtype, dims, offset, align))
 
 
 def shared_bytes(views: list[T.SharedView]) -> int:

@@ -32,7 +32,7 @@ from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import producers
 from tilec.simplify import int_, simplify
 from tilec.sync import shared_reads_writes
-from tilec.targets import Target
+from tilec.targets import Target, instruction_named
 
 _GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
 
@@ -110,6 +110,7 @@ def as_scope(ctx: LowerContext, s: tir.Stmt, body: list[T.Stmt]) -> list[T.Stmt]
         reads=shared_names(ctx, reads) | ctx.state.scratch_reads,
         writes=shared_names(ctx, writes),
         scratch=isinstance(s, (tir.Reduce, tir.Gemm)),  # a cross-warp reduction, a staged operand
+        proxy_reads=isinstance(s, tir.Gemm) and instruction_named(ctx.target, s.instruction).load == "descriptors",
     )
     ctx.state.scratch_reads = set()
     return [T.Scope(source_comment(s), tuple(body), s.span, access)]
@@ -128,7 +129,7 @@ def lower_alloc(ctx: LowerContext, s: tir.Alloc) -> list[T.Stmt]:
                 dims = (math.prod(dims),)
             if s.stages > 1:  # one copy per pipeline stage
                 dims = (s.stages, *dims)
-            shared_view(ctx, name, buf.dtype, dims)
+            shared_view(ctx, name, buf.dtype, dims, layouts.align.get(buf, 16))
             return []
         case "fragment":
             frag = layouts.buffers[buf]

@@ -35,7 +35,7 @@ from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.diagnostics import Diagnostic, Note
 from tilec.instructions import Instruction
-from tilec.layout_algebra import Layout, swizzled, swizzled_blocks
+from tilec.layout_algebra import Layout, swizzled, swizzled_blocks, widest_swizzle
 from tilec.passes.plan_pipeline import main_loop_gemm
 from tilec.source import Span
 from tilec.targets import Target, instruction_named
@@ -52,6 +52,7 @@ class Layouts:
     swizzle: dict[tir.Buffer, Layout] = field(default_factory=dict)  # XOR-swizzled shared tiles (flat)
     fixed: set[tir.Buffer] = field(default_factory=set)  # shared tiles whose layout the user chose
     tight: set[tir.Buffer] = field(default_factory=set)  # padded, not swizzled, for the registers' sake
+    align: dict[tir.Buffer, int] = field(default_factory=dict)  # bytes, where more than 16 (descriptor swizzles)
 
 
 class _Conflict(Exception):
@@ -95,6 +96,9 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
             for operand in (g.a.buffer, g.b.buffer):
                 if operand.scope == "shared" and operand not in state.out.fixed:
                     _place_operand(operand, state.out, tight, operand in main_loop)
+        elif record.load == "descriptors":  # select made sure neither is annotated, both fit
+            for operand in (g.a.buffer, g.b.buffer):
+                _place_descriptor_operand(operand, state.out)
 
     def decided(s: tir.Stmt) -> tir.Stmt:
         if isinstance(s, tir.Parallel):
@@ -195,6 +199,23 @@ def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool, main_loop: bool) 
     if layout is not None:
         out.tight.add(buf)
     out.pitch[buf] = _conflict_free_pitch(buf)
+
+
+def _place_descriptor_operand(buf: tir.Buffer, out: Layouts) -> None:
+    """The layout of a shared tile a matrix descriptor reads (wgmma): rows in the widest swizzle
+    their bytes allow (128-byte rows in column blocks when wider, as `_place_operand`'s main-loop
+    tiles), aligned to the swizzle's 8-row atom, since the hardware swizzles by address bits."""
+    shape = buf.const_shape
+    sw = widest_swizzle(shape[1] * buf.dtype.bytes)
+    assert sw is not None, "select checked the tile's rows fit a swizzle"
+    width = sw // buf.dtype.bytes
+    layout = swizzled(shape, buf.dtype.bytes, sw) if shape[1] == width else swizzled_blocks(shape, buf.dtype.bytes, sw)
+    if out.swizzle.get(buf, layout) != layout:
+        raise _Conflict(
+            Diagnostic(buf.span, f"'{buf.name}' is read by two gemms that need different layouts", hint="copy it")
+        )
+    out.swizzle[buf] = layout
+    out.align[buf] = 8 * sw
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:

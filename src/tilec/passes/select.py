@@ -9,9 +9,15 @@ A record accepts a gemm when it takes the operand and accumulator types on
 the target's capability (A and B of one type), K is a whole number of its k
 steps, the accumulator is 2-D and its layout tiles over the block's threads, and
 the operands sit where its loads need them (`a_in_registers`: A may be a
-register tile; `k_contiguous`: A (M, K) and B (N, K)). The last record of
+register tile; `k_contiguous`: A (M, K) and B (N, K); `operands_fit`: the
+record's own test, wgmma's swizzle-able whole shared tiles). The last record of
 every target (SIMT FMA) accepts any gemm. Runs first: layout inference, the
 pipeline plan, lowering and explain all read the choice.
+
+The gemms of one kernel run on one thread group: when a warp-group record
+(wgmma) accepts some of a kernel's tensor-core gemms but not all (flash
+attention's P V, whose A is a register tile), all of them take the warp
+records, whose accumulators share row statistics (layout inference's warp rows).
 """
 
 from __future__ import annotations
@@ -28,17 +34,39 @@ def select(program: tir.Program, target: Target) -> tir.Program:
 
 
 def select_kernel(kernel: tir.Kernel, target: Target) -> tir.Kernel:
+    stmts = list(tir_walk.stmts(kernel.body))
+    annotated = {s.buffer for s in stmts if isinstance(s, tir.AnnotateLayout)}
+    gemms = [s for s in stmts if isinstance(s, tir.Gemm)]
+    groups = {choose(g, kernel.threads, target, annotated).group for g in gemms}
+    # one kernel, one thread group for its tensor-core gemms (module docstring)
+    exclude = frozenset({"warp_group"}) if {"warp_group", "warp"} <= groups else frozenset()
+
     def choice(s: tir.Stmt) -> tir.Stmt:
         if isinstance(s, tir.Gemm):
-            return dataclasses.replace(s, instruction=choose(s, kernel.threads, target).name)
+            return dataclasses.replace(s, instruction=choose(s, kernel.threads, target, annotated, exclude).name)
         return s  # no instruction to choose (a copy's asynchronous issue is the pipeline plan's)
 
     return tir_walk.map_kernel(kernel, choice)
 
 
-def choose(g: tir.Gemm, threads: int, target: Target) -> Instruction:
-    """The first record of `target` that accepts `g` in a block of `threads` threads."""
-    found = next((r for r in target.instructions if accepts(r, g, threads, target)), None)
+def choose(
+    g: tir.Gemm,
+    threads: int,
+    target: Target,
+    annotated: set[tir.Buffer] | None = None,
+    exclude: frozenset[str] = frozenset(),
+) -> Instruction:
+    """The first record of `target` that accepts `g` in a block of `threads` threads, leaving out
+    records of the thread groups in `exclude` and, for records that lay out their operand tiles
+    themselves (descriptors), gemms with an operand in `annotated` (a user's layout)."""
+    annotated = annotated or set()
+
+    def allowed(r: Instruction) -> bool:
+        if r.group in exclude:
+            return False
+        return r.load != "descriptors" or not ({g.a.buffer, g.b.buffer} & annotated)
+
+    found = next((r for r in target.instructions if allowed(r) and accepts(r, g, threads, target)), None)
     assert found is not None, f"{target.arch}: the last instruction record must accept every gemm"
     return found
 
@@ -52,6 +80,8 @@ def accepts(record: Instruction, g: tir.Gemm, threads: int, target: Target) -> b
     if gemm_depth(g) % record.shape[2] or (not record.a_in_registers and a.scope != "shared"):
         return False
     if record.k_contiguous and (g.transpose_a or not g.transpose_b):
+        return False
+    if record.operands_fit is not None and not record.operands_fit(g, threads):
         return False
     m, n = c.const_shape
     return record.accumulator((m, n), threads, g.policy, None) is not None

@@ -126,3 +126,18 @@ def ldmatrix_x4_conflicts(smem: Layout, elem_bytes: int, origin: tuple[int, int]
         r, c = rc
         phases[lane // 8].append(smem.apply((origin[0] + r, origin[1] + c)) * elem_bytes)
     return [bank_conflicts(p, 16) for p in phases]
+
+
+WARP_GROUP = 4 * WARP_SIZE  # the threads of one wgmma: four consecutive warps, the first a multiple of 4
+
+
+def wgmma_m64n8k16_c() -> FragmentMap:
+    """D (64 x 8) of wgmma m64nNk16 for one 8-column slice: warp w of the warp group holds rows
+    16 w .. 16 w + 15 exactly as mma's C (d0..d3 = slots (i1, i0)); an N-wide D repeats the
+    slice N / 8 times along the columns, d[4 j + ...] holding slice j."""
+    lane = _var("lane", "thread")
+    within = _bin("%", lane, WARP_SIZE)
+    i1, i0 = _var("i1"), _var("i0")
+    row = _bin("+", _bin("+", _bin("*", _bin("//", lane, WARP_SIZE), 16), _bin("//", within, 4)), _bin("*", i1, 8))
+    col = _bin("+", _bin("*", _bin("%", within, 4), 2), i0)
+    return FragmentMap((64, 8), lane, WARP_GROUP, (i1, i0), (2, 2), (simplify(row), simplify(col)), int_(0))

@@ -3,19 +3,25 @@
     MMA_M16N8K16  mma.sync m16n8k16: float16/bfloat16 -> float32
     MMA_M16N8K32  mma.sync m16n8k32: int8 -> int32; float8 e4m3/e5m2 -> float32 from sm_89
     SIMT_FMA      one thread, fused multiply-adds: any types
+    WGMMA_M64NNK16  wgmma m64nNk16 (sm_90a): float16/bfloat16 -> float32, A and B by descriptor
 
 A gemm takes the first record of its target's list (targets.py) that accepts
 it (passes/select.py). Both mma.sync records run on one warp, load their
 operands from shared memory with ldmatrix (helpers in spelling.py), and are
-lowered by sm80.py; their fragments are the PTX ISA's (fragments.py).
+lowered by sm80.py; their fragments are the PTX ISA's (fragments.py). The
+wgmma record runs on a warp group of four warps, reads both operands from
+shared tiles in the 32/64/128-byte swizzle through matrix descriptors, and is
+lowered by sm90.py.
 """
 
 from __future__ import annotations
 
 from tilec import layout as L
+from tilec import tir
 from tilec.backends.cuda import fragments as ptx
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, OperandTypes, simt_fma
+from tilec.layout_algebra import widest_swizzle
 
 F32 = DType.float32
 SM89 = (8, 9)  # fp8 mma.sync
@@ -63,3 +69,107 @@ SIMT_FMA = simt_fma("SIMT FMA (CUDA cores)")
 
 # Every CUDA target's records, in order of preference.
 SM80_INSTRUCTIONS = (MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA)
+
+
+WGMMA_MAX_N = 256  # the widest wgmma: m64n256k16 (the record's shape[1])
+
+
+def warp_group_grid(m: int, n: int, groups: int) -> tuple[int, int] | None:
+    """(warp groups along M, along N) tiling an m x n accumulator with m64 tiles and column
+    slices of one wgmma each (a multiple of 8, at most 256 wide, or whole multiples of 256): the
+    most groups along M that divide it, the rest along N."""
+    for gm in range(groups, 0, -1):
+        gn = groups // gm
+        if groups % gm or m % (gm * 64) or n % gn:
+            continue
+        width = n // gn
+        if width % 8 == 0 and (width <= WGMMA_MAX_N or width % WGMMA_MAX_N == 0):
+            return gm, gn
+    return None
+
+
+def wgmma_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: int | None = None) -> L.Fragment | None:
+    """The accumulator of wgmma m64nNk16 tiled over the block's warp groups (fragments.wgmma_m64n8k16_c):
+
+    warp group (gm x gn grid, `warp_group_grid`) g holds MI m64 tiles of a slice of W columns;
+    in each, warp w of the group holds rows 16 w .. 16 w + 15 as mma's C, W / 8 times along N:
+      threads: 4 @ dim 1 stride 2, 8 @ dim 0 stride 1, 4 @ dim 0 stride 16, gn @ dim 1 stride W, gm @ dim 0
+      regs:    MI @ dim 0 stride 64, W / 8 @ dim 1 stride 8, 2 @ dim 0 stride 8, 2 @ dim 1 stride 1
+    so one wgmma's N / 2 accumulator registers are consecutive. `policy` and `rows` (warp rows
+    shared with an earlier accumulator) do not apply: the warps of a group are stacked along M.
+    """
+    m, n = shape
+    if threads % ptx.WARP_GROUP:
+        return None
+    grid = warp_group_grid(m, n, threads // ptx.WARP_GROUP)
+    if grid is None:
+        return None
+    gm, gn = grid
+    mi, width = m // (gm * 64), n // gn
+    warps = ptx.WARP_GROUP // ptx.WARP_SIZE
+    thread_parts = (
+        L.Part(4, 1, 2),
+        L.Part(8, 0, 1),
+        L.Part(warps, 0, 16),
+        L.Part(gn, 1, width),
+        L.Part(gm, 0, mi * 64),
+    )
+    local_parts = (L.Part(mi, 0, 64), L.Part(width // 8, 1, 8), L.Part(2, 0, 8), L.Part(2, 1, 1))
+    return L.Fragment(shape, thread_parts, local_parts)
+
+
+def wgmma_operands(g: tir.Gemm, threads: int) -> bool:
+    """Whether wgmma can read both operands of `g` through descriptors: whole 2-D shared tiles
+    of 16-bit elements, each stored with its contiguous dimension in a swizzle's rows, of at
+    least 8 rows; the column slice of each warp group of a B stored (K, N) (or the m64 tile of an
+    A stored (K, M)) whole swizzle rows."""
+    a, b = g.a, g.b
+    for region in (a, b):
+        buf = region.buffer
+        if buf.scope != "shared" or len(buf.shape) != 2 or buf.dtype.bytes != 2:
+            return False
+        shape = buf.const_shape
+        whole = all(isinstance(s, tir.IntImm) and s.value == 0 for s in region.starts)
+        if not whole or tuple(tir_const(e) for e in region.extents) != shape:
+            return False
+        if shape[0] % 8 or widest_swizzle(shape[1] * 2) is None:
+            return False
+    m, n = (tir_const(e) for e in g.c.extents)
+    grid = warp_group_grid(m, n, threads // ptx.WARP_GROUP)
+    if grid is None:
+        return False
+    slices: list[tuple[tir.Buffer, int]] = [] if g.transpose_b else [(b.buffer, n // grid[1])]
+    slices += [(a.buffer, 64)] if g.transpose_a else []
+    for buf, width in slices:  # an MN-major operand: each instruction starts at a swizzle row
+        sw = widest_swizzle(buf.const_shape[1] * 2)
+        if sw is None or width * 2 % sw:
+            return False
+    return True
+
+
+def tir_const(e: tir.Expr) -> int:
+    return e.value if isinstance(e, tir.IntImm) else -1
+
+
+def _wgmma(operand: DType, suffix: str) -> OperandTypes:
+    # {n}: the instruction's width, one helper per width (spelling.py's wgmma_<suffix>_n<N>)
+    return OperandTypes(operand, F32, f"wgmma_{suffix}_n{{n}}", f"tilec_wgmma_m64n{{n}}k16_{suffix}")
+
+
+WGMMA_M64NNK16 = Instruction(
+    name="wgmma_m64nNk16",
+    shape=(64, WGMMA_MAX_N, 16),  # N: any multiple of 8 up to 256 (warp_group_grid picks it per accumulator)
+    operands=(_wgmma(DType.float16, "f16"), _wgmma(DType.bfloat16, "bf16")),
+    group="warp_group",
+    load="descriptors",
+    load_helper="wgmma",
+    a_in_registers=False,
+    a_registers_helper=None,
+    k_contiguous=False,  # the descriptors' major-ness transposes 16-bit operands
+    accumulator=wgmma_accumulator,
+    fragments=(ptx.wgmma_m64n8k16_c,),
+    explain="wgmma m64n{n}k16 {a} -> {c} (tensor cores, warp groups)",
+    operands_fit=wgmma_operands,
+)
+
+SM90A_INSTRUCTIONS = (WGMMA_M64NNK16, *SM80_INSTRUCTIONS)

@@ -139,6 +139,7 @@ RESERVED = frozenset(
 EXPLAIN: dict[str, str] = {
     "async_copy": "cp.async",
     "matrices": "ldmatrix",
+    "descriptors": "shared-memory descriptors",
     "shuffle": "shfl.xor",
     "atomic_add": "atomicAdd",
 }
@@ -148,7 +149,7 @@ VECTOR_TYPES: dict[int, str] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "
 
 # The device kernel's head ({threads}: the block size) and its dynamic shared memory.
 KERNEL_QUALIFIERS = 'extern "C" __global__ void __launch_bounds__({threads})'
-DYNAMIC_SMEM = "extern __shared__ __align__(16) unsigned char smem[];"
+DYNAMIC_SMEM = "extern __shared__ __align__({align}) unsigned char smem[];"  # {align}: the views' largest
 RESTRICT = " __restrict__"  # pointer qualifier of kernel parameters, dropped in the launcher
 
 # The launcher: `extern "C" int NAME(params..., STREAM_PARAM)` launching NAME_kernel.
@@ -311,4 +312,57 @@ __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
 
 
 # The helpers that take shared-memory addresses (SMEM_ADDR_HELPER comes first).
-SHARED_ADDRESS_HELPERS = frozenset({"cp_async", "ldmatrix", "mbarrier"})
+SHARED_ADDRESS_HELPERS = frozenset({"cp_async", "ldmatrix", "mbarrier", "wgmma"})
+
+
+# ---------------------------------------------------------------- wgmma (sm_90a)
+
+HELPERS["wgmma"] = """
+// wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
+// earlier uses before the wgmmas that follow; commit closes a group of issued wgmmas; wait<N>
+// returns once at most N of the warp group's groups are still running.
+__device__ __forceinline__ void tilec_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void tilec_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accesses of the N accumulator registers at d across a wait.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_hold(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
+// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
+// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo, unsigned sbo,
+                                                               unsigned swizzle) {
+  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
+         static_cast<unsigned long long>(sbo >> 4) << 32 | static_cast<unsigned long long>(swizzle) << 62;
+}"""
+
+
+def _wgmma_helper(n: int, suffix: str, ptx_type: str) -> str:
+    """d[0 .. n/2) += A (64 x 16) B (16 x n) for one wgmma m64n{n}k16, both operands by descriptor;
+    TA / TB: 1 when the operand's tile is stored MN-major (A as (K, M), B as (K, N))."""
+    regs = n // 2
+    d = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return f"""
+// d[0..{regs - 1}] += A (64x16) * B (16x{n}) by one warp group, {ptx_type} in, float32 out; A and B
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+template <int TA, int TB>
+__device__ __forceinline__ void tilec_wgmma_m64n{n}k16_{suffix}(float* d, unsigned long long a, unsigned long long b) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"
+               " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "
+               "{{{d}}}, %{regs}, %{regs + 1}, p, 1, 1, %{regs + 3}, %{regs + 4};\\n}}"
+               : {outs}
+               : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+}}"""
+
+
+for _n in range(8, 257, 8):
+    HELPERS[f"wgmma_f16_n{_n}"] = _wgmma_helper(_n, "f16", "f16")
+    HELPERS[f"wgmma_bf16_n{_n}"] = _wgmma_helper(_n, "bf16", "bf16")
+    SHARED_ADDRESS_HELPERS |= {f"wgmma_f16_n{_n}", f"wgmma_bf16_n{_n}"}

@@ -8,45 +8,59 @@ __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// ldmatrix: eight 16-byte rows per 8x8 matrix, addressed by lanes 8j..8j+7, land in register j
-// of every lane (lane l gets row l / 4, columns 2 * (l % 4) and +1); .trans loads the transpose.
-__device__ __forceinline__ void tilec_ldmatrix_x4(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(tilec_smem_addr(p)));
+// wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
+// earlier uses before the wgmmas that follow; commit closes a group of issued wgmmas; wait<N>
+// returns once at most N of the warp group's groups are still running.
+__device__ __forceinline__ void tilec_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void tilec_ldmatrix_x4_trans(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(tilec_smem_addr(p)));
+__device__ __forceinline__ void tilec_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void tilec_ldmatrix_x2(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(tilec_smem_addr(p)));
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void tilec_ldmatrix_x2_trans(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(tilec_smem_addr(p)));
+// Keeps the compiler from moving accesses of the N accumulator registers at d across a wait.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_hold(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(d[i])::"memory");
+}
+// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
+// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
+// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo,
+                                                               unsigned sbo, unsigned swizzle) {
+  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
+         static_cast<unsigned long long>(sbo >> 4) << 32 |
+         static_cast<unsigned long long>(swizzle) << 62;
 }
 
-// c[0..3] += A (16x16, a[0..3]) * B (16x8, b[0..1]) on tensor cores, float16 in, float32 out.
-__device__ __forceinline__ void tilec_mma_m16n8k16_f16(float* c, const unsigned* a,
-                                                       const unsigned* b) {
+// d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+template <int TA, int TB>
+__device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned long long a,
+                                                          unsigned long long b) {
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(128)
     swizzle_wide_vector_kernel(const half* __restrict__ A, const half* __restrict__ B,
                                half* __restrict__ C, signed char* __restrict__ Q, int M) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];
   const int tx = threadIdx.x;
-  const int lane = tx % 32;
   const int warp = tx / 32;
   const int bx = blockIdx.x;
   half* A_s = reinterpret_cast<half*>(smem + 0);
@@ -127,60 +141,43 @@ extern "C" __global__ void __launch_bounds__(128)
   // swizzle_wide_vector.tile:12: clear(acc)
   {
 #pragma unroll
-    for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+    for (int g1 = 0; g1 < 8; ++g1) {
 #pragma unroll
-      for (int g1 = 0; g1 < 4; ++g1) {
+      for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
 #pragma unroll
-        for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-#pragma unroll
-          for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-            acc[g0_3 * 16 + g1 * 4 + g0_4 * 2 + e1_3] = 0.0f;
-          }
+        for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
+          acc[g1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
         }
       }
     }
   }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   // swizzle_wide_vector.tile:13: gemm(A_s, B_s, acc)
   {
+    tilec_wgmma_hold<32>(&acc[0]);
+    tilec_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      unsigned int A_s_frag[8];
-      unsigned int B_s_frag[8];
-      tilec_ldmatrix_x4(
-          &A_s_frag[0],
-          &A_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 16 * 8) + warp / 2 * 2048]);
-      tilec_ldmatrix_x4(
-          &A_s_frag[4],
-          &A_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 16 * 8) + warp / 2 * 2048 + 1024]);
-      tilec_ldmatrix_x4_trans(&B_s_frag[0],
-                              &B_s[(tx % 8 * 64 ^ tx % 8 * 8 ^ warp % 2 * 32 ^ lane / 16 * 8) +
-                                   kk * 1024 + lane / 8 % 2 * 512]);
-      tilec_ldmatrix_x4_trans(&B_s_frag[4],
-                              &B_s[(tx % 8 * 64 ^ tx % 8 * 8 ^ warp % 2 * 32 ^ lane / 16 * 8 ^ 16) +
-                                   kk * 1024 + lane / 8 % 2 * 512]);
-      tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
-      tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
-      tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
-      tilec_mma_m16n8k16_f16(&acc[12], &A_s_frag[0], &B_s_frag[6]);
-      tilec_mma_m16n8k16_f16(&acc[16], &A_s_frag[4], &B_s_frag[0]);
-      tilec_mma_m16n8k16_f16(&acc[20], &A_s_frag[4], &B_s_frag[2]);
-      tilec_mma_m16n8k16_f16(&acc[24], &A_s_frag[4], &B_s_frag[4]);
-      tilec_mma_m16n8k16_f16(&acc[28], &A_s_frag[4], &B_s_frag[6]);
+      tilec_wgmma_m64n64k16_f16<0, 1>(&acc[0], tilec_wgmma_desc(&A_s[kk * 16], 16, 1024, 1),
+                                      tilec_wgmma_desc(&B_s[kk * 1024], 8192, 1024, 1));
     }
+    tilec_wgmma_commit();
+    tilec_wgmma_wait<0>();
+    tilec_wgmma_hold<32>(&acc[0]);
   }
   // swizzle_wide_vector.tile:14: copy(A_s, a)
   {
 #pragma unroll
-    for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+    for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
       alignas(16) half A_s_v_2[16];
       *reinterpret_cast<uint4*>(&A_s_v_2[0]) = *reinterpret_cast<const uint4*>(
-          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_5 * 2048]);
+          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_4 * 2048]);
       *reinterpret_cast<uint4*>(&A_s_v_2[8]) = *reinterpret_cast<const uint4*>(
-          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_5 * 2048]);
+          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_4 * 2048]);
 #pragma unroll
       for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-        a[g0_5 * 16 + e1_4] = A_s_v_2[e1_4];
+        a[g0_4 * 16 + e1_4] = A_s_v_2[e1_4];
       }
     }
   }
@@ -188,34 +185,34 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (Q_vec16 && bx * 64 + 64 <= M) {
 #pragma unroll
-      for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+      for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
         alignas(16) signed char Q_v_1[16];
 #pragma unroll
         for (int e1_6 = 0; e1_6 < 16; ++e1_6) {
-          Q_v_1[e1_6] = static_cast<signed char>(static_cast<float>(a[g0_7 * 16 + e1_6]));
+          Q_v_1[e1_6] = static_cast<signed char>(static_cast<float>(a[g0_6 * 16 + e1_6]));
         }
-        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_7 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_6 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
             *reinterpret_cast<const uint4*>(&Q_v_1[0]);
       }
     } else {
 #pragma unroll
-      for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-        if (Q_vec16 && bx * 64 + g0_6 * 32 + tx / 4 < M) {
+      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+        if (Q_vec16 && bx * 64 + g0_5 * 32 + tx / 4 < M) {
           alignas(16) signed char Q_v[16];
 #pragma unroll
           for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-            Q_v[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_6 * 16 + e1_5]));
+            Q_v[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_5]));
           }
-          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_6 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_5 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
               *reinterpret_cast<const uint4*>(&Q_v[0]);
         } else {
 #pragma unroll
           for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-            const int i_5 = g0_6 * 32 + tx / 4;
+            const int i_5 = g0_5 * 32 + tx / 4;
             const int j_5 = tx % 4 * 16 + e1_5;
             if (bx * 64 + i_5 < M) {
               Q[bx * 4096 + i_5 * 64 + j_5] =
-                  static_cast<signed char>(static_cast<float>(a[g0_6 * 16 + e1_5]));
+                  static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_5]));
             }
           }
         }
@@ -226,49 +223,40 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (C_vec2 && bx * 64 + 64 <= M) {
 #pragma unroll
-      for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+      for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
-        for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
+        for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+          alignas(16) half C_v_1[2];
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
-            alignas(16) half C_v_1[2];
-#pragma unroll
-            for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-              C_v_1[e1_8] = static_cast<half>(acc[g0_10 * 16 + g1_2 * 4 + g0_11 * 2 + e1_8]);
-            }
-            *reinterpret_cast<unsigned int*>(
-                &C[bx * 4096 + warp / 2 * 2048 + g0_10 * 1024 + g0_11 * 512 + tx / 4 % 8 * 64 +
-                   warp % 2 * 32 + g1_2 * 8 + tx % 4 * 2]) =
-                *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
+          for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+            C_v_1[e1_8] = static_cast<half>(acc[g1_2 * 4 + g0_8 * 2 + e1_8]);
           }
+          *reinterpret_cast<unsigned int*>(
+              &C[bx * 4096 + warp * 1024 + g0_8 * 512 + tx / 4 % 8 * 64 + g1_2 * 8 + tx % 4 * 2]) =
+              *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+      for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-        for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
+        for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          if (C_vec2 && bx * 64 + warp * 16 + g0_7 * 8 + tx / 4 % 8 < M) {
+            alignas(16) half C_v[2];
 #pragma unroll
-          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-            if (C_vec2 && bx * 64 + warp / 2 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8 < M) {
-              alignas(16) half C_v[2];
+            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+              C_v[e1_7] = static_cast<half>(acc[g1_1 * 4 + g0_7 * 2 + e1_7]);
+            }
+            *reinterpret_cast<unsigned int*>(&C[bx * 4096 + warp * 1024 + g0_7 * 512 +
+                                                tx / 4 % 8 * 64 + g1_1 * 8 + tx % 4 * 2]) =
+                *reinterpret_cast<const unsigned int*>(&C_v[0]);
+          } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                C_v[e1_7] = static_cast<half>(acc[g0_8 * 16 + g1_1 * 4 + g0_9 * 2 + e1_7]);
-              }
-              *reinterpret_cast<unsigned int*>(
-                  &C[bx * 4096 + warp / 2 * 2048 + g0_8 * 1024 + g0_9 * 512 + tx / 4 % 8 * 64 +
-                     warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
-                  *reinterpret_cast<const unsigned int*>(&C_v[0]);
-            } else {
-#pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                const int i_7 = warp / 2 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8;
-                const int j_7 = warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_7;
-                if (bx * 64 + i_7 < M) {
-                  C[bx * 4096 + i_7 * 64 + j_7] =
-                      static_cast<half>(acc[g0_8 * 16 + g1_1 * 4 + g0_9 * 2 + e1_7]);
-                }
+            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+              const int i_7 = warp * 16 + g0_7 * 8 + tx / 4 % 8;
+              const int j_7 = g1_1 * 8 + tx % 4 * 2 + e1_7;
+              if (bx * 64 + i_7 < M) {
+                C[bx * 4096 + i_7 * 64 + j_7] = static_cast<half>(acc[g1_1 * 4 + g0_7 * 2 + e1_7]);
               }
             }
           }
