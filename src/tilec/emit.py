@@ -288,8 +288,11 @@ def _param(p: T.Param, restrict: str = "") -> str:
 
 
 def _kernel(k: T.Kernel, sp: Spelling) -> list[str]:
-    params = ", ".join(_param(p, sp.restrict) for p in k.params)
-    out = [f"{sp.kernel_qualifiers.format(threads=k.threads)} {k.name}_kernel({params}) {{"]
+    params = ", ".join(
+        sp.tensor_map_param.format(name=p.name) if p.tensor_map else _param(p, sp.restrict) for p in k.params
+    )
+    bound = f"{k.threads}, {k.min_blocks}" if k.min_blocks else str(k.threads)
+    out = [f"{sp.kernel_qualifiers.format(threads=bound)} {k.name}_kernel({params}) {{"]
     if k.dynamic_smem:
         align = max((s.align for s in k.body if isinstance(s, T.SharedView)), default=16)
         out.append(sp.dynamic_smem.format(align=align))
@@ -298,24 +301,45 @@ def _kernel(k: T.Kernel, sp: Spelling) -> list[str]:
     return out
 
 
-def _launcher(k: T.Kernel, target: Target) -> list[str]:
-    """`extern "C" int NAME(params..., stream)`: the grid, the shared-memory opt-in,
-    the kernel's host prologue (k.host_prologue, e.g. TMA descriptors), the launch."""
+def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[str]:
+    """`extern "C" int NAME(params..., stream)`: the grid, the shared-memory opt-in, the
+    kernel's tensor maps (and the hand-over to its fallback kernel when one cannot be built),
+    its host prologue (k.host_prologue), the launch."""
     sp, launch = target.spelling, target.launch
-    params = [_param(p) for p in k.params] + [launch.stream_param]
+    params = [_param(p) for p in k.params if not p.tensor_map] + [launch.stream_param]
     grid = [expr_text(g, sp) for g in k.grid] + ["1"] * (3 - len(k.grid))
     out = [
         launch.doc.format(name=k.name),
-        f'extern "C" int {k.name}({", ".join(params)}) {{',
+        f"{linkage} int {k.name}({', '.join(params)}) {{",
         launch.grid.format(*grid),
         "if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;  // empty problem: nothing to launch",
-        f"const int smem_bytes = {k.dynamic_smem};",
     ]
+    if k.tensor_maps:
+        out += [sp.tensor_map_decl.format(name=m.name) for m in k.tensor_maps]
+        built = " && ".join(_tensor_map_build(m, sp) for m in k.tensor_maps)
+        out.append(f"const bool bulk_copies = {built};")
+        if k.fallback is not None:
+            names = ", ".join([p.name for p in k.fallback.params] + ["stream"])
+            out.append(sp.fallback.format(cond="bulk_copies", name=k.fallback.name, args=names))
+    out.append(f"const int smem_bytes = {k.dynamic_smem};")
     if k.dynamic_smem > launch.smem_opt_in_above:
         out += [line.format(name=k.name) for line in launch.smem_opt_in]
     out += _body(k.host_prologue, sp)
     args = ", ".join(p.name for p in k.params)
     return out + [launch.launch.format(name=k.name, threads=k.threads, args=args), launch.status, "}"]
+
+
+def _tensor_map_build(m: T.TensorMap, sp: Spelling) -> str:
+    return sp.tensor_map_build.format(
+        name=m.name,
+        tensor=m.tensor,
+        inner=expr_text(m.inner, sp),
+        outer=expr_text(m.outer, sp),
+        box_inner=m.box[0],
+        box_outer=m.box[1],
+        elem_bytes=m.dtype.bytes,
+        swizzle=m.swizzle,
+    )
 
 
 def _helper_lines(m: T.Module, sp: Spelling, uses: _Uses) -> list[str]:
@@ -333,6 +357,8 @@ def emit_module(m: T.Module, target: Target) -> str:
     lines += [f"#include <{h}>" for h in used_headers(m, target, uses)]
     lines += _helper_lines(m, target.spelling, uses)
     for k in m.kernels:
+        if k.fallback is not None:
+            lines += [""] + _kernel(k.fallback, target.spelling) + [""] + _launcher(k.fallback, target, "static")
         lines += [""] + _kernel(k, target.spelling) + [""] + _launcher(k, target)
     return "\n".join(lines) + "\n"
 

@@ -193,14 +193,31 @@ def run_passes(program: tir.Program, arch: str, passes: tuple[Pass, ...] = PASSE
     target = get_target(arch)
     units = []
     for kernel in program.kernels:
-        u = Unit(kernel, target)
-        if verify:
-            with phase("verify"):
-                verify_unit("tir", u)
-        for p in passes:
-            u = _run(p, u, verify)
+        u = _through(passes, Unit(kernel, target), verify)
+        if u.lowered is not None and _has_warp_roles(u.kernel):
+            # the same kernel without bulk copies, which the launcher runs for unaligned tensors
+            plain = _through(passes, Unit(kernel, replace(target, bulk_copies=False)), verify)
+            u = replace(u, lowered=_with_fallback(_lowered(u), _lowered(plain)))
         units.append(u)
     return units
+
+
+def _through(passes: tuple[Pass, ...], u: Unit, verify: bool) -> Unit:
+    if verify:
+        with phase("verify"):
+            verify_unit("tir", u)
+    for p in passes:
+        u = _run(p, u, verify)
+    return u
+
+
+def _has_warp_roles(kernel: tir.Kernel) -> bool:
+    return any(isinstance(s, tir.For) and s.warp_specialized for s in kernel.body)
+
+
+def _with_fallback(k: T.Kernel, plain: T.Kernel) -> T.Kernel:
+    fallback = replace(plain, name=f"{plain.name}_fallback")
+    return replace(k, fallback=fallback, helpers=tuple(sorted({*k.helpers, *plain.helpers})))
 
 
 def thread_module(units: list[Unit], program: tir.Program, target: Target) -> T.Module:

@@ -60,6 +60,7 @@ from typing import assert_never
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
+from tilec.dtypes import DType
 from tilec.simplify import const
 from tilec.source import NO_SPAN, Span
 
@@ -79,7 +80,27 @@ def place_barriers(kernel: T.Kernel) -> T.Kernel:
     body = tuple(placement.block(kernel.body, _State()))
     if any(isinstance(s, T.Scope) and s.access.proxy_reads for s in _all_stmts(body)):
         body = _fenced(body)
+    if kernel.consumer_threads:  # warp roles: only the consumers run the body's barriers
+        body = _among(
+            body, T.Barrier("named", (tir.IntImm(1, DType.int32), tir.IntImm(kernel.consumer_threads, DType.int32)))
+        )
     return replace(kernel, body=body)
+
+
+def _among(body: tuple[T.Stmt, ...], named: T.Barrier) -> tuple[T.Stmt, ...]:
+    """`body` with every `block` barrier replaced by `named` (a barrier of the consumer threads)."""
+    out: list[T.Stmt] = []
+    for s in body:
+        match s:
+            case T.Barrier(kind="block"):
+                out.append(named)
+            case T.Loop() | T.Scope():
+                out.append(replace(s, body=_among(s.body, named)))
+            case T.IfThen():
+                out.append(replace(s, then=_among(s.then, named), orelse=_among(s.orelse, named)))
+            case _:
+                out.append(s)
+    return tuple(out)
 
 
 def _all_stmts(body: tuple[T.Stmt, ...]) -> Iterator[T.Stmt]:

@@ -49,6 +49,12 @@ class Spelling:
     shared_address_helpers: frozenset[str]
     reserved: frozenset[str]  # names a kernel's own names must not take (lowering appends `_`)
     explain: Mapping[str, str]  # neutral operation -> its name in `tilec explain` (backends/cuda/spelling.py)
+    # warp roles (T.Kernel.tensor_maps, fallback): {name}; {name}; {name}, {tensor}, {inner}, {outer},
+    # {box_inner}, {box_outer}, {elem_bytes}, {swizzle}; {cond}, {name}, {args}
+    tensor_map_param: str = ""
+    tensor_map_decl: str = ""
+    tensor_map_build: str = ""
+    fallback: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -102,6 +108,9 @@ class Target:
     max_threads: int = 1024  # threads one block may have
     max_registers: int = 255  # 32-bit registers one thread may have (more spill to local memory)
     atomic_add_types: frozenset[DType] = frozenset()  # element types with a hardware atomic add
+    # bulk tensor copies (TMA) into swizzled tiles, completing on mbarriers, and warp groups that
+    # trade registers: GEMM main loops on warp-group instructions get warp roles (plan_pipeline)
+    bulk_copies: bool = False
 
 
 CUDA_SPELLING = Spelling(
@@ -121,8 +130,14 @@ CUDA_SPELLING = Spelling(
     explain=cuda.EXPLAIN,
 )
 HOPPER_SPELLING = replace(
-    CUDA_SPELLING, barriers=cuda.HOPPER_BARRIERS, barrier_helpers=cuda.HOPPER_BARRIER_HELPERS
-)  # mbarriers, named barriers and async-proxy fences (sm_90a)
+    CUDA_SPELLING,
+    barriers=cuda.HOPPER_BARRIERS,
+    barrier_helpers=cuda.HOPPER_BARRIER_HELPERS,
+    tensor_map_param=cuda.TENSOR_MAP_PARAM,
+    tensor_map_decl=cuda.TENSOR_MAP_DECL,
+    tensor_map_build=cuda.TENSOR_MAP_BUILD,
+    fallback=cuda.FALLBACK,
+)  # mbarriers, named barriers, async-proxy fences and bulk copies (sm_90a)
 CUDA_LAUNCH = Launch(
     stream_param=cuda.STREAM_PARAM,
     doc=cuda.LAUNCHER_DOC,
@@ -160,11 +175,13 @@ def _cuda(
     spelling: Spelling = CUDA_SPELLING,
     backend: str = "cuda.sm80",
     instructions: tuple[Instruction, ...] = SM80_INSTRUCTIONS,
+    bulk_copies: bool = False,
 ) -> Target:
     num = arch.removeprefix("sm_")
     return Target(
         arch, "cuda", backend, capability, f"arch=compute_{num},code=sm_{num}", smem_limit, instructions,
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
+        bulk_copies=bulk_copies,
     )  # fmt: skip
 
 
@@ -174,7 +191,7 @@ TARGETS: dict[str, Target] = {
         _cuda("sm_80", (8, 0), 166912),
         _cuda("sm_86", (8, 6), 101376),
         _cuda("sm_89", (8, 9), 101376),  # fp8 matrix instructions (the records' `since`)
-        _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING, "cuda.sm90", SM90A_INSTRUCTIONS),  # the `a`: wgmma needs it
+        _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING, "cuda.sm90", SM90A_INSTRUCTIONS, True),  # the `a`: wgmma
     )
 }
 ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order

@@ -248,6 +248,21 @@ class Param:
     dtype: DType
     pointer: bool = False
     const: bool = False  # the kernel only reads what the pointer points to
+    tensor_map: bool = False  # a bulk-copy descriptor the launcher builds (TensorMap), passed by value
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMap:
+    """A bulk-copy (TMA) descriptor of a 2-D tensor that the launcher builds and the kernel
+    takes as parameter `name`: boxes of `box` (inner, outer) elements, swizzled by `swizzle` bytes."""
+
+    name: str
+    tensor: str  # the tensor parameter
+    dtype: DType
+    inner: Expr  # extent of the contiguous dimension
+    outer: Expr
+    box: tuple[int, int]
+    swizzle: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +287,13 @@ class Kernel:
     abi: dict  # the kernel's entry of the `// tilec-abi:` line
     helpers: tuple[str, ...] = ()  # inline helpers it calls (keys of its target's Spelling.helpers)
     host_prologue: tuple[Stmt, ...] = ()  # launcher statements before the launch (see above)
+    # warp roles (a warp-specialized GEMM main loop): the block's own threads, which alone run its
+    # `block` barriers (sync.py makes them named barriers), and a producer warp group after them
+    consumer_threads: int = 0
+    min_blocks: int = 0  # > 0: the launch bound's blocks per multiprocessor (warp roles need 1)
+    tensor_maps: tuple[TensorMap, ...] = ()  # built by the launcher, passed as parameters
+    # the kernel the launcher runs instead when a tensor map cannot be built (unaligned rows)
+    fallback: Kernel | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -325,6 +325,9 @@ class For:
     body: tuple[Stmt, ...]
     num_stages: int = 0  # pipelined only
     span: Span = field(default=NO_SPAN, compare=False)
+    # a GEMM main loop run by warp roles: a producer warp group loads tiles by bulk copies into
+    # a ring of stages on barriers, the block's own threads consume them (passes/plan_pipeline.py)
+    warp_specialized: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,23 @@ class LowerState:
     # The kernel's block-index swizzle, once the statement walk meets `T.use_swizzle`; read at
     # the end by the block-index set-up.
     swizzle: tir.UseSwizzle | None = None
+    # Warp roles: set by the backend's lowering of a warp-specialized loop (its producer's code and
+    # set-up); read at the end by lower_kernel, which splits the body between the roles.
+    roles: WarpRoles | None = None
+
+
+@dataclass(frozen=True)
+class WarpRoles:
+    """What a warp-specialized loop adds to its kernel: statements all threads run first (barrier
+    set-up), the producer warp group's code, what the consumers (the block's own threads) run
+    before the rest of the body, and the kernel parameters and launcher maps of its bulk copies."""
+
+    setup: tuple[T.Stmt, ...]
+    producer: tuple[T.Stmt, ...]
+    consumer_entry: tuple[T.Stmt, ...]
+    producer_threads: int
+    params: tuple[T.Param, ...]
+    tensor_maps: tuple[T.TensorMap, ...]
 
 
 @dataclass(frozen=True)
@@ -208,6 +225,7 @@ class Backend(Protocol):
     def load(self, ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]: ...
     def products(self, ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
     def async_copy(self, ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt: ...
+    def warp_specialized(self, ctx: LowerContext, s: tir.For) -> list[T.Stmt]: ...
 
 
 def backend_of(target: Target) -> Backend:

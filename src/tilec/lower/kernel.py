@@ -5,6 +5,7 @@ indices, shared-memory views and kernel-wide flags."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import assert_never
 
 from tilec import thread_ir as T
@@ -41,12 +42,22 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     ctx = new_context(kernel, layouts, target)
     body = lower_block(ctx, kernel.body)
     state = ctx.state
+    roles = state.roles
+    threads = kernel.threads
+    if roles is not None:  # the block's threads consume; a producer warp group after them
+        producing = tir.BinOp(">=", ctx.tx, int_(threads), DType.bool)
+        body = [*roles.setup, T.IfThen(producing, roles.producer, (*roles.consumer_entry, *body))]
+        threads += roles.producer_threads
     head = _block_index(ctx) + list(state.views) + state.prologue
     grid = tuple(simplify(value_of(ctx, g, None)) for g in kernel.grid)
-    body = name_lanes(head + body, ctx.tx, kernel.threads, target.warp_size, ctx.fresh)
+    body = name_lanes(head + body, ctx.tx, threads, target.warp_size, ctx.fresh)
     smem = shared_bytes(state.views)
     helpers = tuple(sorted(state.helpers))
-    return T.Kernel(kernel.name, _params(ctx), kernel.threads, grid, smem, tuple(body), _abi(ctx), helpers)
+    params = _params(ctx) + (roles.params if roles else ())
+    k = T.Kernel(kernel.name, params, threads, grid, smem, tuple(body), _abi(ctx), helpers)
+    if roles is None:
+        return k
+    return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps)
 
 
 def lower_block(ctx: LowerContext, stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
@@ -83,6 +94,8 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
             return as_scope(ctx, s, lower_atomic_region(ctx, s))
         case tir.AtomicAdd():
             return as_scope(ctx, s, lower_atomic_element(ctx, s))
+        case tir.For() if s.warp_specialized:
+            return ctx.backend.warp_specialized(ctx, s)
         case tir.For() if producers(s):
             return lower_pipelined(ctx, s, lower_stmt)
         case tir.For():

@@ -49,6 +49,7 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
     ahead: set[int] = set()
     issue: dict[int, tuple[tir.Buffer, ...]] = {}  # gemm -> the tiles of the producers issued after it
     stages: dict[tir.Buffer, int] = {}
+    specialized: set[int] = set()  # loops run by warp roles
     for loop in tir_walk.stmts(kernel.body):
         if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
             continue
@@ -59,7 +60,9 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
             for c in found:
                 stages[c.dst.buffer] = loop.num_stages
             gemm = main_loop_gemm(loop, target)
-            if gemm is not None:
+            if _warp_specialized(kernel, loop, found, target):
+                specialized.add(id(loop))
+            elif gemm is not None:
                 ahead.add(id(gemm))
             else:
                 for c, g in _issue_points(loop, found):
@@ -80,11 +83,49 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
                 return replace(s, pipeline="early")
             case tir.Alloc() if s.buffer in stages:
                 return replace(s, stages=stages[s.buffer])
+            case tir.For() if id(s) in specialized:
+                return replace(s, warp_specialized=True)
             case tir.Gemm() if id(s) in ahead or id(s) in issue:
                 return replace(s, fragments_ahead=id(s) in ahead, then_issue=issue.get(id(s), ()))
         return s
 
     return tir_walk.map_kernel(kernel, decided)
+
+
+def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:
+    """Whether `loop` runs by warp roles (tir.For.warp_specialized): on a target with bulk copies,
+    a loop at the top of the kernel (the roles split the whole body), its only pipelined one,
+    whose body is its producers and one gemm on a warp-group instruction reading two of their
+    tiles, each producer a whole 2-D tile of a 2-D tensor of the tile's type, no tile read or
+    written outside the loop."""
+    if not target.bulk_copies or not any(s is loop for s in kernel.body):
+        return False
+    loops = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
+    rest = [s for s in loop.body if not any(s is c for c in found)]
+    if len(loops) != 1 or len(rest) != 1 or not isinstance(rest[0], tir.Gemm):
+        return False
+    g = rest[0]
+    tiles = {c.dst.buffer for c in found}
+    if instruction_named(target, g.instruction).group != "warp_group" or {g.a.buffer, g.b.buffer} != tiles:
+        return False
+    for c in found:
+        src, dst = c.src.buffer, c.dst.buffer
+        if len(src.shape) != 2 or src.dtype != dst.dtype or len(dst.shape) != 2:
+            return False
+        if tuple(_const(e) for e in c.src.extents) != dst.const_shape or dst.const_shape[0] > 256:
+            return False
+    # the producer runs apart from the body: its bounds and tile corners may use only the block's
+    # indices, the tensors' dimensions, scalars and the loop's own variable
+    known = {*kernel.block_vars, *kernel.dims, *kernel.scalars, loop.var}
+    used = [loop.start, loop.stop, *(e for c in found for e in c.src.starts)]
+    if any(v not in known for e in used for v in tir_walk.variables(e)):
+        return False
+    outside = [s for s in tir_walk.stmts(kernel.body) if not any(s is t for t in tir_walk.stmts(loop.body))]
+    return not any(b in tiles for s in outside if s is not loop for b in set().union(*shared_reads_writes(s)))
+
+
+def _const(e: tir.Expr) -> int:
+    return e.value if isinstance(e, tir.IntImm) else -1
 
 
 def producers(loop: tir.For) -> list[tir.Copy]:

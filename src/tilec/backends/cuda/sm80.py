@@ -192,3 +192,9 @@ def async_copy(ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: in
     """`nbytes` from global `src` to shared `dst` by cp.async, in the current commit group."""
     ctx.state.helpers.add("cp_async")
     return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))
+
+
+def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
+    """Warp roles need bulk copies, which no target of this backend has (Target.bulk_copies):
+    plan_pipeline never marks a loop for them here."""
+    raise AssertionError(f"{ctx.target.arch} has no bulk copies: no loop runs by warp roles")

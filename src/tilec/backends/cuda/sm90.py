@@ -26,6 +26,8 @@ with such reads (sync.py).
 
 from __future__ import annotations
 
+import math
+
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.backends.cuda.fragments import WARP_GROUP
@@ -43,12 +45,25 @@ from tilec.backends.cuda.sm80 import gemm as warp_gemm
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
-from tilec.lower.cexpr import I32, add, mul, symv, zero
-from tilec.lower.context import LowerContext
+from tilec.lower.cexpr import I32, add, mul, source_comment, source_line, symv, zero
+from tilec.lower.context import LowerContext, WarpRoles, shared_view
+from tilec.lower.exprs import ref_of, value_of
+from tilec.passes.plan_pipeline import producers
 from tilec.passes.select import gemm_depth
-from tilec.simplify import int_, simplify
+from tilec.simplify import const, int_, simplify
+from tilec.targets import instruction_named
 
-__all__ = ["ASYNC_COPY_BYTES", "async_copy", "declare", "gemm", "load", "products", "registers", "setup"]
+__all__ = [
+    "ASYNC_COPY_BYTES",
+    "async_copy",
+    "declare",
+    "gemm",
+    "load",
+    "products",
+    "registers",
+    "setup",
+    "warp_specialized",
+]
 
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's swizzle field
 
@@ -60,7 +75,9 @@ def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
     return _wgmma_gemm(ctx, s, record)
 
 
-def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
+def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: int = 0) -> list[T.Stmt]:
+    """The warp groups' wgmmas of `s`, committed as one group; returns once at most `in_flight`
+    groups are still running (0: the accumulator is final)."""
     c = s.c.buffer
     frag = ctx.layouts.buffers[c]
     gn, gm = frag.thread_parts[3].extent, frag.thread_parts[4].extent  # wgmma_accumulator's parts
@@ -100,7 +117,7 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.S
     )
     out += [hold, _call("tilec_wgmma_fence")]
     out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
-    out += [_call("tilec_wgmma_commit"), _call("tilec_wgmma_wait<0>"), hold]
+    out += [_call("tilec_wgmma_commit"), _call(f"tilec_wgmma_wait<{in_flight}>"), hold]
     return out
 
 
@@ -118,3 +135,162 @@ def _descriptor(ctx: LowerContext, region: tir.Region, at: tuple[tir.Expr, tir.E
 
 def _call(name: str) -> T.Call:
     return T.Call(T.Intrin(name, (), I32))
+
+
+# ---------------------------------------------------------------- warp roles
+
+PRODUCER_REGISTERS = 40  # setmaxnreg of the producer warp group: it only issues bulk copies
+REGISTER_FILE = 65536  # 32-bit registers of one multiprocessor, shared by the block's warp groups
+
+
+def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
+    """A GEMM main loop by warp roles (plan_pipeline's tir.For.warp_specialized):
+
+        if (tx >= threads) {                   // the producer warp group
+          setmaxnreg_dec<40>
+          if (tx == threads) for k:            // one thread issues every bulk copy
+            wait empty[stage] (phase ^ 1); expect_tx full[stage]; TMA boxes; arrive full[stage]
+        } else {                               // the block's own threads
+          setmaxnreg_inc<...>
+          ... for k: wait full[stage] (phase); wgmma ... commit; wait<1>;
+                     lane 0 of each warp: arrive empty[previous stage]
+        }
+
+    `stage` = k % stages and `phase` = (k / stages) % 2 name the ring position; a stage is
+    released once the wgmma group that read it has retired (one group stays in flight). Returns
+    the consumers' loop; the producer's code and the set-up go to ctx.state.roles."""
+    stages = s.num_stages
+    copies = producers(s)
+    (g,) = [x for x in s.body if isinstance(x, tir.Gemm)]
+    record = instruction_named(ctx.target, g.instruction)
+    threads = ctx.kernel.threads
+    full, empty = ctx.fresh("full_bar"), ctx.fresh("empty_bar")
+    for name in (full, empty):
+        shared_view(ctx, name, DType.uint64, (stages,), 8)
+    start = simplify(value_of(ctx, s.start, None))
+    count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
+    it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
+    ctx.state.cvars[s.var] = simplify(add(start, it))
+
+    def ring(var: tir.Var) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
+        stage = tir.Var(ctx.fresh("stage"), I32, "thread")
+        phase = tir.Var(ctx.fresh("phase"), I32, "thread")
+        ctx.state.bounds[stage], ctx.state.bounds[phase] = stages - 1, 1
+        decls: list[T.Stmt] = [
+            T.Decl(stage.name, I32, init=simplify(tir.BinOp("%", var, int_(stages), I32)), const=True),
+            T.Decl(
+                phase.name,
+                I32,
+                init=simplify(tir.BinOp("%", tir.BinOp("//", var, int_(stages), I32), int_(2), I32)),
+                const=True,
+            ),
+        ]
+        return stage, phase, decls
+
+    # the producer: one thread
+    ctx.state.helpers |= {"bulk_copy", "mbarrier"}
+    stage, phase, decls = ring(it)
+    tx_bytes = sum(math.prod(c.dst.buffer.const_shape) * c.dst.buffer.dtype.bytes for c in copies)
+    issue: list[T.Stmt] = [*decls]
+    issue.append(T.Barrier("mbarrier_wait", (_bar(empty, stage), tir.BinOp("^", phase, int_(1), I32))))
+    issue.append(T.Barrier("mbarrier_expect_tx", (_bar(full, stage), int_(tx_bytes))))
+    maps: list[T.TensorMap] = []
+    for c in copies:
+        code, tmap = _bulk_copy(ctx, c, stage, _bar(full, stage))
+        issue.append(T.Scope(source_comment(c), tuple(code), c.span, T.NO_ACCESS))
+        maps.append(tmap)
+    issue.append(T.Barrier("mbarrier_arrive", (_bar(full, stage),)))
+    loop = T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(issue))
+    one = tir.BinOp("==", ctx.tx, int_(threads), DType.bool)
+    producer = (
+        _call(f"tilec_setmaxnreg_dec<{PRODUCER_REGISTERS}>"),
+        T.Scope(f"{_loop_comment(s)} (producer: bulk copies)", (T.IfThen(one, (loop,)),), s.span, T.NO_ACCESS),
+    )
+    # set-up: one thread initializes the ring, then every thread of the block waits for it
+    warps = threads // ctx.target.warp_size
+    i = tir.Var(ctx.fresh("i"), I32, "thread")
+    init = (
+        T.Barrier("mbarrier_init", (_bar(full, i), int_(1))),
+        T.Barrier("mbarrier_init", (_bar(empty, i), int_(warps))),
+    )
+    first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
+    setup = (
+        T.IfThen(
+            first,
+            (T.Loop(T.Sym(i.name, I32), int_(0), int_(stages), 1, True, init), _call("tilec_mbarrier_init_fence")),
+        ),
+        T.Barrier("named", (int_(0), int_(threads + WARP_GROUP))),
+    )
+    # the consumers
+    groups = threads // WARP_GROUP
+    regs = min(240, (REGISTER_FILE - WARP_GROUP * PRODUCER_REGISTERS) // (WARP_GROUP * groups) // 8 * 8)
+    stage, phase, decls = ring(it)
+    body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(full, stage), phase))]
+    for buf in (g.a.buffer, g.b.buffer):
+        ctx.state.stage_of[buf] = stage
+    code = _wgmma_gemm(ctx, g, record, in_flight=1)
+    for buf in (g.a.buffer, g.b.buffer):
+        del ctx.state.stage_of[buf]
+    body.append(T.Scope(source_comment(g), tuple(code), g.span, T.SharedAccess(proxy_reads=True)))
+    lane = simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32))
+    released = tir.BinOp("%", add(it, int_(stages - 1)), int_(stages), I32)
+    release = tir.BinOp(
+        "and", tir.BinOp(">", it, int_(0), DType.bool), tir.BinOp("==", lane, int_(0), DType.bool), DType.bool
+    )
+    body.append(T.IfThen(release, (T.Barrier("mbarrier_arrive", (_bar(empty, simplify(released)),)),)))
+    acc = g.c.buffer
+    hold = _hold(ctx.name(acc), ctx.layouts.buffers[acc].local_size, acc.dtype)
+    consumer: list[T.Stmt] = [
+        T.Comment(f"{_loop_comment(s)} (consumers: wgmma)"),
+        T.Comment(f"warp roles: a producer warp group fills a ring of {stages} stages by bulk copies"),
+        T.Scope(
+            "",
+            (T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)), _call("tilec_wgmma_wait<0>"), hold),
+            s.span,
+            T.SharedAccess(proxy_reads=True),
+        ),
+    ]
+    params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
+    entry = (_call(f"tilec_setmaxnreg_inc<{regs}>"),)
+    ctx.state.roles = WarpRoles(setup, producer, entry, WARP_GROUP, params, tuple(maps))
+    return consumer
+
+
+def _loop_comment(s: tir.For) -> str:
+    return f"{source_line(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"
+
+
+def _bar(name: str, index: tir.Expr) -> T.Subscript:
+    return T.Subscript(name, (index,), DType.uint64)
+
+
+def _hold(cname: str, size: int, dtype: DType) -> T.Call:
+    return T.Call(T.Intrin(f"tilec_wgmma_hold<{size}>", (T.AddressOf(T.Subscript(cname, (int_(0),), dtype)),), I32))
+
+
+def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript) -> tuple[list[T.Stmt], T.TensorMap]:
+    """A producer copy as TMA boxes, one per swizzle-wide column block of its tile (the layout
+    layout inference gave it), and the tensor map they read."""
+    src, dst = c.src.buffer, c.dst.buffer
+    rows, cols = dst.const_shape
+    sw = widest_swizzle(cols * dst.dtype.bytes)
+    assert sw is not None, "a descriptor operand tile is stored in a swizzle"
+    width = sw // dst.dtype.bytes
+    tname = ctx.name(src)
+    mname = ctx.fresh(f"{tname}_map")
+    y0, x0 = (simplify(value_of(ctx, e, None)) for e in c.src.starts)
+    ctx.state.stage_of[dst] = stage
+    out: list[T.Stmt] = []
+    for j in range(cols // width):
+        ref = ref_of(ctx, dst, (int_(0), int_(j * width)), None)
+        args = (
+            T.AddressOf(ref.ref),
+            T.Sym(mname, DType.uint8),
+            T.AddressOf(bar),
+            simplify(add(x0, int_(j * width))),
+            y0,
+        )
+        out.append(T.Call(T.Intrin("tilec_tma_load_2d", args, I32)))
+    del ctx.state.stage_of[dst]
+    inner, outer = (simplify(value_of(ctx, d, None)) for d in (src.shape[1], src.shape[0]))
+    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw)

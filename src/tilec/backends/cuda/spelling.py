@@ -47,6 +47,16 @@ HOPPER_BARRIERS: dict[str, str] = {
     "fence_proxy_async": 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
 }
 
+# Warp roles (sm_90a): the kernel parameter of a bulk-copy descriptor the launcher builds, its
+# declaration and construction there, the launch bound of a kernel with warp roles, and the
+# launcher's hand-over to the fallback kernel when a descriptor cannot be built.
+TENSOR_MAP_PARAM = "const __grid_constant__ CUtensorMap {name}"
+TENSOR_MAP_DECL = "CUtensorMap {name};"
+TENSOR_MAP_BUILD = (
+    "tilec_tensor_map_2d(&{name}, {tensor}, {inner}, {outer}, {box_inner}, {box_outer}, {elem_bytes}, {swizzle})"
+)
+FALLBACK = "if (!({cond})) return {name}({args});  // rows not 16-byte aligned: no bulk copies"
+
 # Inline helpers a barrier kind calls (emitted into the file when it is used).
 BARRIER_HELPERS: dict[str, str] = {"async_commit": "cp_async", "async_wait": "cp_async"}
 HOPPER_BARRIER_HELPERS: dict[str, str] = {
@@ -180,8 +190,9 @@ HEADER_OF_NAME: dict[str, str] = {
     **dict.fromkeys(_STDINT + ("intptr_t", "uintptr_t"), "stdint.h"),
     "printf": "stdio.h",
     "address": "stdint.h",
+    "CUtensorMap": "cuda.h",
 }
-HEADER_ORDER = ("cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "stdint.h", "stdio.h")
+HEADER_ORDER = ("cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "stdint.h", "stdio.h")
 
 # The C names each helper's text uses that need a header (so it is included with the helper).
 HELPER_TYPES: dict[str, tuple[str, ...]] = {"pack": ("half", "__nv_bfloat16")}
@@ -235,6 +246,10 @@ __device__ __forceinline__ void tilec_mbarrier_arrive(unsigned long long* bar) {
 __device__ __forceinline__ void tilec_mbarrier_expect_tx(unsigned long long* bar, unsigned bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(tilec_smem_addr(bar)), "r"(bytes)
                : "memory");
+}
+// Makes the initialized barriers visible to the bulk copies (the asynchronous proxy) too.
+__device__ __forceinline__ void tilec_mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, unsigned phase) {
   unsigned done = 0;
@@ -341,6 +356,55 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, un
   return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
          static_cast<unsigned long long>(sbo >> 4) << 32 | static_cast<unsigned long long>(swizzle) << 62;
 }"""
+
+
+HELPERS["bulk_copy"] = """
+// TMA: a bulk tensor copy of one 2-D box from global (tensor map `map`, box corner (x, y),
+// x the contiguous dimension) into shared memory, in the map's swizzle; its bytes count down
+// the transaction count of mbarrier `bar`. Parts of the box outside the tensor read as zeros.
+__device__ __forceinline__ void tilec_tma_load_2d(void* smem, const CUtensorMap& map, unsigned long long* bar,
+                                                  int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+               ::"r"(tilec_smem_addr(smem)), "l"(&map), "r"(tilec_smem_addr(bar)), "r"(x), "r"(y) : "memory");
+}
+// setmaxnreg: a warp group gives registers back (dec: the producer) or takes them (inc: consumers).
+template <int N>
+__device__ __forceinline__ void tilec_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void tilec_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
+
+// Host: the tensor map of a row-major (outer x inner) tensor of `elem_bytes` elements, boxes of
+// box_inner x box_outer, swizzled by `swizzle` bytes (32, 64 or 128), zeros outside the tensor.
+// cuTensorMapEncodeTiled is reached through the runtime, so nothing more is linked. false when
+// the driver refuses the map (a base or row not 16-byte aligned, an empty tensor).
+typedef CUresult (*tilec_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                       const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static bool tilec_tensor_map_2d(CUtensorMap* map, const void* base, long long inner, long long outer, int box_inner,
+                                int box_outer, int elem_bytes, int swizzle) {
+  static tilec_encode_tiled encode = nullptr;
+  if (encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess || found != cudaDriverEntryPointSuccess)
+      return false;
+    encode = reinterpret_cast<tilec_encode_tiled>(fn);
+  }
+  if (inner <= 0 || outer <= 0 || reinterpret_cast<uintptr_t>(base) % 16 || inner * elem_bytes % 16) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t pitch[1] = {static_cast<cuuint64_t>(inner * elem_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
+  const cuuint32_t steps[2] = {1, 1};
+  const CUtensorMapDataType type = elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMapSwizzle sw = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                : CU_TENSOR_MAP_SWIZZLE_32B;
+  return encode(map, type, 2, const_cast<void*>(base), dims, pitch, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}"""
+HELPER_TYPES["bulk_copy"] = ("CUtensorMap", "uintptr_t")
+SHARED_ADDRESS_HELPERS |= {"bulk_copy"}
 
 
 def _wgmma_helper(n: int, suffix: str, ptx_type: str) -> str:
