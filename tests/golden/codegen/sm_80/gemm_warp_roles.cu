@@ -67,20 +67,25 @@ extern "C" __global__ void __launch_bounds__(256)
   const int tx = threadIdx.x;
   const int lane = tx % 32;
   const int warp = tx / 32;
-  const int bx = blockIdx.x;
-  const int by = blockIdx.y;
+  const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
+  const int panel_tiles = 8 * gridDim.x;
+  const int panel = tile_id / panel_tiles;
+  const int in_panel = tile_id % panel_tiles;
+  const int panel_rows = min(8, static_cast<int>(gridDim.y) - panel * 8);
+  const int by = panel * 8 + in_panel % panel_rows;
+  const int bx = in_panel / panel_rows;
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
-  half(*B_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 49152);
+  half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
   const bool A_interior = A_vec8 && by * 128 + 128 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
-  const bool B_interior = B_vec8 && bx * 128 + 128 <= N;
+  const bool B_interior = B_vec8 && bx * 256 + 256 <= N;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
-  float acc[64];
-  // gemm_warp_roles.tile:9: clear(acc)
+  float acc[128];
+  // gemm_warp_roles.tile:10: clear(acc)
   {
 #pragma unroll
-    for (int g0 = 0; g0 < 2; ++g0) {
+    for (int g0 = 0; g0 < 4; ++g0) {
 #pragma unroll
       for (int g1 = 0; g1 < 8; ++g1) {
 #pragma unroll
@@ -93,12 +98,12 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     }
   }
-// gemm_warp_roles.tile:10: for k in Pipelined(ceildiv(K, 64), num_stages=3):
+// gemm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3):
 // software pipeline, 3 stages: copies run 2 iterations ahead
 #pragma unroll
   for (int stage = 0; stage < 2; ++stage) {
     if (stage < (K + 63) / 64) {
-      // gemm_warp_roles.tile:11: copy(A[by * 128, k * 64], A_s)
+      // gemm_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
       {
         if (A_interior && stage * 64 + 64 <= K) {
 #pragma unroll
@@ -128,32 +133,31 @@ extern "C" __global__ void __launch_bounds__(256)
           }
         }
       }
-      // gemm_warp_roles.tile:12: copy(B[k * 64, bx * 128], B_s)
+      // gemm_warp_roles.tile:13: copy(B[k * 64, bx * 256], B_s)
       {
         if (B_interior && stage * 64 + 64 <= K) {
 #pragma unroll
-          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            tilec_cp_async_16(&B_s[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                          g0_5 * 1024 + tx % 16 / 8 * 4096],
-                              &B[(stage * 64 + g0_5 * 16 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+          for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
+            tilec_cp_async_16(
+                &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_5 * 512 + lane / 8 * 4096],
+                &B[(stage * 64 + g0_5 * 8 + warp) * N + bx * 256 + lane * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
-            if (B_vec8 && stage * 64 + g0_4 * 16 + tx / 16 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
+          for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
+            if (B_vec8 && stage * 64 + g0_4 * 8 + warp < K && bx * 256 + lane * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_4 * 1024 +
-                              tx % 16 / 8 * 4096],
-                  &B[(stage * 64 + g0_4 * 16 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+                  &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_4 * 512 + lane / 8 * 4096],
+                  &B[(stage * 64 + g0_4 * 8 + warp) * N + bx * 256 + lane * 8]);
             } else {
 #pragma unroll
               for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-                const int i_3 = g0_4 * 16 + tx / 16;
-                const int j_3 = tx % 16 * 8 + e1_3;
+                const int i_3 = g0_4 * 8 + warp;
+                const int j_3 = lane * 8 + e1_3;
                 B_s[stage][(i_3 * 64 ^ i_3 % 8 * 8 ^ j_3 % 64) + j_3 / 64 * 4096] =
                     static_cast<half>(
-                        stage * 64 + i_3 < K && bx * 128 + j_3 < N
-                            ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 128 + j_3])
+                        stage * 64 + i_3 < K && bx * 256 + j_3 < N
+                            ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 256 + j_3])
                             : 0.0f);
               }
             }
@@ -165,50 +169,62 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   tilec_cp_async_wait<1>();
   __syncthreads();
-  unsigned int A_s_frag[8];
+  unsigned int A_s_frag[16];
   unsigned int B_s_frag[16];
-  unsigned int A_s_frag_1[8];
+  unsigned int A_s_frag_1[16];
   unsigned int B_s_frag_1[16];
   if (0 < (K + 63) / 64) {
     tilec_ldmatrix_x4(&A_s_frag[0],
-                      &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 2 * 2048]);
+                      &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096]);
     tilec_ldmatrix_x4(
         &A_s_frag[4],
-        &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 2 * 2048 + 1024]);
+        &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096 + 1024]);
+    tilec_ldmatrix_x4(
+        &A_s_frag[8],
+        &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096 + 2048]);
+    tilec_ldmatrix_x4(
+        &A_s_frag[12],
+        &A_s[0][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096 + 3072]);
     tilec_ldmatrix_x4_trans(
         &B_s_frag[0],
-        &B_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + lane / 8 % 2 * 512 + warp % 2 * 4096]);
+        &B_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + lane / 8 % 2 * 512 + warp % 4 * 4096]);
     tilec_ldmatrix_x4_trans(&B_s_frag[4], &B_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
-                                                  lane / 8 % 2 * 512 + warp % 2 * 4096]);
+                                                  lane / 8 % 2 * 512 + warp % 4 * 4096]);
     tilec_ldmatrix_x4_trans(&B_s_frag[8], &B_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
-                                                  lane / 8 % 2 * 512 + warp % 2 * 4096]);
+                                                  lane / 8 % 2 * 512 + warp % 4 * 4096]);
     tilec_ldmatrix_x4_trans(&B_s_frag[12], &B_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
-                                                   lane / 8 % 2 * 512 + warp % 2 * 4096]);
+                                                   lane / 8 % 2 * 512 + warp % 4 * 4096]);
   }
   for (int k = 0; k < (K + 63) / 64; ++k) {
     const int read_stage = k % 3;
     const int next_stage = (k + 1) % 3;
     const int write_stage = (k + 2) % 3;
-    // gemm_warp_roles.tile:13: gemm(A_s, B_s, acc)
+    // gemm_warp_roles.tile:14: gemm(A_s, B_s, acc)
     // fragments are loaded one k step ahead
     tilec_ldmatrix_x4(
         &A_s_frag_1[0],
-        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) + warp / 2 * 2048]);
+        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) + warp / 4 * 4096]);
     tilec_ldmatrix_x4(&A_s_frag_1[4],
                       &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
-                                       warp / 2 * 2048 + 1024]);
+                                       warp / 4 * 4096 + 1024]);
+    tilec_ldmatrix_x4(&A_s_frag_1[8],
+                      &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
+                                       warp / 4 * 4096 + 2048]);
+    tilec_ldmatrix_x4(&A_s_frag_1[12],
+                      &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
+                                       warp / 4 * 4096 + 3072]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 1024]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 1024]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[8],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 1024]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 1024]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[12],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 1024]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 1024]);
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag[0], &B_s_frag[2]);
     tilec_mma_m16n8k16_f16(&acc[8], &A_s_frag[0], &B_s_frag[4]);
@@ -225,26 +241,48 @@ extern "C" __global__ void __launch_bounds__(256)
     tilec_mma_m16n8k16_f16(&acc[52], &A_s_frag[4], &B_s_frag[10]);
     tilec_mma_m16n8k16_f16(&acc[56], &A_s_frag[4], &B_s_frag[12]);
     tilec_mma_m16n8k16_f16(&acc[60], &A_s_frag[4], &B_s_frag[14]);
+    tilec_mma_m16n8k16_f16(&acc[64], &A_s_frag[8], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[68], &A_s_frag[8], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[72], &A_s_frag[8], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[76], &A_s_frag[8], &B_s_frag[6]);
+    tilec_mma_m16n8k16_f16(&acc[80], &A_s_frag[8], &B_s_frag[8]);
+    tilec_mma_m16n8k16_f16(&acc[84], &A_s_frag[8], &B_s_frag[10]);
+    tilec_mma_m16n8k16_f16(&acc[88], &A_s_frag[8], &B_s_frag[12]);
+    tilec_mma_m16n8k16_f16(&acc[92], &A_s_frag[8], &B_s_frag[14]);
+    tilec_mma_m16n8k16_f16(&acc[96], &A_s_frag[12], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[100], &A_s_frag[12], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[104], &A_s_frag[12], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[108], &A_s_frag[12], &B_s_frag[6]);
+    tilec_mma_m16n8k16_f16(&acc[112], &A_s_frag[12], &B_s_frag[8]);
+    tilec_mma_m16n8k16_f16(&acc[116], &A_s_frag[12], &B_s_frag[10]);
+    tilec_mma_m16n8k16_f16(&acc[120], &A_s_frag[12], &B_s_frag[12]);
+    tilec_mma_m16n8k16_f16(&acc[124], &A_s_frag[12], &B_s_frag[14]);
     tilec_ldmatrix_x4(
         &A_s_frag[0],
-        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) + warp / 2 * 2048]);
+        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) + warp / 4 * 4096]);
     tilec_ldmatrix_x4(&A_s_frag[4],
                       &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
-                                       warp / 2 * 2048 + 1024]);
+                                       warp / 4 * 4096 + 1024]);
+    tilec_ldmatrix_x4(&A_s_frag[8],
+                      &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
+                                       warp / 4 * 4096 + 2048]);
+    tilec_ldmatrix_x4(&A_s_frag[12],
+                      &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
+                                       warp / 4 * 4096 + 3072]);
     tilec_ldmatrix_x4_trans(&B_s_frag[0],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 2048]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 2048]);
     tilec_ldmatrix_x4_trans(&B_s_frag[4],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 2048]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 2048]);
     tilec_ldmatrix_x4_trans(&B_s_frag[8],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 2048]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 2048]);
     tilec_ldmatrix_x4_trans(&B_s_frag[12],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 2048]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 2048]);
     if (k + 2 < (K + 63) / 64) {
-      // gemm_warp_roles.tile:11: copy(A[by * 128, k * 64], A_s)
+      // gemm_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
       {
         if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
@@ -292,53 +330,72 @@ extern "C" __global__ void __launch_bounds__(256)
     tilec_mma_m16n8k16_f16(&acc[52], &A_s_frag_1[4], &B_s_frag_1[10]);
     tilec_mma_m16n8k16_f16(&acc[56], &A_s_frag_1[4], &B_s_frag_1[12]);
     tilec_mma_m16n8k16_f16(&acc[60], &A_s_frag_1[4], &B_s_frag_1[14]);
+    tilec_mma_m16n8k16_f16(&acc[64], &A_s_frag_1[8], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[68], &A_s_frag_1[8], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[72], &A_s_frag_1[8], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[76], &A_s_frag_1[8], &B_s_frag_1[6]);
+    tilec_mma_m16n8k16_f16(&acc[80], &A_s_frag_1[8], &B_s_frag_1[8]);
+    tilec_mma_m16n8k16_f16(&acc[84], &A_s_frag_1[8], &B_s_frag_1[10]);
+    tilec_mma_m16n8k16_f16(&acc[88], &A_s_frag_1[8], &B_s_frag_1[12]);
+    tilec_mma_m16n8k16_f16(&acc[92], &A_s_frag_1[8], &B_s_frag_1[14]);
+    tilec_mma_m16n8k16_f16(&acc[96], &A_s_frag_1[12], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[100], &A_s_frag_1[12], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[104], &A_s_frag_1[12], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[108], &A_s_frag_1[12], &B_s_frag_1[6]);
+    tilec_mma_m16n8k16_f16(&acc[112], &A_s_frag_1[12], &B_s_frag_1[8]);
+    tilec_mma_m16n8k16_f16(&acc[116], &A_s_frag_1[12], &B_s_frag_1[10]);
+    tilec_mma_m16n8k16_f16(&acc[120], &A_s_frag_1[12], &B_s_frag_1[12]);
+    tilec_mma_m16n8k16_f16(&acc[124], &A_s_frag_1[12], &B_s_frag_1[14]);
     tilec_ldmatrix_x4(
         &A_s_frag_1[0],
-        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) + warp / 2 * 2048]);
+        &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) + warp / 4 * 4096]);
     tilec_ldmatrix_x4(&A_s_frag_1[4],
                       &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
-                                       warp / 2 * 2048 + 1024]);
+                                       warp / 4 * 4096 + 1024]);
+    tilec_ldmatrix_x4(&A_s_frag_1[8],
+                      &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
+                                       warp / 4 * 4096 + 2048]);
+    tilec_ldmatrix_x4(&A_s_frag_1[12],
+                      &A_s[read_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
+                                       warp / 4 * 4096 + 3072]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[0],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 3072]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 3072]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[4],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 3072]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 3072]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[8],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 3072]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 3072]);
     tilec_ldmatrix_x4_trans(&B_s_frag_1[12],
                             &B_s[read_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
-                                             lane / 8 % 2 * 512 + warp % 2 * 4096 + 3072]);
+                                             lane / 8 % 2 * 512 + warp % 4 * 4096 + 3072]);
     if (k + 2 < (K + 63) / 64) {
-      // gemm_warp_roles.tile:12: copy(B[k * 64, bx * 128], B_s)
+      // gemm_warp_roles.tile:13: copy(B[k * 64, bx * 256], B_s)
       {
         if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
-          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
-            tilec_cp_async_16(
-                &B_s[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 1024 +
-                                  tx % 16 / 8 * 4096],
-                &B[(k * 64 + g0_9 * 16 + tx / 16 + 128) * N + bx * 128 + tx % 16 * 8]);
+          for (int g0_9 = 0; g0_9 < 8; ++g0_9) {
+            tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_9 * 512 +
+                                                lane / 8 * 4096],
+                              &B[(k * 64 + g0_9 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
-            if (B_vec8 && k * 64 + g0_8 * 16 + tx / 16 + 128 < K &&
-                bx * 128 + tx % 16 * 8 + 8 <= N) {
-              tilec_cp_async_16(
-                  &B_s[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 1024 +
-                                    tx % 16 / 8 * 4096],
-                  &B[(k * 64 + g0_8 * 16 + tx / 16 + 128) * N + bx * 128 + tx % 16 * 8]);
+          for (int g0_8 = 0; g0_8 < 8; ++g0_8) {
+            if (B_vec8 && k * 64 + g0_8 * 8 + warp + 128 < K && bx * 256 + lane * 8 + 8 <= N) {
+              tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_8 * 512 +
+                                                  lane / 8 * 4096],
+                                &B[(k * 64 + g0_8 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_7 = g0_8 * 16 + tx / 16;
-                const int j_7 = tx % 16 * 8 + e1_7;
+                const int i_7 = g0_8 * 8 + warp;
+                const int j_7 = lane * 8 + e1_7;
                 B_s[write_stage][(i_7 * 64 ^ i_7 % 8 * 8 ^ j_7 % 64) + j_7 / 64 * 4096] =
                     static_cast<half>(
-                        k * 64 + i_7 + 128 < K && bx * 128 + j_7 < N
-                            ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 128 + j_7])
+                        k * 64 + i_7 + 128 < K && bx * 256 + j_7 < N
+                            ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 256 + j_7])
                             : 0.0f);
               }
             }
@@ -363,27 +420,49 @@ extern "C" __global__ void __launch_bounds__(256)
     tilec_mma_m16n8k16_f16(&acc[52], &A_s_frag[4], &B_s_frag[10]);
     tilec_mma_m16n8k16_f16(&acc[56], &A_s_frag[4], &B_s_frag[12]);
     tilec_mma_m16n8k16_f16(&acc[60], &A_s_frag[4], &B_s_frag[14]);
+    tilec_mma_m16n8k16_f16(&acc[64], &A_s_frag[8], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[68], &A_s_frag[8], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[72], &A_s_frag[8], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[76], &A_s_frag[8], &B_s_frag[6]);
+    tilec_mma_m16n8k16_f16(&acc[80], &A_s_frag[8], &B_s_frag[8]);
+    tilec_mma_m16n8k16_f16(&acc[84], &A_s_frag[8], &B_s_frag[10]);
+    tilec_mma_m16n8k16_f16(&acc[88], &A_s_frag[8], &B_s_frag[12]);
+    tilec_mma_m16n8k16_f16(&acc[92], &A_s_frag[8], &B_s_frag[14]);
+    tilec_mma_m16n8k16_f16(&acc[96], &A_s_frag[12], &B_s_frag[0]);
+    tilec_mma_m16n8k16_f16(&acc[100], &A_s_frag[12], &B_s_frag[2]);
+    tilec_mma_m16n8k16_f16(&acc[104], &A_s_frag[12], &B_s_frag[4]);
+    tilec_mma_m16n8k16_f16(&acc[108], &A_s_frag[12], &B_s_frag[6]);
+    tilec_mma_m16n8k16_f16(&acc[112], &A_s_frag[12], &B_s_frag[8]);
+    tilec_mma_m16n8k16_f16(&acc[116], &A_s_frag[12], &B_s_frag[10]);
+    tilec_mma_m16n8k16_f16(&acc[120], &A_s_frag[12], &B_s_frag[12]);
+    tilec_mma_m16n8k16_f16(&acc[124], &A_s_frag[12], &B_s_frag[14]);
     tilec_cp_async_wait<2>();
     __syncthreads();
     if (k + 1 < (K + 63) / 64) {
       tilec_ldmatrix_x4(
           &A_s_frag[0],
-          &A_s[next_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 2 * 2048]);
+          &A_s[next_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096]);
       tilec_ldmatrix_x4(
           &A_s_frag[4],
-          &A_s[next_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 2 * 2048 + 1024]);
+          &A_s[next_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096 + 1024]);
+      tilec_ldmatrix_x4(
+          &A_s_frag[8],
+          &A_s[next_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096 + 2048]);
+      tilec_ldmatrix_x4(
+          &A_s_frag[12],
+          &A_s[next_stage][(tx % 16 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + warp / 4 * 4096 + 3072]);
       tilec_ldmatrix_x4_trans(&B_s_frag[0],
                               &B_s[next_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) +
-                                               lane / 8 % 2 * 512 + warp % 2 * 4096]);
+                                               lane / 8 % 2 * 512 + warp % 4 * 4096]);
       tilec_ldmatrix_x4_trans(&B_s_frag[4],
                               &B_s[next_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
-                                               lane / 8 % 2 * 512 + warp % 2 * 4096]);
+                                               lane / 8 % 2 * 512 + warp % 4 * 4096]);
       tilec_ldmatrix_x4_trans(&B_s_frag[8],
                               &B_s[next_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
-                                               lane / 8 % 2 * 512 + warp % 2 * 4096]);
+                                               lane / 8 % 2 * 512 + warp % 4 * 4096]);
       tilec_ldmatrix_x4_trans(&B_s_frag[12],
                               &B_s[next_stage][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
-                                               lane / 8 % 2 * 512 + warp % 2 * 4096]);
+                                               lane / 8 % 2 * 512 + warp % 4 * 4096]);
     }
     tilec_mma_m16n8k16_f16(&acc[0], &A_s_frag_1[0], &B_s_frag_1[0]);
     tilec_mma_m16n8k16_f16(&acc[4], &A_s_frag_1[0], &B_s_frag_1[2]);
@@ -401,14 +480,30 @@ extern "C" __global__ void __launch_bounds__(256)
     tilec_mma_m16n8k16_f16(&acc[52], &A_s_frag_1[4], &B_s_frag_1[10]);
     tilec_mma_m16n8k16_f16(&acc[56], &A_s_frag_1[4], &B_s_frag_1[12]);
     tilec_mma_m16n8k16_f16(&acc[60], &A_s_frag_1[4], &B_s_frag_1[14]);
+    tilec_mma_m16n8k16_f16(&acc[64], &A_s_frag_1[8], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[68], &A_s_frag_1[8], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[72], &A_s_frag_1[8], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[76], &A_s_frag_1[8], &B_s_frag_1[6]);
+    tilec_mma_m16n8k16_f16(&acc[80], &A_s_frag_1[8], &B_s_frag_1[8]);
+    tilec_mma_m16n8k16_f16(&acc[84], &A_s_frag_1[8], &B_s_frag_1[10]);
+    tilec_mma_m16n8k16_f16(&acc[88], &A_s_frag_1[8], &B_s_frag_1[12]);
+    tilec_mma_m16n8k16_f16(&acc[92], &A_s_frag_1[8], &B_s_frag_1[14]);
+    tilec_mma_m16n8k16_f16(&acc[96], &A_s_frag_1[12], &B_s_frag_1[0]);
+    tilec_mma_m16n8k16_f16(&acc[100], &A_s_frag_1[12], &B_s_frag_1[2]);
+    tilec_mma_m16n8k16_f16(&acc[104], &A_s_frag_1[12], &B_s_frag_1[4]);
+    tilec_mma_m16n8k16_f16(&acc[108], &A_s_frag_1[12], &B_s_frag_1[6]);
+    tilec_mma_m16n8k16_f16(&acc[112], &A_s_frag_1[12], &B_s_frag_1[8]);
+    tilec_mma_m16n8k16_f16(&acc[116], &A_s_frag_1[12], &B_s_frag_1[10]);
+    tilec_mma_m16n8k16_f16(&acc[120], &A_s_frag_1[12], &B_s_frag_1[12]);
+    tilec_mma_m16n8k16_f16(&acc[124], &A_s_frag_1[12], &B_s_frag_1[14]);
   }
   tilec_cp_async_wait<0>();
   __syncthreads();
-  // gemm_warp_roles.tile:14: copy(acc, C[by * 128, bx * 128])
+  // gemm_warp_roles.tile:15: copy(acc, C[by * 128, bx * 256])
   {
-    if (C_vec2 && by * 128 + 128 <= M && bx * 128 + 128 <= N) {
+    if (C_vec2 && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
 #pragma unroll
-      for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+      for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
 #pragma unroll
         for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
@@ -419,37 +514,37 @@ extern "C" __global__ void __launch_bounds__(256)
               C_v_1[e1_10] = static_cast<half>(acc[g0_12 * 32 + g1_2 * 4 + g0_13 * 2 + e1_10]);
             }
             *reinterpret_cast<unsigned int*>(
-                &C[(by * 128 + warp / 2 * 32 + g0_12 * 16 + g0_13 * 8 + tx / 4 % 8) * N + bx * 128 +
-                   warp % 2 * 64 + g1_2 * 8 + tx % 4 * 2]) =
+                &C[(by * 128 + warp / 4 * 64 + g0_12 * 16 + g0_13 * 8 + tx / 4 % 8) * N + bx * 256 +
+                   warp % 4 * 64 + g1_2 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
           }
         }
       }
     } else {
 #pragma unroll
-      for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+      for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
 #pragma unroll
         for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
           for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
-            if (C_vec2 && by * 128 + warp / 2 * 32 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8 < M &&
-                bx * 128 + warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+            if (C_vec2 && by * 128 + warp / 4 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8 < M &&
+                bx * 256 + warp % 4 * 64 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) half C_v[2];
 #pragma unroll
               for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
                 C_v[e1_9] = static_cast<half>(acc[g0_10 * 32 + g1_1 * 4 + g0_11 * 2 + e1_9]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &C[(by * 128 + warp / 2 * 32 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8) * N +
-                     bx * 128 + warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2]) =
+                  &C[(by * 128 + warp / 4 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8) * N +
+                     bx * 256 + warp % 4 * 64 + g1_1 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&C_v[0]);
             } else {
 #pragma unroll
               for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                const int i_9 = warp / 2 * 32 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8;
-                const int j_9 = warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2 + e1_9;
-                if (by * 128 + i_9 < M && bx * 128 + j_9 < N) {
-                  C[(by * 128 + i_9) * N + bx * 128 + j_9] =
+                const int i_9 = warp / 4 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8;
+                const int j_9 = warp % 4 * 64 + g1_1 * 8 + tx % 4 * 2 + e1_9;
+                if (by * 128 + i_9 < M && bx * 256 + j_9 < N) {
+                  C[(by * 128 + i_9) * N + bx * 256 + j_9] =
                       static_cast<half>(acc[g0_10 * 32 + g1_1 * 4 + g0_11 * 2 + e1_9]);
                 }
               }
@@ -464,10 +559,10 @@ extern "C" __global__ void __launch_bounds__(256)
 // Launches gemm_warp_roles_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int gemm_warp_roles(const half* A, const half* B, half* C, int M, int K, int N,
                                cudaStream_t stream) {
-  const dim3 grid((N + 127) / 128, (M + 127) / 128, 1);
+  const dim3 grid((N + 255) / 256, (M + 127) / 128, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  const int smem_bytes = 98304;
+  const int smem_bytes = 147456;
   cudaError_t err = cudaFuncSetAttribute(gemm_warp_roles_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)

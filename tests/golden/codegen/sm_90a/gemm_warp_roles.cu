@@ -149,18 +149,22 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, un
          static_cast<unsigned long long>(swizzle) << 62;
 }
 
-// d[0..63] += A (64x16) * B (16x128) by one warp group, f16 in, float32 out; A and B
+// d[0..127] += A (64x16) * B (16x256) by one warp group, f16 in, float32 out; A and B
 // are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
 template <int TA, int TB>
-__device__ __forceinline__ void tilec_wgmma_m64n128k16_f16(float* d, unsigned long long a,
+__device__ __forceinline__ void tilec_wgmma_m64n256k16_f16(float* d, unsigned long long a,
                                                            unsigned long long b) {
   asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
       "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
       "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n}"
+      "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "
+      "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "
+      "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "
+      "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "
+      "%123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132;\n}"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
@@ -170,7 +174,16 @@ __device__ __forceinline__ void tilec_wgmma_m64n128k16_f16(float* d, unsigned lo
         "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63])
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
 }
 
@@ -179,21 +192,27 @@ extern "C" __global__ void __launch_bounds__(256)
                                     half* __restrict__ C, int M, int K, int N) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tx = threadIdx.x;
+  const int lane = tx % 32;
   const int warp = tx / 32;
-  const int bx = blockIdx.x;
-  const int by = blockIdx.y;
+  const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
+  const int panel_tiles = 8 * gridDim.x;
+  const int panel = tile_id / panel_tiles;
+  const int in_panel = tile_id % panel_tiles;
+  const int panel_rows = min(8, static_cast<int>(gridDim.y) - panel * 8);
+  const int by = panel * 8 + in_panel % panel_rows;
+  const int bx = in_panel / panel_rows;
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
-  half(*B_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 49152);
+  half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
   const bool A_interior = A_vec8 && by * 128 + 128 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
-  const bool B_interior = B_vec8 && bx * 128 + 128 <= N;
+  const bool B_interior = B_vec8 && bx * 256 + 256 <= N;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
-  float acc[64];
-  // gemm_warp_roles.tile:9: clear(acc)
+  float acc[128];
+  // gemm_warp_roles.tile:10: clear(acc)
   {
 #pragma unroll
-    for (int g1 = 0; g1 < 16; ++g1) {
+    for (int g1 = 0; g1 < 32; ++g1) {
 #pragma unroll
       for (int g0 = 0; g0 < 2; ++g0) {
 #pragma unroll
@@ -203,12 +222,12 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     }
   }
-// gemm_warp_roles.tile:10: for k in Pipelined(ceildiv(K, 64), num_stages=3):
+// gemm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3):
 // software pipeline, 3 stages: copies run 2 iterations ahead
 #pragma unroll
   for (int stage = 0; stage < 2; ++stage) {
     if (stage < (K + 63) / 64) {
-      // gemm_warp_roles.tile:11: copy(A[by * 128, k * 64], A_s)
+      // gemm_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
       {
         if (A_interior && stage * 64 + 64 <= K) {
 #pragma unroll
@@ -238,32 +257,31 @@ extern "C" __global__ void __launch_bounds__(256)
           }
         }
       }
-      // gemm_warp_roles.tile:12: copy(B[k * 64, bx * 128], B_s)
+      // gemm_warp_roles.tile:13: copy(B[k * 64, bx * 256], B_s)
       {
         if (B_interior && stage * 64 + 64 <= K) {
 #pragma unroll
-          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
-            tilec_cp_async_16(&B_s[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                          g0_4 * 1024 + tx % 16 / 8 * 4096],
-                              &B[(stage * 64 + g0_4 * 16 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+          for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
+            tilec_cp_async_16(
+                &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_4 * 512 + lane / 8 * 4096],
+                &B[(stage * 64 + g0_4 * 8 + warp) * N + bx * 256 + lane * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
-            if (B_vec8 && stage * 64 + g0_3 * 16 + tx / 16 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
+          for (int g0_3 = 0; g0_3 < 8; ++g0_3) {
+            if (B_vec8 && stage * 64 + g0_3 * 8 + warp < K && bx * 256 + lane * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 1024 +
-                              tx % 16 / 8 * 4096],
-                  &B[(stage * 64 + g0_3 * 16 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+                  &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_3 * 512 + lane / 8 * 4096],
+                  &B[(stage * 64 + g0_3 * 8 + warp) * N + bx * 256 + lane * 8]);
             } else {
 #pragma unroll
               for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-                const int i_3 = g0_3 * 16 + tx / 16;
-                const int j_3 = tx % 16 * 8 + e1_3;
+                const int i_3 = g0_3 * 8 + warp;
+                const int j_3 = lane * 8 + e1_3;
                 B_s[stage][(i_3 * 64 ^ i_3 % 8 * 8 ^ j_3 % 64) + j_3 / 64 * 4096] =
                     static_cast<half>(
-                        stage * 64 + i_3 < K && bx * 128 + j_3 < N
-                            ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 128 + j_3])
+                        stage * 64 + i_3 < K && bx * 256 + j_3 < N
+                            ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 256 + j_3])
                             : 0.0f);
               }
             }
@@ -280,7 +298,7 @@ extern "C" __global__ void __launch_bounds__(256)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     if (k + 2 < (K + 63) / 64) {
-      // gemm_warp_roles.tile:11: copy(A[by * 128, k * 64], A_s)
+      // gemm_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
       {
         if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
@@ -310,34 +328,31 @@ extern "C" __global__ void __launch_bounds__(256)
           }
         }
       }
-      // gemm_warp_roles.tile:12: copy(B[k * 64, bx * 128], B_s)
+      // gemm_warp_roles.tile:13: copy(B[k * 64, bx * 256], B_s)
       {
         if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
-            tilec_cp_async_16(
-                &B_s[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 1024 +
-                                  tx % 16 / 8 * 4096],
-                &B[(k * 64 + g0_8 * 16 + tx / 16 + 128) * N + bx * 128 + tx % 16 * 8]);
+          for (int g0_8 = 0; g0_8 < 8; ++g0_8) {
+            tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_8 * 512 +
+                                                lane / 8 * 4096],
+                              &B[(k * 64 + g0_8 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
-            if (B_vec8 && k * 64 + g0_7 * 16 + tx / 16 + 128 < K &&
-                bx * 128 + tx % 16 * 8 + 8 <= N) {
-              tilec_cp_async_16(
-                  &B_s[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 1024 +
-                                    tx % 16 / 8 * 4096],
-                  &B[(k * 64 + g0_7 * 16 + tx / 16 + 128) * N + bx * 128 + tx % 16 * 8]);
+          for (int g0_7 = 0; g0_7 < 8; ++g0_7) {
+            if (B_vec8 && k * 64 + g0_7 * 8 + warp + 128 < K && bx * 256 + lane * 8 + 8 <= N) {
+              tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_7 * 512 +
+                                                  lane / 8 * 4096],
+                                &B[(k * 64 + g0_7 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
             } else {
 #pragma unroll
               for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_7 = g0_7 * 16 + tx / 16;
-                const int j_7 = tx % 16 * 8 + e1_7;
+                const int i_7 = g0_7 * 8 + warp;
+                const int j_7 = lane * 8 + e1_7;
                 B_s[write_stage][(i_7 * 64 ^ i_7 % 8 * 8 ^ j_7 % 64) + j_7 / 64 * 4096] =
                     static_cast<half>(
-                        k * 64 + i_7 + 128 < K && bx * 128 + j_7 < N
-                            ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 128 + j_7])
+                        k * 64 + i_7 + 128 < K && bx * 256 + j_7 < N
+                            ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 256 + j_7])
                             : 0.0f);
               }
             }
@@ -346,29 +361,29 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     }
     tilec_cp_async_commit();
-    // gemm_warp_roles.tile:13: gemm(A_s, B_s, acc)
+    // gemm_warp_roles.tile:14: gemm(A_s, B_s, acc)
     {
-      tilec_wgmma_hold<64>(&acc[0]);
+      tilec_wgmma_hold<128>(&acc[0]);
       tilec_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        tilec_wgmma_m64n128k16_f16<0, 1>(
+        tilec_wgmma_m64n256k16_f16<0, 1>(
             &acc[0], tilec_wgmma_desc(&A_s[read_stage][kk * 16 + warp / 4 * 4096], 16, 1024, 1),
             tilec_wgmma_desc(&B_s[read_stage][kk * 1024], 8192, 1024, 1));
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
-      tilec_wgmma_hold<64>(&acc[0]);
+      tilec_wgmma_hold<128>(&acc[0]);
     }
   }
   tilec_cp_async_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
-  // gemm_warp_roles.tile:14: copy(acc, C[by * 128, bx * 128])
+  // gemm_warp_roles.tile:15: copy(acc, C[by * 128, bx * 256])
   {
-    if (C_vec2 && by * 128 + 128 <= M && bx * 128 + 128 <= N) {
+    if (C_vec2 && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
 #pragma unroll
-      for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
+      for (int g1_2 = 0; g1_2 < 32; ++g1_2) {
 #pragma unroll
         for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
           alignas(16) half C_v_1[2];
@@ -378,17 +393,17 @@ extern "C" __global__ void __launch_bounds__(256)
           }
           *reinterpret_cast<unsigned int*>(
               &C[(by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8) * N +
-                 bx * 128 + g1_2 * 8 + tx % 4 * 2]) =
+                 bx * 256 + g1_2 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
+      for (int g1_1 = 0; g1_1 < 32; ++g1_1) {
 #pragma unroll
         for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
           if (C_vec2 && by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
-              bx * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+              bx * 256 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) half C_v[2];
 #pragma unroll
             for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
@@ -396,15 +411,15 @@ extern "C" __global__ void __launch_bounds__(256)
             }
             *reinterpret_cast<unsigned int*>(
                 &C[(by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_9 * 8 + tx / 4 % 8) * N +
-                   bx * 128 + g1_1 * 8 + tx % 4 * 2]) =
+                   bx * 256 + g1_1 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v[0]);
           } else {
 #pragma unroll
             for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
               const int i_9 = warp / 4 * 64 + warp % 4 * 16 + g0_9 * 8 + tx / 4 % 8;
               const int j_9 = g1_1 * 8 + tx % 4 * 2 + e1_9;
-              if (by * 128 + i_9 < M && bx * 128 + j_9 < N) {
-                C[(by * 128 + i_9) * N + bx * 128 + j_9] =
+              if (by * 128 + i_9 < M && bx * 256 + j_9 < N) {
+                C[(by * 128 + i_9) * N + bx * 256 + j_9] =
                     static_cast<half>(acc[g1_1 * 4 + g0_9 * 2 + e1_9]);
               }
             }
@@ -418,10 +433,10 @@ extern "C" __global__ void __launch_bounds__(256)
 // Launches gemm_warp_roles_fallback_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 static int gemm_warp_roles_fallback(const half* A, const half* B, half* C, int M, int K, int N,
                                     cudaStream_t stream) {
-  const dim3 grid((N + 127) / 128, (M + 127) / 128, 1);
+  const dim3 grid((N + 255) / 256, (M + 127) / 128, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  const int smem_bytes = 98304;
+  const int smem_bytes = 147456;
   cudaError_t err = cudaFuncSetAttribute(gemm_warp_roles_fallback_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)
@@ -439,12 +454,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tx = threadIdx.x;
   const int lane = tx % 32;
   const int warp = tx / 32;
-  const int bx = blockIdx.x;
-  const int by = blockIdx.y;
+  const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
+  const int panel_tiles = 8 * gridDim.x;
+  const int panel = tile_id / panel_tiles;
+  const int in_panel = tile_id % panel_tiles;
+  const int panel_rows = min(8, static_cast<int>(gridDim.y) - panel * 8);
+  const int by = panel * 8 + in_panel % panel_rows;
+  const int bx = in_panel / panel_rows;
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
-  half(*B_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 49152);
-  unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 98304);
-  unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 98328);
+  half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
+  unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 147456);
+  unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 147480);
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   if (tx == 0) {
 #pragma unroll
@@ -457,22 +477,24 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   asm volatile("bar.sync %0, %1;" ::"r"(0), "r"(384) : "memory");
   if (tx >= 256) {
     tilec_setmaxnreg_dec<40>();
-    // gemm_warp_roles.tile:10: for k in Pipelined(ceildiv(K, 64), num_stages=3): (producer: bulk copies)
+    // gemm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (producer: bulk copies)
     {
       if (tx == 256) {
         for (int k = 0; k < (K + 63) / 64; ++k) {
           const int stage = k % 3;
           const int phase = k / 3 % 2;
           tilec_mbarrier_wait(&empty_bar[stage], phase ^ 1);
-          tilec_mbarrier_expect_tx(&full_bar[stage], 32768);
-          // gemm_warp_roles.tile:11: copy(A[by * 128, k * 64], A_s)
+          tilec_mbarrier_expect_tx(&full_bar[stage], 49152);
+          // gemm_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
           {
             tilec_tma_load_2d(&A_s[stage][0], A_map, &full_bar[stage], k * 64, by * 128);
           }
-          // gemm_warp_roles.tile:12: copy(B[k * 64, bx * 128], B_s)
+          // gemm_warp_roles.tile:13: copy(B[k * 64, bx * 256], B_s)
           {
-            tilec_tma_load_2d(&B_s[stage][0], B_map, &full_bar[stage], bx * 128, k * 64);
-            tilec_tma_load_2d(&B_s[stage][4096], B_map, &full_bar[stage], bx * 128 + 64, k * 64);
+            tilec_tma_load_2d(&B_s[stage][0], B_map, &full_bar[stage], bx * 256, k * 64);
+            tilec_tma_load_2d(&B_s[stage][4096], B_map, &full_bar[stage], bx * 256 + 64, k * 64);
+            tilec_tma_load_2d(&B_s[stage][8192], B_map, &full_bar[stage], bx * 256 + 128, k * 64);
+            tilec_tma_load_2d(&B_s[stage][12288], B_map, &full_bar[stage], bx * 256 + 192, k * 64);
           }
           tilec_mbarrier_arrive(&full_bar[stage]);
         }
@@ -480,11 +502,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     }
   } else {
     tilec_setmaxnreg_inc<232>();
-    float acc[64];
-    // gemm_warp_roles.tile:9: clear(acc)
+    float acc[128];
+    // gemm_warp_roles.tile:10: clear(acc)
     {
 #pragma unroll
-      for (int g1 = 0; g1 < 16; ++g1) {
+      for (int g1 = 0; g1 < 32; ++g1) {
 #pragma unroll
         for (int g0 = 0; g0 < 2; ++g0) {
 #pragma unroll
@@ -494,39 +516,39 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         }
       }
     }
-    // gemm_warp_roles.tile:10: for k in Pipelined(ceildiv(K, 64), num_stages=3): (consumers: wgmma)
+    // gemm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (consumers: wgmma)
     // warp roles: a producer warp group fills a ring of 3 stages by bulk copies
     {
       for (int k = 0; k < (K + 63) / 64; ++k) {
         const int stage_1 = k % 3;
         const int phase_1 = k / 3 % 2;
         tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
-        // gemm_warp_roles.tile:13: gemm(A_s, B_s, acc)
+        // gemm_warp_roles.tile:14: gemm(A_s, B_s, acc)
         {
-          tilec_wgmma_hold<64>(&acc[0]);
+          tilec_wgmma_hold<128>(&acc[0]);
           tilec_wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
-            tilec_wgmma_m64n128k16_f16<0, 1>(
+            tilec_wgmma_m64n256k16_f16<0, 1>(
                 &acc[0], tilec_wgmma_desc(&A_s[stage_1][kk * 16 + warp / 4 * 4096], 16, 1024, 1),
                 tilec_wgmma_desc(&B_s[stage_1][kk * 1024], 8192, 1024, 1));
           }
           tilec_wgmma_commit();
           tilec_wgmma_wait<1>();
-          tilec_wgmma_hold<64>(&acc[0]);
+          tilec_wgmma_hold<128>(&acc[0]);
         }
         if (k > 0 && lane == 0) {
           tilec_mbarrier_arrive(&empty_bar[(k + 2) % 3]);
         }
       }
       tilec_wgmma_wait<0>();
-      tilec_wgmma_hold<64>(&acc[0]);
+      tilec_wgmma_hold<128>(&acc[0]);
     }
-    // gemm_warp_roles.tile:14: copy(acc, C[by * 128, bx * 128])
+    // gemm_warp_roles.tile:15: copy(acc, C[by * 128, bx * 256])
     {
-      if (C_vec2 && by * 128 + 128 <= M && bx * 128 + 128 <= N) {
+      if (C_vec2 && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
 #pragma unroll
-        for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
+        for (int g1_2 = 0; g1_2 < 32; ++g1_2) {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
             alignas(16) half C_v_1[2];
@@ -536,17 +558,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             }
             *reinterpret_cast<unsigned int*>(
                 &C[(by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8) * N +
-                   bx * 128 + g1_2 * 8 + tx % 4 * 2]) =
+                   bx * 256 + g1_2 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
           }
         }
       } else {
 #pragma unroll
-        for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
+        for (int g1_1 = 0; g1_1 < 32; ++g1_1) {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
             if (C_vec2 && by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_1 * 8 + tx / 4 % 8 < M &&
-                bx * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+                bx * 256 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) half C_v[2];
 #pragma unroll
               for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
@@ -554,15 +576,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
               }
               *reinterpret_cast<unsigned int*>(
                   &C[(by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_1 * 8 + tx / 4 % 8) * N +
-                     bx * 128 + g1_1 * 8 + tx % 4 * 2]) =
+                     bx * 256 + g1_1 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&C_v[0]);
             } else {
 #pragma unroll
               for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
                 const int i_2 = warp / 4 * 64 + warp % 4 * 16 + g0_1 * 8 + tx / 4 % 8;
                 const int j_1 = g1_1 * 8 + tx % 4 * 2 + e1_1;
-                if (by * 128 + i_2 < M && bx * 128 + j_1 < N) {
-                  C[(by * 128 + i_2) * N + bx * 128 + j_1] =
+                if (by * 128 + i_2 < M && bx * 256 + j_1 < N) {
+                  C[(by * 128 + i_2) * N + bx * 256 + j_1] =
                       static_cast<half>(acc[g1_1 * 4 + g0_1 * 2 + e1_1]);
                 }
               }
@@ -577,7 +599,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 // Launches gemm_warp_roles_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int gemm_warp_roles(const half* A, const half* B, half* C, int M, int K, int N,
                                cudaStream_t stream) {
-  const dim3 grid((N + 127) / 128, (M + 127) / 128, 1);
+  const dim3 grid((N + 255) / 256, (M + 127) / 128, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
   CUtensorMap A_map;
@@ -587,7 +609,7 @@ extern "C" int gemm_warp_roles(const half* A, const half* B, half* C, int M, int
   if (!(bulk_copies))
     return gemm_warp_roles_fallback(A, B, C, M, K, N,
                                     stream);  // rows not 16-byte aligned: no bulk copies
-  const int smem_bytes = 98352;
+  const int smem_bytes = 147504;
   cudaError_t err = cudaFuncSetAttribute(gemm_warp_roles_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)

@@ -1,0 +1,25 @@
+"""compute-sanitizer's target for the sm_90a GEMMs (run on the GPU machine, from the repo root):
+
+    compute-sanitizer --tool memcheck python3 bench/sanitize_sm90a.py
+
+One small ragged call of each prebuilt sm_90a GEMM variant (the warp-role kernel at 256x256x256,
+its cp.async fallback at 129x77x45); prints each one's largest error against float64."""
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+from tilec import runtime  # noqa: E402
+
+for variant in ("gemm-sm90a", "gemm-sm90a-k32"):
+    mod = runtime.load(os.path.join(os.environ.get("TILEC_PREBUILT", ".gpu"), f"{variant}.cu"))
+    for m, n, k in ((256, 256, 256), (129, 77, 45)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        mod.gemm(a, b, c)
+        torch.cuda.synchronize()
+        err = (c.double() - a.double() @ b.double()).abs().max().item()
+        print(f"{variant} {m}x{n}x{k}: max abs error {err:.3g}", flush=True)
