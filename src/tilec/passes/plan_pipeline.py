@@ -36,6 +36,7 @@ from dataclasses import replace
 
 from tilec import tir, tir_walk
 from tilec.passes.select import gemm_depth
+from tilec.simplify import const
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
 
@@ -112,7 +113,7 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
         src, dst = c.src.buffer, c.dst.buffer
         if len(src.shape) != 2 or src.dtype != dst.dtype or len(dst.shape) != 2:
             return False
-        if tuple(_const(e) for e in c.src.extents) != dst.const_shape or dst.const_shape[0] > 256:
+        if tuple(const(e) for e in c.src.extents) != dst.const_shape or dst.const_shape[0] > 256:
             return False
     # the producer runs apart from the body: its bounds and tile corners may use only the block's
     # indices, the tensors' dimensions, scalars and the loop's own variable
@@ -122,10 +123,6 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
         return False
     outside = [s for s in tir_walk.stmts(kernel.body) if not any(s is t for t in tir_walk.stmts(loop.body))]
     return not any(b in tiles for s in outside if s is not loop for b in set().union(*shared_reads_writes(s)))
-
-
-def _const(e: tir.Expr) -> int:
-    return e.value if isinstance(e, tir.IntImm) else -1
 
 
 def producers(loop: tir.For) -> list[tir.Copy]:

@@ -22,6 +22,7 @@ from tilec.backends.cuda import fragments as ptx
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, OperandTypes, simt_fma
 from tilec.layout_algebra import widest_swizzle
+from tilec.simplify import const
 
 F32 = DType.float32
 SM89 = (8, 9)  # fp8 mma.sync
@@ -130,11 +131,11 @@ def wgmma_operands(g: tir.Gemm, threads: int) -> bool:
             return False
         shape = buf.const_shape
         whole = all(isinstance(s, tir.IntImm) and s.value == 0 for s in region.starts)
-        if not whole or tuple(tir_const(e) for e in region.extents) != shape:
+        if not whole or tuple(const(e) for e in region.extents) != shape:
             return False
         if shape[0] % 8 or widest_swizzle(shape[1] * 2) is None:
             return False
-    m, n = (tir_const(e) for e in g.c.extents)
+    m, n = g.c.buffer.const_shape  # select checked the accumulator is 2-D
     grid = warp_group_grid(m, n, threads // ptx.WARP_GROUP)
     if grid is None:
         return False
@@ -145,10 +146,6 @@ def wgmma_operands(g: tir.Gemm, threads: int) -> bool:
         if sw is None or width * 2 % sw:
             return False
     return True
-
-
-def tir_const(e: tir.Expr) -> int:
-    return e.value if isinstance(e, tir.IntImm) else -1
 
 
 def _wgmma(operand: DType, suffix: str) -> OperandTypes:
