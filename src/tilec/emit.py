@@ -308,11 +308,12 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
     sp, launch = target.spelling, target.launch
     params = [_param(p) for p in k.params if not p.tensor_map] + [launch.stream_param]
     grid = [expr_text(g, sp) for g in k.grid] + ["1"] * (3 - len(k.grid))
+    tiles = "tiles" if k.persistent else "grid"
     out = [
         launch.doc.format(name=k.name),
         f"{linkage} int {k.name}({', '.join(params)}) {{",
-        launch.grid.format(*grid),
-        "if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;  // empty problem: nothing to launch",
+        (launch.tiles if k.persistent else launch.grid).format(*grid),
+        f"if ({tiles}.x == 0 || {tiles}.y == 0 || {tiles}.z == 0) return 0;  // empty problem: nothing to launch",
     ]
     if k.tensor_maps:
         out += [sp.tensor_map_decl.format(name=m.name) for m in k.tensor_maps]
@@ -325,6 +326,8 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
     if k.dynamic_smem > launch.smem_opt_in_above:
         out += [line.format(name=k.name) for line in launch.smem_opt_in]
     out += _body(k.host_prologue, sp)
+    if k.persistent:
+        out.append(launch.persistent_grid)
     args = ", ".join(p.name for p in k.params)
     return out + [launch.launch.format(name=k.name, threads=k.threads, args=args), launch.status, "}"]
 

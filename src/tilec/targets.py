@@ -65,6 +65,8 @@ class Launch:
     doc: str  # {name}
     prototype_doc: str  # {name}; the comment on the launcher's prototype in `--header` files
     grid: str  # {0}, {1}, {2}: the grid's extents
+    tiles: str  # {0}, {1}, {2}: a persistent kernel's grid of tiles (T.Kernel.persistent)
+    persistent_grid: str  # its launch grid, from `tiles`
     smem_opt_in_above: int  # bytes of dynamic shared memory usable without opting in
     smem_opt_in: tuple[str, ...]  # {name}
     launch: str  # {name}, {threads}, {args}
@@ -143,6 +145,8 @@ CUDA_LAUNCH = Launch(
     doc=cuda.LAUNCHER_DOC,
     prototype_doc=cuda.PROTOTYPE_DOC,
     grid=cuda.GRID,
+    tiles=cuda.TILES,
+    persistent_grid=cuda.PERSISTENT_GRID,
     smem_opt_in_above=cuda.SMEM_OPT_IN_ABOVE,
     smem_opt_in=cuda.SMEM_OPT_IN,
     launch=cuda.LAUNCH,

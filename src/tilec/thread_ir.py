@@ -294,6 +294,9 @@ class Kernel:
     tensor_maps: tuple[TensorMap, ...] = ()  # built by the launcher, passed as parameters
     # the kernel the launcher runs instead when a tensor map cannot be built (unaligned rows)
     fallback: Kernel | None = None
+    # `grid` counts tiles, not blocks: the launcher starts at most one block per multiprocessor
+    # and each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... (lower/kernel.py)
+    persistent: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -277,6 +277,10 @@ def _cases() -> list[Case]:
         add(v, "1x1x1", check_gemm, M=1, N=1, K=1)
         add(v, "300x520x96 (3 k-tiles)", check_gemm, M=300, N=520, K=96)
         add(v, "1024x2048x4096", check_gemm, M=1024, N=2048, K=4096)
+    for v in sm90a:  # persistent blocks: more tiles than multiprocessors, the ring runs on across tiles
+        add(v, "2000x3000x200 (1-2 tiles per block)", check_gemm, M=2000, N=3000, K=200)
+        add(v, "4096x4096x64 (one k-tile per tile)", check_gemm, M=4096, N=4096, K=64)
+        add(v, "4000x8000x16 (ragged k-tile)", check_gemm, M=4000, N=8000, K=16)
     add("gemm-bench-k32", "129x77x45", check_gemm, M=129, N=77, K=45)
     add("gemm", "runtime API", check_runtime_api)
 

@@ -116,13 +116,23 @@ class LowerState:
 
 @dataclass(frozen=True)
 class WarpRoles:
-    """What a warp-specialized loop adds to its kernel: statements all threads run first (barrier
-    set-up), the producer warp group's code, what the consumers (the block's own threads) run
-    before the rest of the body, and the kernel parameters and launcher maps of its bulk copies."""
+    """What a warp-specialized loop adds to its kernel, which then runs persistently: each block
+    walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... (lower_kernel builds that loop, with the
+    block indices of each tile, around `producer_tile` and around the consumers' body).
+
+    `setup` runs on all threads first (barrier set-up). The producer warp group runs
+    `producer_entry`, then its thread `producer_thread` runs `producer_state` once and
+    `producer_tile` per tile. The consumers (the block's own threads) run `consumer_entry` once,
+    then the kernel's body per tile, then `consumer_exit`. `params` and `tensor_maps` are the
+    bulk copies' kernel parameters and the launcher's maps."""
 
     setup: tuple[T.Stmt, ...]
-    producer: tuple[T.Stmt, ...]
+    producer_entry: tuple[T.Stmt, ...]
+    producer_thread: tir.Expr
+    producer_state: tuple[T.Stmt, ...]
+    producer_tile: tuple[T.Stmt, ...]
     consumer_entry: tuple[T.Stmt, ...]
+    consumer_exit: tuple[T.Stmt, ...]
     producer_threads: int
     params: tuple[T.Param, ...]
     tensor_maps: tuple[T.TensorMap, ...]
@@ -226,6 +236,7 @@ class Backend(Protocol):
     def products(self, ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
     def async_copy(self, ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt: ...
     def warp_specialized(self, ctx: LowerContext, s: tir.For) -> list[T.Stmt]: ...
+    def bulk_store(self, ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None: ...
 
 
 def backend_of(target: Target) -> Backend:

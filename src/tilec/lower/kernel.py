@@ -12,8 +12,8 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.lower.cexpr import I32, builtin, cast, let_init, source_comment, source_line
-from tilec.lower.context import LowerContext, new_context, shared_bytes, shared_names, shared_view
+from tilec.lower.cexpr import I32, builtin, cast, let_init, source_comment, source_line, symv
+from tilec.lower.context import LowerContext, WarpRoles, new_context, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import ref_of, value_of
 from tilec.lower.lanes import name_lanes
 from tilec.lower.loops import device_assert
@@ -34,6 +34,7 @@ from tilec.passes.plan_pipeline import producers
 from tilec.simplify import int_, simplify
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
+from tilec.tir_walk import variables
 
 _GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
 
@@ -44,20 +45,68 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     state = ctx.state
     roles = state.roles
     threads = kernel.threads
-    if roles is not None:  # the block's threads consume; a producer warp group after them
-        producing = tir.BinOp(">=", ctx.tx, int_(threads), DType.bool)
-        body = [*roles.setup, T.IfThen(producing, roles.producer, (*roles.consumer_entry, *body))]
-        threads += roles.producer_threads
-    head = _block_index(ctx) + list(state.views) + state.prologue
     grid = tuple(simplify(value_of(ctx, g, None)) for g in kernel.grid)
-    body = name_lanes(head + body, ctx.tx, threads, target.warp_size, ctx.fresh)
+    tx = _const(ctx.tx, builtin("thread_index"))
+    if roles is None:
+        body = [tx, *_block_index(ctx), *state.views, *state.prologue, *body]
+    else:  # the block's threads consume; a producer warp group after them; both walk the tiles
+        body = [tx, *state.views, *_warp_roles(ctx, roles, grid, body)]
+        threads += roles.producer_threads
+    body = name_lanes(body, ctx.tx, threads, target.warp_size, ctx.fresh)
     smem = shared_bytes(state.views)
     helpers = tuple(sorted(state.helpers))
     params = _params(ctx) + (roles.params if roles else ())
     k = T.Kernel(kernel.name, params, threads, grid, smem, tuple(body), _abi(ctx), helpers)
     if roles is None:
         return k
-    return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps)
+    return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps, persistent=True)
+
+
+def _warp_roles(ctx: LowerContext, roles: WarpRoles, grid: tuple[tir.Expr, ...], body: list[T.Stmt]) -> list[T.Stmt]:
+    """The body of a persistent kernel with warp roles: the launcher starts at most one block per
+    multiprocessor, and block b walks tiles b, b + gridDim.x, ... of the grid; the producer's
+    thread and the consumers each run the walk, with the tile's block indices.
+
+        const int tiles = <grid extents multiplied>;
+        const int block_tiles = (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x;
+        <ring set-up>
+        if (tx >= threads) { producer entry; if (tx == threads) { state; walk(producer_tile) } }
+        else { consumer entry; walk(flags, body) }
+    """
+    ctx.state.helpers.add("persistent")
+    tiles, mine = (tir.Var(ctx.fresh(n), I32, "thread") for n in ("tiles", "block_tiles"))
+    count = grid[0]
+    for extent in grid[1:]:
+        count = _op("*", count, extent)
+    blocks = tir.Cast(builtin("grid_dim_x", DType.uint32), I32)
+    head: list[T.Stmt] = [
+        _const(tiles, count),
+        T.Comment("persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles"),
+        _const(mine, _op("//", _op("-", _op("+", _op("-", tiles, builtin("block_index_x")), blocks), int_(1)), blocks)),
+    ]
+    t = T.Sym(ctx.fresh("t"), I32)
+    tile = tir.Var(ctx.fresh("tile_id"), I32, "thread")
+    first = _const(tile, _op("+", builtin("block_index_x"), _op("*", symv(t), blocks)))
+    indices = [first, *_tile_index(ctx, tile, grid)]
+
+    def walk(stmts: list[T.Stmt]) -> T.Loop:
+        return T.Loop(t, int_(0), mine, 1, False, (*indices, *stmts))
+
+    producing = tir.BinOp(">=", ctx.tx, int_(ctx.kernel.threads), DType.bool)
+    producer = (
+        *roles.producer_entry,
+        T.IfThen(roles.producer_thread, (*roles.producer_state, walk(list(roles.producer_tile)))),
+    )
+    block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
+    per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]  # a tile's interior tests
+    kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
+    consumer = (*roles.consumer_entry, walk([*per_tile, *body]), *roles.consumer_exit)
+    return [*head, *kernel_wide, *roles.setup, T.IfThen(producing, producer, consumer)]
+
+
+def _reads_any(d: T.Stmt, names: set[str]) -> bool:
+    """Whether the declaration `d`'s initial value reads a variable named in `names`."""
+    return isinstance(d, T.Decl) and d.init is not None and any(v.name in names for v in variables(d.init))
 
 
 def lower_block(ctx: LowerContext, stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
@@ -79,7 +128,7 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
         case tir.Copy() if s.pipeline == "early":
             return lower_early_copy(ctx, s)
         case tir.Copy():
-            return as_scope(ctx, s, lower_copy(ctx, s))
+            return as_scope(ctx, s, ctx.backend.bulk_store(ctx, s) or lower_copy(ctx, s))
         case tir.Fill():
             return as_scope(ctx, s, lower_fill(ctx, s))
         case tir.Parallel():
@@ -217,31 +266,61 @@ def _abi(ctx: LowerContext) -> dict:
 
 
 def _block_index(ctx: LowerContext) -> list[T.Stmt]:
-    out: list[T.Stmt] = [_const(ctx.tx, builtin("thread_index"))]
+    """The block variables of a kernel whose blocks are its tiles: blockIdx's, or in panels."""
     blocks = [tir.Var(ctx.name(v), I32, "thread") for v in ctx.kernel.block_vars]
     axes: list[T.BuiltinName] = ["block_index_x", "block_index_y", "block_index_z"]
     sw = ctx.state.swizzle
     if sw is None or len(blocks) < 2:
-        return out + [_const(b, builtin(axis)) for b, axis in zip(blocks, axes)]
-    # Panels of `panel_size` block rows (order row) walked column by column, for L2 reuse.
+        return [_const(b, builtin(axis)) for b, axis in zip(blocks, axes)]
+    tile_id = tir.Var(ctx.fresh("tile_id"), I32, "thread")
+    extents = (builtin(_GRID_DIM["x"], DType.uint32), builtin(_GRID_DIM["y"], DType.uint32))
+    first = _op("+", _op("*", builtin("block_index_y"), extents[0]), builtin("block_index_x"))
+    z = [_const(b, builtin("block_index_z")) for b in blocks[2:]]
+    return [_const(tile_id, first), *_panels(ctx, sw, tile_id, extents, blocks), *z]
+
+
+def _tile_index(ctx: LowerContext, tile: tir.Var, grid: tuple[tir.Expr, ...]) -> list[T.Stmt]:
+    """The block variables of tile `tile` of `grid` (a persistent kernel): x fastest, or in panels."""
+    blocks = [tir.Var(ctx.name(v), I32, "thread") for v in ctx.kernel.block_vars]
+    if len(blocks) == 1:
+        return [_const(blocks[0], tile)]
+    plane: tir.Expr = tile
+    z: list[T.Stmt] = []
+    if len(blocks) == 3:
+        area = _op("*", grid[0], grid[1])
+        plane, z = _op("%", tile, area), [_const(blocks[2], _op("//", tile, area))]
+    sw = ctx.state.swizzle
+    if sw is None:
+        return [_const(blocks[0], _op("%", plane, grid[0])), _const(blocks[1], _op("//", plane, grid[0])), *z]
+    if len(blocks) == 3:
+        in_plane = tir.Var(ctx.fresh("plane_id"), I32, "thread")
+        z, plane = [_const(in_plane, plane), *z], in_plane
+    assert isinstance(plane, tir.Var)
+    return [*z, *_panels(ctx, sw, plane, (grid[0], grid[1]), blocks)]
+
+
+def _panels(
+    ctx: LowerContext, sw: tir.UseSwizzle, tile_id: tir.Var, extents: tuple[tir.Expr, tir.Expr], blocks: list[tir.Var]
+) -> list[T.Stmt]:
+    """Block x and y of tile `tile_id` (x fastest over `extents`) in panels of `panel_size`
+    block rows (order row) walked column by column, for L2 reuse."""
     p = int_(sw.panel_size)
     first, second = ("x", "y") if sw.order == "row" else ("y", "x")
-    tile_id, panel_tiles, panel, in_panel, panel_rows = (
-        tir.Var(ctx.fresh(n), I32, "thread") for n in ("tile_id", "panel_tiles", "panel", "in_panel", "panel_rows")
+    panel_tiles, panel, in_panel, panel_rows = (
+        tir.Var(ctx.fresh(n), I32, "thread") for n in ("panel_tiles", "panel", "in_panel", "panel_rows")
     )
-    grid_first, grid_second = (builtin(_GRID_DIM[a], DType.uint32) for a in (first, second))
-    block_x, block_y = builtin("block_index_x"), builtin("block_index_y")
+    grid_first, grid_second = (extents[0], extents[1]) if first == "x" else (extents[1], extents[0])
+    if grid_second.dtype != I32:
+        grid_second = tir.Cast(grid_second, I32)
     b_first, b_second = (blocks[0], blocks[1]) if first == "x" else (blocks[1], blocks[0])
-    out += [
-        _const(tile_id, _op("+", _op("*", block_y, builtin(_GRID_DIM["x"], DType.uint32)), block_x)),
+    return [
         _const(panel_tiles, _op("*", p, grid_first)),
         _const(panel, _op("//", tile_id, panel_tiles)),
         _const(in_panel, _op("%", tile_id, panel_tiles)),
-        _const(panel_rows, tir.Call("min", (p, _op("-", tir.Cast(grid_second, I32), _op("*", panel, p))), I32)),
+        _const(panel_rows, tir.Call("min", (p, _op("-", grid_second, _op("*", panel, p))), I32)),
         _const(b_second, _op("+", _op("*", panel, p), _op("%", in_panel, panel_rows))),
         _const(b_first, _op("//", in_panel, panel_rows)),
     ]
-    return out + [_const(b, builtin("block_index_z")) for b in blocks[2:]]
 
 
 def _const(var: tir.Var, init: tir.Expr) -> T.Decl:

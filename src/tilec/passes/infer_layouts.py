@@ -98,7 +98,7 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
                     _place_operand(operand, state.out, tight, operand in main_loop)
         elif record.load == "descriptors":  # select made sure neither is annotated, both fit
             for operand in (g.a.buffer, g.b.buffer):
-                _place_descriptor_operand(operand, state.out)
+                place_descriptor_operand(operand, state.out)
 
     def decided(s: tir.Stmt) -> tir.Stmt:
         if isinstance(s, tir.Parallel):
@@ -201,8 +201,8 @@ def _place_operand(buf: tir.Buffer, out: Layouts, tight: bool, main_loop: bool) 
     out.pitch[buf] = _conflict_free_pitch(buf)
 
 
-def _place_descriptor_operand(buf: tir.Buffer, out: Layouts) -> None:
-    """The layout of a shared tile a matrix descriptor reads (wgmma): rows in the widest swizzle
+def place_descriptor_operand(buf: tir.Buffer, out: Layouts) -> None:
+    """The layout of a shared tile a matrix descriptor or a bulk tensor copy reads: rows in the widest swizzle
     their bytes allow (128-byte rows in column blocks when wider, as `_place_operand`'s main-loop
     tiles), aligned to the swizzle's 8-row atom, since the hardware swizzles by address bits."""
     shape = buf.const_shape

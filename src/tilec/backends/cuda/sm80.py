@@ -198,3 +198,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     """Warp roles need bulk copies, which no target of this backend has (Target.bulk_copies):
     plan_pipeline never marks a loop for them here."""
     raise AssertionError(f"{ctx.target.arch} has no bulk copies: no loop runs by warp roles")
+
+
+def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
+    """No bulk tensor stores on this backend's targets: copies to global memory are stores."""
+    return None

@@ -27,6 +27,7 @@ with such reads (sync.py).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from tilec import thread_ir as T
 from tilec import tir
@@ -46,16 +47,20 @@ from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
 from tilec.lower.cexpr import I32, add, mul, source_comment, source_line, symv, zero
-from tilec.lower.context import LowerContext, WarpRoles, shared_view
+from tilec.lower.context import LowerContext, WarpRoles, shared_bytes, shared_view
 from tilec.lower.exprs import ref_of, value_of
+from tilec.lower.ops import lower_copy
+from tilec.passes.infer_layouts import place_descriptor_operand
 from tilec.passes.plan_pipeline import producers
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify
+from tilec.sync import BLOCK
 from tilec.targets import instruction_named
 
 __all__ = [
     "ASYNC_COPY_BYTES",
     "async_copy",
+    "bulk_store",
     "declare",
     "gemm",
     "load",
@@ -144,21 +149,29 @@ REGISTER_FILE = 65536  # 32-bit registers of one multiprocessor, shared by the b
 
 
 def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
-    """A GEMM main loop by warp roles (plan_pipeline's tir.For.warp_specialized):
+    """A GEMM main loop by warp roles (plan_pipeline's tir.For.warp_specialized), in a kernel
+    whose blocks walk its tiles (lower_kernel builds the tile loop, WarpRoles):
 
         if (tx >= threads) {                   // the producer warp group
           setmaxnreg_dec<40>
-          if (tx == threads) for k:            // one thread issues every bulk copy
-            wait empty[stage] (phase ^ 1); expect_tx full[stage]; TMA boxes; arrive full[stage]
+          if (tx == threads) {                 // one thread issues every bulk copy
+            int filled = 0;
+            for each tile: for k:
+              wait empty[stage] (phase ^ 1); expect_tx full[stage]; TMA boxes; arrive full[stage]
+              ... filled += k's trip count
+          }
         } else {                               // the block's own threads
-          setmaxnreg_inc<...>
-          ... for k: wait full[stage] (phase); wgmma ... commit; wait<1>;
-                     lane 0 of each warp: arrive empty[previous stage]
+          setmaxnreg_inc<...>; int consumed = 0;
+          for each tile: ... for k: wait full[stage] (phase); wgmma ... commit; wait<1>;
+                                    lane 0 of each warp: arrive empty[previous stage]
+                         wait<0>; arrive empty[last stage]; consumed += trip count; ...
         }
 
-    `stage` = k % stages and `phase` = (k / stages) % 2 name the ring position; a stage is
-    released once the wgmma group that read it has retired (one group stays in flight). Returns
-    the consumers' loop; the producer's code and the set-up go to ctx.state.roles."""
+    The ring position of iteration k is `filled + k` (`consumed + k`), counted over the tiles the
+    block has walked: stage = position % stages, phase = (position / stages) % 2. A stage is
+    released once the wgmma group that read it has retired (one group stays in flight), the
+    last one of a tile before its epilogue, so the producer fills the next tile's stages while
+    the consumers store this one's. Returns the consumers' loop; the rest goes to ctx.state.roles."""
     stages = s.num_stages
     copies = producers(s)
     (g,) = [x for x in s.body if isinstance(x, tir.Gemm)]
@@ -172,24 +185,30 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
     ctx.state.cvars[s.var] = simplify(add(start, it))
 
-    def ring(var: tir.Var) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
+    def ring(base: tir.Var) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
+        position = add(base, it)
         stage = tir.Var(ctx.fresh("stage"), I32, "thread")
         phase = tir.Var(ctx.fresh("phase"), I32, "thread")
         ctx.state.bounds[stage], ctx.state.bounds[phase] = stages - 1, 1
         decls: list[T.Stmt] = [
-            T.Decl(stage.name, I32, init=simplify(tir.BinOp("%", var, int_(stages), I32)), const=True),
+            T.Decl(stage.name, I32, init=tir.BinOp("%", position, int_(stages), I32), const=True),
             T.Decl(
                 phase.name,
                 I32,
-                init=simplify(tir.BinOp("%", tir.BinOp("//", var, int_(stages), I32), int_(2), I32)),
+                init=tir.BinOp("%", tir.BinOp("//", position, int_(stages), I32), int_(2), I32),
                 const=True,
             ),
         ]
         return stage, phase, decls
 
+    def counter(name: str) -> tuple[tir.Var, T.Decl, T.Assign]:
+        var = tir.Var(ctx.fresh(name), I32, "thread")
+        return var, T.Decl(var.name, I32, init=int_(0)), T.Assign(T.Sym(var.name, I32), count, "+=")
+
     # the producer: one thread
     ctx.state.helpers |= {"bulk_copy", "mbarrier"}
-    stage, phase, decls = ring(it)
+    filled, filled_decl, filled_step = counter("filled")
+    stage, phase, decls = ring(filled)
     tx_bytes = sum(math.prod(c.dst.buffer.const_shape) * c.dst.buffer.dtype.bytes for c in copies)
     issue: list[T.Stmt] = [*decls]
     issue.append(T.Barrier("mbarrier_wait", (_bar(empty, stage), tir.BinOp("^", phase, int_(1), I32))))
@@ -201,11 +220,7 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
         maps.append(tmap)
     issue.append(T.Barrier("mbarrier_arrive", (_bar(full, stage),)))
     loop = T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(issue))
-    one = tir.BinOp("==", ctx.tx, int_(threads), DType.bool)
-    producer = (
-        _call(f"tilec_setmaxnreg_dec<{PRODUCER_REGISTERS}>"),
-        T.Scope(f"{_loop_comment(s)} (producer: bulk copies)", (T.IfThen(one, (loop,)),), s.span, T.NO_ACCESS),
-    )
+    producer_tile = (T.Scope(f"{_loop_comment(s)} (producer: bulk copies)", (loop, filled_step), s.span, T.NO_ACCESS),)
     # set-up: one thread initializes the ring, then every thread of the block waits for it
     warps = threads // ctx.target.warp_size
     i = tir.Var(ctx.fresh("i"), I32, "thread")
@@ -224,7 +239,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     # the consumers
     groups = threads // WARP_GROUP
     regs = min(240, (REGISTER_FILE - WARP_GROUP * PRODUCER_REGISTERS) // (WARP_GROUP * groups) // 8 * 8)
-    stage, phase, decls = ring(it)
+    consumed, consumed_decl, consumed_step = counter("consumed")
+    stage, phase, decls = ring(consumed)
     body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(full, stage), phase))]
     for buf in (g.a.buffer, g.b.buffer):
         ctx.state.stage_of[buf] = stage
@@ -232,28 +248,124 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     for buf in (g.a.buffer, g.b.buffer):
         del ctx.state.stage_of[buf]
     body.append(T.Scope(source_comment(g), tuple(code), g.span, T.SharedAccess(proxy_reads=True)))
-    lane = simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32))
-    released = tir.BinOp("%", add(it, int_(stages - 1)), int_(stages), I32)
-    release = tir.BinOp(
-        "and", tir.BinOp(">", it, int_(0), DType.bool), tir.BinOp("==", lane, int_(0), DType.bool), DType.bool
-    )
-    body.append(T.IfThen(release, (T.Barrier("mbarrier_arrive", (_bar(empty, simplify(released)),)),)))
+    lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
+
+    def release(cond: tir.Expr, position: tir.Expr) -> T.IfThen:
+        at = tir.BinOp("%", position, int_(stages), I32)
+        return T.IfThen(tir.BinOp("and", cond, lane0, DType.bool), (T.Barrier("mbarrier_arrive", (_bar(empty, at),)),))
+
+    body.append(release(tir.BinOp(">", it, int_(0), DType.bool), _minus_one(add(consumed, it))))
     acc = g.c.buffer
     hold = _hold(ctx.name(acc), ctx.layouts.buffers[acc].local_size, acc.dtype)
+    last = release(tir.BinOp(">", count, int_(0), DType.bool), _minus_one(add(consumed, count)))
     consumer: list[T.Stmt] = [
         T.Comment(f"{_loop_comment(s)} (consumers: wgmma)"),
         T.Comment(f"warp roles: a producer warp group fills a ring of {stages} stages by bulk copies"),
         T.Scope(
             "",
-            (T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)), _call("tilec_wgmma_wait<0>"), hold),
+            (
+                T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)),
+                _call("tilec_wgmma_wait<0>"),
+                hold,
+                last,
+                consumed_step,
+            ),
             s.span,
             T.SharedAccess(proxy_reads=True),
         ),
     ]
     params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
-    entry = (_call(f"tilec_setmaxnreg_inc<{regs}>"),)
-    ctx.state.roles = WarpRoles(setup, producer, entry, WARP_GROUP, params, tuple(maps))
+    ctx.state.roles = WarpRoles(
+        setup=setup,
+        producer_entry=(_call(f"tilec_setmaxnreg_dec<{PRODUCER_REGISTERS}>"),),
+        producer_thread=tir.BinOp("==", ctx.tx, int_(threads), DType.bool),
+        producer_state=(filled_decl,),
+        producer_tile=producer_tile,
+        consumer_entry=(_call(f"tilec_setmaxnreg_inc<{regs}>"), consumed_decl),
+        consumer_exit=(),
+        producer_threads=WARP_GROUP,
+        params=params,
+        tensor_maps=tuple(maps),
+    )
     return consumer
+
+
+def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
+    """A fragment's tile stored to global memory in a kernel with warp roles, through a staging
+    tile in shared memory and bulk tensor stores (TMA), which drain while the block's threads go
+    on to the next tile; None (plain stores) unless `_bulk_storable`:
+
+        if (tx == 0) tilec_bulk_wait_read<0>();   // the last tile's stores have read the stage
+        <barrier>
+        C_stage[...] = acc[...];                   // the copy, into the stage's swizzle
+        <proxy fence, barrier>
+        if (tx == 0) { tilec_tma_store_2d(...) per column block; tilec_bulk_commit(); }
+
+    The stores clip to the tensor, so ragged tiles need no checks; the consumers' last thread
+    waits for its stores before the block exits."""
+    roles = ctx.state.roles
+    if roles is None or not _bulk_storable(ctx, s):
+        return None
+    dst = s.dst.buffer
+    rows, cols = ctx.layouts.buffers[s.src.buffer].shape
+    stage = tir.Buffer(f"{dst.name}_stage", (int_(rows), int_(cols)), dst.dtype, "shared", s.span)
+    place_descriptor_operand(stage, ctx.layouts)
+    shared_view(ctx, ctx.name(stage), dst.dtype, (rows * cols,), ctx.layouts.align[stage])
+    if shared_bytes(ctx.state.views) > ctx.target.smem_limit:
+        ctx.state.views.pop()
+        return None
+    whole = (int_(0), int_(0)), (int_(rows), int_(cols))
+    write = lower_copy(ctx, tir.Copy(s.src, tir.Region(stage, *whole, s.span), span=s.span))
+    sw = widest_swizzle(cols * dst.dtype.bytes)
+    assert sw is not None, "_bulk_storable checked the rows fit a swizzle"
+    width = sw // dst.dtype.bytes
+    tname = ctx.name(dst)
+    ctx.state.written.add(tname)
+    mname = ctx.fresh(f"{tname}_map")
+    y0, x0 = (simplify(value_of(ctx, e, None)) for e in s.dst.starts)
+    issue: list[T.Stmt] = []
+    for j in range(cols // width):
+        at = T.AddressOf(ref_of(ctx, stage, (int_(0), int_(j * width)), None).ref)
+        args = (T.Sym(mname, DType.uint8), at, simplify(add(x0, int_(j * width))), y0)
+        issue.append(T.Call(T.Intrin("tilec_tma_store_2d", args, I32)))
+    issue.append(_call("tilec_bulk_commit"))
+    first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
+    inner, outer = (simplify(value_of(ctx, d, None)) for d in (dst.shape[1], dst.shape[0]))
+    tmap = T.TensorMap(mname, tname, dst.dtype, inner, outer, (width, rows), sw)
+    ctx.state.helpers |= {"bulk_store"}
+    ctx.state.roles = replace(
+        roles,
+        params=(*roles.params, T.Param(mname, DType.uint8, tensor_map=True)),
+        tensor_maps=(*roles.tensor_maps, tmap),
+        consumer_exit=(*roles.consumer_exit, T.IfThen(first, (_call("tilec_bulk_wait<0>"),))),
+    )
+    return [
+        T.Comment("through shared memory and bulk tensor stores, which finish while the next tile runs"),
+        T.IfThen(first, (_call("tilec_bulk_wait_read<0>"),)),
+        BLOCK,
+        *write,
+        BLOCK,
+        T.IfThen(first, tuple(issue)),
+    ]
+
+
+def _bulk_storable(ctx: LowerContext, s: tir.Copy) -> bool:
+    """A copy of a whole fragment to a 2-D tile of a 2-D tensor, at the top of the kernel body
+    (every consumer thread runs it), whose rows fit a swizzle and a tensor-map box."""
+    src, dst = s.src.buffer, s.dst.buffer
+    if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2:
+        return False
+    if not any(s is t for t in ctx.kernel.body) or dst.dtype.bytes not in (1, 2, 4):
+        return False
+    shape = ctx.layouts.buffers[src].shape
+    if len(shape) != 2 or tuple(const(e) for e in s.dst.extents) != shape or shape[0] > 256:
+        return False
+    sw = widest_swizzle(shape[1] * dst.dtype.bytes)
+    return sw is not None and shape[1] % (sw // dst.dtype.bytes) == 0
+
+
+def _minus_one(e: tir.Expr) -> tir.Expr:
+    return tir.BinOp("-", e, int_(1), I32)
 
 
 def _loop_comment(s: tir.For) -> str:

@@ -167,6 +167,8 @@ STREAM_PARAM = "cudaStream_t stream"
 LAUNCHER_DOC = "// Launches {name}_kernel on `stream`; returns the launch's cudaError_t (0 on success)."
 PROTOTYPE_DOC = "// Launches kernel `{name}` on `stream`; returns the launch's cudaError_t (0 on success)."  # in the .h
 GRID = "const dim3 grid({0}, {1}, {2});"
+TILES = "const dim3 tiles({0}, {1}, {2});"
+PERSISTENT_GRID = "const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z));"
 SMEM_OPT_IN_ABOVE = 48 * 1024  # bytes of dynamic shared memory a kernel gets without opting in
 SMEM_OPT_IN = (
     "cudaError_t err = cudaFuncSetAttribute({name}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
@@ -396,7 +398,9 @@ static bool tilec_tensor_map_2d(CUtensorMap* map, const void* base, long long in
   const cuuint64_t pitch[1] = {static_cast<cuuint64_t>(inner * elem_bytes)};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
   const cuuint32_t steps[2] = {1, 1};
-  const CUtensorMapDataType type = elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMapDataType type = elem_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                   : elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                                     : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   const CUtensorMapSwizzle sw = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                 : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
@@ -404,7 +408,37 @@ static bool tilec_tensor_map_2d(CUtensorMap* map, const void* base, long long in
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }"""
 HELPER_TYPES["bulk_copy"] = ("CUtensorMap", "uintptr_t")
-SHARED_ADDRESS_HELPERS |= {"bulk_copy"}
+HELPERS["bulk_store"] = """
+// TMA store: a bulk tensor copy of one 2-D box from shared memory (in the map's swizzle) to
+// global (tensor map `map`, box corner (x, y)); parts outside the tensor are not written. commit
+// closes this thread's group of stores; wait_read<N> returns once at most N groups still read
+// shared memory, wait<N> once at most N have not finished writing.
+__device__ __forceinline__ void tilec_tma_store_2d(const CUtensorMap& map, const void* smem, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"(&map), "r"(tilec_smem_addr(smem)), "r"(x), "r"(y) : "memory");
+}
+__device__ __forceinline__ void tilec_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void tilec_bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void tilec_bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}"""
+HELPER_TYPES["bulk_store"] = ("CUtensorMap",)
+HELPERS["persistent"] = """
+// Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
+// one per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be asked
+// (the launch then reports why).
+static unsigned tilec_persistent_blocks(unsigned long long tiles) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1)
+    return 1;
+  return tiles < static_cast<unsigned long long>(sms) ? static_cast<unsigned>(tiles) : static_cast<unsigned>(sms);
+}"""
+SHARED_ADDRESS_HELPERS |= {"bulk_copy", "bulk_store"}
 
 
 def _wgmma_helper(n: int, suffix: str, ptx_type: str) -> str:
