@@ -1,7 +1,7 @@
-"""sm_90a's own lowerings: the gemm on wgmma (the WGMMA_M64NNK16 record of instructions.py),
-each warp group multiplying its slice of the accumulator with both operands read straight
-from the swizzled shared tiles through matrix descriptors; every other gemm and the
-asynchronous copy are sm_80's (sm80.py).
+"""sm_90a's own lowerings: the gemm on wgmma (the WGMMA_M64NNK16 and WGMMA_M64NNK32 records of
+instructions.py), each warp group multiplying its slice of the accumulator with both operands
+read straight from the swizzled shared tiles through matrix descriptors; every other gemm and
+the asynchronous copy are sm_80's (sm80.py).
 
     gemm(A_s, B_s, acc)     # float16, 128x256x64 tile, 2 warp groups of 64x256
   ->
@@ -19,9 +19,11 @@ asynchronous copy are sm_80's (sm80.py).
 Descriptors (layout inference stored the tiles in the widest swizzle their rows allow,
 aligned to its 8-row atom): SBO, the step between groups of 8 rows, is 8 swizzle rows;
 LBO, for an operand stored MN-major (its M or N contiguous), is the step between its
-swizzle-wide column blocks (unused for K-major operands, whose k16 step stays inside a
-swizzle row). The sync pass fences the asynchronous proxy before the barriers of a kernel
-with such reads (sync.py).
+swizzle-wide column blocks (unused for K-major operands, whose k step stays inside a
+swizzle row: 32 bytes, 16 elements of 16 bits or 32 of 8 bits; 8-bit operands are K-major
+only, e.g. `tilec_wgmma_m64n128k32_s8(&acc[0], tilec_wgmma_desc(&A_s[kk * 32], 16, 512, 2),
+...)` in 64-byte rows). The sync pass fences the asynchronous proxy before the barriers of
+a kernel with such reads (sync.py).
 """
 
 from __future__ import annotations
