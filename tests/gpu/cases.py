@@ -70,17 +70,20 @@ def check_gemm(mod, gen, M, N, K, kernel="gemm", relu=False):
     return _finish(c, ref)
 
 
-def check_gemm_8bit(mod, gen, M, N, K, fp8=None, out=None):
-    """C = A @ B^T with B stored (N, K): int8 -> int32 (exact), or float8 (`fp8`: "e4m3" or
+def check_gemm_8bit(mod, gen, M, N, K, dtype="int8", out=None):
+    """C = A @ B^T with B stored (N, K): int8/uint8 (`dtype`) -> int32 (exact), or float8 ("e4m3",
     "e5m2") -> float32 (each product is exact in float32, only the sums round), written as `out`
-    (a torch dtype; float32 by default)."""
-    if fp8:
-        dtype = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[fp8]
-        a, b = randn((M, K), dtype, gen), randn((N, K), dtype, gen)
+    (a torch dtype; the accumulator's by default)."""
+    if dtype in ("int8", "uint8"):
+        low, high = (-128, 128) if dtype == "int8" else (0, 256)
+        t = getattr(torch, dtype)
+        a = torch.randint(low, high, (M, K), generator=gen, device=harness.DEVICE, dtype=t)
+        b = torch.randint(low, high, (N, K), generator=gen, device=harness.DEVICE, dtype=t)
+        out = out or torch.int32
     else:
-        a = torch.randint(-128, 128, (M, K), generator=gen, device=harness.DEVICE, dtype=torch.int8)
-        b = torch.randint(-128, 128, (N, K), generator=gen, device=harness.DEVICE, dtype=torch.int8)
-    c = guarded_output((M, N), out or (f32 if fp8 else torch.int32))
+        t = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[dtype]
+        a, b = randn((M, K), t, gen), randn((N, K), t, gen)
+    c = guarded_output((M, N), out or f32)
     mod.gemm_int8(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
     return _finish(c, a.double() @ b.double().T)
 
@@ -286,9 +289,10 @@ def _cases() -> list[Case]:
         add(v, "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)
         add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000, kernel="gemm_relu", relu=True)
 
-    eight_bit = [("gemm_int8", {}), ("gemm_int8-sm90a", {}), ("gemm_fp8-sm90a", {"fp8": "e4m3"})]
-    eight_bit += [("gemm_fp8_e5m2-sm90a", {"fp8": "e5m2"}), ("gemm_fp8-bench-sm90a", {"fp8": "e4m3", "out": f16})]
-    eight_bit += [(f"gemm_fp8-bench-sm90a-{t}", {"fp8": "e4m3", "out": f16}) for t in ("128x256", "128x256-k64")]
+    eight_bit = [("gemm_int8", {}), ("gemm_int8-sm90a", {}), ("gemm_uint8-sm90a", {"dtype": "uint8"})]
+    eight_bit += [("gemm_fp8-sm90a", {"dtype": "e4m3"}), ("gemm_fp8_e5m2-sm90a", {"dtype": "e5m2"})]
+    fp8_f16 = {"dtype": "e4m3", "out": f16}
+    eight_bit += [(f"gemm_fp8-bench-sm90a{t}", fp8_f16) for t in ("", "-128x256", "-128x256-k64")]
     eight_bit += [(f"gemm_int8-bench-sm90a-{t}", {}) for t in ("128x256", "128x256-k64")]
     for v, kw in eight_bit:
         add(v, "256x256x256", check_gemm_8bit, M=256, N=256, K=256, **kw)

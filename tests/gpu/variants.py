@@ -59,6 +59,7 @@ VARIANTS: list[Variant] = [
     Variant("gemm_splitk", "gemm_splitk"),
     Variant("gemm_int8", "gemm_int8"),
     Variant("gemm_int8-sm90a", "gemm_int8", arch="sm_90a"),
+    Variant("gemm_uint8-sm90a", "gemm_int8", {"dtype": "uint8"}, arch="sm_90a"),
     Variant("gemm_fp8-sm90a", "gemm_int8", _FP8, arch="sm_90a"),
     Variant("gemm_fp8_e5m2-sm90a", "gemm_int8", {**_FP8, "dtype": "float8_e5m2"}, arch="sm_90a"),
     Variant("softmax", "softmax"),

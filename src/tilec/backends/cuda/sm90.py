@@ -101,7 +101,7 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     assert record.load_helper is not None, "the wgmma record names its helper"
     ctx.state.helpers |= {record.load_helper, types.helper.format(n=n)}
     if c.dtype.is_int:
-        ctx.state.helpers.add("wgmma_int")  # tilec_wgmma_hold_s32
+        ctx.state.helpers.add("wgmma_s32")  # tilec_wgmma_hold_s32
     kk = tir.Var(ctx.fresh("kk"), I32, "thread")
     steps = gemm_depth(s) // depth
     ctx.state.bounds[kk] = steps - 1

@@ -455,7 +455,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n{n}k32_{suffix}({ctype}* d, unsi
 }}"""
 
 
-HELPERS["wgmma_int"] = """
+HELPERS["wgmma_s32"] = """
 // Keeps the compiler from moving accesses of the N int32 accumulator registers at d across a wait.
 template <int N>
 __device__ __forceinline__ void tilec_wgmma_hold_s32(int* d) {
