@@ -15,6 +15,9 @@ Workloads (full / --quick):
   softmax    row softmax fp16, 16384x8192 / 4096x8192         vs torch.softmax(x, -1)
   rmsnorm    RMSNorm fp16 with weight, 16384x8192 / 4096x8192 vs F.rms_norm (composed if absent)
   gemm       fp16 GEMM, fp32 accumulation, 8192^3 / 4096^3    vs torch.matmul (cuBLAS)
+  gemm-fp8   fp8 e4m3 C = A B^T, fp32 accumulation, fp16 out, 8192^3 / 4096^3
+                                                               vs torch._scaled_mm (cuBLASLt, unit scales)
+  gemm-int8  int8 C = A B^T, int32 out, 8192^3 / 4096^3       vs torch._int_mm (cuBLASLt)
   fa, fa-causal  attention fwd fp16, B4 H32 S4096 D128 / B1 H16 S2048 D128
                                                                vs SDPA with the FLASH_ATTENTION backend
 """
@@ -42,6 +45,8 @@ CANDIDATES = {
     "softmax": ["softmax", "softmax-bench", "softmax-bench-t256"],
     "rmsnorm": ["rmsnorm", "rmsnorm-bench", "rmsnorm-bench-t256", "rmsnorm-bench-t1024", "rmsnorm-bench-m2"],
     "gemm": ["gemm", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32", "gemm-sm90a", "gemm-sm90a-128x128", "gemm-sm90a-k32"],
+    "gemm-fp8": ["gemm_fp8-bench-sm90a", "gemm_fp8-bench-sm90a-128x256", "gemm_fp8-bench-sm90a-128x256-k64"],
+    "gemm-int8": ["gemm_int8-sm90a", "gemm_int8-bench-sm90a-128x256", "gemm_int8-bench-sm90a-128x256-k64"],
     "fa": ["flash_attention", "flash_attention-bench-n32", "flash_attention-bench-s1"],
     "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench-s1"],
 }
@@ -201,6 +206,56 @@ def w_gemm(quick: bool):
     )
 
 
+def w_gemm_fp8(quick: bool):
+    import torch
+
+    M = N = K = 4096 if quick else 8192
+    e4m3 = torch.float8_e4m3fn
+    sets = [
+        (torch.randn(M, K, device="cuda").to(e4m3), torch.randn(N, K, device="cuda").to(e4m3))
+        for _ in range(n_sets(M * K + N * K))
+    ]
+    one = torch.tensor(1.0, device="cuda")
+
+    def scaled_mm(a, b_nk):
+        # B column-major, as cuBLASLt's fp8 GEMM takes it; fast accumulation, as tilec's kernel
+        # accumulates every k step in the wgmma's own accumulator
+        out = torch._scaled_mm(a, b_nk.t(), scale_a=one, scale_b=one, out_dtype=torch.float16, use_fast_accum=True)
+        return out[0] if isinstance(out, tuple) else out  # torch < 2.4 also returned amax
+
+    return dict(
+        shape=f"{M}x{N}x{K} fp8 e4m3 -> fp16",
+        sets=sets,
+        units="TFLOP/s",
+        amount=2 * M * N * K,
+        torch_name="torch._scaled_mm (cuBLASLt)",
+        torch=scaled_mm,
+        out=lambda: torch.full((M, N), math.nan, device="cuda", dtype=torch.float16),
+        tilec=lambda mod, a, b, out: mod.gemm_int8(a, b, out),
+    )
+
+
+def w_gemm_int8(quick: bool):
+    import torch
+
+    M = N = K = 4096 if quick else 8192
+
+    def rand8(rows: int) -> torch.Tensor:
+        return torch.randint(-128, 128, (rows, K), device="cuda", dtype=torch.int8)
+
+    sets = [(rand8(M), rand8(N)) for _ in range(n_sets(M * K + N * K))]
+    return dict(
+        shape=f"{M}x{N}x{K} int8 -> int32",
+        sets=sets,
+        units="TFLOP/s",  # integer operations per second, counted alike
+        amount=2 * M * N * K,
+        torch_name="torch._int_mm (cuBLASLt)",
+        torch=lambda a, b_nk: torch._int_mm(a, b_nk.t()),
+        out=lambda: torch.full((M, N), -(2**31), device="cuda", dtype=torch.int32),
+        tilec=lambda mod, a, b, out: mod.gemm_int8(a, b, out),
+    )
+
+
 def _w_fa(quick: bool, causal: bool):
     import torch
     import torch.nn.functional as F
@@ -234,6 +289,8 @@ WORKLOADS = {
     "softmax": w_softmax,
     "rmsnorm": w_rmsnorm,
     "gemm": w_gemm,
+    "gemm-fp8": w_gemm_fp8,
+    "gemm-int8": w_gemm_int8,
     "fa": lambda quick: _w_fa(quick, False),
     "fa-causal": lambda quick: _w_fa(quick, True),
 }

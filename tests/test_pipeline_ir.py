@@ -188,21 +188,27 @@ def test_copy_before_a_pipeline_runs_as_cp_async(between: str, early: bool, tmp_
         assert "tilec_cp_async_16(&Q_s" in before_loop and "__syncthreads" not in before_loop
 
 
+_PTX = {"mma_sync_m16n8k32": "mma.sync.aligned.m16n8k32", "wgmma_m64nNk32": "wgmma.mma_async.sync.aligned.m64n64k32"}
+
+
 @pytest.mark.parametrize(
-    ("t", "acc", "nk", "arch", "mma"),
+    ("t", "acc", "nk", "arch", "chosen"),
     [
-        ("int8", "int32", True, "sm_80", True),
-        ("int8", "int32", False, "sm_80", False),  # B (K, N): ldmatrix cannot transpose 8-bit elements
-        ("float8_e4m3", "float32", True, "sm_80", False),  # fp8 mma needs sm_89
-        ("float8_e4m3", "float32", True, "sm_89", True),
-        ("float8_e5m2", "float32", True, "sm_90a", True),
+        ("int8", "int32", True, "sm_80", "mma_sync_m16n8k32"),
+        ("int8", "int32", False, "sm_80", "simt_fma"),  # B (K, N): ldmatrix cannot transpose 8-bit elements
+        ("float8_e4m3", "float32", True, "sm_80", "simt_fma"),  # fp8 mma needs sm_89
+        ("float8_e4m3", "float32", True, "sm_89", "mma_sync_m16n8k32"),
+        ("float8_e5m2", "float32", True, "sm_90a", "wgmma_m64nNk32"),
+        ("int8", "int32", True, "sm_90a", "wgmma_m64nNk32"),
+        ("int8", "int32", False, "sm_90a", "simt_fma"),  # 8-bit wgmma reads K-major operands only
     ],
 )
-def test_8bit_gemms_on_tensor_cores(t: str, acc: str, nk: bool, arch: str, mma: bool, tmp_path: pathlib.Path) -> None:
+def test_8bit_gemms_on_tensor_cores(t: str, acc: str, nk: bool, arch: str, chosen: str, tmp_path: pathlib.Path) -> None:
     _, layouts, stmts = _plan(_main_loop(t=t, acc=acc, bk=64, nk=nk), tmp_path, arch)
-    assert _gemm(stmts).instruction == ("mma_sync_m16n8k32" if mma else "simt_fma")
+    assert _gemm(stmts).instruction == chosen
     text = compile_program(elaborate_file(str(tmp_path / "k.tile"), {}, arch=arch), arch=arch)
-    assert ("mma.sync.aligned.m16n8k32" in text) == mma
+    for name, ptx in _PTX.items():
+        assert (ptx in text) == (name == chosen)
 
 
 def test_spread_copies_keep_the_wait_counts(tmp_path: pathlib.Path) -> None:

@@ -12,7 +12,8 @@ import pytest
 from tilec import fragment_algebra as fa
 from tilec import tir
 from tilec.backends.cuda import fragments as ptx
-from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA, WGMMA_M64NNK16
+from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA, WGMMA_M64NNK16, WGMMA_M64NNK32
+from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
 from tilec.instructions import Instruction
 from tilec.passes.select import select
@@ -22,11 +23,11 @@ from tilec.targets import TARGETS, get_target
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 _GEMM = """
-kernel k(A: Tensor(({a_shape}), {t}), B: Tensor(({b_shape}), {t}), C: Tensor(({m}, 64), {acc})):
+kernel k(A: Tensor(({a_shape}), {t}), B: Tensor(({b_shape}), {t}), C: Tensor(({m}, {n}), {acc})):
     with Kernel(1, threads={threads}) as bx:
         A_s = alloc_{a_scope}(({a_shape}), {t})
         B_s = alloc_shared(({b_shape}), {t})
-        acc = alloc_fragment(({m}, 64), {acc})
+        acc = alloc_fragment(({m}, {n}), {acc})
         clear(acc)
 {load_a}        copy(B[0, 0], B_s)
         gemm(A_s, B_s, acc{flags})
@@ -44,9 +45,10 @@ def _chosen(
     a_scope: str = "shared",
     threads: int = 128,
     m: int = 64,
+    n: int = 64,
 ) -> str | None:
     a_shape = f"{k}, {m}" if ta else f"{m}, {k}"
-    b_shape = f"64, {k}" if tb else f"{k}, 64"
+    b_shape = f"{n}, {k}" if tb else f"{k}, {n}"
     flags = (", transpose_A=True" if ta else "") + (", transpose_B=True" if tb else "")
     load_a = "        copy(A[0, 0], A_s)\n"
     text = _GEMM.format(
@@ -55,6 +57,7 @@ def _chosen(
         t=t,
         acc=acc,
         m=m,
+        n=n,
         threads=threads,
         a_scope=a_scope,
         load_a=load_a,
@@ -66,6 +69,7 @@ def _chosen(
 
 
 K16, K32, SIMT, WG = MMA_M16N8K16.name, MMA_M16N8K32.name, SIMT_FMA.name, WGMMA_M64NNK16.name
+WG32 = WGMMA_M64NNK32.name
 
 
 @pytest.mark.parametrize(
@@ -93,7 +97,18 @@ K16, K32, SIMT, WG = MMA_M16N8K16.name, MMA_M16N8K32.name, SIMT_FMA.name, WGMMA_
         ("sm_80", "float8_e4m3", "float32", {"tb": True}, SIMT),  # fp8 mma.sync from sm_89
         ("sm_86", "float8_e5m2", "float32", {"tb": True}, SIMT),
         ("sm_89", "float8_e4m3", "float32", {"tb": True}, K32),
-        ("sm_90a", "float8_e5m2", "float32", {"tb": True}, K32),
+        ("sm_90a", "float8_e5m2", "float32", {"tb": True}, WG32),  # A (M, K), B (N, K): both K-major
+        ("sm_90a", "float8_e4m3", "float32", {"tb": True, "k": 128}, WG32),  # 128-byte swizzle rows
+        ("sm_90a", "int8", "int32", {"tb": True}, WG32),  # 32-byte rows: the 32-byte swizzle
+        ("sm_90a", "uint8", "int32", {"tb": True, "k": 64}, WG32),
+        ("sm_90a", "int8", "int32", {}, SIMT),  # B (K, N): 8-bit wgmma is K-major only, as is mma.sync
+        ("sm_90a", "float8_e4m3", "float32", {"ta": True, "tb": True}, SIMT),  # A (K, M) likewise
+        ("sm_90a", "int8", "int32", {"tb": True, "threads": 64}, K32),  # two warps: no warp group
+        ("sm_90a", "int8", "int32", {"tb": True, "n": 40}, K32),  # no m64n40k32.s32
+        ("sm_90a", "float8_e4m3", "float32", {"tb": True, "n": 40}, WG32),  # the fp8 wgmma has it
+        ("sm_90a", "int8", "int32", {"tb": True, "n": 48}, WG32),
+        ("sm_90a", "int8", "int32", {"tb": True, "n": 80, "threads": 256}, K32),  # 2 groups of n40
+        ("sm_80", "uint8", "int32", {"tb": True}, SIMT),  # no u8 mma.sync record
         ("sm_89", "float8_e4m3", "float32", {}, SIMT),
     ],
 )
@@ -259,3 +274,23 @@ def test_a_kernel_whose_gemms_cannot_all_take_wgmma_keeps_them_on_one_warp_recor
     assert "instruction=mma_sync_m16n8k16" in text and "wgmma" not in text
     gemm = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {}, arch="sm_90a")
     assert "instruction=wgmma_m64nNk16)" in compile_program(gemm, arch="sm_90a", emit="tir")
+
+
+def test_wgmma_k32_writes_the_k16_accumulator() -> None:
+    # D does not depend on K: the 8-bit record's accumulator and D fragment are the 16-bit one's
+    assert WGMMA_M64NNK32.accumulator is WGMMA_M64NNK16.accumulator
+    assert WGMMA_M64NNK32.fragments == WGMMA_M64NNK16.fragments
+    # one k step is the same 32 bytes of a swizzle row for both (the descriptors' k offsets)
+    assert WGMMA_M64NNK32.shape[2] * DType.int8.bytes == WGMMA_M64NNK16.shape[2] * DType.float16.bytes
+
+
+@pytest.mark.parametrize("record", (WGMMA_M64NNK16, WGMMA_M64NNK32), ids=lambda r: r.name)
+def test_wgmma_helpers_exist_for_exactly_the_widths_select_allows(record: Instruction) -> None:
+    from tilec.backends.cuda.spelling import HELPERS
+
+    assert record.operands is not None
+    for types in record.operands:
+        t, acc = types.operand.tile_name, types.accumulator.tile_name
+        for n in range(8, 257, 8):
+            chosen = _chosen("sm_90a", t, acc, tb=True, n=n) == record.name
+            assert chosen == (types.helper.format(n=n) in HELPERS), (t, n)

@@ -4,7 +4,7 @@
     get_target("sm_90a").warp_size         -> 32          (elaborate, layout inference)
     get_target("sm_90a").gencode           -> "arch=compute_90a,code=sm_90a"  (toolchain, runtime)
     get_target("sm_90a").spelling.builtins["thread_index"]  -> the thread-index register  (emit)
-    get_target("sm_90a").instructions       -> (WGMMA_M64NNK16, MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA)  (select)
+    get_target("sm_90a").instructions       -> (WGMMA_M64NNK16, WGMMA_M64NNK32, MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA)
     sorted(TARGETS)                         -> the CLI's --arch choices
 
 The words of a language live in its backend (backends/cuda/spelling.py), its

@@ -70,15 +70,20 @@ def check_gemm(mod, gen, M, N, K, kernel="gemm", relu=False):
     return _finish(c, ref)
 
 
-def check_gemm_8bit(mod, gen, M, N, K, fp8=False):
-    """C = A @ B^T with B stored (N, K): int8 -> int32 (exact), or float8 e4m3 -> float32 (each
-    product is exact in float32, only the sums round)."""
-    if fp8:
-        a, b = randn((M, K), torch.float8_e4m3fn, gen), randn((N, K), torch.float8_e4m3fn, gen)
+def check_gemm_8bit(mod, gen, M, N, K, dtype="int8", out=None):
+    """C = A @ B^T with B stored (N, K): int8/uint8 (`dtype`) -> int32 (exact), or float8 ("e4m3",
+    "e5m2") -> float32 (each product is exact in float32, only the sums round), written as `out`
+    (a torch dtype; the accumulator's by default)."""
+    if dtype in ("int8", "uint8"):
+        low, high = (-128, 128) if dtype == "int8" else (0, 256)
+        t = getattr(torch, dtype)
+        a = torch.randint(low, high, (M, K), generator=gen, device=harness.DEVICE, dtype=t)
+        b = torch.randint(low, high, (N, K), generator=gen, device=harness.DEVICE, dtype=t)
+        out = out or torch.int32
     else:
-        a = torch.randint(-128, 128, (M, K), generator=gen, device=harness.DEVICE, dtype=torch.int8)
-        b = torch.randint(-128, 128, (N, K), generator=gen, device=harness.DEVICE, dtype=torch.int8)
-    c = guarded_output((M, N), f32 if fp8 else torch.int32)
+        t = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[dtype]
+        a, b = randn((M, K), t, gen), randn((N, K), t, gen)
+    c = guarded_output((M, N), out or f32)
     mod.gemm_int8(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
     return _finish(c, a.double() @ b.double().T)
 
@@ -288,10 +293,18 @@ def _cases() -> list[Case]:
         add(v, "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)
         add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000, kernel="gemm_relu", relu=True)
 
-    for v, fp8 in (("gemm_int8", False), ("gemm_fp8-sm90a", True)):
-        add(v, "256x256x256", check_gemm_8bit, M=256, N=256, K=256, fp8=fp8)
-        add(v, "M=N=K=1000", check_gemm_8bit, M=1000, N=1000, K=1000, fp8=fp8)
-        add(v, "129x77x45", check_gemm_8bit, M=129, N=77, K=45, fp8=fp8)
+    eight_bit = [("gemm_int8", {}), ("gemm_int8-sm90a", {}), ("gemm_uint8-sm90a", {"dtype": "uint8"})]
+    eight_bit += [("gemm_fp8-sm90a", {"dtype": "e4m3"}), ("gemm_fp8_e5m2-sm90a", {"dtype": "e5m2"})]
+    fp8_f16 = {"dtype": "e4m3", "out": f16}
+    eight_bit += [(f"gemm_fp8-bench-sm90a{t}", fp8_f16) for t in ("", "-128x256", "-128x256-k64")]
+    eight_bit += [(f"gemm_int8-bench-sm90a-{t}", {}) for t in ("128x256", "128x256-k64")]
+    for v, kw in eight_bit:
+        add(v, "256x256x256", check_gemm_8bit, M=256, N=256, K=256, **kw)
+        add(v, "M=N=K=1000", check_gemm_8bit, M=1000, N=1000, K=1000, **kw)  # 1000-byte rows: cp.async build
+        add(v, "129x77x45", check_gemm_8bit, M=129, N=77, K=45, **kw)  # likewise, every tile partial
+        add(v, "300x520x96", check_gemm_8bit, M=300, N=520, K=96, **kw)  # aligned rows, partial TMA boxes
+    add("gemm_int8-sm90a", "1x1x1", check_gemm_8bit, M=1, N=1, K=1)
+    add("gemm_int8-sm90a", "1024x2048x4096", check_gemm_8bit, M=1024, N=2048, K=4096)
 
     for v in ("gemm_splitk", "gemm_splitk-sm90a"):
         add(v, "256x256x1024", check_gemm_splitk, M=256, N=256, K=1024)

@@ -38,6 +38,13 @@ class Variant:
 # exercised at test sizes.
 _SMALL_ROWS = {"block_M": "4", "block_N": "256", "threads": "128"}
 
+# examples/gemm_int8.tile's fp8 forms; 128x256 tiles (two consumer warp groups) with 128- or 64-byte
+# K rows, in as many stages as shared memory holds
+_FP8 = {"dtype": "float8_e4m3", "accum_dtype": "float32"}
+_FP8_F16 = {**_FP8, "out_dtype": "float16"}
+_WIDE = {"block_N": "256", "threads": "256", "block_K": "128", "num_stages": "4"}
+_WIDE_K64 = {"block_N": "256", "threads": "256", "block_K": "64", "num_stages": "8"}
+
 VARIANTS: list[Variant] = [
     Variant("elementwise_add", "elementwise_add"),
     Variant("gemm", "gemm"),
@@ -51,7 +58,10 @@ VARIANTS: list[Variant] = [
     Variant("gemm_relu", "gemm_relu"),
     Variant("gemm_splitk", "gemm_splitk"),
     Variant("gemm_int8", "gemm_int8"),
-    Variant("gemm_fp8-sm90a", "gemm_int8", {"dtype": "float8_e4m3", "accum_dtype": "float32"}, arch="sm_90a"),
+    Variant("gemm_int8-sm90a", "gemm_int8", arch="sm_90a"),
+    Variant("gemm_uint8-sm90a", "gemm_int8", {"dtype": "uint8"}, arch="sm_90a"),
+    Variant("gemm_fp8-sm90a", "gemm_int8", _FP8, arch="sm_90a"),
+    Variant("gemm_fp8_e5m2-sm90a", "gemm_int8", {**_FP8, "dtype": "float8_e5m2"}, arch="sm_90a"),
     Variant("softmax", "softmax"),
     Variant("softmax-small", "softmax", _SMALL_ROWS),
     Variant("rmsnorm", "rmsnorm"),
@@ -79,6 +89,13 @@ VARIANTS: list[Variant] = [
     Variant("rmsnorm-bench-t1024", "rmsnorm", {"block_N": "8192", "threads": "1024"}, bench=True),
     Variant("rmsnorm-bench-m2", "rmsnorm", {"block_M": "2", "block_N": "8192", "threads": "512"}, bench=True),
     Variant("softmax-bench-t256", "softmax", {"block_N": "8192", "threads": "256"}, bench=True),
+    # 8-bit GEMMs on sm_90a (wgmma k32 by warp roles): the example's 128x128x64, and 128x256 tiles
+    # of two consumer warp groups with 64- or 128-byte K rows; fp8 written as float16
+    Variant("gemm_fp8-bench-sm90a", "gemm_int8", _FP8_F16, arch="sm_90a", bench=True),
+    Variant("gemm_fp8-bench-sm90a-128x256", "gemm_int8", {**_FP8_F16, **_WIDE}, arch="sm_90a", bench=True),
+    Variant("gemm_fp8-bench-sm90a-128x256-k64", "gemm_int8", {**_FP8_F16, **_WIDE_K64}, arch="sm_90a", bench=True),
+    Variant("gemm_int8-bench-sm90a-128x256", "gemm_int8", _WIDE, arch="sm_90a", bench=True),
+    Variant("gemm_int8-bench-sm90a-128x256-k64", "gemm_int8", _WIDE_K64, arch="sm_90a", bench=True),
 ]
 
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}

@@ -4,14 +4,17 @@
     MMA_M16N8K32  mma.sync m16n8k32: int8 -> int32; float8 e4m3/e5m2 -> float32 from sm_89
     SIMT_FMA      one thread, fused multiply-adds: any types
     WGMMA_M64NNK16  wgmma m64nNk16 (sm_90a): float16/bfloat16 -> float32, A and B by descriptor
+    WGMMA_M64NNK32  wgmma m64nNk32 (sm_90a): int8/uint8 -> int32, float8 e4m3/e5m2 -> float32,
+                    A (M, K) and B (N, K) by descriptor
 
 A gemm takes the first record of its target's list (targets.py) that accepts
 it (passes/select.py). Both mma.sync records run on one warp, load their
 operands from shared memory with ldmatrix (helpers in spelling.py), and are
 lowered by sm80.py; their fragments are the PTX ISA's (fragments.py). The
-wgmma record runs on a warp group of four warps, reads both operands from
-shared tiles in the 32/64/128-byte swizzle through matrix descriptors, and is
-lowered by sm90.py.
+wgmma records run on a warp group of four warps, read both operands from
+shared tiles in the 32/64/128-byte swizzle through matrix descriptors, and are
+lowered by sm90.py; a k16 step of 16-bit elements and a k32 step of 8-bit ones
+are the same 32 bytes of a swizzle row, and both write the same D fragment.
 """
 
 from __future__ import annotations
@@ -120,43 +123,60 @@ def wgmma_accumulator(shape: tuple[int, int], threads: int, policy: str, rows: i
 
 
 def wgmma_operands(g: tir.Gemm, threads: int) -> bool:
-    """Whether wgmma can read both operands of `g` through descriptors: whole 2-D shared tiles
-    of 16-bit elements, each stored with its contiguous dimension in a swizzle's rows, of at
-    least 8 rows; the column slice of each warp group of a B stored (K, N) (or the m64 tile of an
-    A stored (K, M)) whole swizzle rows."""
+    """Whether wgmma can read both operands of `g` through descriptors: whole 2-D shared tiles,
+    each stored with its contiguous dimension in a swizzle's rows, of at least 8 rows; the column
+    slice of each warp group of a B stored (K, N) (or the m64 tile of an A stored (K, M)) whole
+    swizzle rows. (Which element types and which major-ness a record takes, select checks.)"""
     a, b = g.a, g.b
     for region in (a, b):
         buf = region.buffer
-        if buf.scope != "shared" or len(buf.shape) != 2 or buf.dtype.bytes != 2:
+        if buf.scope != "shared" or len(buf.shape) != 2:
             return False
         shape = buf.const_shape
         whole = all(isinstance(s, tir.IntImm) and s.value == 0 for s in region.starts)
         if not whole or tuple(const(e) for e in region.extents) != shape:
             return False
-        if shape[0] % 8 or widest_swizzle(shape[1] * 2) is None:
+        if shape[0] % 8 or widest_swizzle(shape[1] * buf.dtype.bytes) is None:
             return False
-    m, n = g.c.buffer.const_shape  # select checked the accumulator is 2-D
-    grid = warp_group_grid(m, n, threads // ptx.WARP_GROUP)
+    grid = _grid(g, threads)
     if grid is None:
         return False
+    n = g.c.buffer.const_shape[1]
     slices: list[tuple[tir.Buffer, int]] = [] if g.transpose_b else [(b.buffer, n // grid[1])]
     slices += [(a.buffer, 64)] if g.transpose_a else []
     for buf, width in slices:  # an MN-major operand: each instruction starts at a swizzle row
-        sw = widest_swizzle(buf.const_shape[1] * 2)
-        if sw is None or width * 2 % sw:
+        sw = widest_swizzle(buf.const_shape[1] * buf.dtype.bytes)
+        if sw is None or width * buf.dtype.bytes % sw:
             return False
     return True
 
 
-def _wgmma(operand: DType, suffix: str) -> OperandTypes:
-    # {n}: the instruction's width, one helper per width (spelling.py's wgmma_<suffix>_n<N>)
-    return OperandTypes(operand, F32, f"wgmma_{suffix}_n{{n}}", f"tilec_wgmma_m64n{{n}}k16_{suffix}")
+def _grid(g: tir.Gemm, threads: int) -> tuple[int, int] | None:
+    m, n = g.c.buffer.const_shape  # select checked the accumulator is 2-D
+    return warp_group_grid(m, n, threads // ptx.WARP_GROUP)
+
+
+def wgmma_8bit_operands(g: tir.Gemm, threads: int) -> bool:
+    """`wgmma_operands`, and for an integer accumulator an N the integer wgmma has: 8, 16, 24, or
+    a multiple of 16 (ptxas rejects m64n40k32.s32 and the like)."""
+    grid = _grid(g, threads) if wgmma_operands(g, threads) else None
+    if grid is None:
+        return False
+    n = min(g.c.buffer.const_shape[1] // grid[1], WGMMA_MAX_N)  # one wgmma's width (sm90.py)
+    return not g.c.buffer.dtype.is_int or n <= 24 or n % 16 == 0
+
+
+def _wgmma(operand: DType, suffix: str, k: int, accumulator: DType = F32) -> OperandTypes:
+    # {n}: the instruction's width, one helper per width (spelling.py's wgmma_<suffix>_n<N>);
+    # {ta}, {tb}: 1 for an MN-major A or B (16-bit types only: the k32 calls take no transposes)
+    call = f"tilec_wgmma_m64n{{n}}k{k}_{suffix}" + ("<{ta}, {tb}>" if k == 16 else "")
+    return OperandTypes(operand, accumulator, f"wgmma_{suffix}_n{{n}}", call)
 
 
 WGMMA_M64NNK16 = Instruction(
     name="wgmma_m64nNk16",
     shape=(64, WGMMA_MAX_N, 16),  # N: any multiple of 8 up to 256 (warp_group_grid picks it per accumulator)
-    operands=(_wgmma(DType.float16, "f16"), _wgmma(DType.bfloat16, "bf16")),
+    operands=(_wgmma(DType.float16, "f16", 16), _wgmma(DType.bfloat16, "bf16", 16)),
     group="warp_group",
     load="descriptors",
     load_helper="wgmma",
@@ -169,4 +189,25 @@ WGMMA_M64NNK16 = Instruction(
     operands_fit=wgmma_operands,
 )
 
-SM90A_INSTRUCTIONS = (WGMMA_M64NNK16, *SM80_INSTRUCTIONS)
+WGMMA_M64NNK32 = Instruction(
+    name="wgmma_m64nNk32",
+    shape=(64, WGMMA_MAX_N, 32),  # N: a multiple of 8 up to 256; for int32 8, 16, 24 or a multiple of 16
+    operands=(
+        _wgmma(DType.int8, "s8", 32, DType.int32),
+        _wgmma(DType.uint8, "u8", 32, DType.int32),
+        _wgmma(DType.float8_e4m3, "e4m3", 32),
+        _wgmma(DType.float8_e5m2, "e5m2", 32),
+    ),
+    group="warp_group",
+    load="descriptors",
+    load_helper="wgmma",
+    a_in_registers=False,
+    a_registers_helper=None,
+    k_contiguous=True,  # the PTX ISA: 8-bit operands are K-major only (no transposes)
+    accumulator=wgmma_accumulator,
+    fragments=(ptx.wgmma_m64n8k16_c,),  # the k16 D fragment: D does not depend on K
+    explain="wgmma m64n{n}k32 {a} -> {c} (tensor cores, warp groups)",
+    operands_fit=wgmma_8bit_operands,
+)
+
+SM90A_INSTRUCTIONS = (WGMMA_M64NNK16, WGMMA_M64NNK32, *SM80_INSTRUCTIONS)

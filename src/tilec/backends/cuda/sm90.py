@@ -1,7 +1,7 @@
-"""sm_90a's own lowerings: the gemm on wgmma (the WGMMA_M64NNK16 record of instructions.py),
-each warp group multiplying its slice of the accumulator with both operands read straight
-from the swizzled shared tiles through matrix descriptors; every other gemm and the
-asynchronous copy are sm_80's (sm80.py).
+"""sm_90a's own lowerings: the gemm on wgmma (the WGMMA_M64NNK16 and WGMMA_M64NNK32 records of
+instructions.py), each warp group multiplying its slice of the accumulator with both operands
+read straight from the swizzled shared tiles through matrix descriptors; every other gemm and
+the asynchronous copy are sm_80's (sm80.py).
 
     gemm(A_s, B_s, acc)     # float16, 128x256x64 tile, 2 warp groups of 64x256
   ->
@@ -19,9 +19,11 @@ asynchronous copy are sm_80's (sm80.py).
 Descriptors (layout inference stored the tiles in the widest swizzle their rows allow,
 aligned to its 8-row atom): SBO, the step between groups of 8 rows, is 8 swizzle rows;
 LBO, for an operand stored MN-major (its M or N contiguous), is the step between its
-swizzle-wide column blocks (unused for K-major operands, whose k16 step stays inside a
-swizzle row). The sync pass fences the asynchronous proxy before the barriers of a kernel
-with such reads (sync.py).
+swizzle-wide column blocks (unused for K-major operands, whose k step stays inside a
+swizzle row: 32 bytes, 16 elements of 16 bits or 32 of 8 bits; 8-bit operands are K-major
+only, e.g. `tilec_wgmma_m64n128k32_s8(&acc[0], tilec_wgmma_desc(&A_s[kk * 32], 16, 512, 2),
+...)` in 64-byte rows). The sync pass fences the asynchronous proxy before the barriers of
+a kernel with such reads (sync.py).
 """
 
 from __future__ import annotations
@@ -100,9 +102,11 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     g_m = simplify(tir.BinOp("//", group, int_(gn), I32)) if gm > 1 else int_(0)
     m0, n0 = simplify(mul(g_m, mi * 64)), simplify(mul(g_n, width))
     types = types_entry(record, s.a.buffer.dtype)
-    call = types.call.format(n=n) + f"<{int(s.transpose_a)}, {int(not s.transpose_b)}>"
+    call = types.call.format(n=n, ta=int(s.transpose_a), tb=int(not s.transpose_b))
     assert record.load_helper is not None, "the wgmma record names its helper"
     ctx.state.helpers |= {record.load_helper, types.helper.format(n=n)}
+    if c.dtype.is_int:
+        ctx.state.helpers.add("wgmma_s32")  # tilec_wgmma_hold_s32
     kk = tir.Var(ctx.fresh("kk"), I32, "thread")
     steps = gemm_depth(s) // depth
     ctx.state.bounds[kk] = steps - 1
@@ -117,9 +121,7 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
             acc = T.AddressOf(T.Subscript(cname, (int_((mt * (width // 8) + nt * (n // 8)) * 4),), c.dtype))
             args = (acc, _descriptor(ctx, s.a, a_at, s.transpose_a), _descriptor(ctx, s.b, b_at, not s.transpose_b))
             body.append(T.Call(T.Intrin(call, args, I32)))
-    hold = T.Call(
-        T.Intrin(f"tilec_wgmma_hold<{frag.local_size}>", (T.AddressOf(T.Subscript(cname, (int_(0),), c.dtype)),), I32)
-    )
+    hold = _hold(cname, frag.local_size, c.dtype)
     out += [hold, _call("tilec_wgmma_fence")]
     out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
     out += [_call("tilec_wgmma_commit"), _call(f"tilec_wgmma_wait<{in_flight}>"), hold]
@@ -377,7 +379,9 @@ def _bar(name: str, index: tir.Expr) -> T.Subscript:
 
 
 def _hold(cname: str, size: int, dtype: DType) -> T.Call:
-    return T.Call(T.Intrin(f"tilec_wgmma_hold<{size}>", (T.AddressOf(T.Subscript(cname, (int_(0),), dtype)),), I32))
+    """Keeps the `size` accumulator registers of `cname` (float32, or int32) in place across a wait."""
+    name = "tilec_wgmma_hold_s32" if dtype.is_int else "tilec_wgmma_hold"
+    return T.Call(T.Intrin(f"{name}<{size}>", (T.AddressOf(T.Subscript(cname, (int_(0),), dtype)),), I32))
 
 
 def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript) -> tuple[list[T.Stmt], T.TensorMap]:

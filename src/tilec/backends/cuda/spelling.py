@@ -464,3 +464,44 @@ for _n in range(8, 257, 8):
     HELPERS[f"wgmma_f16_n{_n}"] = _wgmma_helper(_n, "f16", "f16")
     HELPERS[f"wgmma_bf16_n{_n}"] = _wgmma_helper(_n, "bf16", "bf16")
     SHARED_ADDRESS_HELPERS |= {f"wgmma_f16_n{_n}", f"wgmma_bf16_n{_n}"}
+
+
+def _wgmma_8bit_helper(n: int, suffix: str, accumulator: str) -> str:
+    """d[0 .. n/2) += A (64 x 32) B (32 x n) for one wgmma m64n{n}k32 on 8-bit operands, both by
+    descriptor and both K-major (A stored (M, K), B (N, K)): 8-bit types take no transposes, and
+    an integer accumulator (s32) no scales of A and B either."""
+    regs = n // 2
+    integer = accumulator == "s32"
+    reg, ctype = ("r", "int") if integer else ("f", "float")
+    d = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+{reg}"(d[{i}])' for i in range(regs))
+    scales = "" if integer else ", 1, 1"
+    return f"""
+// d[0..{regs - 1}] += A (64x32) * B (32x{n}) by one warp group, {suffix} in, {accumulator} out; A (M, K)
+// and B (N, K) are read K-major from shared memory through descriptors.
+__device__ __forceinline__ void tilec_wgmma_m64n{n}k32_{suffix}({ctype}* d, unsigned long long a,
+                                                                unsigned long long b) {{
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"
+               " wgmma.mma_async.sync.aligned.m64n{n}k32.{accumulator}.{suffix}.{suffix} "
+               "{{{d}}}, %{regs}, %{regs + 1}, p{scales};\\n}}"
+               : {outs}
+               : "l"(a), "l"(b), "r"(1));
+}}"""
+
+
+HELPERS["wgmma_s32"] = """
+// Keeps the compiler from moving accesses of the N int32 accumulator registers at d across a wait.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_hold_s32(int* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}"""
+
+for _n in range(8, 257, 8):
+    for _suffix in ("e4m3", "e5m2"):
+        HELPERS[f"wgmma_{_suffix}_n{_n}"] = _wgmma_8bit_helper(_n, _suffix, "f32")
+        SHARED_ADDRESS_HELPERS |= {f"wgmma_{_suffix}_n{_n}"}
+    if _n <= 24 or _n % 16 == 0:  # the integer wgmma's widths
+        for _suffix in ("s8", "u8"):
+            HELPERS[f"wgmma_{_suffix}_n{_n}"] = _wgmma_8bit_helper(_n, _suffix, "s32")
+            SHARED_ADDRESS_HELPERS |= {f"wgmma_{_suffix}_n{_n}"}
