@@ -287,14 +287,20 @@ def _param(p: T.Param, restrict: str = "") -> str:
     return f"{'const ' if p.const else ''}{p.dtype.cname}*{restrict} {p.name}"
 
 
-def _kernel(k: T.Kernel, sp: Spelling) -> list[str]:
+def _smem_align(m: T.Module) -> int:
+    """The alignment of the dynamic shared memory, the widest any kernel's views need: every
+    kernel of a file declares the same `extern __shared__` array, so they must agree on it."""
+    kernels = [*m.kernels, *(k.fallback for k in m.kernels if k.fallback is not None)]
+    return max((s.align for k in kernels for s in k.body if isinstance(s, T.SharedView)), default=16)
+
+
+def _kernel(k: T.Kernel, sp: Spelling, align: int) -> list[str]:
     params = ", ".join(
         sp.tensor_map_param.format(name=p.name) if p.tensor_map else _param(p, sp.restrict) for p in k.params
     )
     bound = f"{k.threads}, {k.min_blocks}" if k.min_blocks else str(k.threads)
     out = [f"{sp.kernel_qualifiers.format(threads=bound)} {k.name}_kernel({params}) {{"]
     if k.dynamic_smem:
-        align = max((s.align for s in k.body if isinstance(s, T.SharedView)), default=16)
         out.append(sp.dynamic_smem.format(align=align))
     out += _body(k.body, sp)
     out.append("}")
@@ -359,10 +365,11 @@ def emit_module(m: T.Module, target: Target) -> str:
     uses = _uses(m)
     lines += [f"#include <{h}>" for h in used_headers(m, target, uses)]
     lines += _helper_lines(m, target.spelling, uses)
+    sp, align = target.spelling, _smem_align(m)
     for k in m.kernels:
         if k.fallback is not None:
-            lines += [""] + _kernel(k.fallback, target.spelling) + [""] + _launcher(k.fallback, target, "static")
-        lines += [""] + _kernel(k, target.spelling) + [""] + _launcher(k, target)
+            lines += [""] + _kernel(k.fallback, sp, align) + [""] + _launcher(k.fallback, target, "static")
+        lines += [""] + _kernel(k, sp, align) + [""] + _launcher(k, target)
     return "\n".join(lines) + "\n"
 
 

@@ -57,14 +57,38 @@ static bool tilec_tensor_map_2d(CUtensorMap* map, const void* base, long long in
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner),
                              static_cast<cuuint32_t>(box_outer)};
   const cuuint32_t steps[2] = {1, 1};
-  const CUtensorMapDataType type =
-      elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMapDataType type = elem_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                   : elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                                     : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   const CUtensorMapSwizzle sw = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
                                 : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
   return encode(map, type, 2, const_cast<void*>(base), dims, pitch, box, steps,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// TMA store: a bulk tensor copy of one 2-D box from shared memory (in the map's swizzle) to
+// global (tensor map `map`, box corner (x, y)); parts outside the tensor are not written. commit
+// closes this thread's group of stores; wait_read<N> returns once at most N groups still read
+// shared memory, wait<N> once at most N have not finished writing.
+__device__ __forceinline__ void tilec_tma_store_2d(const CUtensorMap& map, const void* smem, int x,
+                                                   int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(&map),
+      "r"(tilec_smem_addr(smem)), "r"(x), "r"(y)
+      : "memory");
+}
+__device__ __forceinline__ void tilec_bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void tilec_bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void tilec_bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
 
 // cp.async: global -> shared copies that bypass registers, in commit groups; wait<N> returns once
@@ -116,6 +140,19 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
         : "r"(tilec_smem_addr(bar)), "r"(phase)
         : "memory");
   }
+}
+
+// Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
+// one per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be asked
+// (the launch then reports why).
+static unsigned tilec_persistent_blocks(unsigned long long tiles) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      sms < 1)
+    return 1;
+  return tiles < static_cast<unsigned long long>(sms) ? static_cast<unsigned>(tiles)
+                                                      : static_cast<unsigned>(sms);
 }
 
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
@@ -184,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(128)
     gemm_int8_warp_roles_fallback_kernel(const signed char* __restrict__ A,
                                          const signed char* __restrict__ B, int* __restrict__ C,
                                          int M, int K, int N) {
-  extern __shared__ __align__(512) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];
   const int tx = threadIdx.x;
   const int warp = tx / 32;
   const int bx = blockIdx.x;
@@ -442,18 +479,21 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     gemm_int8_warp_roles_kernel(const signed char* __restrict__ A,
                                 const signed char* __restrict__ B, int* __restrict__ C, int M,
                                 int K, int N, const __grid_constant__ CUtensorMap A_map,
-                                const __grid_constant__ CUtensorMap B_map) {
-  extern __shared__ __align__(512) unsigned char smem[];
+                                const __grid_constant__ CUtensorMap B_map,
+                                const __grid_constant__ CUtensorMap C_map) {
+  extern __shared__ __align__(1024) unsigned char smem[];
   const int tx = threadIdx.x;
   const int lane = tx % 32;
   const int warp = tx / 32;
-  const int bx = blockIdx.x;
-  const int by = blockIdx.y;
   signed char (*A_s)[8192] = reinterpret_cast<signed char (*)[8192]>(smem + 0);
   signed char (*B_s)[8192] = reinterpret_cast<signed char (*)[8192]>(smem + 24576);
   unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 49152);
   unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 49176);
-  const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
+  int* C_stage = reinterpret_cast<int*>(smem + 50176);
+  const int tiles = (N + 127) / 128 * ((M + 127) / 128);
+  // persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles
+  const int block_tiles =
+      (tiles - blockIdx.x + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
   if (tx == 0) {
 #pragma unroll
     for (int i_1 = 0; i_1 < 3; ++i_1) {
@@ -465,127 +505,131 @@ extern "C" __global__ void __launch_bounds__(256, 1)
   asm volatile("bar.sync %0, %1;" ::"r"(0), "r"(256) : "memory");
   if (tx >= 128) {
     tilec_setmaxnreg_dec<40>();
-    // gemm_int8_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (producer: bulk copies)
-    {
-      if (tx == 128) {
-        for (int k = 0; k < (K + 63) / 64; ++k) {
-          const int stage = k % 3;
-          const int phase = k / 3 % 2;
-          tilec_mbarrier_wait(&empty_bar[stage], phase ^ 1);
-          tilec_mbarrier_expect_tx(&full_bar[stage], 16384);
-          // gemm_int8_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
-          {
-            tilec_tma_load_2d(&A_s[stage][0], A_map, &full_bar[stage], k * 64, by * 128);
+    if (tx == 128) {
+      int filled = 0;
+      for (int t = 0; t < block_tiles; ++t) {
+        const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+        const int bx = tile_id % ((N + 127) / 128);
+        const int by = tile_id / ((N + 127) / 128);
+        // gemm_int8_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (producer: bulk copies)
+        {
+          for (int k = 0; k < (K + 63) / 64; ++k) {
+            const int stage = (filled + k) % 3;
+            const int phase = (filled + k) / 3 % 2;
+            tilec_mbarrier_wait(&empty_bar[stage], phase ^ 1);
+            tilec_mbarrier_expect_tx(&full_bar[stage], 16384);
+            // gemm_int8_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
+            {
+              tilec_tma_load_2d(&A_s[stage][0], A_map, &full_bar[stage], k * 64, by * 128);
+            }
+            // gemm_int8_warp_roles.tile:13: copy(B[bx * 128, k * 64], B_s)
+            {
+              tilec_tma_load_2d(&B_s[stage][0], B_map, &full_bar[stage], k * 64, bx * 128);
+            }
+            tilec_mbarrier_arrive(&full_bar[stage]);
           }
-          // gemm_int8_warp_roles.tile:13: copy(B[bx * 128, k * 64], B_s)
-          {
-            tilec_tma_load_2d(&B_s[stage][0], B_map, &full_bar[stage], k * 64, bx * 128);
-          }
-          tilec_mbarrier_arrive(&full_bar[stage]);
+          filled += (K + 63) / 64;
         }
       }
     }
   } else {
     tilec_setmaxnreg_inc<240>();
-    int acc[128];
-    // gemm_int8_warp_roles.tile:10: clear(acc)
-    {
+    int consumed = 0;
+    for (int t = 0; t < block_tiles; ++t) {
+      const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+      const int bx = tile_id % ((N + 127) / 128);
+      const int by = tile_id / ((N + 127) / 128);
+      int acc[128];
+      // gemm_int8_warp_roles.tile:10: clear(acc)
+      {
 #pragma unroll
-      for (int g0 = 0; g0 < 2; ++g0) {
+        for (int g0 = 0; g0 < 2; ++g0) {
 #pragma unroll
-        for (int g1 = 0; g1 < 16; ++g1) {
+          for (int g1 = 0; g1 < 16; ++g1) {
 #pragma unroll
-          for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+            for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
 #pragma unroll
-            for (int e1 = 0; e1 < 2; ++e1) {
-              acc[g0 * 64 + g1 * 4 + g0_1 * 2 + e1] = 0;
-            }
-          }
-        }
-      }
-    }
-    // gemm_int8_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (consumers: wgmma)
-    // warp roles: a producer warp group fills a ring of 3 stages by bulk copies
-    {
-      for (int k = 0; k < (K + 63) / 64; ++k) {
-        const int stage_1 = k % 3;
-        const int phase_1 = k / 3 % 2;
-        tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
-        // gemm_int8_warp_roles.tile:14: gemm(A_s, B_s, acc, transpose_B=True)
-        {
-          tilec_wgmma_hold_s32<128>(&acc[0]);
-          tilec_wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < 2; ++kk) {
-            tilec_wgmma_m64n128k32_s8(&acc[0], tilec_wgmma_desc(&A_s[stage_1][kk * 32], 16, 512, 2),
-                                      tilec_wgmma_desc(&B_s[stage_1][kk * 32], 16, 512, 2));
-            tilec_wgmma_m64n128k32_s8(&acc[64],
-                                      tilec_wgmma_desc(&A_s[stage_1][kk * 32 + 4096], 16, 512, 2),
-                                      tilec_wgmma_desc(&B_s[stage_1][kk * 32], 16, 512, 2));
-          }
-          tilec_wgmma_commit();
-          tilec_wgmma_wait<1>();
-          tilec_wgmma_hold_s32<128>(&acc[0]);
-        }
-        if (k > 0 && lane == 0) {
-          tilec_mbarrier_arrive(&empty_bar[(k + 2) % 3]);
-        }
-      }
-      tilec_wgmma_wait<0>();
-      tilec_wgmma_hold_s32<128>(&acc[0]);
-    }
-    // gemm_int8_warp_roles.tile:15: copy(acc, C[by * 128, bx * 128])
-    {
-      if (C_vec2 && by * 128 + 128 <= M && bx * 128 + 128 <= N) {
-#pragma unroll
-        for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-#pragma unroll
-          for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
-#pragma unroll
-            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-              alignas(16) int C_v_1[2];
-#pragma unroll
-              for (int e1_2 = 0; e1_2 < 2; ++e1_2) {
-                C_v_1[e1_2] = acc[g0_4 * 64 + g1_2 * 4 + g0_5 * 2 + e1_2];
+              for (int e1 = 0; e1 < 2; ++e1) {
+                acc[g0 * 64 + g1 * 4 + g0_1 * 2 + e1] = 0;
               }
-              *reinterpret_cast<uint2*>(
-                  &C[(by * 128 + g0_4 * 64 + warp * 16 + g0_5 * 8 + tx / 4 % 8) * N + bx * 128 +
-                     g1_2 * 8 + tx % 4 * 2]) = *reinterpret_cast<const uint2*>(&C_v_1[0]);
             }
           }
         }
-      } else {
+      }
+      // gemm_int8_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (consumers: wgmma)
+      // warp roles: a producer warp group fills a ring of 3 stages by bulk copies
+      {
+        for (int k = 0; k < (K + 63) / 64; ++k) {
+          const int stage_1 = (consumed + k) % 3;
+          const int phase_1 = (consumed + k) / 3 % 2;
+          tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
+          // gemm_int8_warp_roles.tile:14: gemm(A_s, B_s, acc, transpose_B=True)
+          {
+            tilec_wgmma_hold_s32<128>(&acc[0]);
+            tilec_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 2; ++kk) {
+              tilec_wgmma_m64n128k32_s8(&acc[0],
+                                        tilec_wgmma_desc(&A_s[stage_1][kk * 32], 16, 512, 2),
+                                        tilec_wgmma_desc(&B_s[stage_1][kk * 32], 16, 512, 2));
+              tilec_wgmma_m64n128k32_s8(&acc[64],
+                                        tilec_wgmma_desc(&A_s[stage_1][kk * 32 + 4096], 16, 512, 2),
+                                        tilec_wgmma_desc(&B_s[stage_1][kk * 32], 16, 512, 2));
+            }
+            tilec_wgmma_commit();
+            tilec_wgmma_wait<1>();
+            tilec_wgmma_hold_s32<128>(&acc[0]);
+          }
+          if (k > 0 && lane == 0) {
+            tilec_mbarrier_arrive(&empty_bar[(consumed + k - 1) % 3]);
+          }
+        }
+        tilec_wgmma_wait<0>();
+        tilec_wgmma_hold_s32<128>(&acc[0]);
+        if ((K + 63) / 64 > 0 && lane == 0) {
+          tilec_mbarrier_arrive(&empty_bar[(consumed + (K + 63) / 64 - 1) % 3]);
+        }
+        consumed += (K + 63) / 64;
+      }
+      // gemm_int8_warp_roles.tile:15: copy(acc, C[by * 128, bx * 128])
+      {
+        // through shared memory and bulk tensor stores, which finish while the next tile runs
+        if (tx == 0) {
+          tilec_bulk_wait_read<0>();
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
 #pragma unroll
         for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
 #pragma unroll
           for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
             for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-              if (C_vec2 && by * 128 + g0_2 * 64 + warp * 16 + g0_3 * 8 + tx / 4 % 8 < M &&
-                  bx * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
-                alignas(16) int C_v[2];
+              alignas(16) int C_stage_v[2];
 #pragma unroll
-                for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
-                  C_v[e1_1] = acc[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1];
-                }
-                *reinterpret_cast<uint2*>(
-                    &C[(by * 128 + g0_2 * 64 + warp * 16 + g0_3 * 8 + tx / 4 % 8) * N + bx * 128 +
-                       g1_1 * 8 + tx % 4 * 2]) = *reinterpret_cast<const uint2*>(&C_v[0]);
-              } else {
-#pragma unroll
-                for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
-                  const int i_2 = g0_2 * 64 + warp * 16 + g0_3 * 8 + tx / 4 % 8;
-                  const int j_1 = g1_1 * 8 + tx % 4 * 2 + e1_1;
-                  if (by * 128 + i_2 < M && bx * 128 + j_1 < N) {
-                    C[(by * 128 + i_2) * N + bx * 128 + j_1] =
-                        acc[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1];
-                  }
-                }
+              for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
+                C_stage_v[e1_1] = acc[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1];
               }
+              *reinterpret_cast<uint2*>(
+                  &C_stage[(tx / 4 % 8 * 32 ^ tx / 4 % 8 * 4 ^ g1_1 % 4 * 8 ^ tx % 4 * 2) +
+                           g0_2 * 2048 + warp * 512 + g0_3 * 256 + g1_1 / 4 * 4096]) =
+                  *reinterpret_cast<const uint2*>(&C_stage_v[0]);
             }
           }
         }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
+        if (tx == 0) {
+          tilec_tma_store_2d(C_map, &C_stage[0], bx * 128, by * 128);
+          tilec_tma_store_2d(C_map, &C_stage[4096], bx * 128 + 32, by * 128);
+          tilec_tma_store_2d(C_map, &C_stage[8192], bx * 128 + 64, by * 128);
+          tilec_tma_store_2d(C_map, &C_stage[12288], bx * 128 + 96, by * 128);
+          tilec_bulk_commit();
+        }
       }
+    }
+    if (tx == 0) {
+      tilec_bulk_wait<0>();
     }
   }
 }
@@ -593,21 +637,25 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 // Launches gemm_int8_warp_roles_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int gemm_int8_warp_roles(const signed char* A, const signed char* B, int* C, int M,
                                     int K, int N, cudaStream_t stream) {
-  const dim3 grid((N + 127) / 128, (M + 127) / 128, 1);
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+  const dim3 tiles((N + 127) / 128, (M + 127) / 128, 1);
+  if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0)
     return 0;  // empty problem: nothing to launch
   CUtensorMap A_map;
   CUtensorMap B_map;
+  CUtensorMap C_map;
   const bool bulk_copies = tilec_tensor_map_2d(&A_map, A, K, M, 64, 128, 1, 64) &&
-                           tilec_tensor_map_2d(&B_map, B, K, N, 64, 128, 1, 64);
+                           tilec_tensor_map_2d(&B_map, B, K, N, 64, 128, 1, 64) &&
+                           tilec_tensor_map_2d(&C_map, C, N, M, 32, 128, 4, 128);
   if (!(bulk_copies))
     return gemm_int8_warp_roles_fallback(A, B, C, M, K, N,
                                          stream);  // rows not 16-byte aligned: no bulk copies
-  const int smem_bytes = 49200;
+  const int smem_bytes = 115712;
   cudaError_t err = cudaFuncSetAttribute(gemm_int8_warp_roles_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)
     return (int)err;
-  gemm_int8_warp_roles_kernel<<<grid, 256, smem_bytes, stream>>>(A, B, C, M, K, N, A_map, B_map);
+  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z));
+  gemm_int8_warp_roles_kernel<<<grid, 256, smem_bytes, stream>>>(A, B, C, M, K, N, A_map, B_map,
+                                                                 C_map);
   return (int)cudaGetLastError();
 }
