@@ -56,10 +56,6 @@ TOL = 1e-2
 TILELANG_ARCHIVE = os.path.join(ROOT, ".tilelang", "tilelang-site312.tar.xz")
 TILELANG_UNPACKED = "/tmp/tilec-tilelang"  # where the archive is unpacked on the GPU machine
 
-# Why a build takes no warp roles, where the generated code alone cannot say it (the reason is in
-# src/tilec/passes/plan_pipeline.py `_warp_specialized`).
-NO_ROLES_WHY = {"bmm_bias-sm90a": "no warp roles: its producers copy from 3-D tensors, warp roles take 2-D ones only"}
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -184,8 +180,7 @@ def code_path(c: Cell, variant: str) -> str:
 
     text = cu_text(variant)
     if "setmaxnreg_dec" not in text:
-        why = NO_ROLES_WHY.get(variant, "no warp roles")
-        return ("wgmma, cp.async pipeline; " if "wgmma" in text else "mma.sync, cp.async; ") + why
+        return ("wgmma" if "wgmma" in text else "mma.sync") + ", cp.async pipeline: no warp roles"
     unaligned = [t for t, w in row_widths(c).items() if w * 2 % 16]
     if unaligned and "_fallback_kernel" in text:
         return f"cp.async + wgmma fallback build: rows of {', '.join(unaligned)} not 16-byte aligned"

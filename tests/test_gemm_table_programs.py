@@ -16,8 +16,7 @@ PROGRAMS = sorted((ROOT / "bench" / "programs").glob("*.tile"))
 WARP_ROLES = {
     "gemm_tn": True,
     "gemm_nt": True,
-    # producers copy from 3-D tensors; plan_pipeline._warp_specialized takes 2-D ones only
-    "bmm_bias": False,
+    "bmm_bias": True,  # producers from 3-D tensors: 3-D tensor maps, boxes one matrix deep
 }
 
 
