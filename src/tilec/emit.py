@@ -339,7 +339,8 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
 
 
 def _tensor_map_build(m: T.TensorMap, sp: Spelling) -> str:
-    return sp.tensor_map_build.format(
+    batch = {} if m.batch is None else {"batch": expr_text(m.batch, sp)}
+    return (sp.tensor_map_build if m.batch is None else sp.tensor_map_build_3d).format(
         name=m.name,
         tensor=m.tensor,
         inner=expr_text(m.inner, sp),
@@ -348,6 +349,7 @@ def _tensor_map_build(m: T.TensorMap, sp: Spelling) -> str:
         box_outer=m.box[1],
         elem_bytes=m.dtype.bytes,
         swizzle=m.swizzle,
+        **batch,
     )
 
 

@@ -54,6 +54,7 @@ class Spelling:
     tensor_map_param: str = ""
     tensor_map_decl: str = ""
     tensor_map_build: str = ""
+    tensor_map_build_3d: str = ""  # the same for a batch of matrices, with {batch}
     fallback: str = ""
 
 
@@ -138,6 +139,7 @@ HOPPER_SPELLING = replace(
     tensor_map_param=cuda.TENSOR_MAP_PARAM,
     tensor_map_decl=cuda.TENSOR_MAP_DECL,
     tensor_map_build=cuda.TENSOR_MAP_BUILD,
+    tensor_map_build_3d=cuda.TENSOR_MAP_BUILD_3D,
     fallback=cuda.FALLBACK,
 )  # mbarriers, named barriers, async-proxy fences and bulk copies (sm_90a)
 CUDA_LAUNCH = Launch(

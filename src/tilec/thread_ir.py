@@ -253,7 +253,8 @@ class Param:
 
 @dataclass(frozen=True, slots=True)
 class TensorMap:
-    """A bulk-copy (TMA) descriptor of a 2-D tensor that the launcher builds and the kernel
+    """A bulk-copy (TMA) descriptor of a 2-D tensor (or a 3-D one: `batch` is then the extent of
+    its first dimension, and boxes are one deep in it) that the launcher builds and the kernel
     takes as parameter `name`: boxes of `box` (inner, outer) elements, swizzled by `swizzle` bytes."""
 
     name: str
@@ -263,6 +264,7 @@ class TensorMap:
     outer: Expr
     box: tuple[int, int]
     swizzle: int
+    batch: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

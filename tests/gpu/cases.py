@@ -70,6 +70,28 @@ def check_gemm(mod, gen, M, N, K, kernel="gemm", relu=False):
     return _finish(c, ref)
 
 
+def check_gemm_transposed(mod, gen, M, N, K, trans_a=False, trans_b=False):
+    """C = op(A) @ op(B) with A stored (K, M) when trans_a (gemm_tn) or B stored (N, K) when
+    trans_b (gemm_nt)."""
+    a = randn((K, M) if trans_a else (M, K), f16, gen)
+    b = randn((N, K) if trans_b else (K, N), f16, gen)
+    c = guarded_output((M, N), f16)
+    kernel = "gemm_tn" if trans_a else "gemm_nt"
+    getattr(mod, kernel)(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
+    a64, b64 = a.double(), b.double()
+    return _finish(c, (a64.T if trans_a else a64) @ (b64.T if trans_b else b64))
+
+
+def check_bmm_bias(mod, gen, Batch, M, N, K):
+    """C[b] = A[b] @ B[b] + bias, the bias (N,) added to every row; ragged M and K must not let one
+    batch's rows leak into another's."""
+    a, b = randn((Batch, M, K), f16, gen), randn((Batch, K, N), f16, gen)
+    bias = randn((N,), f16, gen)
+    c = guarded_output((Batch, M, N), f16)
+    mod.bmm_bias(guarded_input(a).tensor, guarded_input(b).tensor, guarded_input(bias).tensor, c.tensor)
+    return _finish(c, a.double() @ b.double() + bias.double())
+
+
 def check_gemm_8bit(mod, gen, M, N, K, dtype="int8", out=None):
     """C = A @ B^T with B stored (N, K): int8/uint8 (`dtype`) -> int32 (exact), or float8 ("e4m3",
     "e5m2") -> float32 (each product is exact in float32, only the sums round), written as `out`
@@ -287,6 +309,33 @@ def _cases() -> list[Case]:
         add(v, "4096x4096x64 (one k-tile per tile)", check_gemm, M=4096, N=4096, K=64)
         add(v, "4000x8000x16 (ragged k-tile)", check_gemm, M=4000, N=8000, K=16)
     add("gemm-bench-k32", "129x77x45", check_gemm, M=129, N=77, K=45)
+    # the GEMM table's forms (bench/gemm_table.py): 1000 and 1024 keep every row 16-byte aligned
+    # (TMA on sm_90a, ragged tiles zero-filled); 129x77x45 does not (the launcher's cp.async build)
+    table_sizes = [
+        (256, 256, 256, "256x256x256"),
+        (1000, 1000, 1000, "M=N=K=1000"),
+        (129, 77, 45, "129x77x45"),
+        (1024, 2048, 4096, "1024x2048x4096"),
+        (16, 1024, 4096, "skinny 16x1024x4096"),
+    ]
+    for v in ("gemm_tn-sm90a", "gemm_tn", "gemm_nt-sm90a", "gemm_nt"):
+        ta, tb = v.startswith("gemm_tn"), v.startswith("gemm_nt")
+        for M, N, K, what in table_sizes:
+            add(v, what, check_gemm_transposed, M=M, N=N, K=K, trans_a=ta, trans_b=tb)
+    for v in ("bmm_bias-sm90a", "bmm_bias"):
+        add(v, "B3 256x256x256", check_bmm_bias, Batch=3, M=256, N=256, K=256)
+        add(v, "B2 M=N=K=1000", check_bmm_bias, Batch=2, M=1000, N=1000, K=1000)
+        add(v, "B4 129x77x45", check_bmm_bias, Batch=4, M=129, N=77, K=45)
+        add(v, "B8 512x512x512", check_bmm_bias, Batch=8, M=512, N=512, K=512)
+        add(v, "B1 1x1x1", check_bmm_bias, Batch=1, M=1, N=1, K=1)
+    for v in ("gemm-sm90a-skinny", "gemm-sm90a-p10"):
+        add(v, "256x256x256", check_gemm, M=256, N=256, K=256)
+        add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000)
+        add(v, "129x77x45", check_gemm, M=129, N=77, K=45)
+    for v in ("gemm-sm90a", "gemm-sm90a-skinny"):
+        add(v, "skinny 16x1024x4096", check_gemm, M=16, N=1024, K=4096)
+        add(v, "skinny 64x8192x1024", check_gemm, M=64, N=8192, K=1024)
+        add(v, "skinny 100x1000x1000", check_gemm, M=100, N=1000, K=1000)
     add("gemm", "runtime API", check_runtime_api)
 
     for v in ("gemm_relu", "gemm_relu-sm90a"):

@@ -49,6 +49,15 @@ class Fake:
     def gemm(self, a, b, c):
         self._store(c, a.float() @ b.float())
 
+    def gemm_tn(self, a, b, c):  # A stored (K, M)
+        self._store(c, a.float().T @ b.float())
+
+    def gemm_nt(self, a, b, c):  # B stored (N, K)
+        self._store(c, a.float() @ b.float().T)
+
+    def bmm_bias(self, a, b, bias, c):
+        self._store(c, a.float() @ b.float() + bias.float())
+
     def gemm_relu(self, a, b, c):
         self._store(c, (a.float() @ b.float()).clamp_min(0))
 
@@ -123,8 +132,31 @@ def test_case_passes_with_correct_standin(case):
 
 
 @pytest.mark.parametrize("bug", ["unwritten", "overrun", "wrong"])
-@pytest.mark.parametrize("variant", ["gemm", "softmax", "flash_attention-causal", "mla_decode", "gemm_splitk"])
+@pytest.mark.parametrize(
+    "variant",
+    ["gemm", "softmax", "flash_attention-causal", "mla_decode", "gemm_splitk", "gemm_tn", "gemm_nt", "bmm_bias"],
+)
 def test_planted_bug_is_caught(bug, variant):
     case = next(c for c in _cases() if c.variant == variant)
     res = case.run(Fake(BY_NAME[variant].defines, bug))
     assert not res["ok"], f"{bug} in {variant} went unnoticed: {harness.summarize(res)}"
+
+
+@pytest.mark.parametrize("variant", ["gemm_tn", "gemm_nt", "bmm_bias"])
+def test_layout_mistake_is_caught(variant):
+    """A kernel that ignores the stored layout (reads A or B untransposed, or adds no bias) fails."""
+
+    class Wrong(Fake):
+        def gemm_tn(self, a, b, c):
+            self._store(c, a.float() @ b.float())  # square case: the shapes fit, the values do not
+
+        def gemm_nt(self, a, b, c):
+            self._store(c, a.float() @ b.float())
+
+        def bmm_bias(self, a, b, bias, c):
+            self._store(c, a.float() @ b.float())
+
+    square = ("256x256x256", "B3 256x256x256")
+    case = next(c for c in _cases() if c.variant == variant and c.label in square)
+    res = case.run(Wrong(BY_NAME[variant].defines))
+    assert not res["ok"], f"a layout mistake in {variant} went unnoticed: {harness.summarize(res)}"

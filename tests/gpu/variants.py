@@ -15,23 +15,26 @@ from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
+PROGRAMS = "bench/programs"  # the GEMM table's layouts (transposed A, transposed B, batched + bias)
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str  # file stem of the generated .cu
-    example: str  # examples/<example>.tile
+    example: str  # <folder>/<example>.tile
     defines: dict[str, str] = field(default_factory=dict)
     arch: str = "sm_80"  # the arch tilec generates code for (nvcc then builds for the GPU at hand)
     bench: bool = False  # a configuration for bench/run.py (still checked by the GPU tests)
+    folder: str = "examples"  # where the .tile file is, relative to the repository root
 
     @property
     def path(self) -> str:
-        return os.path.join(EXAMPLES, f"{self.example}.tile")
+        return os.path.join(ROOT, self.folder, f"{self.example}.tile")
 
     def describe(self) -> str:
         ds = " ".join(f"-D {k}={v}" for k, v in self.defines.items())
-        return f"{self.example}.tile --arch {self.arch}" + (f" {ds}" if ds else "")
+        where = "" if self.folder == "examples" else f"{self.folder}/"
+        return f"{where}{self.example}.tile --arch {self.arch}" + (f" {ds}" if ds else "")
 
 
 # Smaller tiles than the defaults, so that ragged rows (block_M > 1) and multi-tile rows are
@@ -44,6 +47,7 @@ _FP8 = {"dtype": "float8_e4m3", "accum_dtype": "float32"}
 _FP8_F16 = {**_FP8, "out_dtype": "float16"}
 _WIDE = {"block_N": "256", "threads": "256", "block_K": "128", "num_stages": "4"}
 _WIDE_K64 = {"block_N": "256", "threads": "256", "block_K": "64", "num_stages": "8"}
+_SKINNY = {"block_M": "64", "block_N": "64", "block_K": "128", "num_stages": "4", "threads": "128"}
 
 VARIANTS: list[Variant] = [
     Variant("elementwise_add", "elementwise_add"),
@@ -96,6 +100,19 @@ VARIANTS: list[Variant] = [
     Variant("gemm_fp8-bench-sm90a-128x256-k64", "gemm_int8", {**_FP8_F16, **_WIDE_K64}, arch="sm_90a", bench=True),
     Variant("gemm_int8-bench-sm90a-128x256", "gemm_int8", _WIDE, arch="sm_90a", bench=True),
     Variant("gemm_int8-bench-sm90a-128x256-k64", "gemm_int8", _WIDE_K64, arch="sm_90a", bench=True),
+    # ---- the GEMM table (bench/gemm_table.py): the other layouts, as a TileLang user writes them
+    Variant("gemm_tn-sm90a", "gemm_tn", arch="sm_90a", folder=PROGRAMS),
+    Variant("gemm_nt-sm90a", "gemm_nt", arch="sm_90a", folder=PROGRAMS),
+    Variant("bmm_bias-sm90a", "bmm_bias", arch="sm_90a", folder=PROGRAMS),
+    Variant("gemm_tn", "gemm_tn", folder=PROGRAMS),
+    Variant("gemm_nt", "gemm_nt", folder=PROGRAMS),
+    Variant("bmm_bias", "bmm_bias", folder=PROGRAMS),
+    # skinny M (a few rows, wide N and K, memory-bound): the -D values a user would pick so that
+    # the grid has enough blocks to stream B from every SM (64-wide N tiles) with deep k steps
+    Variant("gemm-sm90a-skinny", "gemm", _SKINNY, arch="sm_90a", bench=True),
+    # TileLang's own example program (anchors.py tl-gemm) exactly: examples/gemm.tile's
+    # 128x256x64 tile, 3 stages, 256 threads, with its panel of 10 block rows instead of 8
+    Variant("gemm-sm90a-p10", "gemm", {"panel": "10"}, arch="sm_90a", bench=True),
 ]
 
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}

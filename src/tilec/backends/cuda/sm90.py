@@ -386,15 +386,20 @@ def _hold(cname: str, size: int, dtype: DType) -> T.Call:
 
 def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript) -> tuple[list[T.Stmt], T.TensorMap]:
     """A producer copy as TMA boxes, one per swizzle-wide column block of its tile (the layout
-    layout inference gave it), and the tensor map they read."""
+    layout inference gave it), and the tensor map they read. A 3-D tensor (a batch of matrices)
+    gets a 3-D map and boxes one deep in its first dimension."""
     src, dst = c.src.buffer, c.dst.buffer
+    batched = len(src.shape) == 3
     rows, cols = dst.const_shape
     sw = widest_swizzle(cols * dst.dtype.bytes)
     assert sw is not None, "a descriptor operand tile is stored in a swizzle"
     width = sw // dst.dtype.bytes
     tname = ctx.name(src)
     mname = ctx.fresh(f"{tname}_map")
-    y0, x0 = (simplify(value_of(ctx, e, None)) for e in c.src.starts)
+    starts = [simplify(value_of(ctx, e, None)) for e in c.src.starts]
+    z0, (y0, x0) = (starts[0] if batched else None), starts[-2:]
+    if batched:
+        ctx.state.helpers.add("bulk_copy_3d")
     ctx.state.stage_of[dst] = stage
     out: list[T.Stmt] = []
     for j in range(cols // width):
@@ -406,7 +411,9 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
             simplify(add(x0, int_(j * width))),
             y0,
         )
-        out.append(T.Call(T.Intrin("tilec_tma_load_2d", args, I32)))
+        load = "tilec_tma_load_3d" if batched else "tilec_tma_load_2d"
+        out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
     del ctx.state.stage_of[dst]
-    inner, outer = (simplify(value_of(ctx, d, None)) for d in (src.shape[1], src.shape[0]))
-    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw)
+    inner, outer = (simplify(value_of(ctx, d, None)) for d in (src.shape[-1], src.shape[-2]))
+    batch = simplify(value_of(ctx, src.shape[0], None)) if batched else None
+    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch)

@@ -55,6 +55,10 @@ TENSOR_MAP_DECL = "CUtensorMap {name};"
 TENSOR_MAP_BUILD = (
     "tilec_tensor_map_2d(&{name}, {tensor}, {inner}, {outer}, {box_inner}, {box_outer}, {elem_bytes}, {swizzle})"
 )
+TENSOR_MAP_BUILD_3D = (
+    "tilec_tensor_map_3d(&{name}, {tensor}, {inner}, {outer}, {batch}, {box_inner}, {box_outer}, {elem_bytes}, "
+    "{swizzle})"
+)
 FALLBACK = "if (!({cond})) return {name}({args});  // rows not 16-byte aligned: no bulk copies"
 
 # Inline helpers a barrier kind calls (emitted into the file when it is used).
@@ -439,6 +443,49 @@ static unsigned tilec_persistent_blocks(unsigned long long tiles) {
   return tiles < static_cast<unsigned long long>(sms) ? static_cast<unsigned>(tiles) : static_cast<unsigned>(sms);
 }"""
 SHARED_ADDRESS_HELPERS |= {"bulk_copy", "bulk_store"}
+
+# The same for a batch of matrices (a 3-D tensor): emitted after "bulk_copy", whose types and
+# set-up helpers it uses.
+HELPERS["bulk_copy_3d"] = """
+// TMA: one box of the map's box size at (x, y) of matrix z of a 3-D tensor (a batch of row-major
+// matrices), as tilec_tma_load_2d does for one matrix; parts outside matrix z read as zeros.
+__device__ __forceinline__ void tilec_tma_load_3d(void* smem, const CUtensorMap& map, unsigned long long* bar,
+                                                  int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5}], [%2];"
+               ::"r"(tilec_smem_addr(smem)), "l"(&map), "r"(tilec_smem_addr(bar)), "r"(x), "r"(y), "r"(z) : "memory");
+}
+// Host: the tensor map of `batch` row-major (outer x inner) matrices stored one after the other,
+// boxes of box_inner x box_outer x 1, as tilec_tensor_map_2d builds it for one matrix.
+static bool tilec_tensor_map_3d(CUtensorMap* map, const void* base, long long inner, long long outer, long long batch,
+                                int box_inner, int box_outer, int elem_bytes, int swizzle) {
+  (void)&tilec_tensor_map_2d;  // a kernel whose maps are all 3-D calls only this one: no unused-function warning
+  static tilec_encode_tiled encode = nullptr;
+  if (encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess || found != cudaDriverEntryPointSuccess)
+      return false;
+    encode = reinterpret_cast<tilec_encode_tiled>(fn);
+  }
+  if (inner <= 0 || outer <= 0 || batch <= 0 || reinterpret_cast<uintptr_t>(base) % 16 || inner * elem_bytes % 16)
+    return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t pitch[2] = {static_cast<cuuint64_t>(inner * elem_bytes),
+                               static_cast<cuuint64_t>(inner * elem_bytes * outer)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer), 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  const CUtensorMapDataType type = elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMapSwizzle sw = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                : CU_TENSOR_MAP_SWIZZLE_32B;
+  return encode(map, type, 3, const_cast<void*>(base), dims, pitch, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}"""
+HELPER_TYPES["bulk_copy_3d"] = ("CUtensorMap", "uintptr_t")
+SHARED_ADDRESS_HELPERS |= {"bulk_copy_3d"}
 
 
 def _wgmma_helper(n: int, suffix: str, ptx_type: str) -> str:
