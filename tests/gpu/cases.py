@@ -41,6 +41,9 @@ class Case:
         return res
 
 
+FP8_WGMMA_TOL = 2e-3  # relative norm error of a float8 GEMM on wgmma (check_gemm_8bit)
+
+
 def _finish(out_g, ref, extra_guards=()) -> dict:
     sync()
     return compare(out_g.tensor, ref, tol_for(out_g.tensor), [out_g, *extra_guards])
@@ -107,7 +110,14 @@ def check_gemm_8bit(mod, gen, M, N, K, dtype="int8", out=None):
         a, b = randn((M, K), t, gen), randn((N, K), t, gen)
     c = guarded_output((M, N), out or f32)
     mod.gemm_int8(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
-    return _finish(c, a.double() @ b.double().T)
+    ref = a.double() @ b.double().T
+    if dtype in ("int8", "uint8") or c.tensor.dtype != f32:
+        return _finish(c, ref)
+    # wgmma's float8 products are summed in fewer bits than float32 (cuBLASLt's "fast accumulation"):
+    # on the H200 the relative error grew with K to 5.3e-4 at K=1000, and tilec's 8192^3 output
+    # equals torch._scaled_mm's with use_fast_accum=True (bench/run.py gemm-fp8)
+    sync()
+    return compare(c.tensor, ref, FP8_WGMMA_TOL, [c])
 
 
 def check_gemm_splitk(mod, gen, M, N, K):
