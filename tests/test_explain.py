@@ -239,3 +239,21 @@ def test_8bit_gemm_instruction() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm_int8.tile"))))
     assert "mma.sync m16n8k32 int8 -> int32 (tensor cores)" in text
     assert "GEMM main loop: the gemm's fragments are loaded one k step ahead" in text
+
+
+def test_warp_roles_on_sm90a() -> None:
+    """On sm_90a the GEMM example runs by warp roles: explain says so (producer warp group,
+    persistent tiles, TMA boxes and their maps, the staged TMA-store epilogue, the fallback)."""
+    program = elaborate(str(ROOT / "examples" / "gemm.tile"))
+    text = explain.render_text(explain.explain_program(program, "sm_90a"))
+    assert "256 threads + a producer warp group (384 in all)" in text
+    assert "walked by at most one block per multiprocessor (persistent)" in text
+    assert "TMA (cp.async.bulk.tensor), 1 box of 64x128 (128-byte swizzle, map A_map)" in text
+    assert "TMA (cp.async.bulk.tensor), 4 boxes of 64x64 (128-byte swizzle, map B_map)" in text
+    assert "through a swizzled shared staging tile and TMA stores (4 boxes of 64x128" in text
+    assert "warp roles: one thread of a producer warp group issues the copies" in text
+    assert "producer (up to k + 3)" in text
+    assert "gemm operands 0" in text  # wgmma reads both operands through descriptors
+    assert "the launcher builds the tensor maps A_map, B_map, C_map" in text
+    assert "it runs gemm_fallback" in text
+    assert "cp.async 16 B" not in text

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from tilec import layout as L
+from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.instructions import Instruction
 from tilec.passes.infer_layouts import Layouts, fragment_registers
@@ -194,7 +195,55 @@ def spread(frag: L.Fragment) -> str:
     return f"{frag.local_size} el x {owners_} threads{rep}"
 
 
-def copy_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Copy, words: Words) -> str:
+@dataclass(frozen=True, slots=True)
+class Roles:
+    """What a kernel with warp roles does differently (read from its Thread IR): the copies its
+    producer warp group issues, and the bulk-copy maps the launcher builds, by tensor."""
+
+    producer_copies: frozenset[int]  # id() of the copies of warp-specialized loops
+    maps: Mapping[str, tuple[T.TensorMap, ...]]
+
+
+def _roles(kernel: tir.Kernel, lowered: T.Kernel) -> Roles | None:
+    if not lowered.consumer_threads:
+        return None
+    loops = [s for s in _walk(kernel.body) if isinstance(s, tir.For) and s.warp_specialized]
+    maps: dict[str, tuple[T.TensorMap, ...]] = {}
+    for m in lowered.tensor_maps:
+        maps[m.tensor] = (*maps.get(m.tensor, ()), m)
+    return Roles(frozenset(id(c) for loop in loops for c in producers(loop)), maps)
+
+
+def _boxes(m: T.TensorMap, count: int) -> str:
+    plural = "es" if count > 1 else ""
+    return f"{count} box{plural} of {m.box[0]}x{m.box[1]} ({m.swizzle}-byte swizzle, map {m.name})"
+
+
+def _bulk_copy_text(s: tir.Copy, layouts: Layouts, roles: Roles | None, words: Words) -> str | None:
+    """A producer's copy by bulk copies, or a fragment's store through the staging tile."""
+    if roles is None:
+        return None
+    kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
+    if id(s) in roles.producer_copies:
+        m = roles.maps[s.src.buffer.name][0]
+        count = s.dst.buffer.const_shape[-1] // m.box[0]
+        return f"{kind}: {words['bulk_copy']}, {_boxes(m, count)}, by the producer warp group; zeros outside"
+    stores = roles.maps.get(s.dst.buffer.name, ())
+    if not stores or s.src.buffer.scope != "fragment":
+        return None
+    count = layouts.buffers[s.src.buffer].shape[-1] // stores[0].box[0]
+    return (
+        f"{kind}: through a swizzled shared staging tile and {words['bulk_store']} "
+        f"({_boxes(stores[0], count)}), which drain while the next tile runs; clipped to the tensor"
+    )
+
+
+def copy_instruction(
+    kernel: tir.Kernel, layouts: Layouts, s: tir.Copy, words: Words, roles: Roles | None = None
+) -> str:
+    bulk = _bulk_copy_text(s, layouts, roles, words)
+    if bulk is not None:
+        return bulk
     frag = op_layout(kernel, layouts, [s.src, s.dst])
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
@@ -286,11 +335,13 @@ def fill_instruction(kernel: tir.Kernel, layouts: Layouts, s: tir.Fill) -> str:
     return _vector_text(frag, [s.dst])
 
 
-def instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, s: tir.Stmt) -> str | None:
+def instruction(
+    kernel: tir.Kernel, target: Target, layouts: Layouts, s: tir.Stmt, roles: Roles | None = None
+) -> str | None:
     """What lowering emits for tile op `s` today; None for a statement that is not a tile op."""
     match s:
         case tir.Copy():
-            return copy_instruction(kernel, layouts, s, target.spelling.explain)
+            return copy_instruction(kernel, layouts, s, target.spelling.explain, roles)
         case tir.Gemm():
             return gemm_instruction(layouts, instruction_named(target, s.instruction), s, target.spelling.explain)
         case tir.Reduce():
@@ -395,6 +446,8 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ..
                 sw = layouts.swizzle[buf].swizzle
                 assert sw is not None
                 aligned = f"conflict-free {words['matrices']}, aligned {words['async_copy']} rows"
+                if layouts.align.get(buf, 16) > 16:  # a descriptor operand (infer_layouts)
+                    aligned = f"the {words['warp_group_mma']} descriptors' swizzle"
                 why = "annotated" if buf in layouts.fixed else aligned
                 lay = layouts.swizzle[buf]
                 blocks = f" in {lay.shape[-1]}-column blocks" if len(lay.shape) > len(buf.shape) else ""
@@ -427,13 +480,16 @@ def buffers_table(kernel: tir.Kernel, layouts: Layouts, words: Words) -> Table:
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 
 
-def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts) -> Table:
+def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, roles: Roles | None = None) -> Table:
     rows = []
     for s in _walk(kernel.body):
-        chosen = instruction(kernel, target, layouts, s)
+        chosen = instruction(kernel, target, layouts, s, roles)
         if chosen is not None:
             frag = layout_of_op(kernel, layouts, s)
-            rows.append((where(s), op_text(s), chosen, spread(frag) if frag is not None else "-"))
+            work = spread(frag) if frag is not None else "-"
+            if roles is not None and id(s) in roles.producer_copies:
+                work = "1 producer thread"
+            rows.append((where(s), op_text(s), chosen, work))
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
 
 
@@ -444,7 +500,9 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
         if isinstance(s, tir.For) and s.kind == "pipelined":
             title = f"Pipeline {where(s)}: {op_text(s)}"
             ahead_copies = producers(s)
-            if ahead_copies:
+            if s.warp_specialized:
+                caption = _warp_roles_caption(s, words)
+            elif ahead_copies:
                 ahead = s.num_stages - 1
                 issue = words["async_copy"]
                 caption = (
@@ -467,11 +525,25 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
     return out
 
 
+def _warp_roles_caption(loop: tir.For, words: Words) -> str:
+    return (
+        f"num_stages={loop.num_stages}, warp roles: one thread of a producer warp group issues the copies "
+        f"as {words['bulk_copy']} into a ring of {loop.num_stages} stages (full and empty "
+        f"{words['ring_barrier']}s with phase bits), as far ahead as free stages allow, into the next tile "
+        f"too; the consumers (the block's threads) run the rest, keeping one {words['warp_group_mma']} group "
+        f"in flight, and free a stage once the group that read it has retired; {words['move_registers']} "
+        "gives the producer's registers to them"
+    )
+
+
 def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     """The iteration whose tiles statement `t` of a pipelined loop works on (and, for a copy
-    issued after a gemm rather than at the top of the iteration, which gemm)."""
+    issued after a gemm rather than at the top of the iteration, which gemm); a warp-role
+    loop's copies run in the producer."""
     if not (isinstance(t, tir.Copy) and t.pipeline == "producer"):
         return "k" if pipelined else "-"
+    if loop.warp_specialized:
+        return f"producer (up to k + {loop.num_stages})"
     label = f"k + {loop.num_stages - 1}"
     tile = t.dst.buffer
     gemm = next((g for g in loop.body if isinstance(g, tir.Gemm) and tile in g.then_issue), None)
@@ -480,8 +552,9 @@ def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     return label
 
 
-def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
-    """Registers per thread from the data lowering keeps in registers (an estimate)."""
+def register_estimate(kernel: tir.Kernel, layouts: Layouts, target: Target) -> tuple[int, str]:
+    """Registers per thread from the data lowering keeps in registers (an estimate); a gemm
+    whose operands are read through descriptors holds none of them."""
     frags = locals_ = gemm = 0
     for s in _walk(kernel.body):
         match s:
@@ -489,6 +562,8 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts) -> tuple[int, str]:
                 frags += math.ceil(layouts.buffers[b].local_size * b.dtype.bytes / 4)
             case tir.Alloc(buffer=b) if b.scope in ("local", "var"):
                 locals_ += math.ceil(math.prod(b.const_shape) * b.dtype.bytes / 4)
+            case tir.Gemm(c=c) if instruction_named(target, s.instruction).load == "descriptors":
+                pass
             case tir.Gemm(c=c):
                 acc = layouts.buffers[c.buffer]
                 sets = 2 if s.fragments_ahead else 1  # fragments loaded a step ahead: two register sets
@@ -539,15 +614,42 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     shared memory."""
     kernel, target, layouts = u.kernel, u.target, u.layouts
     assert layouts is not None and u.lowered is not None, "explain reads a unit after every pass"
-    grid = ", ".join(expr_text(g) for g in kernel.grid)
-    heading = f"kernel {kernel.name} ({where(kernel)}): {kernel.threads} threads, grid ({grid}), {arch}"
-    ops = ops_table(kernel, target, layouts)
+    lowered = u.lowered
+    roles = _roles(kernel, lowered)
     words = target.spelling.explain
+    heading = f"kernel {kernel.name} ({where(kernel)}): {_launch_text(kernel, lowered)}, {arch}"
+    ops = ops_table(kernel, target, layouts, roles)
     tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, words)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    notes = (smem_note(kernel, layouts, u.lowered.dynamic_smem), register_estimate(kernel, layouts)[1])
-    return KernelReport(kernel.name, heading, tuple(tables), notes)
+    notes = (smem_note(kernel, layouts, lowered.dynamic_smem), register_estimate(kernel, layouts, target)[1])
+    return KernelReport(kernel.name, heading, tuple(tables), notes + _launcher_notes(lowered, words))
+
+
+def _launch_text(kernel: tir.Kernel, lowered: T.Kernel) -> str:
+    """`256 threads, grid (...)`; a kernel with warp roles names its producer warp group, and a
+    persistent one its walk over the tiles."""
+    grid = ", ".join(expr_text(g) for g in kernel.grid)
+    threads = f"{kernel.threads} threads"
+    if lowered.consumer_threads:
+        threads += f" + a producer warp group ({lowered.threads} in all)"
+    if lowered.persistent:
+        return f"{threads}, tiles ({grid}) walked by at most one block per multiprocessor (persistent)"
+    return f"{threads}, grid ({grid})"
+
+
+def _launcher_notes(lowered: T.Kernel, words: Words) -> tuple[str, ...]:
+    """What the launcher does besides launching: the tensor maps it builds, the fallback kernel."""
+    if not lowered.tensor_maps:
+        return ()
+    names = ", ".join(m.name for m in lowered.tensor_maps)
+    notes = [f"the launcher builds the tensor maps {names} at each launch"]
+    if lowered.fallback is not None:
+        notes.append(
+            f"when one cannot be built (a tensor's rows not 16-byte aligned) it runs {lowered.fallback.name}: "
+            f"the same kernel without bulk copies ({words['async_copy']} pipeline, no warp roles)"
+        )
+    return tuple(notes)
 
 
 def explain_program(program: tir.Program, arch: str = "sm_80", kernel: str | None = None) -> list[KernelReport]:

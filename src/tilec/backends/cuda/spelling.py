@@ -156,6 +156,11 @@ EXPLAIN: dict[str, str] = {
     "descriptors": "shared-memory descriptors",
     "shuffle": "shfl.xor",
     "atomic_add": "atomicAdd",
+    "bulk_copy": "TMA (cp.async.bulk.tensor)",
+    "bulk_store": "TMA stores",
+    "ring_barrier": "mbarrier",
+    "move_registers": "setmaxnreg",
+    "warp_group_mma": "wgmma",
 }
 
 # Register types for moves of 2..16 bytes (T.VecRef).
