@@ -45,6 +45,7 @@ CANDIDATES = {
     "softmax": ["softmax", "softmax-bench", "softmax-bench-t256"],
     "rmsnorm": ["rmsnorm", "rmsnorm-bench", "rmsnorm-bench-t256", "rmsnorm-bench-t1024", "rmsnorm-bench-m2"],
     "gemm": ["gemm", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32", "gemm-sm90a", "gemm-sm90a-128x128", "gemm-sm90a-k32"],
+    "gemm-bf16": ["gemm_bf16-sm90a"],
     "gemm-fp8": ["gemm_fp8-bench-sm90a", "gemm_fp8-bench-sm90a-128x256", "gemm_fp8-bench-sm90a-128x256-k64"],
     "gemm-int8": ["gemm_int8-sm90a", "gemm_int8-bench-sm90a-128x256", "gemm_int8-bench-sm90a-128x256-k64"],
     "fa": ["flash_attention", "flash_attention-bench-n32", "flash_attention-bench-s1"],
@@ -185,23 +186,24 @@ def w_rmsnorm(quick: bool):
     )
 
 
-def w_gemm(quick: bool):
+def w_gemm(quick: bool, dtype_name: str = "float16"):
     import torch
 
+    dtype = getattr(torch, dtype_name)
     M = N = K = 4096 if quick else 8192
     sets = [
-        (torch.randn(M, K, device="cuda", dtype=torch.float16), torch.randn(K, N, device="cuda", dtype=torch.float16))
+        (torch.randn(M, K, device="cuda", dtype=dtype), torch.randn(K, N, device="cuda", dtype=dtype))
         for _ in range(n_sets((M * K + K * N) * 2))
     ]
-    c_torch = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    c_torch = torch.empty(M, N, device="cuda", dtype=dtype)
     return dict(
-        shape=f"{M}x{N}x{K} fp16",
+        shape=f"{M}x{N}x{K} {'fp16' if dtype_name == 'float16' else 'bf16'}",
         sets=sets,
         units="TFLOP/s",
         amount=2 * M * N * K,
         torch_name="torch.matmul (cuBLAS)",
         torch=lambda a, b: torch.matmul(a, b, out=c_torch),
-        out=lambda: torch.full((M, N), math.nan, device="cuda", dtype=torch.float16),
+        out=lambda: torch.full((M, N), math.nan, device="cuda", dtype=dtype),
         tilec=lambda mod, a, b, out: mod.gemm(a, b, out),
     )
 
@@ -289,6 +291,7 @@ WORKLOADS = {
     "softmax": w_softmax,
     "rmsnorm": w_rmsnorm,
     "gemm": w_gemm,
+    "gemm-bf16": lambda quick: w_gemm(quick, "bfloat16"),
     "gemm-fp8": w_gemm_fp8,
     "gemm-int8": w_gemm_int8,
     "fa": lambda quick: _w_fa(quick, False),

@@ -55,6 +55,7 @@ VARIANTS: list[Variant] = [
     Variant("gemm-sm90a", "gemm", arch="sm_90a"),
     Variant("gemm-sm90a-128x128", "gemm", {"block_N": "128", "threads": "128"}, arch="sm_90a"),
     Variant("gemm-sm90a-k32", "gemm", {"block_K": "32", "num_stages": "4"}, arch="sm_90a"),
+    Variant("gemm_bf16-sm90a", "gemm", {"dtype": "bfloat16"}, arch="sm_90a"),
     Variant("gemm_relu-sm90a", "gemm_relu", arch="sm_90a"),
     Variant("gemm_splitk-sm90a", "gemm_splitk", arch="sm_90a"),
     Variant("dequant_gemm-sm90a", "dequant_gemm", arch="sm_90a"),
