@@ -156,6 +156,16 @@ def test_builtins() -> None:
     assert isinstance(v, tir.Select) and v.dtype == DType.int32
 
 
+def test_clamp_is_min_of_max() -> None:
+    v = _let_value("X = alloc_fragment((4,), float32)\ny = clamp(X[bx], -448.0, 448.0)")
+    assert isinstance(v, tir.Call) and v.func == "min" and v.dtype == DType.float32
+    inner = v.args[0]
+    assert isinstance(inner, tir.Call) and inner.func == "max" and v.args[1] == tir.FloatImm(448.0, DType.float32)
+    assert inner.args[1] == tir.FloatImm(-448.0, DType.float32)
+    (store,) = kbody("C[0, 0] = clamp(7, 0, 5)")  # folded
+    assert isinstance(store, tir.Store) and store.value == tir.FloatImm(5.0, DType.float32)
+
+
 def test_power_with_small_constant_exponent_is_multiplication() -> None:
     v = _let_value("X = alloc_fragment((4,), float32)\ny = X[bx] ** 2")
     assert isinstance(v, tir.BinOp) and v.op == "*"

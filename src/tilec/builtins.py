@@ -92,6 +92,7 @@ FUNCS: dict[str, Sig] = {
     "min": Sig((), {}, required=2, variadic=True),
     "max": Sig((), {}, required=2, variadic=True),
     "abs": Sig(("x",)),
+    "clamp": Sig(("x", "lo", "hi")),
     "pow": Sig(("x", "y")),
     "cast": Sig(("x", "dtype")),
     "if_then_else": Sig(("cond", "a", "b")),

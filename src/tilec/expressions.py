@@ -226,6 +226,8 @@ class ExprElaborator:
                 return fold.minmax(name, [self.scalar(x, scope, kx) for x in b.rest], span)
             case "abs":
                 return fold.absolute(arg("x"), span)
+            case "clamp":  # TileLang's T.clamp: min(max(x, lo), hi)
+                return fold.minmax("min", [fold.minmax("max", [arg("x"), arg("lo")], span), arg("hi")], span)
             case "pow":
                 return fold.power(arg("x"), arg("y"), span)
             case "cast":
