@@ -40,6 +40,7 @@ _GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
 
 
 def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kernel:
+    _check_symbol(kernel, target)
     ctx = new_context(kernel, layouts, target)
     body = lower_block(ctx, kernel.body)
     state = ctx.state
@@ -60,6 +61,17 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     if roles is None:
         return k
     return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps, persistent=True)
+
+
+def _check_symbol(kernel: tir.Kernel, target: Target) -> None:
+    """A kernel's name is its launcher's C symbol (`extern "C" int NAME(...)`): not a word of the
+    target's language, nor `main`, the program's entry point."""
+    if kernel.name == "main" or kernel.name in target.spelling.reserved:
+        raise error(
+            kernel.span,
+            f"kernel name '{kernel.name}' cannot be a C symbol: its launcher would be `int {kernel.name}(...)`",
+            hint=f"rename the kernel (e.g. '{kernel.name}_op'): the launcher and the Python module take its name",
+        )
 
 
 def _warp_roles(ctx: LowerContext, roles: WarpRoles, grid: tuple[tir.Expr, ...], body: list[T.Stmt]) -> list[T.Stmt]:
