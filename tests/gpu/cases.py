@@ -314,9 +314,8 @@ def _cases() -> list[Case]:
         add(v, "1x1x1", check_gemm, M=1, N=1, K=1)
         add(v, "300x520x96 (3 k-tiles)", check_gemm, M=300, N=520, K=96)
         add(v, "1024x2048x4096", check_gemm, M=1024, N=2048, K=4096)
-    for label, sizes in (("256x256x256", (256, 256, 256)), ("129x77x45", (129, 77, 45)), ("2000x3000x200", (2000, 3000, 200))):
-        M, N, K = sizes
-        add("gemm_bf16-sm90a", label, check_gemm, M=M, N=N, K=K, dtype=torch.bfloat16)
+    for M, N, K in ((256, 256, 256), (129, 77, 45), (2000, 3000, 200)):
+        add("gemm_bf16-sm90a", f"{M}x{N}x{K}", check_gemm, M=M, N=N, K=K, dtype=torch.bfloat16)
     for v in sm90a:  # persistent blocks: more tiles than multiprocessors, the ring runs on across tiles
         add(v, "2000x3000x200 (1-2 tiles per block)", check_gemm, M=2000, N=3000, K=200)
         add(v, "4096x4096x64 (one k-tile per tile)", check_gemm, M=4096, N=4096, K=64)
