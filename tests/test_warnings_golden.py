@@ -50,3 +50,15 @@ def test_warnings_come_with_the_build_result(monkeypatch: pytest.MonkeyPatch) ->
     result = driver.build("tests/golden/warnings/simt_gemm_k_step.tile", cache=False)
     assert [w.name for w in result.warnings] == ["simt-gemm"]
     assert "gemm_k24_kernel" in result.text  # a warning stops nothing
+
+
+def test_explain_gives_the_real_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilec.explain import explain_program
+
+    monkeypatch.chdir(ROOT)
+    (report,) = explain_program(elaborate_file("tests/golden/warnings/lost_pipeline_loaded_index.tile", {}))
+    (caption,) = [t.caption for t in report.tables if t.title.startswith("Pipeline")]
+    assert caption == (
+        "num_stages=2: plain loop: the copy into 'A_shared' (line 13) cannot run ahead: "
+        "its indices use 'row', loaded in the loop body"
+    )

@@ -14,7 +14,7 @@ A warning is a Diagnostic too, with severity "warning" and the name that
 instead of raising them, and `with_options` applies the command line's
 `-Wno-NAME` / `-Werror` to them, as gcc does:
 
-    examples/gather.tile:14:13: warning: copy into 'A_shared' is not pipelined: ... [-Wlost-pipeline]
+    gather.tile:13:13: warning: copy into 'A_shared' does not run ahead: ... [-Wlost-pipeline]
 
 Colour is added only at the CLI edge (cli.py). An unexpected exception is not a
 Diagnostic: the driver reports it as an internal compiler error (exit code 2).

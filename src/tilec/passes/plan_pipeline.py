@@ -10,7 +10,9 @@ the rest of the body (the consumers) reads the copy of iteration k.
         gemm(A_shared, B_shared, C)            consumer, reads stage k % 3
 
 A copy is not a producer when its source indices use a value computed in
-the loop body, or when anything else in the loop writes its tile.
+the loop body or read a buffer the body writes, when anything else in the
+loop writes its tile, or when it is not at the top level of the body;
+`refusals` says which copies and why (-Wlost-pipeline and explain print it).
 
 A global -> shared copy that comes before a pipelined loop in the same block,
 with nothing between them touching its tile and nothing in the loop writing
@@ -32,6 +34,7 @@ start, and V still has the softmax and the rest of the iteration to land
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from tilec import tir, tir_walk
@@ -221,28 +224,33 @@ def refusals(loop: tir.For) -> list[tuple[tir.Copy, Refusal]]:
     leaves in their iteration, each with its reason (what `-Wlost-pipeline` and explain say)."""
     top = _top_level_candidates(loop)
     out = [(c, r) for c in top if (r := _refusal(loop, c)) is not None]
-    nested = [s for s in tir_walk.stmts(loop.body) if _copies_into_shared(s) and not any(s is c for c in top)]
+    nested = [s for s in _copies_into_shared(tir_walk.stmts(loop.body)) if not any(s is c for c in top)]
     why = "it is inside a block of the loop body; only copies at the top level of the body run ahead"
-    hint = "move the copy to the top level of the loop body (a copy's bounds checks cover a ragged edge)"
-    return out + [(c, Refusal(why, hint)) for c in nested if isinstance(c, tir.Copy)]
+    hint = "move the copy to the top level of the loop body if it may run in every iteration"
+    return out + [(c, Refusal(why, hint)) for c in nested]
 
 
 def loop_refusal(loop: tir.For) -> tuple[str, str] | None:
     """Why a Pipelined(num_stages >= 2) loop has no producers at all, and what to do instead, when
     the reason is the loop's own (a body without copies into shared memory); None when its copies'
     reasons (`refusals`) are the whole story."""
-    if any(_copies_into_shared(s) for s in tir_walk.stmts(loop.body)):
+    if _copies_into_shared(tir_walk.stmts(loop.body)):
         return None
     why = "its body has no copy from a global tensor into shared memory to run ahead"
     return why, "drop num_stages, or copy the loop's tiles into shared memory in its body"
 
 
-def _copies_into_shared(s: tir.Stmt) -> bool:
-    return isinstance(s, tir.Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
+def _copies_into_shared(stmts: Iterable[tir.Stmt]) -> list[tir.Copy]:
+    """The copies of `stmts` from a global tensor into a shared tile."""
+    return [
+        s
+        for s in stmts
+        if isinstance(s, tir.Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
+    ]
 
 
 def _top_level_candidates(loop: tir.For) -> list[tir.Copy]:
-    return [s for s in loop.body if isinstance(s, tir.Copy) and _copies_into_shared(s)]
+    return _copies_into_shared(loop.body)
 
 
 def _refusal(loop: tir.For, c: tir.Copy) -> Refusal | None:

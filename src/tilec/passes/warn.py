@@ -6,8 +6,8 @@ instruction, the layouts, the pipeline plan) and returns warnings
 
     for k in Pipelined(n, num_stages=2):
         row = Idx[k]
-        copy(A[row, 0], A_shared)        ->  warning: copy into 'A_shared' is not pipelined: its
-                                             indices use 'row', loaded in the loop body [-Wlost-pipeline]
+        copy(A[row, 0], A_shared)        ->  warning: copy into 'A_shared' does not run ahead: its
+                                             indices use 'row', loaded in the loop body, ... [-Wlost-pipeline]
 
 - lost-pipeline: a global -> shared copy of a Pipelined(num_stages >= 2) loop that
   plan_pipeline leaves in its iteration (`plan_pipeline.refusals`), or a whole loop it
