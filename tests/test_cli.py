@@ -17,7 +17,8 @@ import pytest
 
 import tilec
 from tilec import cli, driver
-from tilec.diagnostics import CompileError, Diagnostic
+from tilec.diagnostics import CompileError, Diagnostic, warning
+from tilec.pipeline import Output
 from tilec.source import SourceFile, Span
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ class FakeProgram:
 @pytest.fixture
 def stub_compiler(monkeypatch: pytest.MonkeyPatch) -> dict:
     """Replace elaborate/codegen: the output is SCALE_CU plus the source text;
-    a source containing `error` is a user error, `crash` an internal error."""
+    a source containing `error` is a user error, `crash` an internal error, `slow` a warning."""
     calls = {"elaborate": 0, "imports": {}}
 
     def elaborate(path, defines=None, arch="sm_80"):
@@ -61,14 +62,18 @@ def stub_compiler(monkeypatch: pytest.MonkeyPatch) -> dict:
             raise ZeroDivisionError("boom")
         return FakeProgram((path, *calls["imports"].get(path, ())))
 
-    def compile_program_text(program, arch="sm_80", emit="cuda", formatted=True, after=None):
+    def compile_program_output(program, arch="sm_80", emit="cuda", formatted=True, after=None):
         body = pathlib.Path(program.files[0]).read_text()
         extra = "".join(pathlib.Path(f).read_text() for f in program.files[1:])
         stop = f" after {after}" if after else ""
-        return SCALE_CU + f"// {arch} {emit}{stop}\n// {body.strip()} {extra.strip()}\n"
+        text = SCALE_CU + f"// {arch} {emit}{stop}\n// {body.strip()} {extra.strip()}\n"
+        warns = (
+            (warning(Span(SourceFile(program.files[0], body), 0, 6), "simt-gemm", "slow"),) if "slow" in body else ()
+        )
+        return Output(text, warns)
 
     monkeypatch.setattr(driver, "elaborate", elaborate)
-    monkeypatch.setattr(driver, "compile_program_text", compile_program_text)
+    monkeypatch.setattr(driver, "compile_program_output", compile_program_output)
     monkeypatch.setattr(driver, "format_texts", list)
     return calls
 
@@ -174,7 +179,7 @@ def test_internal_error_exit_2(stub_compiler: dict, tmp_path: pathlib.Path, caps
 def test_toolchain_error_exit_3(
     stub_compiler: dict, kernel: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(driver, "compile_program_text", lambda *a, **k: SCALE_CU + "this is not C++;\n")
+    monkeypatch.setattr(driver, "compile_program_output", lambda *a, **k: Output(SCALE_CU + "this is not C++;\n", ()))
     out, cubin = kernel.with_suffix(".cu"), kernel.with_suffix(".cubin")
     cubin.write_text("stale")
     assert run("build", str(kernel), "-o", str(out), "--cubin", str(cubin)) == 3
@@ -424,3 +429,67 @@ def test_check_imports_stay_light(needs_compiler: None) -> None:
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "tilec.elaborate" in imported
     assert not {"tvm", "rich", "tilec.pipeline", "tilec.lower", "tilec.emit", "tilec.format"} & imported
+
+
+# ---------------------------------------------------------------- warnings (-W)
+
+
+@pytest.fixture
+def slow_kernel(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "slow.tile"
+    path.write_text("kernel slow\n")  # the stub compiler warns (simt-gemm) on "slow"
+    return path
+
+
+def test_warnings_are_printed_and_the_build_succeeds(
+    stub_compiler: dict, slow_kernel: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = slow_kernel.with_suffix(".cu")
+    assert run("build", str(slow_kernel), "-o", str(out)) == 0
+    assert f"{slow_kernel}:1:1: warning: slow [-Wsimt-gemm]" in capsys.readouterr().err
+    assert out.exists()
+
+
+@pytest.mark.parametrize("flags", [("-Werror",), ("-Werror=simt-gemm",), ("-Wno-simt-gemm", "-Werror=simt-gemm")])
+def test_werror_fails_and_leaves_no_output(
+    stub_compiler: dict, slow_kernel: pathlib.Path, flags: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = slow_kernel.with_suffix(".cu")
+    out.write_text("stale")
+    assert run("build", str(slow_kernel), "-o", str(out), *flags) == 1
+    assert "error: slow [-Werror=simt-gemm]" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flags", [("-Wno-simt-gemm",), ("-Werror", "-Wno-simt-gemm"), ("-Werror", "-Wno-error")])
+def test_silenced_or_not_errors(
+    stub_compiler: dict, slow_kernel: pathlib.Path, flags: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = slow_kernel.with_suffix(".cu")
+    assert run("build", str(slow_kernel), "-o", str(out), *flags) == 0
+    err = capsys.readouterr().err
+    assert ("warning: slow" in err) == ("-Wno-simt-gemm" not in flags)
+    assert out.exists()
+
+
+def test_unknown_warning_name_is_a_usage_error(
+    stub_compiler: dict, slow_kernel: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("build", str(slow_kernel), "-Wno-simt-gem") == 1
+    assert "no warning 'simt-gem'" in capsys.readouterr().err
+
+
+def test_builds_with_warnings_are_not_cached(
+    stub_compiler: dict, slow_kernel: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = slow_kernel.with_suffix(".cu")
+    for _ in range(2):
+        assert run("build", str(slow_kernel), "-o", str(out)) == 0
+        assert "[-Wsimt-gemm]" in capsys.readouterr().err
+    assert stub_compiler["elaborate"] == 2
+
+
+def test_warning_flags_are_read_in_order() -> None:
+    assert cli.parse_warning_flags(["error"]).werror
+    assert not cli.parse_warning_flags(["error", "no-error"]).werror
+    assert cli.parse_warning_flags(["no-lost-pipeline", "lost-pipeline"]).disabled == frozenset()

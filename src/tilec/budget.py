@@ -22,6 +22,10 @@ that nvcc would take minutes over.
   per-element work of lowering and the size of the generated code are bounded
   by the elements per thread, so this bounds both; a kernel between 1x and
   REGISTER_FACTOR x spills (slow, but nvcc builds it).
+- Registers again, once layouts are inferred (`register_estimate`, after the
+  pipeline plan): what the fragments, locals and gemm operand sets of a kernel
+  hold per thread. `tilec explain` prints it; past Target.max_registers it is
+  the `-Wregister-spill` warning (passes/warn.py).
 - Shared memory: the target's limit, checked per allocation as soon as it is
   made and for the whole kernel at its end (elaborate.py).
 """
@@ -29,10 +33,16 @@ that nvcc would take minutes over.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, assert_never
 
 from tilec import tir
 from tilec.dtypes import DType
-from tilec.tir_walk import Node, children
+from tilec.targets import Target, instruction_named
+from tilec.tir_walk import Node, children, stmts
+
+if TYPE_CHECKING:
+    from tilec.passes.infer_layouts import Layouts
 
 MAX_EXPR_NESTING = 100
 MAX_BLOCK_NESTING = 32
@@ -70,3 +80,62 @@ def tree_size(e: tir.Expr) -> tuple[int, int]:
         sizes = [done[id(k)] for k in kids]
         done[id(node)] = (1 + sum(n for n, _ in sizes), 1 + max((d for _, d in sizes), default=0))
     return done[id(e)]
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterEstimate:
+    """32-bit registers per thread of the data lowering keeps in registers, by kind."""
+
+    fragments: int
+    locals: int
+    gemm_operands: int  # the widest gemm's A and B fragments (two sets when loaded a step ahead)
+
+    @property
+    def total(self) -> int:
+        return self.fragments + self.locals + self.gemm_operands
+
+    @property
+    def parts(self) -> str:
+        return f"fragments {self.fragments} + locals {self.locals} + gemm operands {self.gemm_operands}"
+
+
+def register_estimate(kernel: tir.Kernel, layouts: Layouts, target: Target) -> RegisterEstimate:
+    """Registers per thread of `kernel` under `layouts` (after the pipeline plan, which
+    decides which gemms load their fragments a step ahead): an estimate, as nvcc adds
+    indices, addresses and temporaries and may reuse a dead tile's registers. A gemm whose
+    operands `target`'s instruction reads through descriptors (wgmma) holds none of them."""
+    frags = locals_ = gemm = 0
+    for s in stmts(kernel.body, into_parallel=False):
+        match s:
+            case tir.Alloc(buffer=b) if b.scope == "fragment":
+                frags += registers(layouts.buffers[b].local_size, b.dtype)
+            case tir.Alloc(buffer=b) if b.scope in ("local", "var"):
+                locals_ += registers(math.prod(b.const_shape), b.dtype)
+            case tir.Gemm() if instruction_named(target, s.instruction).load == "descriptors":
+                pass
+            case tir.Gemm(c=c):
+                acc = layouts.buffers[c.buffer]
+                sets = 2 if s.fragments_ahead else 1  # fragments loaded a step ahead: two register sets
+                along = (math.prod(p.extent for p in acc.local_parts if p.dim == d) for d in range(len(acc.shape)))
+                gemm = max(gemm, sets * sum(along))
+            case (
+                tir.Alloc()  # shared memory
+                | tir.Let()
+                | tir.Store()
+                | tir.Copy()
+                | tir.Fill()
+                | tir.Reduce()
+                | tir.CumSum()
+                | tir.AtomicAdd()
+                | tir.For()
+                | tir.Parallel()
+                | tir.If()
+                | tir.Print()
+                | tir.DeviceAssert()
+                | tir.UseSwizzle()
+                | tir.AnnotateLayout()
+            ):
+                pass  # no registers that last
+            case _:
+                assert_never(s)
+    return RegisterEstimate(frags, locals_, gemm)

@@ -4,6 +4,7 @@
     tilec build a.tile b.tile --out-dir gen/ -MD          # gen/a.cu gen/a.d gen/b.cu gen/b.d
     tilec build k.tile -o k.cu --check                    # exit 1 + unified diff if k.cu is stale
     tilec check examples/*.tile -D BLOCK=64
+    tilec build k.tile -o k.cu -Werror -Wno-register-spill   # tilec's warnings: errors, one silenced
 
 Exit codes: 0 ok, 1 user error (diagnostics, bad options, --check mismatch),
 2 internal compiler error (a bug in tilec), 3 toolchain failure (nvcc, clang-format).
@@ -26,6 +27,7 @@ import click
 
 import tilec
 from tilec import driver, timing
+from tilec.diagnostics import WARNINGS, Diagnostic, WarningOptions
 from tilec.targets import ARCHES
 from tilec.toolchain import ToolchainError
 
@@ -151,6 +153,41 @@ def define_option(f):
     )(f)
 
 
+def warning_option(f):
+    return click.option(
+        "-W",
+        "warning_flags",
+        multiple=True,
+        metavar="NAME",
+        help="Warnings as gcc spells them: -Werror (warnings are errors, nvcc's too), -Werror=NAME, "
+        "-Wno-NAME (silence one), -WNAME, -Wno-error. Names: " + ", ".join(WARNINGS) + ".",
+    )(f)
+
+
+def parse_warning_flags(values: Sequence[str]) -> WarningOptions:
+    """-W values in order, later ones winning (as gcc reads them) -> WarningOptions."""
+    disabled: set[str] = set()
+    errors: set[str] = set()
+    werror = False
+    for value in values:
+        negated = value.startswith("no-")
+        name = value.removeprefix("no-")
+        if name == "error":
+            werror = not negated
+            continue
+        if name.startswith("error=") and not negated:
+            name = name.removeprefix("error=")
+            errors.add(name)
+        if name not in WARNINGS:
+            known = ", ".join(WARNINGS)
+            raise click.BadParameter(f"-W{value}: no warning '{name}' (tilec's warnings: {known})", param_hint="-W")
+        if negated:
+            disabled.add(name)
+        else:
+            disabled.discard(name)
+    return WarningOptions(frozenset(disabled), werror, frozenset(errors))
+
+
 def arch_option(f):
     return click.option(
         "--arch", type=click.Choice(ARCHES), default="sm_80", show_default=True, help="Target GPU architecture."
@@ -184,8 +221,9 @@ class BuildOptions:
     after: str | None
     check: bool
     cache: bool
-    werror: bool
+    werror: bool  # nvcc's warnings are errors (--werror, or -Werror)
     phony: bool
+    warnings: WarningOptions = WarningOptions()
 
 
 @cli.command()
@@ -208,7 +246,8 @@ class BuildOptions:
 @click.option("-MP", "phony", is_flag=True, help="Add a phony target per imported file (as gcc -MP).")
 @click.option("--check", is_flag=True, help="Compare with the existing output instead of writing: exit 1 + diff.")
 @click.option("--no-cache", is_flag=True, help="Do not use the content-hash build cache.")
-@click.option("--werror", is_flag=True, help="nvcc: treat warnings as errors.")
+@click.option("--werror", is_flag=True, help="nvcc: treat nvcc's warnings as errors (-Werror: tilec's too).")
+@warning_option
 @click.option("--time", "show_time", is_flag=True, help="Print the time spent per phase on stderr.")
 def build(
     inputs: tuple[str, ...],
@@ -229,6 +268,7 @@ def build(
     check: bool,
     no_cache: bool,
     werror: bool,
+    warning_flags: tuple[str, ...],
     show_time: bool,
 ) -> None:
     """Compile .tile files to CUDA C++ (and optionally with nvcc)."""
@@ -244,7 +284,9 @@ def build(
     if out_dir is not None and not check:
         make_out_dir(out_dir)
     no_cache = no_cache or bool(os.environ.get("TILEC_NO_CACHE"))
-    opts = BuildOptions(parse_defines(defines), arch, emit, after, check, not no_cache, werror, phony)
+    warns = parse_warning_flags(warning_flags)
+    nvcc_werror = werror or warns.werror
+    opts = BuildOptions(parse_defines(defines), arch, emit, after, check, not no_cache, nvcc_werror, phony, warns)
     outcomes = driver.build_many(
         [job.source for job in jobs], opts.defines, opts.arch, opts.emit, cache=opts.cache, after=opts.after
     )
@@ -323,6 +365,7 @@ def finish_job(job: Job, outcome: driver.Result | Exception, opts: BuildOptions)
         if isinstance(outcome, Exception):
             raise outcome
         result = outcome
+        report_warnings(result.warnings, opts.warnings)
         if opts.check:
             return check_output(job, result.text)
         write_job(job, result, opts)
@@ -332,6 +375,16 @@ def finish_job(job: Job, outcome: driver.Result | Exception, opts: BuildOptions)
             for path in job.outputs():
                 driver.remove_output(path)
         return report_exception(exc, job.source)
+
+
+def report_warnings(warnings: Sequence[Diagnostic], options: WarningOptions) -> None:
+    """Print the warnings `options` keep; raise them as a CompileError when any is an error (-Werror)."""
+    from tilec.diagnostics import CompileError, render_all, with_options
+
+    kept = with_options(warnings, options)
+    if any(w.severity == "error" for w in kept):
+        raise CompileError(kept)
+    report(render_all(kept))
 
 
 def write_job(job: Job, result: driver.Result, opts: BuildOptions) -> None:

@@ -9,12 +9,21 @@ plain text that golden `.err` files hold:
           |              ^^^^^^^
     hint: did you mean 'A_shared'?
 
+A warning is a Diagnostic too, with severity "warning" and the name that
+`-Wno-NAME` silences (WARNINGS lists them); compilation collects warnings
+instead of raising them, and `with_options` applies the command line's
+`-Wno-NAME` / `-Werror` to them, as gcc does:
+
+    gather.tile:13:13: warning: copy into 'A_shared' does not run ahead: ... [-Wlost-pipeline]
+
 Colour is added only at the CLI edge (cli.py). An unexpected exception is not a
 Diagnostic: the driver reports it as an internal compiler error (exit code 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tilec.source import Span
@@ -33,6 +42,43 @@ class Diagnostic:
     hint: str | None = None
     notes: tuple[Note, ...] = ()
     severity: str = "error"
+    name: str | None = None  # a warning's -W name (WARNINGS); kept when -Werror makes it an error
+
+
+# The warnings tilec reports, by the name `-Wno-NAME` silences: what each one means.
+WARNINGS = {
+    "lost-pipeline": "a copy of a Pipelined(num_stages >= 2) loop runs in its own iteration, not ahead",
+    "simt-gemm": "a gemm whose operand types a tensor core takes runs on CUDA cores (SIMT FMA)",
+    "register-spill": "a kernel's register estimate passes what a thread has: the rest spills to local memory",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WarningOptions:
+    """The command line's say on warnings: the names silenced (-Wno-NAME), whether every
+    warning is an error (-Werror), and the names that are (-Werror=NAME)."""
+
+    disabled: frozenset[str] = frozenset()
+    werror: bool = False
+    errors: frozenset[str] = frozenset()
+
+
+def warning(
+    span: Span | None, name: str, message: str, hint: str | None = None, notes: tuple[Note, ...] = ()
+) -> Diagnostic:
+    """The warning `name` (a key of WARNINGS) at `span`."""
+    assert name in WARNINGS, f"unknown warning {name}"
+    return Diagnostic(span, message, hint, notes, "warning", name)
+
+
+def with_options(warnings: Sequence[Diagnostic], options: WarningOptions) -> list[Diagnostic]:
+    """`warnings` less those silenced, as errors under -Werror (or their -Werror=NAME)."""
+    kept = [w for w in warnings if w.name not in options.disabled]
+    return [dataclasses.replace(w, severity="error") if _is_error(w, options) else w for w in kept]
+
+
+def _is_error(w: Diagnostic, options: WarningOptions) -> bool:
+    return options.werror or w.name in options.errors
 
 
 class CompileError(Exception):
@@ -79,9 +125,17 @@ def _located(span: Span | None, kind: str, message: str) -> list[str]:
     return [f"{span.location()}: {kind}: {message}", *_excerpt(span)]
 
 
+def _named(diag: Diagnostic) -> str:
+    """The message with gcc's tag of a named warning: [-Wname], or [-Werror=name] once an error."""
+    if diag.name is None:
+        return diag.message
+    flag = f"-W{diag.name}" if diag.severity == "warning" else f"-Werror={diag.name}"
+    return f"{diag.message} [{flag}]"
+
+
 def render(diag: Diagnostic) -> str:
-    """Plain-text rendering of one diagnostic (what golden .err files hold)."""
-    lines = _located(diag.span, diag.severity, diag.message)
+    """Plain-text rendering of one diagnostic (what golden .err and .warn files hold)."""
+    lines = _located(diag.span, diag.severity, _named(diag))
     for note in diag.notes:
         lines += _located(note.span, "note", note.message)
     if diag.hint:

@@ -5,10 +5,13 @@
       -> compile_program (passes, lower, emit -> unformatted C++)
       -> format_cpp      (pinned clang-format, shipped style)
 
-`build` adds a content-hash cache in front of that: the key is the main
+`build` returns a `Result` holding the warnings too (`build(path).warnings`:
+diagnostics of severity "warning", which the caller filters and prints; the CLI
+applies -Wno-NAME and -Werror). It adds a content-hash cache in front of that: the key is the main
 file's path and bytes, the defines, the arch, the emit kind (and `--after`) and tilec itself;
 the entry records every `.tile` read (imports included) with its hash, so an
-unchanged rebuild reads a few files and never imports the compiler.
+unchanged rebuild reads a few files and never imports the compiler. A build with
+warnings is not cached: every rebuild reports them again.
 
 Outputs are written through `write_atomic` (temporary file beside the target,
 then `os.replace`) into directories that must exist, as gcc and nvcc require;
@@ -33,6 +36,8 @@ import tilec
 from tilec.timing import phase
 
 if TYPE_CHECKING:
+    from tilec.diagnostics import Diagnostic
+    from tilec.pipeline import Output
     from tilec.targets import Launch
 
 EMITS = ("cuda", "tir", "thread")
@@ -43,6 +48,7 @@ class Result:
     text: str
     files: tuple[str, ...]  # every .tile read, the main file first
     cached: bool = False
+    warnings: tuple[Diagnostic, ...] = ()  # pipeline.compile_with_warnings's, unfiltered
 
 
 # ---------------------------------------------------------------- compiling
@@ -73,10 +79,19 @@ def compile_program_text(
     False (then the caller formats it, as `build_many` does for many files at once).
     `after` names the pass whose IR `--emit tir|thread` prints (pipeline.py); each
     pass is a phase of its own."""
+    return compile_program_output(program, arch, emit, formatted, after).text
+
+
+def compile_program_output(
+    program, arch: str = "sm_80", emit: str = "cuda", formatted: bool = True, after: str | None = None
+) -> Output:
+    """`compile_program_text`'s text with the program's warnings."""
     with phase("import back end"):
-        from tilec.pipeline import compile_program
-    text = compile_program(program, arch, emit, after)
-    return format_texts([text])[0] if emit == "cuda" and formatted else text
+        from tilec.pipeline import compile_with_warnings
+    out = compile_with_warnings(program, arch, emit, after)
+    if emit == "cuda" and formatted:
+        return dataclasses.replace(out, text=format_texts([out.text])[0])
+    return out
 
 
 def format_texts(texts: Sequence[str]) -> list[str]:
@@ -137,8 +152,8 @@ def build_many(
                     outcomes.append(hit)
                     continue
             program = elaborate(path, defines, arch)
-            text = compile_program_text(program, arch, emit, formatted=False, after=after)
-            result = Result(text, tuple(program.files) or (path,))
+            out = compile_program_output(program, arch, emit, formatted=False, after=after)
+            result = Result(out.text, tuple(program.files) or (path,), warnings=out.warnings)
         except Exception as exc:  # noqa: BLE001 - reported by the caller, per file
             outcomes.append(exc)
             continue
@@ -154,7 +169,7 @@ def build_many(
         fresh = [(i, key, dataclasses.replace(r, text=t)) for (i, key, r), t in zip(fresh, texts, strict=True)]
     for i, key, result in fresh:
         outcomes[i] = result
-        if key is not None:
+        if key is not None and not result.warnings:
             _cache_put(key, result)
     return outcomes
 

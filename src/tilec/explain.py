@@ -40,16 +40,15 @@ from typing import assert_never
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
+from tilec.budget import RegisterEstimate, register_estimate
 from tilec.instructions import Instruction
 from tilec.passes.infer_layouts import Layouts, fragment_registers
-from tilec.passes.plan_pipeline import producers
+from tilec.passes.plan_pipeline import loop_refusal, producers, refusals
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.targets import Target, instruction_named
 from tilec.tir_print import expr_text
 
 Words = Mapping[str, str]  # Spelling.explain: the target's names of neutral operations
-
-NOT_PIPELINED = "plain loop (num_stages < 2, or no global -> shared copy to run ahead)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,7 +514,8 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
                         "set of registers, and the iteration's barrier sits before its last step"
                     )
             else:
-                caption = f"num_stages={s.num_stages}: {NOT_PIPELINED}"
+                caption = f"num_stages={s.num_stages}: plain loop"
+            caption += _not_ahead(s, bool(ahead_copies))
             rows = tuple(
                 (_stage_label(t, s, bool(ahead_copies)), where(t), op_text(t))
                 for t in s.body
@@ -536,6 +536,21 @@ def _warp_roles_caption(loop: tir.For, words: Words) -> str:
     )
 
 
+def _not_ahead(loop: tir.For, pipelined: bool) -> str:
+    """Why a Pipelined loop, or some of its copies, do not run ahead (plan_pipeline's reasons,
+    which -Wlost-pipeline reports too)."""
+    if loop.num_stages < 2:
+        return " (num_stages < 2)"
+    whole = loop_refusal(loop)
+    if whole is not None:
+        return f": {whole[0]}"
+    copies = [
+        f"the copy into '{c.dst.buffer.name}' (line {c.span.line}) cannot run ahead: {r.reason}"
+        for c, r in refusals(loop)
+    ]
+    return ("; " if pipelined else ": ") + "; ".join(copies) if copies else ""
+
+
 def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     """The iteration whose tiles statement `t` of a pipelined loop works on (and, for a copy
     issued after a gemm rather than at the top of the iteration, which gemm); a warp-role
@@ -552,45 +567,9 @@ def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     return label
 
 
-def register_estimate(kernel: tir.Kernel, layouts: Layouts, target: Target) -> tuple[int, str]:
-    """Registers per thread from the data lowering keeps in registers (an estimate); a gemm
-    whose operands are read through descriptors holds none of them."""
-    frags = locals_ = gemm = 0
-    for s in _walk(kernel.body):
-        match s:
-            case tir.Alloc(buffer=b) if b.scope == "fragment":
-                frags += math.ceil(layouts.buffers[b].local_size * b.dtype.bytes / 4)
-            case tir.Alloc(buffer=b) if b.scope in ("local", "var"):
-                locals_ += math.ceil(math.prod(b.const_shape) * b.dtype.bytes / 4)
-            case tir.Gemm(c=c) if instruction_named(target, s.instruction).load == "descriptors":
-                pass
-            case tir.Gemm(c=c):
-                acc = layouts.buffers[c.buffer]
-                sets = 2 if s.fragments_ahead else 1  # fragments loaded a step ahead: two register sets
-                gemm = max(gemm, sets * sum(regs_along(acc, d) for d in range(len(acc.shape))))
-            case (
-                tir.Alloc()  # shared memory
-                | tir.Let()
-                | tir.Store()
-                | tir.Copy()
-                | tir.Fill()
-                | tir.Reduce()
-                | tir.CumSum()
-                | tir.AtomicAdd()
-                | tir.For()
-                | tir.Parallel()
-                | tir.If()
-                | tir.Print()
-                | tir.DeviceAssert()
-                | tir.UseSwizzle()
-                | tir.AnnotateLayout()
-            ):
-                pass  # no registers that last
-            case _:
-                assert_never(s)
-    total = frags + locals_ + gemm
-    parts = f"fragments {frags} + locals {locals_} + gemm operands {gemm}"
-    return total, f"~{total} registers per thread (estimate: {parts}; nvcc adds indices, addresses, temporaries)"
+def register_note(estimate: RegisterEstimate) -> str:
+    also = "nvcc adds indices, addresses, temporaries"
+    return f"~{estimate.total} registers per thread (estimate: {estimate.parts}; {also})"
 
 
 def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
@@ -622,7 +601,8 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, words)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    notes = (smem_note(kernel, layouts, lowered.dynamic_smem), register_estimate(kernel, layouts, target)[1])
+    registers = register_note(register_estimate(kernel, layouts, target))
+    notes = (smem_note(kernel, layouts, lowered.dynamic_smem), registers)
     return KernelReport(kernel.name, heading, tuple(tables), notes + _launcher_notes(lowered, words))
 
 

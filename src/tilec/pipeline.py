@@ -1,6 +1,7 @@
 """The compiler's passes in order, from a checked program to C++ text.
 
     compile_program(program, arch="sm_80", emit="cuda", after=None, verify=None) -> str
+    compile_with_warnings(...) -> Output          (the text and the warnings found on the way)
 
 `PASSES` is the list, one line per pass with why it sits where it does; each
 kernel goes through them in order, then `emit` prints the module. Every pass
@@ -30,12 +31,13 @@ from typing import Literal
 
 from tilec import thread_ir as T
 from tilec import tir
-from tilec.diagnostics import error
+from tilec.diagnostics import Diagnostic, error
 from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
 from tilec.passes.select import select_kernel
+from tilec.passes.warn import warnings
 from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
 from tilec.timing import phase
@@ -52,6 +54,15 @@ class Unit:
     target: Target
     layouts: Layouts | None = None
     lowered: T.Kernel | None = None
+    warnings: tuple[Diagnostic, ...] = ()  # collected, never raised (passes/warn.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """What compiling a program gives: the text `emit` asked for, and its warnings."""
+
+    text: str
+    warnings: tuple[Diagnostic, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,11 @@ def _infer_layouts(u: Unit) -> Unit:
 
 def _plan_pipeline(u: Unit) -> Unit:
     return replace(u, kernel=plan_pipeline(u.kernel, u.target))
+
+
+def _warn(u: Unit) -> Unit:
+    assert u.layouts is not None, "warn runs after infer_layouts"
+    return replace(u, warnings=u.warnings + warnings(u.kernel, u.layouts, u.target))
 
 
 def _lower(u: Unit) -> Unit:
@@ -112,6 +128,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("infer_layouts", "tir", _infer_layouts),
     # Pipelines next: which copies run ahead, which shared tiles get one copy per stage.
     Pass("plan_pipeline", "tir", _plan_pipeline),
+    # Warnings on what the plan lost (pipelining, tensor cores, registers): every decision is made.
+    Pass("warn", "tir", _warn),
     # Tile ops become per-thread code under those layouts.
     Pass("lower", "thread", _lower),
     # Shared memory again, now with padding, pipeline stages and scratch: before any more work
@@ -237,10 +255,19 @@ def compile_program(
 ) -> str:
     """C++ text (emit="cuda"), or the Tile IR / Thread IR text ("tir" / "thread") as the
     pass `after` leaves it (by default the last pass leaving that IR)."""
+    return compile_with_warnings(program, arch, emit, after, verify).text
+
+
+def compile_with_warnings(
+    program: tir.Program, arch: str = "sm_80", emit: str = "cuda", after: str | None = None, verify: bool | None = None
+) -> Output:
+    """`compile_program`'s text and the warnings of every kernel, in kernel order (those of the
+    passes that ran: none when `after` stops before `warn`)."""
     passes = _passes_until(emit, after)
     units = run_passes(program, arch, passes, verify_by_default() if verify is None else verify)
     with phase("emit"):
-        return _emit(emit, units, program, get_target(arch))
+        text = _emit(emit, units, program, get_target(arch))
+    return Output(text, tuple(w for u in units for w in u.warnings))
 
 
 def _emit(emit: str, units: list[Unit], program: tir.Program, target: Target) -> str:

@@ -10,7 +10,9 @@ the rest of the body (the consumers) reads the copy of iteration k.
         gemm(A_shared, B_shared, C)            consumer, reads stage k % 3
 
 A copy is not a producer when its source indices use a value computed in
-the loop body, or when anything else in the loop writes its tile.
+the loop body or read a buffer the body writes, when anything else in the
+loop writes its tile, or when it is not at the top level of the body;
+`refusals` says which copies and why (-Wlost-pipeline and explain print it).
 
 A global -> shared copy that comes before a pipelined loop in the same block,
 with nothing between them touching its tile and nothing in the loop writing
@@ -32,13 +34,15 @@ start, and V still has the softmax and the rest of the iteration to land
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from tilec import tir, tir_walk
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
+from tilec.tir_print import expr_text
 
 
 def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
@@ -200,24 +204,87 @@ def _is_one(e: tir.Expr) -> bool:
 
 
 def _producers(loop: tir.For) -> list[tir.Copy]:
-    defined = {s.var for s in loop.body if isinstance(s, tir.Let)}
-    candidates = [
-        s
-        for s in loop.body
-        if isinstance(s, tir.Copy)
-        and s.src.buffer.scope == "global"
-        and s.dst.buffer.scope == "shared"
-        and not (defined & _vars(s.src))
-    ]
-    writes: dict[tir.Buffer, int] = {}
-    for s in tir_walk.stmts(loop.body):
-        for buf in tir_walk.written(s):
-            writes[buf] = writes.get(buf, 0) + 1
+    return [c for c in _top_level_candidates(loop) if _refusal(loop, c) is None]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a copy of a pipelined loop does not run ahead: `reason` (a clause: "its indices
+    use ..."), what to do instead, and the statement of the body that makes it so, with what
+    to say about it."""
+
+    reason: str
+    hint: str
+    cause: tir.Stmt | None = None
+    cause_note: str = ""
+
+
+def refusals(loop: tir.For) -> list[tuple[tir.Copy, Refusal]]:
+    """The global -> shared copies of a pipelined loop (num_stages >= 2, step 1) that the plan
+    leaves in their iteration, each with its reason (what `-Wlost-pipeline` and explain say)."""
+    top = _top_level_candidates(loop)
+    out = [(c, r) for c in top if (r := _refusal(loop, c)) is not None]
+    nested = [s for s in _copies_into_shared(tir_walk.stmts(loop.body)) if not any(s is c for c in top)]
+    why = "it is inside a block of the loop body; only copies at the top level of the body run ahead"
+    hint = "move the copy to the top level of the loop body if it may run in every iteration"
+    return out + [(c, Refusal(why, hint)) for c in nested]
+
+
+def loop_refusal(loop: tir.For) -> tuple[str, str] | None:
+    """Why a Pipelined(num_stages >= 2) loop has no producers at all, and what to do instead, when
+    the reason is the loop's own (a body without copies into shared memory); None when its copies'
+    reasons (`refusals`) are the whole story."""
+    if _copies_into_shared(tir_walk.stmts(loop.body)):
+        return None
+    why = "its body has no copy from a global tensor into shared memory to run ahead"
+    return why, "drop num_stages, or copy the loop's tiles into shared memory in its body"
+
+
+def _copies_into_shared(stmts: Iterable[tir.Stmt]) -> list[tir.Copy]:
+    """The copies of `stmts` from a global tensor into a shared tile."""
     return [
-        c
-        for c in candidates
-        if writes.get(c.dst.buffer, 0) == 1 and not any(ld.buffer in writes for ld in _index_loads(c.src))
+        s
+        for s in stmts
+        if isinstance(s, tir.Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
     ]
+
+
+def _top_level_candidates(loop: tir.For) -> list[tir.Copy]:
+    return _copies_into_shared(loop.body)
+
+
+def _refusal(loop: tir.For, c: tir.Copy) -> Refusal | None:
+    """Why `c`, a global -> shared copy at the top of `loop`'s body, cannot run ahead (None: it can):
+    its indices use a value of the iteration, or the loop writes its tile or an index's table."""
+    lets = [s for s in loop.body if isinstance(s, tir.Let) and s.var in _vars(c.src)]
+    if lets:
+        let = lets[0]
+        how = "loaded" if tir_walk.loads(let.value) else "computed"
+        note = f"'{let.var.name}' is {how} here, in the iteration the copy would run ahead of"
+        hint = (
+            f"write {expr_text(let.value)} into the copy's indices in place of '{let.var.name}': a pipelined "
+            f"copy evaluates its indices for the iteration it fetches ({loop.var.name} + {loop.num_stages - 1})"
+        )
+        return Refusal(f"its indices use '{let.var.name}', {how} in the loop body", hint, let, note)
+    tile = c.dst.buffer.name
+    other = _writer(loop, c.dst.buffer, c)
+    if other is not None:
+        hint = f"give the other statement a tile of its own, so that only the copy writes '{tile}'"
+        return Refusal(
+            f"the loop body writes its tile '{tile}' elsewhere too", hint, other, f"'{tile}' is written here"
+        )
+    for ld in _index_loads(c.src):
+        writer = _writer(loop, ld.buffer, None)
+        if writer is not None:
+            note = f"'{ld.buffer.name}' is written here, in the iteration the copy would run ahead of"
+            hint = f"fill '{ld.buffer.name}' before the loop, so that the copy can read it iterations ahead"
+            return Refusal(f"its indices read '{ld.buffer.name}', which the loop body writes", hint, writer, note)
+    return None
+
+
+def _writer(loop: tir.For, buf: tir.Buffer, besides: tir.Stmt | None) -> tir.Stmt | None:
+    """The first statement of `loop`'s body (nested ones included) other than `besides` that writes `buf`."""
+    return next((s for s in tir_walk.stmts(loop.body) if s is not besides and buf in tir_walk.written(s)), None)
 
 
 def _index_loads(region: tir.Region) -> list[tir.Load]:

@@ -26,7 +26,7 @@ import dataclasses
 
 from tilec import tir, tir_walk
 from tilec.instructions import Instruction, takes
-from tilec.targets import Target
+from tilec.targets import Target, instruction_named
 
 
 def select(program: tir.Program, target: Target) -> tir.Program:
@@ -72,19 +72,49 @@ def choose(
 
 
 def accepts(record: Instruction, g: tir.Gemm, threads: int, target: Target) -> bool:
+    return refusal(record, g, threads, target) is None
+
+
+def refusal(record: Instruction, g: tir.Gemm, threads: int, target: Target) -> tuple[str, str] | None:
+    """Why `record` does not take `g` in a block of `threads` threads (a clause: "K = 24 is not a
+    multiple of 16, its k step") and what would let it, or None when it does."""
     a, b, c = g.a.buffer, g.b.buffer, g.c.buffer
     if record.operands is None:
-        return True
-    if a.dtype != b.dtype or not takes(record, a.dtype, c.dtype, target.capability) or len(c.shape) != 2:
-        return False
-    if gemm_depth(g) % record.shape[2] or (not record.a_in_registers and a.scope != "shared"):
-        return False
+        return None
+    if a.dtype != b.dtype or not takes(record, a.dtype, c.dtype, target.capability):
+        return f"it takes no {a.dtype.tile_name} x {b.dtype.tile_name} -> {c.dtype.tile_name}", "change the types"
+    if len(c.shape) != 2:
+        return f"the accumulator '{c.name}' is not 2-D", "use a 2-D accumulator"
+    k, step = gemm_depth(g), record.shape[2]
+    if k % step:
+        return f"K = {k} is not a multiple of its k step, {step}", f"use a K tile that is a multiple of {step}"
+    if not record.a_in_registers and a.scope != "shared":
+        return f"A ('{a.name}') is a {a.scope} tile and it reads A from shared memory", "copy A to a shared tile"
     if record.k_contiguous and (g.transpose_a or not g.transpose_b):
-        return False
+        why = f"its {a.dtype.tile_name} operands must be A (M, K) and B (N, K), with transpose_B=True"
+        return why, "store B as (N, K) and pass transpose_B=True, with A (M, K) and transpose_A=False"
     if record.operands_fit is not None and not record.operands_fit(g, threads):
-        return False
+        return "its operands are not whole shared tiles it can address", "use whole shared tiles as operands"
     m, n = c.const_shape
-    return record.accumulator((m, n), threads, g.policy, None) is not None
+    if record.accumulator((m, n), threads, g.policy, None) is None:
+        tile = f"{record.shape[0]}x{record.shape[1]}"
+        why = f"the {m}x{n} accumulator does not split into {tile} tiles over the warps of {threads} threads"
+        return why, "change the tile shape, the threads or the policy so that each warp gets whole tiles"
+    return None
+
+
+def simt_refusal(g: tir.Gemm, threads: int, target: Target) -> tuple[Instruction, str, str] | None:
+    """For a gemm `select` sent to SIMT FMA although a tensor-core record of `target` takes its
+    types: the last such record (the most general), why it refused and what would let it; None
+    otherwise."""
+    if instruction_named(target, g.instruction).operands is not None:
+        return None
+    a, c = g.a.buffer, g.c.buffer
+    typed = [r for r in target.instructions if r.operands is not None and takes(r, a.dtype, c.dtype, target.capability)]
+    if not typed or a.dtype != g.b.buffer.dtype:
+        return None
+    refused = refusal(typed[-1], g, threads, target)
+    return (typed[-1], *refused) if refused is not None else None
 
 
 def gemm_depth(g: tir.Gemm) -> int:
