@@ -99,7 +99,12 @@ HEADER_OF_NAME: dict[str, str] = {
 }
 HEADER_ORDER = ("hip/hip_runtime.h", "hip/hip_fp16.h", "hip/hip_bfloat16.h", "stdint.h", "stdio.h")
 
-HELPER_TYPES: dict[str, tuple[str, ...]] = {"mfma_f16": ("half",), "mfma_bf16": ("hip_bfloat16",)}
+HELPER_TYPES: dict[str, tuple[str, ...]] = {
+    "mfma_16_f16": ("half",),
+    "mfma_32_f16": ("half",),
+    "mfma_16_bf16": ("hip_bfloat16",),
+    "mfma_32_bf16": ("hip_bfloat16",),
+}
 
 HELPERS: dict[str, str] = {
     "exp2": """
@@ -108,3 +113,33 @@ __device__ __forceinline__ float tilec_exp2(float x) { return exp2f(x); }""",
 }
 SMEM_ADDR_HELPER = ""
 SHARED_ADDRESS_HELPERS: frozenset[str] = frozenset()
+
+
+def _mfma_helper(m: int, suffix: str, ctype: str, builtin: str, operand: str, acc: str) -> str:
+    """c[0 .. m*m/64) += A B for one wave64's m x m MFMA; a, b: the lane's K-consecutive elements."""
+    k = 16 if m == 16 else 8
+    regs = m * m // 64
+    vec = f"tilec_{acc}{regs}"
+    inputs = ", ".join(f"c[{i}]" for i in range(regs))
+    return f"""
+// c[0..{regs - 1}] += A ({m}x{k}) * B ({k}x{m}) by one wave64 on the matrix cores ({builtin}); lane l
+// gives A row l % {m} and B column l % {m}, K elements {4 if m == 16 else 4} (l / {m}) .. +3 of each.
+__device__ __forceinline__ void tilec_mfma_{m}x{m}x{k}_{suffix}({acc}* c, const {ctype}* a, const {ctype}* b) {{
+  typedef {operand} operand_t;
+  typedef {acc} {vec} __attribute__((ext_vector_type({regs})));
+  {vec} d = {{{inputs}}};
+  d = __builtin_amdgcn_{builtin}(*reinterpret_cast<const operand_t*>(a), *reinterpret_cast<const operand_t*>(b), d,
+                                 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < {regs}; ++i) c[i] = d[i];
+}}"""
+
+
+_HALF4 = "_Float16 __attribute__((ext_vector_type(4)))"
+_SHORT4 = "short __attribute__((ext_vector_type(4)))"
+HELPERS["mfma_16_f16"] = _mfma_helper(16, "f16", "half", "mfma_f32_16x16x16f16", _HALF4, "float")
+HELPERS["mfma_32_f16"] = _mfma_helper(32, "f16", "half", "mfma_f32_32x32x8f16", _HALF4, "float")
+HELPERS["mfma_16_bf16"] = _mfma_helper(16, "bf16", "hip_bfloat16", "mfma_f32_16x16x16bf16_1k", _SHORT4, "float")
+HELPERS["mfma_32_bf16"] = _mfma_helper(32, "bf16", "hip_bfloat16", "mfma_f32_32x32x8bf16_1k", _SHORT4, "float")
+HELPERS["mfma_16_i8"] = _mfma_helper(16, "i8", "signed char", "mfma_i32_16x16x16i8", "int", "int")
+HELPERS["mfma_32_i8"] = _mfma_helper(32, "i8", "signed char", "mfma_i32_32x32x8i8", "int", "int")
