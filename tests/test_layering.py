@@ -1,5 +1,5 @@
-"""Layering: the CUDA words, the CUDA warp size and imports of the CUDA backend stay in
-src/tilec/backends/cuda/ (and, for the imports, in targets.py, which assembles its records).
+"""Layering: the CUDA (and HIP) words, the warp sizes and imports of a backend stay in
+src/tilec/backends/<language>/ (and, for the imports, in targets.py, which assembles their records).
 Everything else is target-neutral: a new target adds modules, it does not edit these."""
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ import ast
 import pathlib
 import re
 
+import pytest
+
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "src" / "tilec"
 CUDA_BACKEND = PACKAGE / "backends" / "cuda"
+BACKENDS = (CUDA_BACKEND, PACKAGE / "backends" / "hip")
 
 # CUDA spellings (issue 10's list, and the PTX/C names a lowering would otherwise write).
 CUDA_WORDS = re.compile(
@@ -45,7 +48,7 @@ NOT_WARP_SIZES: dict[tuple[str, str], str] = {
 
 
 def _neutral_modules() -> list[pathlib.Path]:
-    return [p for p in sorted(PACKAGE.rglob("*.py")) if CUDA_BACKEND not in p.parents]
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if not any(b in p.parents for b in BACKENDS)]
 
 
 def _name(path: pathlib.Path) -> str:
@@ -55,7 +58,7 @@ def _name(path: pathlib.Path) -> str:
 def test_the_neutral_modules_exist() -> None:
     names = {_name(p) for p in _neutral_modules()}
     assert {"emit.py", "explain.py", "targets.py", "lower/kernel.py", "passes/select.py"} <= names
-    assert not any(n.startswith("backends/cuda/") for n in names)
+    assert not any(n.startswith(("backends/cuda/", "backends/hip/")) for n in names)
 
 
 def test_no_cuda_spelling_outside_the_cuda_backend() -> None:
@@ -105,11 +108,19 @@ def _imported_modules(path: pathlib.Path) -> set[str]:
     return out
 
 
-def test_only_the_target_registry_imports_the_cuda_backend() -> None:
+@pytest.mark.parametrize("language", ["cuda", "hip"])
+def test_only_the_target_registry_imports_a_backend(language: str) -> None:
     # lowering reaches a backend's lowerings through Target.backend (lower.context.backend_of), by name
+    package = f"tilec.backends.{language}"
     importers = sorted(
         _name(p)
         for p in _neutral_modules()
-        if any(m == "tilec.backends.cuda" or m.startswith("tilec.backends.cuda.") for m in _imported_modules(p))
+        if any(m == package or m.startswith(package + ".") for m in _imported_modules(p))
     )
     assert importers == ["targets.py"]
+
+
+def test_the_backends_do_not_import_each_other() -> None:
+    for backend, other in ((BACKENDS[0], "hip"), (BACKENDS[1], "cuda")):
+        for p in sorted(backend.glob("*.py")):
+            assert not any(m.startswith(f"tilec.backends.{other}") for m in _imported_modules(p)), _name(p)

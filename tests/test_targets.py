@@ -30,13 +30,28 @@ def module(*kernels: T.Kernel, helpers: tuple[str, ...] = ()) -> T.Module:
 
 
 def test_one_record_per_arch() -> None:
-    assert ARCHES == ("sm_80", "sm_86", "sm_89", "sm_90a")
+    assert ARCHES == ("sm_80", "sm_86", "sm_89", "sm_90a", "gfx90a", "gfx942")
     for arch, t in TARGETS.items():
+        if t.language == "hip":
+            assert (t.backend, t.warp_size, t.smem_limit, t.gencode) == ("hip.cdna", 64, 65536, arch)
+            continue
         backend = "cuda.sm90" if arch == "sm_90a" else "cuda.sm80"  # wgmma; the rest as sm_80
         assert (t.arch, t.language, t.backend, t.warp_size) == (arch, "cuda", backend, 32)
         assert t.gencode == f"arch=compute_{arch[3:]},code={arch}"
     assert target_of_capability(9, 0) is get_target("sm_90a")
     assert target_of_capability(7, 5) is None
+    assert target_of_capability(9, 10) is None  # gfx90a's (9, 0x0a) is no CUDA device's
+
+
+def test_hipcc_flags_come_from_the_record() -> None:
+    from tilec.targets import compiler_flags
+
+    gfx90a = get_target("gfx90a")
+    assert compiler_flags(gfx90a, "hsaco", werror=True) == [
+        "--genco", "--offload-arch=gfx90a", "-O3", "-std=c++17", "-Werror"
+    ]  # fmt: skip
+    assert compiler_flags(gfx90a, "shared")[:2] == ["-shared", "-fPIC"]
+    assert gfx90a.compiler.env == {"HIP_PLATFORM": "amd"} and gfx90a.compiler.source_suffix == ".hip"
 
 
 def test_cli_arch_choices_are_the_registry() -> None:

@@ -239,6 +239,7 @@ class BuildOptions:
 @click.option("--header", metavar="OUT.h", help="Also write the launchers' C prototypes.")
 @click.option("--headers", is_flag=True, help="With --out-dir: also write DIR/NAME.h.")
 @click.option("--cubin", metavar="OUT.cubin", help="Also compile with nvcc to a cubin.")
+@click.option("--hsaco", metavar="OUT.hsaco", help="Also compile with hipcc to a code object (--arch gfx*).")
 @click.option("--obj", metavar="OUT.o", help="Also compile with nvcc to an object file.")
 @click.option("--shared", metavar="OUT.so", help="Also compile with nvcc to a shared library.")
 @click.option("-MD", "make_deps", is_flag=True, help="Write a Make depfile (OUT.d, or the -MF path).")
@@ -260,6 +261,7 @@ def build(
     header: str | None,
     headers: bool,
     cubin: str | None,
+    hsaco: str | None,
     obj: str | None,
     shared: str | None,
     make_deps: bool,
@@ -273,11 +275,11 @@ def build(
 ) -> None:
     """Compile .tile files to CUDA C++ (and optionally with nvcc)."""
     paths = {"-o": output, "--out-dir": out_dir, "--header": header, "-MF": depfile}
-    paths |= {"--cubin": cubin, "--obj": obj, "--shared": shared}
+    paths |= {"--cubin": cubin, "--hsaco": hsaco, "--obj": obj, "--shared": shared}
     for flag, value in paths.items():
         if value == "":
             raise click.UsageError(f"{flag} needs a path, not an empty string")
-    binaries = [(k, p) for k, p in (("cubin", cubin), ("obj", obj), ("shared", shared)) if p]
+    binaries = [(k, p) for k, p in (("cubin", cubin), ("hsaco", hsaco), ("obj", obj), ("shared", shared)) if p]
     jobs = plan_jobs(
         inputs, output, out_dir, header, headers, binaries, make_deps or bool(depfile), depfile, emit, check
     )
@@ -309,7 +311,7 @@ def plan_jobs(
     check: bool,
 ) -> list[Job]:
     if len(binaries) > 1:
-        raise click.UsageError("give at most one of --cubin, --obj, --shared")
+        raise click.UsageError("give at most one of --cubin, --hsaco, --obj, --shared")
     if binaries and emit != "cuda":
         raise click.UsageError(f"--{binaries[0][0]} needs --emit cuda")
     if (header or headers) and emit != "cuda":
@@ -413,7 +415,8 @@ def compile_binary(job: Job, text: str, opts: BuildOptions) -> None:
             warnings = toolchain.run_nvcc(kind, job.cu, out, opts.arch, opts.werror)
         else:
             with tempfile.TemporaryDirectory(prefix="tilec-") as tmp:
-                cu = os.path.join(tmp, os.path.splitext(os.path.basename(job.source))[0] + ".cu")
+                suffix = toolchain.target_of(opts.arch).compiler.source_suffix
+                cu = os.path.join(tmp, os.path.splitext(os.path.basename(job.source))[0] + suffix)
                 driver.write_atomic(cu, text)
                 warnings = toolchain.run_nvcc(kind, cu, out, opts.arch, opts.werror)
     report(warnings)

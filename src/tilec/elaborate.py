@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tilec import fold, shapes, tir
+from tilec import fold, shapes, tir, tir_walk
 from tilec import syntax as S
 from tilec.budget import (
     INT32_MAX,
@@ -168,6 +168,7 @@ class _Elaborator(ProgramScope):
         self.check_shared_memory(k, kx)
         self.check_registers(k, kx)
         grid, block_vars, threads, body = kx.block
+        self.check_types(kx.tensors, body)
         return tir.Kernel(
             k.name, tuple(kx.tensors), tuple(kx.scalars), tuple(kx.dims), grid, block_vars, threads, body, k.span
         )
@@ -188,6 +189,20 @@ class _Elaborator(ProgramScope):
                     hint="use smaller tiles or fewer pipeline stages",
                 )
             )
+
+    def check_types(self, tensors: list[tir.Buffer], body: tuple[tir.Stmt, ...]) -> None:
+        """Each tensor or allocation of an element type the target's language has no type for
+        (Target.missing_types: float8 on HIP's gfx90a) is reported once, where it is declared."""
+        allocs = [s.buffer for s in tir_walk.stmts(body) if isinstance(s, tir.Alloc)]
+        for buf in (*tensors, *allocs):
+            if buf.dtype in self.target.missing_types:
+                self.diags.append(
+                    Diagnostic(
+                        buf.span,
+                        f"'{buf.name}' is {buf.dtype.tile_name}, which {self.arch} does not support",
+                        hint=f"{self.arch}'s compiler has no {buf.dtype.tile_name} type; use float16 or bfloat16",
+                    )
+                )
 
     def check_registers(self, k: S.KernelDef, kx: _KernelState) -> None:
         limit = register_limit(self.target.max_registers)

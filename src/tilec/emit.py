@@ -105,10 +105,15 @@ def _paren(e: object, prec: int, sp: Spelling) -> str:
     return f"({text})" if p < prec else text
 
 
-def _float_literal(v: float, d: DType) -> str:
+def ctype(d: DType, sp: Spelling) -> str:
+    """The C++ name of element type `d` in the target's language (dtypes.py's, unless it spells its own)."""
+    return sp.type_names.get(d, d.cname)
+
+
+def _float_literal(v: float, d: DType, sp: Spelling) -> str:
     if math.isinf(v):
         text = "INFINITY" if v > 0 else "-INFINITY"
-        return text if d == DType.float32 else f"static_cast<{d.cname}>({text})"
+        return text if d == DType.float32 else f"static_cast<{ctype(d, sp)}>({text})"
     text = repr(float(v))
     if "e" not in text and "." not in text:
         text += ".0"
@@ -127,7 +132,7 @@ def _expr(e: object, sp: Spelling) -> tuple[str, int]:
         case tir.IntImm(v, d):
             return _int_literal(v, d), _PRIMARY if v >= 0 else _UNARY
         case tir.FloatImm(v, d):
-            return _float_literal(v, d), _PRIMARY if v >= 0 else _UNARY
+            return _float_literal(v, d, sp), _PRIMARY if v >= 0 else _UNARY
         case tir.BoolImm(v):
             return ("true" if v else "false"), _PRIMARY
         case tir.Var(name) | T.Sym(name):
@@ -146,7 +151,7 @@ def _expr(e: object, sp: Spelling) -> tuple[str, int]:
         case tir.Call(f, args, d):
             return _call(f, args, d, sp), _PRIMARY
         case T.Subscript(array, indices, d, reinterpret):
-            base = f"reinterpret_cast<{d.cname}*>({array})" if reinterpret else array
+            base = f"reinterpret_cast<{ctype(d, sp)}*>({array})" if reinterpret else array
             return base + "".join(f"[{expr_text(i, sp)}]" for i in indices), _PRIMARY
         case T.Intrin(name, args):
             return _intrin(name, args, sp), _PRIMARY
@@ -186,7 +191,7 @@ def _cast(v: tir.Expr, d: DType, sp: Spelling) -> str:
     inner = expr_text(v, sp)
     if d.is_low_precision and v.dtype not in (DType.float32, d):
         inner = f"static_cast<float>({inner})"
-    return f"static_cast<{d.cname}>({inner})"
+    return f"static_cast<{ctype(d, sp)}>({inner})"
 
 
 def _call_named(name: str, args: tuple[tir.Expr, ...], sp: Spelling) -> str:
@@ -212,26 +217,38 @@ def _call(f: str, args: tuple[tir.Expr, ...], d: DType, sp: Spelling) -> str:
 def _decl(s: T.Decl, sp: Spelling) -> str:
     dims = "".join(f"[{d}]" for d in s.dims)
     prefix = ("const " if s.const else "") + (f"alignas({s.align}) " if s.align else "")
-    init = f" = {expr_text(s.init, sp)}" if s.init is not None else ""
-    return f"{prefix}{s.dtype.cname} {s.name}{dims}{init};"
+    init = f" = {_converted(s.init, s.dtype, sp)}" if s.init is not None else ""
+    return f"{prefix}{ctype(s.dtype, sp)} {s.name}{dims}{init};"
 
 
-def _view(s: T.SharedView) -> str:
+def _converted(value: T.Expr, dtype: DType, sp: Spelling) -> str:
+    """`value` as stored into a `dtype`: as written, or through a static_cast where the language
+    converts to `dtype` only explicitly (Spelling.explicit_types: HIP's hip_bfloat16) and `value`
+    has another type."""
+    text = expr_text(value, sp)
+    if dtype in sp.explicit_types and value.dtype != dtype:
+        return f"static_cast<{ctype(dtype, sp)}>({text})"
+    return text
+
+
+def _view(s: T.SharedView, sp: Spelling) -> str:
+    t = ctype(s.dtype, sp)
     if len(s.dims) <= 1:
-        return f"{s.dtype.cname}* {s.name} = reinterpret_cast<{s.dtype.cname}*>(smem + {s.offset});"
+        return f"{t}* {s.name} = reinterpret_cast<{t}*>(smem + {s.offset});"
     inner = "".join(f"[{d}]" for d in s.dims[1:])
-    return f"{s.dtype.cname} (*{s.name}){inner} = reinterpret_cast<{s.dtype.cname} (*){inner}>(smem + {s.offset});"
+    return f"{t} (*{s.name}){inner} = reinterpret_cast<{t} (*){inner}>(smem + {s.offset});"
 
 
 def _vec_src(v: T.VecRef, sp: Spelling) -> str:
     return f"*reinterpret_cast<const {sp.vector_types[v.bytes]}*>(&{expr_text(v.target, sp)})"
 
 
-def _barrier(s: T.Barrier, sp: Spelling) -> str:
+def _barrier(s: T.Barrier, sp: Spelling) -> list[str]:
+    """The barrier's statement; none where the target spells its kind "" (nothing to do there)."""
     template = sp.barriers.get(s.kind)
     if template is None:
         raise NotImplementedError(f"barrier kind '{s.kind}' is not spelled for this target yet")
-    return template.format(*(expr_text(a, sp) for a in s.args))
+    return [template.format(*(expr_text(a, sp) for a in s.args))] if template else []
 
 
 def stmt_lines(s: T.Stmt, sp: Spelling | None = None) -> list[str]:
@@ -240,9 +257,12 @@ def stmt_lines(s: T.Stmt, sp: Spelling | None = None) -> list[str]:
         case T.Decl():
             return [_decl(s, sp)]
         case T.SharedView():
-            return [_view(s)]
+            return [_view(s, sp)]
         case T.Assign(target, value, op):
-            rhs = _vec_src(value, sp) if isinstance(value, T.VecRef) else expr_text(value, sp)
+            if isinstance(value, T.VecRef):
+                rhs = _vec_src(value, sp)
+            else:
+                rhs = expr_text(value, sp) if isinstance(target, T.VecRef) else _converted(value, target.dtype, sp)
             return [f"{expr_text(target, sp)} {op} {rhs};"]
         case T.Loop(var, start, stop, step, unroll, body, factor):
             head = f"for (int {var.name} = {expr_text(start, sp)}; {var.name} < {expr_text(stop, sp)}; "
@@ -260,7 +280,7 @@ def stmt_lines(s: T.Stmt, sp: Spelling | None = None) -> list[str]:
         case T.Call(call):
             return [expr_text(call, sp) + ";"]
         case T.Barrier():
-            return [_barrier(s, sp)]
+            return _barrier(s, sp)
         case T.Comment(text):
             return [f"// {text}"]
         case T.Scope(comment, body):
@@ -280,11 +300,11 @@ def _body(stmts: tuple[T.Stmt, ...], sp: Spelling) -> list[str]:
 # ---------------------------------------------------------------- kernels
 
 
-def _param(p: T.Param, restrict: str = "") -> str:
+def _param(p: T.Param, sp: Spelling, restrict: str = "") -> str:
     """`const half* __restrict__ A` (`restrict` is the target's pointer qualifier, or none), `int M`."""
     if not p.pointer:
-        return f"{p.dtype.cname} {p.name}"
-    return f"{'const ' if p.const else ''}{p.dtype.cname}*{restrict} {p.name}"
+        return f"{ctype(p.dtype, sp)} {p.name}"
+    return f"{'const ' if p.const else ''}{ctype(p.dtype, sp)}*{restrict} {p.name}"
 
 
 def _smem_align(m: T.Module) -> int:
@@ -296,7 +316,7 @@ def _smem_align(m: T.Module) -> int:
 
 def _kernel(k: T.Kernel, sp: Spelling, align: int) -> list[str]:
     params = ", ".join(
-        sp.tensor_map_param.format(name=p.name) if p.tensor_map else _param(p, sp.restrict) for p in k.params
+        sp.tensor_map_param.format(name=p.name) if p.tensor_map else _param(p, sp, sp.restrict) for p in k.params
     )
     bound = f"{k.threads}, {k.min_blocks}" if k.min_blocks else str(k.threads)
     out = [f"{sp.kernel_qualifiers.format(threads=bound)} {k.name}_kernel({params}) {{"]
@@ -312,7 +332,7 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
     kernel's tensor maps (and the hand-over to its fallback kernel when one cannot be built),
     its host prologue (k.host_prologue), the launch."""
     sp, launch = target.spelling, target.launch
-    params = [_param(p) for p in k.params if not p.tensor_map] + [launch.stream_param]
+    params = [_param(p, sp) for p in k.params if not p.tensor_map] + [launch.stream_param]
     grid = [expr_text(g, sp) for g in k.grid] + ["1"] * (3 - len(k.grid))
     tiles = "tiles" if k.persistent else "grid"
     out = [
@@ -364,7 +384,7 @@ def _helper_lines(m: T.Module, sp: Spelling, uses: _Uses) -> list[str]:
 def emit_module(m: T.Module, target: Target) -> str:
     abi = json.dumps({"kernels": [k.abi for k in m.kernels]}, separators=(", ", ": "))
     lines = [f"// Generated by tilec {__version__} from {m.source_name}. Do not edit.", f"// tilec-abi: {abi}"]
-    uses = _uses(m)
+    uses = _uses(m, target.spelling)
     lines += [f"#include <{h}>" for h in used_headers(m, target, uses)]
     lines += _helper_lines(m, target.spelling, uses)
     sp, align = target.spelling, _smem_align(m)
@@ -408,7 +428,7 @@ def used_headers(m: T.Module, target: Target, uses: _Uses | None = None) -> tupl
         + the `pack` helper (half and bfloat16)  -> + cuda_fp16.h, cuda_bf16.h
         + printf (a device assertion)            -> + stdio.h
     """
-    uses = uses if uses is not None else _uses(m)
+    uses = uses if uses is not None else _uses(m, target.spelling)
     sp, of_name = target.spelling, target.header_rules.of_name
     names = uses.names | {t for h in _helpers(m, sp, uses) for t in sp.helper_types.get(h, ())}
     needed = {target.header_rules.always} | {of_name[n] for n in names if n in of_name}
@@ -420,24 +440,25 @@ def _helpers(m: T.Module, sp: Spelling, uses: _Uses) -> list[str]:
     return sorted(set(m.helpers) | {sp.barrier_helpers[b] for b in uses.barriers if b in sp.barrier_helpers})
 
 
-def _uses(m: T.Module) -> _Uses:
+def _uses(m: T.Module, sp: Spelling) -> _Uses:
     uses = _Uses()
-    _collect(m.kernels, uses)
+    _collect(m.kernels, uses, sp)
     for k in m.kernels:
-        uses.names |= {DTYPES[a["dtype"]].cname for a in (*k.abi.get("tensors", ()), *k.abi.get("scalars", ()))}
+        abi = (*k.abi.get("tensors", ()), *k.abi.get("scalars", ()))
+        uses.names |= {ctype(DTYPES[a["dtype"]], sp) for a in abi}
     return uses
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
-def _collect(node: object, uses: _Uses) -> None:
+def _collect(node: object, uses: _Uses, sp: Spelling) -> None:
     """Every type name (DTypes), identifier of C text, T.Intrin name and T.Barrier
     kind under `node`, comments aside, through any IR dataclass (a generic walk on
     purpose: a node kind added later is covered without a case here)."""
     match node:
         case DType():
-            uses.names.add(node.cname)
+            uses.names.add(ctype(node, sp))
         case str():
             uses.names.update(_WORD.findall(node))
         case T.Barrier(kind=kind):
@@ -445,9 +466,9 @@ def _collect(node: object, uses: _Uses) -> None:
         case T.Comment() | Span():
             return
         case T.Scope(body=body):
-            return _collect(body, uses)
+            return _collect(body, uses, sp)
         case tuple() | list():
             for item in node:
-                _collect(item, uses)
+                _collect(item, uses, sp)
     for name in tir_walk.node_fields(node):
-        _collect(getattr(node, name), uses)
+        _collect(getattr(node, name), uses, sp)

@@ -72,6 +72,9 @@ class Instruction:
     explain: str  # `tilec explain`'s name; {a}, {c}: operand and accumulator types
     # (gemm, block threads) -> whether its operands sit where the record's loads can read them
     operands_fit: Callable[[tir.Gemm, int], bool] | None = None
+    # shared operand -> its padded row length, where the record's loads need their own padding
+    # (MFMA's per-lane reads); None: infer_layouts' swizzle or padding for warp matrix loads
+    operand_pitch: Callable[[tir.Buffer], int] | None = None
 
 
 def takes(record: Instruction, operand: DType, accumulator: DType, capability: tuple[int, int]) -> bool:

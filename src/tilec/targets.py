@@ -19,12 +19,15 @@ the backend modules under backends/: docs/architecture.md, "Adding a target").
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tilec.backends.cuda import spelling as cuda
 from tilec.backends.cuda.fragments import WARP_SIZE
 from tilec.backends.cuda.instructions import SM80_INSTRUCTIONS, SM90A_INSTRUCTIONS
+from tilec.backends.hip import spelling as hip
+from tilec.backends.hip.fragments import WAVE_SIZE
+from tilec.backends.hip.instructions import GFX90A_INSTRUCTIONS, GFX942_INSTRUCTIONS
 from tilec.dtypes import DType
 from tilec.instructions import Instruction
 
@@ -56,6 +59,8 @@ class Spelling:
     tensor_map_build: str = ""
     tensor_map_build_3d: str = ""  # the same for a batch of matrices, with {batch}
     fallback: str = ""
+    type_names: Mapping[DType, str] = field(default_factory=dict)  # element types the language names its own way
+    explicit_types: frozenset[DType] = frozenset()  # element types a float converts to only by a cast
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -84,13 +89,19 @@ class Headers:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Compiler:
-    """The device compiler: `command kind_flags -gencode GENCODE base_flags [werror_flags] -o OUT SRC`."""
+    """The device compiler: `command kind_flags -gencode GENCODE base_flags [werror_flags] -o OUT SRC`
+    (hipcc: `--offload-arch=GFX`, the arch flag joined to the target's gencode)."""
 
     command: str
     arch_flag: str  # precedes Target.gencode
     base_flags: tuple[str, ...]
     werror_flags: tuple[str, ...]
-    kind_flags: Mapping[str, tuple[str, ...]]  # "cubin" | "obj" | "shared" -> flags
+    kind_flags: Mapping[str, tuple[str, ...]]  # "cubin" | "hsaco" | "obj" | "shared" -> flags
+    homes: tuple[str, ...]  # environment variables naming the toolkit's root (its bin/ holds `command`)
+    default_home: str  # the root where the toolkit installs itself
+    source_suffix: str  # of the generated file the compiler reads (".cu", ".hip")
+    env: Mapping[str, str] = field(default_factory=dict)  # set for the compiler (hipcc: the AMD platform)
+    joined_arch: bool = False  # the arch flag and value are one argument (`--offload-arch=gfx90a`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +125,7 @@ class Target:
     # bulk tensor copies (TMA) into swizzled tiles, completing on mbarriers, and warp groups that
     # trade registers: GEMM main loops on warp-group instructions get warp roles (plan_pipeline)
     bulk_copies: bool = False
+    missing_types: frozenset[DType] = frozenset()  # element types the language has no type for (elaborate rejects them)
 
 
 CUDA_SPELLING = Spelling(
@@ -165,6 +177,53 @@ NVCC = Compiler(
         "obj": ("-c", "-Xcompiler", "-fPIC"),
         "shared": ("-shared", "-Xcompiler", "-fPIC"),
     },
+    homes=("CUDA_HOME", "CUDA_PATH"),
+    default_home="/usr/local/cuda",
+    source_suffix=".cu",
+)
+
+HIP_SPELLING = Spelling(
+    builtins=hip.BUILTINS,
+    barriers=hip.BARRIERS,
+    barrier_helpers=hip.BARRIER_HELPERS,
+    intrinsics=hip.INTRINSICS,
+    vector_types=hip.VECTOR_TYPES,
+    kernel_qualifiers=hip.KERNEL_QUALIFIERS,
+    dynamic_smem=hip.DYNAMIC_SMEM,
+    restrict=hip.RESTRICT,
+    helpers=hip.HELPERS,
+    helper_types=hip.HELPER_TYPES,
+    smem_addr_helper=hip.SMEM_ADDR_HELPER,
+    shared_address_helpers=hip.SHARED_ADDRESS_HELPERS,
+    reserved=hip.RESERVED,
+    explain=hip.EXPLAIN,
+    type_names=hip.TYPE_NAMES,
+    explicit_types=hip.EXPLICIT_TYPES,
+)
+HIP_LAUNCH = Launch(
+    stream_param=hip.STREAM_PARAM,
+    doc=hip.LAUNCHER_DOC,
+    prototype_doc=hip.PROTOTYPE_DOC,
+    grid=hip.GRID,
+    tiles=hip.TILES,
+    persistent_grid=hip.PERSISTENT_GRID,
+    smem_opt_in_above=hip.LDS_BYTES,
+    smem_opt_in=hip.SMEM_OPT_IN,
+    launch=hip.LAUNCH,
+    status=hip.LAUNCH_STATUS,
+)
+HIP_HEADERS = Headers(hip.HEADER_ALWAYS, hip.HEADER_OF_NAME)
+HIPCC = Compiler(
+    command="hipcc",
+    arch_flag="--offload-arch=",
+    base_flags=("-O3", "-std=c++17"),
+    werror_flags=("-Werror",),
+    kind_flags={"hsaco": ("--genco",), "obj": ("-c", "-fPIC"), "shared": ("-shared", "-fPIC")},
+    homes=("ROCM_PATH", "HIP_PATH"),
+    default_home="/opt/rocm",
+    source_suffix=".hip",
+    env={"HIP_PLATFORM": "amd"},  # hipcc would compile for NVIDIA where it also finds nvcc
+    joined_arch=True,
 )
 
 
@@ -191,6 +250,19 @@ def _cuda(
     )  # fmt: skip
 
 
+# the element types of HIP's atomic add on CDNA2/3 (no 16-bit floats in ROCm 5.2's headers)
+_ATOMIC_ADD_HIP = frozenset({DType.float32, DType.float64, DType.int32, DType.uint32, DType.uint64})
+
+
+def _hip(arch: str, capability: tuple[int, int], instructions: tuple[Instruction, ...]) -> Target:
+    """A CDNA target: wave64, 64 KB of LDS per workgroup, the "hip.cdna" lowerings; `capability`
+    is the gfx number as (major, minor) (gfx90a -> (9, 0x0a)), ordering the records' `since`."""
+    return Target(
+        arch, "hip", "hip.cdna", capability, arch, hip.LDS_BYTES, instructions, HIP_SPELLING, HIP_LAUNCH, HIPCC,
+        hip.HEADER_ORDER, HIP_HEADERS, WAVE_SIZE, atomic_add_types=_ATOMIC_ADD_HIP, missing_types=hip.MISSING_TYPES,
+    )  # fmt: skip
+
+
 TARGETS: dict[str, Target] = {
     t.arch: t
     for t in (
@@ -198,6 +270,8 @@ TARGETS: dict[str, Target] = {
         _cuda("sm_86", (8, 6), 101376),
         _cuda("sm_89", (8, 9), 101376),  # fp8 matrix instructions (the records' `since`)
         _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING, "cuda.sm90", SM90A_INSTRUCTIONS, True),  # the `a`: wgmma
+        _hip("gfx90a", (9, 0x0A), GFX90A_INSTRUCTIONS),  # MI200 (CDNA2)
+        _hip("gfx942", (9, 0x42), GFX942_INSTRUCTIONS),  # MI300 (CDNA3): fp8 MFMA; Debian's ROCm 5.2 hipcc predates it
     )
 }
 ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order
@@ -216,11 +290,12 @@ def instruction_named(target: Target, name: str | None) -> Instruction:
 
 def target_of_capability(major: int, minor: int) -> Target | None:
     """The registered target of a device's compute capability ((9, 0) -> sm_90a); None if none is."""
-    return next((t for t in TARGETS.values() if t.capability == (major, minor)), None)
+    return next((t for t in TARGETS.values() if t.language == "cuda" and t.capability == (major, minor)), None)
 
 
 def compiler_flags(target: Target, kind: str, werror: bool = False) -> list[str]:
     """`kind` ("cubin", "obj", "shared") for `target`, without the output and source:
     sm_80 cubin -> ["-cubin", "-gencode", "arch=compute_80,code=sm_80", "-O3", "-std=c++17", "-lineinfo"]."""
     c = target.compiler
-    return [*c.kind_flags[kind], c.arch_flag, target.gencode, *c.base_flags, *(c.werror_flags if werror else ())]
+    arch = [c.arch_flag + target.gencode] if c.joined_arch else [c.arch_flag, target.gencode]
+    return [*c.kind_flags[kind], *arch, *c.base_flags, *(c.werror_flags if werror else ())]

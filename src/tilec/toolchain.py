@@ -1,11 +1,12 @@
-"""nvcc invocations: the generated `.cu` to a cubin, an object or a shared library.
+"""Device compiler invocations (nvcc, hipcc): the generated file to a cubin/hsaco, an object or a shared library.
 
     compile_cubin("build/gemm.cu", "build/gemm.cubin", "sm_90a")
       runs  nvcc -cubin -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo
                  -o build/.gemm.cubin.XXXX.tmp build/gemm.cu
       then renames the temporary file to build/gemm.cubin.
 
-The flags are the target record's (targets.py: Target.compiler, Target.gencode).
+The flags are the target record's (targets.py: Target.compiler, Target.gencode);
+for gfx90a, `hipcc --genco --offload-arch=gfx90a -O3 -std=c++17` with HIP_PLATFORM=amd.
 
 Outputs appear atomically: nvcc writes a temporary file beside the output,
 renamed into place only on success; on failure the temporary file and any
@@ -29,17 +30,26 @@ class ToolchainError(Exception):
     """An external tool (nvcc, clang-format) is missing or failed."""
 
 
-def find_nvcc() -> str:
-    """nvcc from PATH, else `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, /usr/local/cuda/bin."""
-    found = shutil.which("nvcc")
+def find_compiler(target: Target) -> str:
+    """The target's compiler from PATH, else from the bin/ of its toolkit's roots (nvcc:
+    `$CUDA_HOME`, `$CUDA_PATH`, /usr/local/cuda; hipcc: `$ROCM_PATH`, `$HIP_PATH`, /opt/rocm)."""
+    c = target.compiler
+    found = shutil.which(c.command)
     if found:
         return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for root in (*(os.environ.get(v) for v in c.homes), c.default_home):
         if root:
-            path = os.path.join(root, "bin", "nvcc")
+            path = os.path.join(root, "bin", c.command)
             if os.path.isfile(path) and os.access(path, os.X_OK):
                 return path
-    raise ToolchainError("nvcc not found: put the CUDA toolkit's bin/ on PATH or set CUDA_HOME")
+    raise ToolchainError(
+        f"{c.command} not found: put its toolkit's bin/ on PATH or set {c.homes[0]} (needed for --arch {target.arch})"
+    )
+
+
+def find_nvcc() -> str:
+    """nvcc, the CUDA targets' compiler (find_compiler)."""
+    return find_compiler(TARGETS["sm_80"])
 
 
 def target_of(arch: str) -> Target:
@@ -58,7 +68,12 @@ def gencode(arch: str) -> list[str]:
 def nvcc_command(
     kind: str, src: str, out: str, arch: str, werror: bool = False, extra: Sequence[str] = ()
 ) -> list[str]:
-    return [find_nvcc(), *compiler_flags(target_of(arch), kind, werror), *extra, "-o", out, src]
+    """The compile command of `arch`'s compiler (nvcc or hipcc, as the record names)."""
+    target = target_of(arch)
+    if kind not in target.compiler.kind_flags:
+        kinds = ", ".join(f"--{k}" for k in target.compiler.kind_flags)
+        raise ToolchainError(f"--{kind} is not an output of {target.compiler.command} for {arch}: use {kinds}")
+    return [find_compiler(target), *compiler_flags(target, kind, werror), *extra, "-o", out, src]
 
 
 def run_nvcc(kind: str, src: str, out: str, arch: str, werror: bool = False, extra: Sequence[str] = ()) -> str:
@@ -70,12 +85,13 @@ def run_nvcc(kind: str, src: str, out: str, arch: str, werror: bool = False, ext
     try:
         cmd = nvcc_command(kind, src, tmp, arch, werror, extra)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            env = {**os.environ, **target_of(arch).compiler.env}
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         except OSError as exc:
-            raise ToolchainError(f"cannot run nvcc ({cmd[0]}): {exc}") from exc
+            raise ToolchainError(f"cannot run {os.path.basename(cmd[0])} ({cmd[0]}): {exc}") from exc
         output = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0:
-            raise ToolchainError(f"nvcc failed on {src} (exit {proc.returncode}):\n{output}")
+            raise ToolchainError(f"{os.path.basename(cmd[0])} failed on {src} (exit {proc.returncode}):\n{output}")
         os.replace(tmp, out)
         return output
     except BaseException:
@@ -86,6 +102,10 @@ def run_nvcc(kind: str, src: str, out: str, arch: str, werror: bool = False, ext
 
 def compile_cubin(cu_path: str, out: str, arch: str = "sm_80", werror: bool = False) -> str:
     return run_nvcc("cubin", cu_path, out, arch, werror)
+
+
+def compile_hsaco(hip_path: str, out: str, arch: str = "gfx90a", werror: bool = False) -> str:
+    return run_nvcc("hsaco", hip_path, out, arch, werror)
 
 
 def compile_obj(cu_path: str, out: str, arch: str = "sm_80", werror: bool = False) -> str:

@@ -92,7 +92,11 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
     tight = fragment_registers(state.out) > SWIZZLE_REGISTER_BUDGET
     main_loop = _main_loop_tiles(stmts, target)
     for g, record in gemms:
-        if record.load == "matrices":
+        if record.operand_pitch is not None:
+            for operand in (g.a.buffer, g.b.buffer):
+                if operand.scope == "shared" and operand not in state.out.fixed:
+                    state.out.pitch[operand] = record.operand_pitch(operand)
+        elif record.load == "matrices":
             for operand in (g.a.buffer, g.b.buffer):
                 if operand.scope == "shared" and operand not in state.out.fixed:
                     _place_operand(operand, state.out, tight, operand in main_loop)

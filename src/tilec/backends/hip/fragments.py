@@ -1,0 +1,90 @@
+"""The CDNA matrix instructions' fragments (MFMA, wave64), as fragment_algebra maps.
+
+    mfma_16x16x16_c()   C (16 x 16), 64 lanes, slot i = the i-th float of the float4 result:
+        lane, (i,) -> (4 * (lane // 16) + i, lane % 16)
+
+The AMD ISA (CDNA2/CDNA3 "Matrix Core" tables): for v_mfma_f32_16x16x16{f16,bf16_1k}
+lane l holds A[l % 16][4 (l / 16) + i] and B[4 (l / 16) + i][l % 16], i = 0..3 (one
+64-bit register of four 16-bit values each), and D[4 (l / 16) + i][l % 16]; for
+v_mfma_f32_32x32x8{f16,bf16_1k} A[l % 32][4 (l / 32) + i], B[4 (l / 32) + i][l % 32] and
+D[8 (i / 4) + 4 (l / 32) + i % 4][l % 32], i = 0..15. The integer forms
+(v_mfma_i32_16x16x16i8, 32x32x8i8 on gfx90a) have the same maps with four int8 in one
+32-bit register; gfx942's 8-bit forms are twice as deep (16x16x32: eight per lane).
+Every map is one wave's: WAVE_SIZE lanes, also the HIP targets' Target.warp_size.
+"""
+
+from __future__ import annotations
+
+from tilec import tir
+from tilec.dtypes import DType
+from tilec.fragment_algebra import FragmentMap
+from tilec.simplify import int_, simplify
+
+WAVE_SIZE = 64  # lanes of a CDNA wavefront: the threads of one MFMA
+
+_I = DType.int32
+
+
+def _var(name: str, kind: tir.VarKind = "loop") -> tir.Var:
+    return tir.Var(name, _I, kind)
+
+
+def _bin(op: tir.BinOpName, a: tir.Expr, b: tir.Expr | int) -> tir.Expr:
+    return tir.BinOp(op, a, int_(b) if isinstance(b, int) else b, _I)
+
+
+def mfma_a(m: int, k: int) -> FragmentMap:
+    """A (m x k) of an m x m x k MFMA: lane l, slot i -> (l % m, (k / (64 / m)) (l / m) + i)."""
+    lane, i = _var("lane", "thread"), _var("i")
+    per_lane = k * m // WAVE_SIZE
+    col = _bin("+", _bin("*", _bin("//", lane, m), per_lane), i)
+    return FragmentMap((m, k), lane, WAVE_SIZE, (i,), (per_lane,), (_bin("%", lane, m), simplify(col)), int_(0))
+
+
+def mfma_b(n: int, k: int) -> FragmentMap:
+    """B (k x n): lane l, slot i -> ((k / (64 / n)) (l / n) + i, l % n): A's map, transposed."""
+    lane, i = _var("lane", "thread"), _var("i")
+    per_lane = k * n // WAVE_SIZE
+    row = _bin("+", _bin("*", _bin("//", lane, n), per_lane), i)
+    return FragmentMap((k, n), lane, WAVE_SIZE, (i,), (per_lane,), (simplify(row), _bin("%", lane, n)), int_(0))
+
+
+def mfma_c(m: int) -> FragmentMap:
+    """C/D (m x m), slots (b, i) of m * m / 64 floats: row 8 b + 4 (l / m) + i (16x16: b = 0 only,
+    rows 4 (l / 16) + i), column l % m. Four consecutive rows of one column per group of 4 slots."""
+    lane, b, i = _var("lane", "thread"), _var("b"), _var("i")
+    groups = m * m // WAVE_SIZE // 4
+    row = _bin("+", _bin("+", _bin("*", b, 4 * WAVE_SIZE // m), _bin("*", _bin("//", lane, m), 4)), i)
+    return FragmentMap((m, m), lane, WAVE_SIZE, (b, i), (groups, 4), (simplify(row), _bin("%", lane, m)), int_(0))
+
+
+def mfma_16x16x16_a() -> FragmentMap:
+    return mfma_a(16, 16)
+
+
+def mfma_16x16x16_b() -> FragmentMap:
+    return mfma_b(16, 16)
+
+
+def mfma_16x16_c() -> FragmentMap:
+    return mfma_c(16)
+
+
+def mfma_32x32x8_a() -> FragmentMap:
+    return mfma_a(32, 8)
+
+
+def mfma_32x32x8_b() -> FragmentMap:
+    return mfma_b(32, 8)
+
+
+def mfma_32x32_c() -> FragmentMap:
+    return mfma_c(32)
+
+
+def mfma_16x16x32_a() -> FragmentMap:
+    return mfma_a(16, 32)
+
+
+def mfma_16x16x32_b() -> FragmentMap:
+    return mfma_b(16, 32)

@@ -1,0 +1,124 @@
+"""The CDNA targets' instruction records (instructions.py has the record type).
+
+    MFMA_32X32X8    v_mfma_f32_32x32x8{f16,bf16_1k}, v_mfma_i32_32x32x8i8: one wave64 computes
+                    C[32, 32] += A[32, 8] B[8, 32]; taken where every wave's tile is whole 32x32s
+    MFMA_16X16X16   v_mfma_f32_16x16x16{f16,bf16_1k}, v_mfma_i32_16x16x16i8 (gfx90a): C[16, 16]
+                    += A[16, 16] B[16, 16]; any wave tile of whole 16x16s
+    SIMT_FMA        one thread, fused multiply-adds: any types
+
+Both MFMA records read their operands from LDS by per-lane loads (no ldmatrix on AMD: a lane
+reads its four K-consecutive elements with one 8-byte ds_read when the tile is stored K-contiguous,
+else four 2-byte ones), from rows padded so that those reads are conflict-free
+(`operand_pitch`), and are lowered by cdna.py; their fragments are fragments.py's. gfx942 drops
+the 16x16x16 and 32x32x8 int8 forms (its 8-bit MFMAs are twice as deep, not done yet): int8
+gemms take SIMT FMAs there.
+"""
+
+from __future__ import annotations
+
+from tilec import layout as L
+from tilec import tir
+from tilec.backends.hip import fragments as amd
+from tilec.dtypes import DType
+from tilec.instructions import Instruction, OperandTypes, simt_fma
+
+F32 = DType.float32
+_LANE_READ_BYTES = 8  # one lane's A or B elements of one k step (4 x 16-bit): one ds_read_b64
+_LDS_ROW_BYTES = 128  # 32 banks x 4 bytes: the bytes LDS serves per clock
+
+
+def _mfma(operand: DType, accumulator: DType, suffix: str, m: int) -> OperandTypes:
+    k = 16 if m == 16 else 8
+    return OperandTypes(operand, accumulator, f"mfma_{m}_{suffix}", f"tilec_mfma_{m}x{m}x{k}_{suffix}")
+
+
+def _warp_grid(
+    rows: int, cols: int, waves: int, tile: int, policy: str, warp_rows: int | None
+) -> tuple[int, int] | None:
+    """(wave rows, wave cols) tiling rows x cols with tile x tile MFMA tiles (layout.warp_grid's policies)."""
+    options = [(wm, waves // wm) for wm in range(1, waves + 1) if waves % wm == 0]
+    fits = [(wm, wn) for wm, wn in options if rows % (wm * tile) == 0 and cols % (wn * tile) == 0]
+    if not fits:
+        return None
+    if warp_rows is not None and any(wm == warp_rows for wm, _ in fits):
+        return warp_rows, waves // warp_rows
+    if policy == "FullRow":
+        return max(fits)
+    if policy == "FullCol":
+        return min(fits)
+    return min(fits, key=lambda w: (abs((rows / w[0]) - (cols / w[1])), -w[0]))
+
+
+def _accumulator(tile: int):  # noqa: ANN202 - returns an instructions.AccumulatorLayout
+    """The accumulator of a tile x tile MFMA tiled over the block's waves: in one tile lane l holds
+    column l % tile and rows 8 b + 4 (l / tile) + i (fragments.mfma_c); waves tile the block
+    (`_warp_grid`), each repeating the MFMA tile MI x NI times:
+      threads: tile @ dim 1 stride 1, 64 / tile @ dim 0 stride 4, wn @ dim 1, wm @ dim 0
+      regs:    MI @ dim 0 stride tile, NI @ dim 1 stride tile, (tile / 8) @ dim 0 stride 8, 4 @ dim 0 stride 1
+    so one MFMA's tile * tile / 64 results are consecutive registers."""
+
+    def layout(shape: tuple[int, int], threads: int, policy: str, rows: int | None) -> L.Fragment | None:
+        if threads % amd.WAVE_SIZE:
+            return None
+        grid = _warp_grid(shape[0], shape[1], threads // amd.WAVE_SIZE, tile, policy, rows)
+        if grid is None:
+            return None
+        wm, wn = grid
+        mi, ni = shape[0] // (wm * tile), shape[1] // (wn * tile)
+        lanes = (L.Part(tile, 1, 1), L.Part(amd.WAVE_SIZE // tile, 0, 4))
+        thread_parts = (*lanes, L.Part(wn, 1, ni * tile), L.Part(wm, 0, mi * tile))
+        groups = (L.Part(tile // 8, 0, 8),) if tile > 16 else ()
+        local_parts = (L.Part(mi, 0, tile), L.Part(ni, 1, tile), *groups, L.Part(4, 0, 1))
+        return L.Fragment(shape, thread_parts, local_parts)  # MI and NI first, even when 1 (cdna.setup reads them)
+
+    return layout
+
+
+def operand_pitch(buf: tir.Buffer) -> int:
+    """The row length (elements) of a shared MFMA operand: rows whose byte length is an odd
+    multiple of 8 modulo 128, so that the 16 rows one K-contiguous read touches (or the 4 rows
+    of a K-strided one, 16 columns each) start in 16 different 8-byte bank pairs."""
+    row = buf.const_shape[-1] * buf.dtype.bytes
+    padded = -(-row // 16) * 16 + _LANE_READ_BYTES
+    return padded // buf.dtype.bytes
+
+
+def _fits(g: tir.Gemm, threads: int) -> bool:
+    """Both operands in LDS (a register A is staged there by the lowering), B never a register tile."""
+    return g.b.buffer.scope == "shared"
+
+
+def _record(name: str, tile: int, operands: tuple[OperandTypes, ...], a, b, c) -> Instruction:  # noqa: ANN001
+    k = 16 if tile == 16 else 8
+    return Instruction(
+        name=name,
+        shape=(tile, tile, k),
+        operands=operands,
+        group="warp",
+        load="matrices",
+        load_helper=None,
+        a_in_registers=True,  # a register A (attention's P) is staged to LDS first (cdna.setup)
+        a_registers_helper=None,
+        k_contiguous=False,  # per-lane loads read either major-ness (strided ones element by element)
+        accumulator=_accumulator(tile),
+        fragments=(a, b, c),
+        explain=f"MFMA {tile}x{tile}x{k} {{a}} -> {{c}} (matrix cores, wave64)",
+        operands_fit=_fits,
+        operand_pitch=operand_pitch,
+    )
+
+
+_16 = (_mfma(DType.float16, F32, "f16", 16), _mfma(DType.bfloat16, F32, "bf16", 16))
+_32 = (_mfma(DType.float16, F32, "f16", 32), _mfma(DType.bfloat16, F32, "bf16", 32))
+_I8_16 = _mfma(DType.int8, DType.int32, "i8", 16)
+_I8_32 = _mfma(DType.int8, DType.int32, "i8", 32)
+
+MFMA_32X32X8 = _record("mfma_32x32x8", 32, (*_32, _I8_32), amd.mfma_32x32x8_a, amd.mfma_32x32x8_b, amd.mfma_32x32_c)
+MFMA_16X16X16 = _record("mfma_16x16x16", 16, (*_16, _I8_16), amd.mfma_16x16x16_a, amd.mfma_16x16x16_b, amd.mfma_16x16_c)
+MFMA_32X32X8_942 = _record("mfma_32x32x8", 32, _32, amd.mfma_32x32x8_a, amd.mfma_32x32x8_b, amd.mfma_32x32_c)
+MFMA_16X16X16_942 = _record("mfma_16x16x16", 16, _16, amd.mfma_16x16x16_a, amd.mfma_16x16x16_b, amd.mfma_16x16_c)
+
+SIMT_FMA = simt_fma("SIMT FMA (vector ALU)")
+
+GFX90A_INSTRUCTIONS = (MFMA_32X32X8, MFMA_16X16X16, SIMT_FMA)
+GFX942_INSTRUCTIONS = (MFMA_32X32X8_942, MFMA_16X16X16_942, SIMT_FMA)

@@ -1,0 +1,145 @@
+"""The HIP target's words: what the emitter prints for each neutral form on AMD GPUs.
+
+targets.py assembles these into the `Spelling`, `Launch` and `Headers` records of
+the CDNA targets (gfx90a, gfx942), as it does backends/cuda/spelling.py's for
+CUDA. A form that lowering produces, and what this file makes of it:
+
+    T.Builtin("thread_index")                  ->  threadIdx.x
+    T.Barrier("block")                         ->  __syncthreads();
+    T.Barrier("async_wait", (IntImm(1),))      ->  (nothing: copies into LDS are plain loads and stores)
+    T.Intrin("shfl_xor", (v, IntImm(32)))      ->  __shfl_xor(v, 32)   (a wave64: width 64)
+
+hipcc compiles the HIP runtime's own headers only (hip/hip_runtime.h,
+hip/hip_fp16.h, hip/hip_bfloat16.h). Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+from tilec.dtypes import DType
+
+LANGUAGE = "hip"
+
+BUILTINS: dict[str, str] = {
+    "thread_index": "threadIdx.x",
+    "block_index_x": "blockIdx.x",
+    "block_index_y": "blockIdx.y",
+    "block_index_z": "blockIdx.z",
+    "grid_dim_x": "gridDim.x",
+    "grid_dim_y": "gridDim.y",
+    "grid_dim_z": "gridDim.z",
+}
+
+# The copies of pipelined loops are synchronous on CDNA (no cp.async): each one has landed in LDS
+# when the thread moves on, so a commit or a wait has nothing to do ("" prints no statement) and
+# the block barrier that follows every wait publishes the stage.
+BARRIERS: dict[str, str] = {"block": "__syncthreads();", "async_commit": "", "async_wait": ""}
+BARRIER_HELPERS: dict[str, str] = {}
+
+# `__shfl_xor` exchanges across the whole wave64 (width 64 by default): the compiler lowers it
+# to ds_swizzle / DPP moves where the lane pattern allows, ds_bpermute otherwise.
+INTRINSICS: dict[str, str] = {
+    "shfl_xor": "__shfl_xor({0}, {1})",
+    "atomic_add": "atomicAdd({0}, {1})",
+    "printf": "printf({args})",
+    "trap": "__builtin_trap()",
+    "address": "reinterpret_cast<uintptr_t>({0})",
+}
+
+# C++ names of the element types where HIP's differ from dtypes.py's (CUDA's).
+TYPE_NAMES: dict[DType, str] = {DType.bfloat16: "hip_bfloat16"}
+# Element types with no HIP type in ROCm 5.2's headers (float8 came with ROCm 6 and gfx942).
+MISSING_TYPES = frozenset({DType.float8_e4m3, DType.float8_e5m2})
+# Types without an implicit conversion from float (hip_bfloat16's constructor is explicit): a
+# declaration or assignment of a float value to one spells the conversion.
+EXPLICIT_TYPES = frozenset({DType.bfloat16})
+
+# Names a kernel's own names must not take (lowering appends `_`): C++ keywords, HIP's built-in
+# registers and types, the math functions, and the names the kernel and its launcher declare.
+RESERVED = frozenset(
+    """auto bool break case char const continue default do double else enum extern float for goto if int
+    long register return short signed sizeof static struct switch typedef union unsigned void volatile while
+    new delete this class template namespace true false inline asm half hip_bfloat16 threadIdx blockIdx
+    blockDim gridDim warpSize dim3 min max abs exp log sqrt printf smem stream grid block""".split()
+)
+
+# What `tilec explain` calls the neutral operations on CDNA.
+EXPLAIN: dict[str, str] = {
+    "async_copy": "global load + LDS store",
+    "matrices": "ds_read",
+    "descriptors": "shared-memory descriptors",
+    "shuffle": "__shfl_xor (wave64: DPP / ds_swizzle / ds_bpermute)",
+    "atomic_add": "atomicAdd",
+}
+
+VECTOR_TYPES: dict[int, str] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}
+
+KERNEL_QUALIFIERS = 'extern "C" __global__ void __launch_bounds__({threads})'
+DYNAMIC_SMEM = "extern __shared__ __align__({align}) unsigned char smem[];"
+RESTRICT = " __restrict__"
+
+STREAM_PARAM = "hipStream_t stream"
+LAUNCHER_DOC = "// Launches {name}_kernel on `stream`; returns the launch's hipError_t (0 on success)."
+PROTOTYPE_DOC = "// Launches kernel `{name}` on `stream`; returns the launch's hipError_t (0 on success)."
+GRID = "const dim3 grid({0}, {1}, {2});"
+TILES = "const dim3 tiles({0}, {1}, {2});"
+PERSISTENT_GRID = ""  # no persistent kernels: those come with warp roles, which need bulk copies
+LDS_BYTES = 64 * 1024  # LDS one workgroup may use on gfx90a and gfx942: all of it, without opting in
+SMEM_OPT_IN: tuple[str, ...] = ()
+LAUNCH = "{name}_kernel<<<grid, {threads}, smem_bytes, stream>>>({args});"
+LAUNCH_STATUS = "return (int)hipGetLastError();"
+
+HEADER_ALWAYS = "hip/hip_runtime.h"
+_STDINT = ("int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t")
+HEADER_OF_NAME: dict[str, str] = {
+    "half": "hip/hip_fp16.h",
+    "hip_bfloat16": "hip/hip_bfloat16.h",
+    **dict.fromkeys(_STDINT + ("intptr_t", "uintptr_t"), "stdint.h"),
+    "printf": "stdio.h",
+    "address": "stdint.h",
+}
+HEADER_ORDER = ("hip/hip_runtime.h", "hip/hip_fp16.h", "hip/hip_bfloat16.h", "stdint.h", "stdio.h")
+
+HELPER_TYPES: dict[str, tuple[str, ...]] = {
+    "mfma_16_f16": ("half",),
+    "mfma_32_f16": ("half",),
+    "mfma_16_bf16": ("hip_bfloat16",),
+    "mfma_32_bf16": ("hip_bfloat16",),
+}
+
+HELPERS: dict[str, str] = {
+    "exp2": """
+// 2^x in float32 (v_exp_f32, with the library's handling of denormal inputs).
+__device__ __forceinline__ float tilec_exp2(float x) { return exp2f(x); }""",
+}
+SMEM_ADDR_HELPER = ""
+SHARED_ADDRESS_HELPERS: frozenset[str] = frozenset()
+
+
+def _mfma_helper(m: int, suffix: str, ctype: str, builtin: str, operand: str, acc: str) -> str:
+    """c[0 .. m*m/64) += A B for one wave64's m x m MFMA; a, b: the lane's K-consecutive elements."""
+    k = 16 if m == 16 else 8
+    regs = m * m // 64
+    vec = f"tilec_{acc}{regs}"
+    inputs = ", ".join(f"c[{i}]" for i in range(regs))
+    return f"""
+// c[0..{regs - 1}] += A ({m}x{k}) * B ({k}x{m}) by one wave64 on the matrix cores ({builtin}); lane l
+// gives A row l % {m} and B column l % {m}, K elements {4 if m == 16 else 4} (l / {m}) .. +3 of each.
+__device__ __forceinline__ void tilec_mfma_{m}x{m}x{k}_{suffix}({acc}* c, const {ctype}* a, const {ctype}* b) {{
+  typedef {operand} operand_t;
+  typedef {acc} {vec} __attribute__((ext_vector_type({regs})));
+  {vec} d = {{{inputs}}};
+  d = __builtin_amdgcn_{builtin}(*reinterpret_cast<const operand_t*>(a), *reinterpret_cast<const operand_t*>(b), d,
+                                 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < {regs}; ++i) c[i] = d[i];
+}}"""
+
+
+_HALF4 = "_Float16 __attribute__((ext_vector_type(4)))"
+_SHORT4 = "short __attribute__((ext_vector_type(4)))"
+HELPERS["mfma_16_f16"] = _mfma_helper(16, "f16", "half", "mfma_f32_16x16x16f16", _HALF4, "float")
+HELPERS["mfma_32_f16"] = _mfma_helper(32, "f16", "half", "mfma_f32_32x32x8f16", _HALF4, "float")
+HELPERS["mfma_16_bf16"] = _mfma_helper(16, "bf16", "hip_bfloat16", "mfma_f32_16x16x16bf16_1k", _SHORT4, "float")
+HELPERS["mfma_32_bf16"] = _mfma_helper(32, "bf16", "hip_bfloat16", "mfma_f32_32x32x8bf16_1k", _SHORT4, "float")
+HELPERS["mfma_16_i8"] = _mfma_helper(16, "i8", "signed char", "mfma_i32_16x16x16i8", "int", "int")
+HELPERS["mfma_32_i8"] = _mfma_helper(32, "i8", "signed char", "mfma_i32_32x32x8i8", "int", "int")
