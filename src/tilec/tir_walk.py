@@ -152,14 +152,7 @@ def stmt_exprs(s: tir.Stmt) -> tuple[tir.Expr, ...]:
             own = () if isinstance(value, tir.Region) else (value,)
         case tir.Copy(pad=pad):
             own = () if pad is None else (pad,)
-        case (
-            tir.Gemm()
-            | tir.Reduce()
-            | tir.CumSum()
-            | tir.Parallel()
-            | tir.UseSwizzle()
-            | tir.AnnotateLayout()
-        ):
+        case tir.Gemm() | tir.Reduce() | tir.CumSum() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
             own = ()
         case _:
             assert_never(s)
