@@ -44,11 +44,12 @@ class Case:
     col: str
     row2: str
     col2: str
+    arch: str = "sm_80"
 
     def kernel(self) -> T.Kernel:
         tm, tn = self.tile
         text = PROGRAM.format(tm=tm, tn=tn, row=self.row, col=self.col, row2=self.row2, col2=self.col2)
-        (unit,) = run_passes(elaborate_file("halo.tile", text=text), "sm_80")
+        (unit,) = run_passes(elaborate_file("halo.tile", text=text, arch=self.arch), self.arch)
         assert unit.lowered is not None
         return unit.lowered
 
@@ -144,7 +145,7 @@ def execute(stmts: tuple[T.Stmt, ...], run: Run) -> None:
                 execute(then if value(cond, run) else orelse, run)
             case T.Loop(var, start, stop, step, body=body):
                 for i in range(value(start, run), value(stop, run), step):
-                    execute(body, run.__class__({**run.env, var.name: i}, run.touched))
+                    execute(body, Run({**run.env, var.name: i}, run.touched))
             case T.Assign(target, v):
                 value(v, run)
                 if isinstance(target, (T.Subscript, T.VecRef)):
@@ -191,10 +192,13 @@ OFFSETS = st.one_of(
 TILES = st.sampled_from([(4, 16), (8, 8), (2, 32), (3, 24)])
 
 
+ARCHS = st.sampled_from(["sm_80", "sm_90a"])
+
+
 @settings(max_examples=30, deadline=None)
-@given(TILES, OFFSETS, OFFSETS, OFFSETS, OFFSETS, st.integers(1, 20), st.integers(1, 40), st.integers(-12, 12))
-def test_copies_touch_exactly_the_tiles_elements_inside_the_tensor(tile, row, col, row2, col2, M, N, o):
-    case = Case(tile, row, col, row2, col2)
+@given(TILES, OFFSETS, OFFSETS, OFFSETS, OFFSETS, ARCHS, st.integers(1, 20), st.integers(1, 40), st.integers(-12, 12))
+def test_copies_touch_exactly_the_tiles_elements_inside_the_tensor(tile, row, col, row2, col2, arch, M, N, o):
+    case = Case(tile, row, col, row2, col2, arch)
     assert list(violations(case, M, N, o)) == []
 
 
