@@ -25,17 +25,20 @@ from tilec.tir import Scope
 @dataclass(frozen=True)
 class Sig:
     """Positional parameters (the first `required` of them are required),
-    then keyword-only parameters with defaults. `variadic` collects extra
-    positional arguments under "*" (between `required` and `most`)."""
+    then parameters with defaults, which positional arguments fill too unless
+    `keyword_only`. `variadic` collects extra positional arguments under "*"
+    (between `required` and `most`)."""
 
     params: tuple[str, ...] = ()
     keywords: dict[str, object] = field(default_factory=dict)
     required: int | None = None  # default: all params
     variadic: bool = False
     most: int | None = None
+    keyword_only: bool = False
 
     def text(self, name: str) -> str:
         parts = list(self.params) if not self.variadic else ["..."]
+        parts += ["*"] if self.keyword_only and self.keywords else []
         parts += [f"{k}={_show(v)}" for k, v in self.keywords.items()]
         return f"{name}({', '.join(parts)})"
 
@@ -47,7 +50,7 @@ def _show(v: object) -> str:
 _REDUCE = Sig(("src", "dst"), {"dim": -1, "clear": True})
 
 TILE_OPS: dict[str, Sig] = {
-    "copy": Sig(("src", "dst")),
+    "copy": Sig(("src", "dst"), {"pad": 0}, keyword_only=True),
     "gemm": Sig(
         ("A", "B", "C"), {"transpose_A": False, "transpose_B": False, "policy": "Square", "clear_accum": False}
     ),
@@ -132,8 +135,8 @@ class Bound:
 
 def bind(call: S.Call, name: str, sig: Sig) -> Bound:
     """Python's rules: positional arguments fill `params` then `keywords` in
-    order (variadic signatures take keywords by name only)."""
-    names = list(sig.params) + ([] if sig.variadic else list(sig.keywords))
+    order (variadic and keyword-only signatures take keywords by name only)."""
+    names = list(sig.params) + ([] if sig.variadic or sig.keyword_only else list(sig.keywords))
     given = len(call.args)
     most = sig.most if sig.variadic else len(names)
     required = len(sig.params) if sig.required is None else sig.required

@@ -633,7 +633,7 @@ class _Elaborator(ProgramScope):
 
         match name:
             case "copy":
-                return shapes.copy(opnd("src"), opnd("dst"), span)
+                return shapes.copy(opnd("src"), opnd("dst"), span, self.pad(args.get("pad"), scope, kx))
             case "gemm":
                 policy = self.policy(args.get("policy"), scope, kx)
                 return shapes.gemm(
@@ -664,6 +664,19 @@ class _Elaborator(ProgramScope):
         kind = name.removeprefix("reduce_")
         dim = self.const_int(args.get("dim"), scope, kx, "dim", -1)
         return shapes.reduce(kind, opnd("src"), opnd("dst"), dim, flag("clear"), span)
+
+    def pad(self, node: S.Expr | None, scope: Scope, kx: _KernelState) -> shapes.Pad | None:
+        """A copy's `pad=` value, which must be a compile-time constant (None: not given)."""
+        if node is None:
+            return None
+        value = fold.const(self.scalar(node, scope, kx).expr)
+        if value is None:
+            raise error(
+                node.span,
+                "copy() pad must be a compile-time constant",
+                hint="a literal, a param or a constant expression such as -infinity(float16)",
+            )
+        return shapes.Pad(value, node.span)
 
     def atomic_add(self, dst_node: S.Expr, value_node: S.Expr, span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
         dst = self.ev_value(dst_node, scope, kx)

@@ -12,13 +12,14 @@ region of a 3-D tensor copies into a (64, 32) tile.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tilec import tir
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.fold import Val, const, convert, difference
-from tilec.source import Span
+from tilec.fold import Const, Val, const, convert, difference, imm, limit
+from tilec.source import NO_SPAN, Span
 from tilec.values import BufVal, SliceVal, SubVal, Value
 
 SCOPE_WORDS = {
@@ -158,7 +159,15 @@ def _need_scope(o: Operand, scopes: tuple[str, ...], op: str, role: str, hint: s
 # ---------------------------------------------------------------- tile ops
 
 
-def copy(src: Operand, dst: Operand, span: Span) -> tir.Copy:
+@dataclass(frozen=True)
+class Pad:
+    """A copy's `pad=` argument: its constant value, and where it was written."""
+
+    value: Const
+    span: Span
+
+
+def copy(src: Operand, dst: Operand, span: Span, pad: Pad | None = None) -> tir.Copy:
     if src.extents is None and dst.extents is None:
         raise error(
             span,
@@ -170,7 +179,43 @@ def copy(src: Operand, dst: Operand, span: Span) -> tir.Copy:
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
         raise error(span, f"copy() shapes differ: the source is {fmt(src.extents)}, the destination {fmt(dst.extents)}")
-    return tir.Copy(region(src), region(dst), span=span)
+    pad_value = None if pad is None else _pad_value(src, pad)
+    return tir.Copy(region(src), region(dst), pad=pad_value, span=span)
+
+
+def _pad_value(src: Operand, pad: Pad) -> tir.Expr:
+    """The pad of a copy from `src` as a constant of the source's dtype; a source that is not a
+    tensor, or a value the dtype cannot hold, is an error."""
+    buf = src.buffer
+    if buf.scope != "global":
+        raise error(
+            pad.span,
+            f"copy() pads reads outside a global tensor, but its source '{src.name}' is {SCOPE_WORDS[buf.scope]}",
+            hint="every element of an on-chip buffer is in range: drop pad=",
+        )
+    problem = _pad_problem(pad.value, buf.dtype)
+    if problem is not None:
+        name = buf.dtype.tile_name
+        hint = f"min_value({name}) and max_value({name}) are its limits" if buf.dtype.is_int else None
+        raise error(pad.span, f"copy() pad {pad.value} {problem} ('{src.name}' is {name})", hint=hint)
+    return imm(pad.value, buf.dtype, pad.span)
+
+
+def _pad_problem(value: Const, dtype: DType) -> str | None:
+    """Why `value` cannot be a pad of `dtype` elements, or None."""
+    if dtype == DType.bool:
+        return None if isinstance(value, bool) else "is not True or False"
+    if isinstance(value, bool):
+        return "is a bool, not a number"
+    if dtype.is_float:
+        top = const(limit("max_value", dtype, NO_SPAN).expr)
+        assert isinstance(top, float)
+        return "does not fit" if math.isfinite(value) and abs(value) > top else None
+    if isinstance(value, float) and not value.is_integer():
+        return "is not an integer"
+    low, high = (const(limit(f, dtype, NO_SPAN).expr) for f in ("min_value", "max_value"))
+    assert isinstance(low, int) and isinstance(high, int)
+    return None if low <= value <= high else "does not fit"
 
 
 def _matrix(o: Operand, op: str, role: str) -> tuple[int, int]:

@@ -238,6 +238,7 @@ class Copy:
     src: Region
     dst: Region
     pipeline: CopyPipeline = None  # how the pipeline issues it asynchronously (passes/plan_pipeline.py)
+    pad: Expr | None = None  # what elements outside the source tensor read as (`pad=`, a constant); None: zero
     span: Span = field(default=NO_SPAN, compare=False)
 
 

@@ -150,15 +150,9 @@ def stmt_exprs(s: tir.Stmt) -> tuple[tir.Expr, ...]:
             own = (cond,)
         case tir.Print(value=value):
             own = () if isinstance(value, tir.Region) else (value,)
-        case (
-            tir.Copy()
-            | tir.Gemm()
-            | tir.Reduce()
-            | tir.CumSum()
-            | tir.Parallel()
-            | tir.UseSwizzle()
-            | tir.AnnotateLayout()
-        ):
+        case tir.Copy(pad=pad):
+            own = () if pad is None else (pad,)
+        case tir.Gemm() | tir.Reduce() | tir.CumSum() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
             own = ()
         case _:
             assert_never(s)
@@ -195,7 +189,9 @@ def map_stmt_exprs(s: tir.Stmt, fn: Callable[[tir.Expr], tir.Expr]) -> tir.Stmt:
             out = dataclasses.replace(s, cond=fn(cond))
         case tir.Print(value=value):
             out = dataclasses.replace(s, value=region(value) if isinstance(value, tir.Region) else fn(value))
-        case tir.Copy(src, dst) | tir.Reduce(src=src, dst=dst) | tir.CumSum(src=src, dst=dst):
+        case tir.Copy(src, dst, pad=pad):
+            out = dataclasses.replace(s, src=region(src), dst=region(dst), pad=None if pad is None else fn(pad))
+        case tir.Reduce(src=src, dst=dst) | tir.CumSum(src=src, dst=dst):
             out = dataclasses.replace(s, src=region(src), dst=region(dst))
         case tir.Gemm(a, b, c):
             out = dataclasses.replace(s, a=region(a), b=region(b), c=region(c))

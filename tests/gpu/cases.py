@@ -171,6 +171,42 @@ def check_layernorm(mod, gen, M, N, eps=1e-5):
     return _finish(y, ref)
 
 
+# ---------------------------------------------------------------- halos
+
+
+def conv1d_causal_ref(x, w):
+    """Causal depthwise conv1d in float64: y[b, t, c] = sum_k w[k, c] * x[b, t - (K - 1) + k, c],
+    x being 0 before t = 0; x is (B, L, C), w (K, C)."""
+    K = w.shape[0]
+    xt = F.pad(x.double().transpose(1, 2), (K - 1, 0))  # (B, C, K - 1 + L)
+    return F.conv1d(xt, w.double().T.unsqueeze(1), groups=w.shape[1]).transpose(1, 2)
+
+
+def check_conv1d_halo(mod, gen, B, L, C, K):
+    """The first tile of each sequence reads K - 1 rows before it: they must read as 0 (guarded
+    inputs put NaN before X, and the previous sequence's rows are not 0)."""
+    x, w = randn((B, L, C), f16, gen), randn((K, C), f16, gen)
+    y = guarded_output((B, L, C), f16)
+    mod.conv1d_halo(guarded_input(x).tensor, guarded_input(w).tensor, y.tensor)
+    return _finish(y, conv1d_causal_ref(x, w))
+
+
+def stencil_ref(x, alpha: float, beta: float):
+    """The 5-point stencil in float64 with x taken as 0 outside its (H, W) grid."""
+    p = F.pad(x.double(), (1, 1, 1, 1))
+    near = p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:]
+    return alpha * p[1:-1, 1:-1] + beta * near
+
+
+def check_stencil(mod, gen, H, W, alpha=0.5, beta=0.25):
+    """Every edge of the grid: row -1 lies before X (NaN in a guarded input), column -1 and
+    column W are the neighbouring rows' elements, row H after X; all must read as 0."""
+    x = randn((H, W), f16, gen)
+    y = guarded_output((H, W), f16)
+    mod.stencil(guarded_input(x).tensor, y.tensor, alpha, beta)
+    return _finish(y, stencil_ref(x, alpha, beta))
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -400,6 +436,22 @@ def _cases() -> list[Case]:
         add(v, "256x256x256", check_dequant_gemm, M=256, N=256, K=256)
         add(v, "M=N=K=1000", check_dequant_gemm, M=1000, N=1000, K=1000)
         add(v, "GEMV M=1 N=512 K=4096", check_dequant_gemm, M=1, N=512, K=4096)
+
+    conv_sizes = [
+        (2, 256, 128, "tile multiple"),
+        (3, 1000, 100, "ragged, unaligned rows"),
+        (4, 67, 72, "ragged"),
+        (1, 5, 3, "L < block_L, C < 8"),
+        (2, 2, 64, "L < K"),
+    ]
+    for v, K in (("conv1d_halo", 4), ("conv1d_halo-sm90a", 4), ("conv1d_halo-k7", 7)):
+        for B, L, C, what in conv_sizes:
+            add(v, f"B{B} L{L} C{C} {what}", check_conv1d_halo, B=B, L=L, C=C, K=K)
+    stencil_sizes = [(256, 256, "tile multiple"), (1000, 1000, "ragged"), (33, 65, "ragged, odd W"), (1, 1, "1x1")]
+    stencil_sizes += [(130, 2, "W=2")]
+    for v in ("stencil", "stencil-sm90a"):
+        for H, W, what in stencil_sizes:
+            add(v, f"{H}x{W} {what}", check_stencil, H=H, W=W)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

@@ -88,6 +88,25 @@ class Fake:
 
         self._store(o, attention_ref(q, k, v, self.d.get("is_causal") == "True").float())
 
+    def conv1d_halo(self, x, w, y):
+        B, L, C = x.shape
+        K = w.shape[0]
+        if self.bug == "halo":  # no lower-edge guard: the K - 1 rows before each sequence are read
+            rows = _around(x, (K - 1) * C, 0).view(-1, C)
+            xp = torch.stack([rows[b * L : b * L + L + K - 1] for b in range(B)])
+        else:
+            xp = torch.nn.functional.pad(x.float(), (0, 0, K - 1, 0))
+        self._store(y, sum(w[k].float() * xp[:, k : k + L].float() for k in range(K)))
+
+    def stencil(self, x, y, alpha, beta):
+        H, W = x.shape
+        if self.bug == "halo":  # no lower-edge guard: row -1 and column -1 are the memory before
+            xp = torch.as_strided(x, (H + 2, W + 2), (W, 1), x.storage_offset() - W - 1).float()
+        else:
+            xp = torch.nn.functional.pad(x.float(), (1, 1, 1, 1))
+        near = xp[:-2, 1:-1] + xp[2:, 1:-1] + xp[1:-1, :-2] + xp[1:-1, 2:]
+        self._store(y, alpha * xp[1:-1, 1:-1] + beta * near)
+
     # MLA: the tile algorithm itself (splits of whole tiles, exp2 domain), in float32
     def mla_decode_partial(self, q, q_pe, kv, k_pe, lse, o_part):
         dim, pe_dim = q.shape[-1], q_pe.shape[-1]
@@ -119,6 +138,12 @@ class Fake:
         self._store(o, (o_part * w[..., None]).sum(-2))
 
 
+def _around(t, before: int, after: int):
+    """The memory of `t` (contiguous) with `before` elements ahead of it and `after` past it, as one
+    flat tensor: what a kernel without bound checks would read."""
+    return torch.as_strided(t, (before + t.numel() + after,), (1,), t.storage_offset() - before)
+
+
 def _cases():
     from cases import CASES
 
@@ -134,7 +159,18 @@ def test_case_passes_with_correct_standin(case):
 @pytest.mark.parametrize("bug", ["unwritten", "overrun", "wrong"])
 @pytest.mark.parametrize(
     "variant",
-    ["gemm", "softmax", "flash_attention-causal", "mla_decode", "gemm_splitk", "gemm_tn", "gemm_nt", "bmm_bias"],
+    [
+        "gemm",
+        "softmax",
+        "flash_attention-causal",
+        "mla_decode",
+        "gemm_splitk",
+        "gemm_tn",
+        "gemm_nt",
+        "bmm_bias",
+        "conv1d_halo",
+        "stencil",
+    ],
 )
 def test_planted_bug_is_caught(bug, variant):
     case = next(c for c in _cases() if c.variant == variant)
@@ -160,3 +196,13 @@ def test_layout_mistake_is_caught(variant):
     case = next(c for c in _cases() if c.variant == variant and c.label in square)
     res = case.run(Wrong(BY_NAME[variant].defines))
     assert not res["ok"], f"a layout mistake in {variant} went unnoticed: {harness.summarize(res)}"
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in _cases() if c.variant.startswith(("conv1d_halo", "stencil"))], ids=lambda c: c.id
+)
+def test_unguarded_halo_is_caught(case):
+    """A kernel that reads its halo without the lower-edge check (the memory before the tensor, or
+    the previous sequence's rows) fails every case of the halo examples."""
+    res = case.run(Fake(BY_NAME[case.variant].defines, "halo"))
+    assert not res["ok"], f"an unguarded halo in {case.id} went unnoticed: {harness.summarize(res)}"

@@ -80,6 +80,12 @@ VARIANTS: list[Variant] = [
     Variant("flash_attention-d64", "flash_attention", {"dim": "64", "block_M": "32", "block_N": "32"}),
     Variant("dequant_gemm", "dequant_gemm"),
     Variant("mla_decode", "mla_decode"),
+    # halos: tiles whose copies start before row or column 0 (lower-edge guards)
+    Variant("conv1d_halo", "conv1d_halo"),
+    Variant("conv1d_halo-sm90a", "conv1d_halo", arch="sm_90a"),
+    Variant("conv1d_halo-k7", "conv1d_halo", {"K": "7", "block_L": "32", "block_C": "128"}),
+    Variant("stencil", "stencil"),
+    Variant("stencil-sm90a", "stencil", arch="sm_90a"),
     # ---- benchmark configurations (bench/run.py picks the fastest correct one per workload)
     Variant("gemm-bench-128x128", "gemm", {"block_N": "128", "threads": "128"}, bench=True),
     Variant("gemm-bench-s4", "gemm", {"block_K": "32", "num_stages": "4"}, bench=True),

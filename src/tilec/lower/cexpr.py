@@ -1,6 +1,6 @@
 """Small builders of C-ready expressions shared by the lowering modules:
-conditions (`all_of`, `lt`), index arithmetic (`add`, `mul`, `flatten`),
-type widening (`compute_dtype`, `cast`) and a bound prover (`upper_bound`)."""
+conditions (`all_of`, `lt`, `at_least_zero`), index arithmetic (`add`, `mul`, `flatten`),
+type widening (`compute_dtype`, `cast`) and a bound prover (`upper_bound`, `lower_bound`)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,11 @@ def mul(a: tir.Expr, k: int) -> tir.Expr:
 
 def lt(a: tir.Expr, b: tir.Expr) -> tir.Expr:
     return tir.BinOp("<", a, b, DType.bool)
+
+
+def at_least_zero(a: tir.Expr) -> tir.Expr:
+    """`0 <= a`: the lower edge of a tensor's dimension."""
+    return tir.BinOp("<=", int_(0), a, DType.bool)
 
 
 def vars_in(e: tir.Expr) -> set[tir.Var]:
@@ -168,6 +173,48 @@ def upper_bound(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
             return c - 1
         case _:
             return None
+
+
+def lower_bound(e: tir.Expr, bounds: dict[tir.Var, int], nonneg: set[str]) -> int | None:
+    """A lower bound of an integer index expression, or None if unknown. The variables of
+    `bounds` (0 up to their bound) and those named in `nonneg` are at least 0; any other
+    variable (a scalar argument, a value loaded from memory) may be anything."""
+    lin = linear(e)
+    if lin is None:
+        return None
+    terms, low = lin
+    for atom, k in terms.items():
+        if not _nonnegative_atom(atom, bounds, nonneg):
+            return None
+        if k < 0:
+            hi = upper_bound(atom, bounds)
+            if hi is None:
+                return None
+            low += k * hi
+    return low
+
+
+def nonnegative(e: tir.Expr, bounds: dict[tir.Var, int], nonneg: set[str]) -> bool:
+    """Whether an integer index expression is provably at least 0 (see `lower_bound`)."""
+    low = lower_bound(e, bounds, nonneg)
+    return low is not None and low >= 0
+
+
+def _nonnegative_atom(a: tir.Expr, bounds: dict[tir.Var, int], nonneg: set[str]) -> bool:
+    """Whether a term of a linear form (a variable, a product, a quotient...) is at least 0."""
+    match a:
+        case tir.Var():
+            return a.name in nonneg or upper_bound(a, bounds) is not None
+        case tir.BinOp("*", x, y):
+            return nonnegative(x, bounds, nonneg) and nonnegative(y, bounds, nonneg)
+        case tir.BinOp("//" | "%", x, tir.IntImm(c)) if c > 0:
+            return nonnegative(x, bounds, nonneg)
+        case tir.Call("min", args):
+            return all(nonnegative(v, bounds, nonneg) for v in args)
+        case tir.Call("max", args):
+            return any(nonnegative(v, bounds, nonneg) for v in args)
+        case _:
+            return False
 
 
 def swizzled_offset(sw: Swizzle, offset: tir.Expr, bounds: dict[tir.Var, int]) -> tir.Expr:

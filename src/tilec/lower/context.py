@@ -69,6 +69,12 @@ class LowerState:
     # for the bound prover (cexpr.upper_bound). Written by whoever creates such a variable; read
     # by exprs.below and the vector accesses (loops.py) to drop checks that always hold.
     bounds: dict[tir.Var, int]
+    # The C names of integer variables known to be at least 0 with no known upper bound (block
+    # indices, dimensions, loop variables counting up from a nonnegative start, lets of such
+    # values), for the lower-edge prover (cexpr.lower_bound). Set by new_context and whoever
+    # declares such a variable (kernel.py, loops.py, pipelined.py, the backends' warp roles);
+    # read by exprs.nonnegative: an index it cannot prove nonnegative is checked against 0.
+    nonneg: set[str]
     # The block's dynamic shared memory, one view per tile. Appended by `shared_view` (shared
     # allocations, a fragment operand staged for a gemm, the reductions' scratch); read at the
     # end for the kernel's head and its shared-memory size.
@@ -99,6 +105,10 @@ class LowerState:
     # Tensors whose current tile is wholly in bounds and aligned. Set by ops.lower_copy while it
     # builds a copy's fast path; read by exprs.ref_of and the vector accesses (no checks needed).
     interior: set[tir.Buffer] = field(default_factory=set)
+    # The value out-of-range elements of the copy being lowered read as (`copy(..., pad=v)`), in
+    # its compute type; None: zero. Set by ops.lower_copy around its element loops; read by
+    # exprs.value_of where a tensor's load is guarded.
+    pad: tir.Expr | None = None
     # Conditions known to hold where code is being built: a store's own guard while its value is
     # lowered (loops.py), so that loads under it need none; read by exprs.value_of.
     assumed: list[tir.Expr] = field(default_factory=list)
@@ -166,7 +176,8 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target) -> LowerCo
     for v in (*kernel.scalars, *kernel.dims, *kernel.block_vars):
         names.of(v)
     tx = tir.Var(names.fresh("tx"), I32, "thread")
-    state = LowerState(names, {tx: kernel.threads - 1})
+    nonneg = {names.of(v) for v in (*kernel.dims, *kernel.block_vars)}
+    state = LowerState(names, {tx: kernel.threads - 1}, nonneg)
     return LowerContext(kernel, layouts, target, backend_of(target), tx, state)
 
 

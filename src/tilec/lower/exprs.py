@@ -15,10 +15,13 @@ from tilec.lower.cexpr import (
     Access,
     ElementLoop,
     all_of,
+    at_least_zero,
     cast,
     compute_dtype,
     conjuncts,
     flatten,
+    let_init,
+    lower_bound,
     lt,
     split_index,
     swizzled_offset,
@@ -48,7 +51,8 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
             loaded: tir.Expr = acc.ref  # type: ignore[assignment]  # a C subscript standing for the loaded value
             loaded = cast(loaded, compute_dtype(buf.dtype))
             if not all(c in ctx.state.assumed for c in conjuncts(acc.inbounds)):
-                loaded = tir.Select(acc.inbounds, loaded, zero(compute_dtype(buf.dtype)), compute_dtype(buf.dtype))
+                outside = ctx.state.pad if ctx.state.pad is not None else zero(compute_dtype(buf.dtype))
+                loaded = tir.Select(acc.inbounds, loaded, outside, compute_dtype(buf.dtype))
             return loaded
         case tir.BinOp(op, a, b, d):
             va, vb = value_of(ctx, a, loop), value_of(ctx, b, loop)
@@ -79,16 +83,15 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
 
 
 def ref_of(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop | None) -> Access:
-    """The subscript of one element and its bound condition."""
+    """The subscript of one element and its bound condition: for a tensor, each index below its
+    dimension and at least 0, where neither is proven."""
     name = ctx.name(buf)
     idx = tuple(simplify(value_of(ctx, i, loop)) for i in idx)
     true: tir.Expr = tir.BoolImm(True)
     match buf.scope:
         case "global":
             flat = flatten(idx, tuple(value_of(ctx, d, None) for d in buf.shape))
-            conds = [lt(i, value_of(ctx, d, None)) for i, d in zip(idx, buf.shape) if not below(ctx, i, d)]
-            if buf in ctx.state.interior:
-                conds = []
+            conds = [] if buf in ctx.state.interior else in_dimension(ctx, idx, buf.shape)
             return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
         case "shared" | "local":
             if buf in ctx.layouts.swizzle:
@@ -128,6 +131,33 @@ def _slot(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: E
     if len(digits) != len(wanted):
         raise error(buf.span, f"internal: fragment '{buf.name}' registers do not match the loop's layout")
     return L.slot(L.Fragment(frag.shape, frag.thread_parts, tuple(wanted)), digits)
+
+
+def let_decl(ctx: LowerContext, var: tir.Var, value: tir.Expr) -> T.Decl:
+    """`const T name = value;` of a let whose C value is `value`; the name is known nonnegative
+    when the value is."""
+    name = ctx.name(var)
+    if var.dtype.is_int and nonnegative(ctx, simplify(value)):
+        ctx.state.nonneg.add(name)
+    return T.Decl(name, var.dtype, init=let_init(value, var.dtype), const=True)
+
+
+def in_dimension(ctx: LowerContext, idx: tuple[tir.Expr, ...], shape: tuple[tir.Expr, ...]) -> list[tir.Expr]:
+    """The conditions for C indices `idx` to lie in a tensor of `shape`: `0 <= i` and `i < d`
+    per dimension, less those proven."""
+    conds: list[tir.Expr] = []
+    for i, d in zip(idx, shape):
+        if not nonnegative(ctx, i):
+            conds.append(at_least_zero(i))
+        if not below(ctx, i, d):
+            conds.append(lt(i, value_of(ctx, d, None)))
+    return conds
+
+
+def nonnegative(ctx: LowerContext, i: tir.Expr) -> bool:
+    """True if the C index `i` is provably at least 0."""
+    low = lower_bound(i, ctx.state.bounds, ctx.state.nonneg)
+    return low is not None and low >= 0
 
 
 def below(ctx: LowerContext, i: tir.Expr, d: tir.Expr) -> bool:

@@ -12,9 +12,9 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.lower.cexpr import I32, builtin, cast, let_init, source_comment, source_line, symv
+from tilec.lower.cexpr import I32, builtin, cast, source_comment, source_line, symv
 from tilec.lower.context import LowerContext, WarpRoles, new_context, shared_bytes, shared_names, shared_view
-from tilec.lower.exprs import ref_of, value_of
+from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
 from tilec.lower.lanes import name_lanes
 from tilec.lower.loops import device_assert
 from tilec.lower.ops import (
@@ -134,7 +134,7 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
         case tir.Alloc():
             return lower_alloc(ctx, s)
         case tir.Let(var, value):
-            return [T.Decl(ctx.name(var), var.dtype, init=let_init(value_of(ctx, value, None), var.dtype), const=True)]
+            return [let_decl(ctx, var, value_of(ctx, value, None))]
         case tir.Store():
             return lower_store(ctx, s)
         case tir.Copy() if s.pipeline == "early":
@@ -235,9 +235,11 @@ def lower_store(ctx: LowerContext, s: tir.Store) -> list[T.Stmt]:
 def lower_for(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     """A loop without producers (a Pipelined loop with nothing to pipeline runs as is)."""
     var = ctx.name(s.var)
-    body = lower_block(ctx, s.body)
     step = s.step.value if isinstance(s.step, tir.IntImm) else 1
     start, stop = value_of(ctx, s.start, None), value_of(ctx, s.stop, None)
+    if step > 0 and nonnegative(ctx, simplify(start)):
+        ctx.state.nonneg.add(var)  # counts up from a nonnegative start
+    body = lower_block(ctx, s.body)
     loop = T.Loop(T.Sym(var, I32), start, stop, step, s.kind == "unroll", tuple(body))
     if s.kind == "pipelined":
         comment = f"{source_line(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"

@@ -23,19 +23,19 @@ from tilec.lower.cexpr import (
     I32,
     ElementLoop,
     all_of,
+    at_least_zero,
     c_string,
     cast,
     conjuncts,
     counter_var,
     guarded,
-    let_init,
     lt,
     printf,
     upper_bound,
     vars_in,
 )
 from tilec.lower.context import LowerContext, kernel_flag
-from tilec.lower.exprs import below, ref_of, value_of
+from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
 from tilec.simplify import gcd_of, int_, simplify, substitute
 
 
@@ -153,8 +153,7 @@ def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) 
                     cond = all_of([_replica_zero(ctx, loop.layout), cond])
                 out += guarded(cond, [assign])
             case tir.Let(var, value):
-                let_value = let_init(value_of(ctx, value, loop), var.dtype)
-                out.append(T.Decl(ctx.name(var), var.dtype, init=let_value, const=True))
+                out.append(let_decl(ctx, var, value_of(ctx, value, loop)))
             case tir.Alloc(buf, init) if buf.scope == "var":
                 value = cast(value_of(ctx, init, loop), buf.dtype) if init is not None else None
                 out.append(T.Decl(ctx.name(buf), buf.dtype, (), init=value))
@@ -167,16 +166,7 @@ def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) 
                     )
                 )
             case tir.For():
-                out.append(
-                    T.Loop(
-                        T.Sym(ctx.name(s.var), I32),
-                        value_of(ctx, s.start, loop),
-                        value_of(ctx, s.stop, loop),
-                        s.step.value if isinstance(s.step, tir.IntImm) else 1,
-                        s.kind == "unroll",
-                        tuple(_elements(ctx, s.body, loop)),
-                    )
-                )
+                out.append(_element_loop(ctx, s, loop))
             case tir.AtomicAdd(dst=dst, value=value) if value is not None:
                 out += guarded(_replica_zero(ctx, loop.layout), atomic(ctx, dst.buffer, dst.starts, value, loop))
             case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
@@ -188,6 +178,17 @@ def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) 
                     s.span, "this statement cannot appear inside a Parallel loop", hint="move it out of the loop"
                 )
     return out
+
+
+def _element_loop(ctx: LowerContext, s: tir.For, loop: ElementLoop) -> T.Loop:
+    """A serial loop inside a Parallel body; its variable is known nonnegative when it counts
+    up from a nonnegative start."""
+    name = ctx.name(s.var)
+    start, stop = value_of(ctx, s.start, loop), value_of(ctx, s.stop, loop)
+    step = s.step.value if isinstance(s.step, tir.IntImm) else 1
+    if step > 0 and nonnegative(ctx, simplify(start)):
+        ctx.state.nonneg.add(name)
+    return T.Loop(T.Sym(name, I32), start, stop, step, s.kind == "unroll", tuple(_elements(ctx, s.body, loop)))
 
 
 def atomic(
@@ -334,8 +335,12 @@ def _vec_access(
         shape = tuple(value_of(ctx, d, None) for d in buf.shape)
         vals = tuple(simplify(value_of(ctx, i, None)) for i in base_idx)
         for i, d in zip(vals[:-1], shape[:-1]):
+            if not nonnegative(ctx, i):
+                conds.append(at_least_zero(i))
             if not below(ctx, i, d):
                 conds.append(lt(i, d))
+        if not nonnegative(ctx, vals[-1]):
+            conds.append(at_least_zero(vals[-1]))
         last_end = simplify(tir.BinOp("+", vals[-1], int_(width), I32))
         hi = upper_bound(vals[-1], ctx.state.bounds)
         if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value):

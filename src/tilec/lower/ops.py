@@ -17,6 +17,7 @@ from tilec.lower.cexpr import (
     I32,
     add,
     all_of,
+    at_least_zero,
     cast,
     compute_dtype,
     const_int,
@@ -30,7 +31,7 @@ from tilec.lower.cexpr import (
     zero,
 )
 from tilec.lower.context import LowerContext, kernel_flag, shared_view
-from tilec.lower.exprs import value_of
+from tilec.lower.exprs import nonnegative, value_of
 from tilec.lower.loops import aligned, atomic, distributed
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
@@ -94,7 +95,9 @@ def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     src_idx = _region_index(s.src, vars, shape)
     dst_idx = _region_index(s.dst, vars, shape)
     body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
+    ctx.state.pad = None if s.pad is None else value_of(ctx, s.pad, None)
     general = distributed(ctx, layout, vars, body)
+    ctx.state.pad = None
     interior = _interior_condition(ctx, s, layout)
     if interior is None:
         return general
@@ -117,13 +120,10 @@ def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> t
     fixed: list[tir.Expr] = [aligned(ctx, region.buffer, last.extent)]  # the same all kernel long
     moving: list[tir.Expr] = []  # depends on loop counters or values computed in the body
     for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):
-        end = simplify(add(value_of(ctx, start, None), ext))
-        if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
-            cond = tir.BinOp("<=", end, value_of(ctx, dim, None), DType.bool)
-            kernel_wide = not tir_walk.loads(start) and all(
-                v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start)
-            )
-            (fixed if kernel_wide else moving).append(cond)
+        kernel_wide = not tir_walk.loads(start) and all(
+            v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start)
+        )
+        (fixed if kernel_wide else moving).extend(_tile_in_dimension(ctx, value_of(ctx, start, None), ext, dim))
     if len(fixed) == 1 and not moving:
         return None
     if not moving:
@@ -136,6 +136,17 @@ def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> t
     # `{tensor}_interior`: the tensor's alignment and the block-index part of "this tile is inside"
     interior = all_of(fixed)
     return all_of([kernel_flag(ctx, interior, f"{ctx.name(region.buffer)}_interior", interior), *moving])
+
+
+def _tile_in_dimension(ctx: LowerContext, start: tir.Expr, ext: tir.Expr, dim: tir.Expr) -> list[tir.Expr]:
+    """`0 <= start` and `start + ext <= dim` for a tile's C start in one dimension of its tensor,
+    less those proven."""
+    start = simplify(start)
+    end = simplify(add(start, ext))
+    conds = [] if nonnegative(ctx, start) else [at_least_zero(start)]
+    if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
+        conds.append(tir.BinOp("<=", end, value_of(ctx, dim, None), DType.bool))
+    return conds
 
 
 def lower_fill(ctx: LowerContext, s: tir.Fill) -> list[T.Stmt]:

@@ -98,6 +98,7 @@ def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
     out.append(T.Loop(T.Sym(p.name, I32), int_(0), int_(stages - 1), 1, True, tuple(fill)))
     # steady state
     it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
+    ctx.state.nonneg.add(it.name)  # the iteration: 0, 1, ..., count - 1
     names = _stage_names(ctx, it, stages)
     read_stage, next_stage, write_stage = (var for var, _ in names)
     ahead = simplify(add(it, int_(stages - 1)))

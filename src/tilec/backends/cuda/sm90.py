@@ -185,6 +185,7 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     start = simplify(value_of(ctx, s.start, None))
     count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
     it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
+    ctx.state.nonneg.add(it.name)  # the iteration: 0, 1, ..., count - 1
     ctx.state.cvars[s.var] = simplify(add(start, it))
 
     def ring(base: tir.Var) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
