@@ -97,6 +97,36 @@ def test_define_fixes_a_symbolic_dimension() -> None:
     assert k.tensors[0].shape[0] == tir.IntImm(256)
 
 
+def test_dimensions_may_be_expressions_of_earlier_ones() -> None:
+    text = (
+        "param block = 64\nparam groups = 4\n"
+        "kernel k(A: Tensor((M, H), float16), B: Tensor((M // block, H * groups, ceildiv(M, 32)), bool)):\n"
+        "    with Kernel(4, threads=128) as bx:\n        pass\n"
+    )
+    (k,) = prog(text).kernels
+    assert [d.name for d in k.dims] == ["M", "H"]
+    m, h = k.dims
+    assert k.tensors[1].shape[:2] == (
+        tir.BinOp("//", m, tir.IntImm(64), DType.int32),
+        tir.BinOp("*", h, tir.IntImm(4), DType.int32),
+    )
+    (fixed,) = prog(text, {"M": "256"}).kernels
+    assert fixed.tensors[1].shape[0] == tir.IntImm(4)
+
+
+def test_buffer_attributes() -> None:
+    body = (
+        "acc = alloc_fragment((64, 32), float32)\n"
+        "s = alloc_shared((acc.shape[0], acc.shape[-1] * 2), A.dtype)\n"
+        "t = alloc_fragment(acc.shape, acc.dtype)\n"
+        "fill(acc, -infinity(acc.dtype))"
+    )
+    _, s, t, fill = kbody(body)
+    assert isinstance(s, tir.Alloc) and s.buffer.const_shape == (64, 64) and s.buffer.dtype == DType.float16
+    assert isinstance(t, tir.Alloc) and t.buffer.const_shape == (64, 32) and t.buffer.dtype == DType.float32
+    assert isinstance(fill, tir.Fill) and fill.value == tir.FloatImm(-math.inf, DType.float32)
+
+
 def test_typed_param_is_strong() -> None:
     (fill,) = kbody("X = alloc_fragment((4,), float16)\nfill(X, s)", "param s: float32 = 0.5\n")[1:]
     assert isinstance(fill, tir.Fill) and fill.value == tir.FloatImm(0.5, DType.float16)

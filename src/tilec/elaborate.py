@@ -257,17 +257,35 @@ class _Elaborator(ProgramScope):
             kx.dims.append(var)
             scope.names[d.id] = Val(var)
             return var
+        self.check_dim_names(d, scope)
         v = self.ev(d, scope, kx)
-        if isinstance(v, Val) and isinstance(v.expr, tir.Var) and v.expr.kind == "dim":
+        if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
             return v.expr
         c = fold.const(v.expr) if isinstance(v, Val) else None
         if not isinstance(c, int) or isinstance(c, bool):
-            raise error(d.span, "a tensor dimension must be an int literal, a param or a new name")
+            raise error(
+                d.span,
+                "a tensor dimension must be an int literal, a param, a new name, or an integer expression of "
+                "earlier dimensions and constants",
+                hint="dimension expressions use + - * // % min max (ceildiv too) of dimensions and params",
+            )
         if c <= 0:
             raise error(d.span, f"a tensor dimension must be positive, not {c}")
         if c > INT32_MAX:
             raise error(d.span, f"a tensor dimension must be at most {INT32_MAX} (dimensions are int32), not {c}")
         return tir.IntImm(c, DType.int32, d.span)
+
+    def check_dim_names(self, d: S.Expr, scope: Scope) -> None:
+        """A name inside a dimension expression must already be bound: a new
+        dimension is introduced alone (`(M, K)`), then used (`(M // 2, K)`)."""
+        for name in S.names_in(d):
+            if scope.lookup(name.id) is None and name.id not in BUILTIN_NAMES:
+                raise error(
+                    name.span,
+                    f"unknown name '{name.id}' in a tensor dimension",
+                    hint=f"a new dimension appears alone first: give a tensor the dimension '{name.id}' "
+                    "before this one, or make it a param",
+                )
 
     def fixed_dim(self, d: S.Name) -> tir.Expr:
         self.dim_names.add(d.id)
@@ -543,21 +561,20 @@ class _Elaborator(ProgramScope):
         return need
 
     def shape_arg(self, node: S.Expr, scope: Scope, kx: _KernelState) -> tuple[int, ...]:
-        items = node.items if isinstance(node, S.Tuple) else (node,)
+        items = self.shape_items(node, scope, kx)
         if not items:
             raise error(node.span, "a buffer needs at least one dimension")
         dims = []
-        for item in items:
-            v = self.scalar(item, scope, kx)
-            c = fold.const(v.expr)
+        for v, span in items:
+            c = fold.const(self.as_val(v, span).expr)
             if not isinstance(c, int) or isinstance(c, bool):
                 raise error(
-                    item.span,
+                    span,
                     "allocation shapes must be compile-time constants",
                     hint="use params or literals for tile sizes",
                 )
             if c <= 0:
-                raise error(item.span, f"a buffer dimension must be positive, not {c}")
+                raise error(span, f"a buffer dimension must be positive, not {c}")
             dims.append(c)
         return tuple(dims)
 

@@ -163,7 +163,7 @@ class ExprElaborator:
             case S.Subscript():
                 return self.subscript(node, scope, kx)
             case S.Attribute():
-                return self.attribute(node)
+                return self.attribute(node, scope, kx)
             case S.Tuple():
                 return TupleVal(tuple(self.ev_value(i, scope, kx) for i in node.items))
         raise AssertionError(node)
@@ -182,16 +182,43 @@ class ExprElaborator:
             raise error(node.span, "tilec has no 'T' module", hint="drop the 'T.' prefix: write copy(...)")
         raise self.unknown(node, scope)
 
-    def attribute(self, node: S.Attribute) -> Value:
+    def attribute(self, node: S.Attribute, scope: Scope, kx: Any) -> Value:
         if isinstance(node.value, S.Name) and node.value.id == "T":
-            raise error(
-                node.span,
-                f"drop the 'T.' prefix: write '{node.attr}'",
-                hint="tile ops, dtypes and loops are built in; TileLang's T. module is not needed",
-            )
+            return self.t_attribute(node)
         if isinstance(node.value, S.Name) and node.value.id == "GemmWarpPolicy" and node.attr in POLICIES:
             return PolicyVal(node.attr)
-        raise error(node.span, "attribute access ('.') is not supported")
+        base = self.ev_value(node.value, scope, kx)
+        if isinstance(base, (BufVal, SubVal)):
+            return self.buffer_attribute(base, node)
+        raise error(node.span, "attribute access ('.') is not supported", hint="only buffers have attributes")
+
+    @staticmethod
+    def t_attribute(node: S.Attribute) -> Value:
+        """`T.name`: TileLang's module prefix, which .tile drops."""
+        raise error(
+            node.span,
+            f"drop the 'T.' prefix: write '{node.attr}'",
+            hint="tile ops, dtypes and loops are built in; TileLang's T. module is not needed",
+        )
+
+    @staticmethod
+    def buffer_attribute(base: BufVal | SubVal, node: S.Attribute) -> Value:
+        """`buf.dtype` and `buf.shape` (of a region: its extents)."""
+        buf = base.buffer
+        if node.attr == "dtype":
+            return DTypeVal(buf.dtype)
+        if node.attr == "shape":
+            if isinstance(base, SubVal):
+                raise error(node.span, "a region has no .shape", hint=f"use the shape of the buffer: {buf.name}.shape")
+            return TupleVal(tuple(ExprElaborator.extent(d, node.span) for d in buf.shape))
+        hint = did_you_mean(node.attr, ("dtype", "shape")) or "a buffer has the attributes .dtype and .shape"
+        raise error(node.span, f"'{buf.name}' has no attribute '{node.attr}'", hint=hint)
+
+    @staticmethod
+    def extent(d: tir.Expr, span: Span) -> Val:
+        """One entry of `.shape`: a constant is a literal (weak, like a param); a dimension its variable."""
+        c = fold.const(d)
+        return fold.literal(c, span) if isinstance(c, int) else Val(d)
 
     def call(self, node: S.Call, scope: Scope, kx: Any) -> Value:
         f = self.callee(node, scope, kx)
@@ -240,6 +267,8 @@ class ExprElaborator:
 
     def subscript(self, node: S.Subscript, scope: Scope, kx: Any) -> Value:
         base = self.ev_value(node.value, scope, kx)
+        if isinstance(base, TupleVal):
+            return self.tuple_item(base, node, scope, kx)
         if not isinstance(base, BufVal):
             raise error(node.value.span, f"'{node.value.span.text}' is not a buffer, so it cannot be indexed")
         buf = base.buffer
@@ -261,6 +290,28 @@ class ExprElaborator:
             else:
                 items.append(self.index(item, buf, axis, scope, kx, True))
         return SubVal(buf, tuple(items), node.span)
+
+    def tuple_item(self, base: TupleVal, node: S.Subscript, scope: Scope, kx: Any) -> Value:
+        """`acc.shape[1]`: a constant index (negative counts from the end) into a tuple."""
+        n = len(base.items)
+        if len(node.indices) != 1 or isinstance(node.indices[0], S.Slice):
+            raise error(node.span, "a tuple takes one index", hint=f"write {node.value.span.text}[0] .. [{n - 1}]")
+        item = node.indices[0]
+        c = fold.const(self.scalar(item, scope, kx).expr)
+        if not isinstance(c, int) or isinstance(c, bool):
+            raise error(item.span, "the index of a tuple must be a compile-time integer constant")
+        if not -n <= c < n:
+            raise error(item.span, f"index {c} is out of range for a tuple of {n} item{'s' if n != 1 else ''}")
+        return base.items[c]
+
+    def shape_items(self, node: S.Expr, scope: Scope, kx: Any) -> list[tuple[Value, Span]]:
+        """The dimensions of a shape argument: a tuple `(a, b)`, one int, or a buffer's `.shape`."""
+        if isinstance(node, S.Tuple):
+            return [(self.ev_value(i, scope, kx), i.span) for i in node.items]
+        v = self.ev_value(node, scope, kx)
+        if isinstance(v, TupleVal):
+            return [(item, node.span) for item in v.items]
+        return [(v, node.span)]
 
     def index(self, node: S.Expr, buf: tir.Buffer, axis: int, scope: Scope, kx: Any, element: bool) -> tir.Expr:
         v = self.scalar(node, scope, kx)

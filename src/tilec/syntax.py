@@ -129,6 +129,33 @@ class Tuple:
 
 Expr: TypeAlias = Name | Int | Float | Bool | Str | BinOp | UnaryOp | IfExp | Call | Subscript | Attribute | Tuple
 
+
+def names_in(e: Expr | Slice | Keyword) -> list[Name]:
+    """Every `Name` inside `e`, left to right (an attribute's name is not one)."""
+    match e:
+        case Name():
+            return [e]
+        case BinOp():
+            return names_in(e.left) + names_in(e.right)
+        case UnaryOp():
+            return names_in(e.operand)
+        case IfExp():
+            return names_in(e.cond) + names_in(e.a) + names_in(e.b)
+        case Call():
+            return [n for x in (e.func, *e.args, *e.keywords) for n in names_in(x)]
+        case Keyword():
+            return names_in(e.value)
+        case Subscript():
+            return [n for x in (e.value, *e.indices) for n in names_in(x)]
+        case Slice():
+            return [n for x in (e.lo, e.hi) if x is not None for n in names_in(x)]
+        case Attribute():
+            return names_in(e.value)
+        case Tuple():
+            return [n for x in e.items for n in names_in(x)]
+    return []
+
+
 # ---------------------------------------------------------------- statements
 
 
