@@ -127,6 +127,27 @@ def test_buffer_attributes() -> None:
     assert isinstance(fill, tir.Fill) and fill.value == tir.FloatImm(-math.inf, DType.float32)
 
 
+def test_tilelang_spellings_are_aliases() -> None:
+    alloc, loop = kbody("x = alloc_fragment((4,), float8_e4m3fn)\nfor k in Serial(4):\n    x[k] = 0")
+    assert isinstance(alloc, tir.Alloc) and alloc.buffer.dtype == DType.float8_e4m3
+    assert isinstance(loop, tir.For) and loop.kind == "serial"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("x = alloc_fragment((4,), uint4)", "uint4 (sub-byte types) is not supported yet"),
+        ('x = alloc_fragment((4,), "int4")', "int4 (sub-byte types) is not supported yet"),
+        ("t = T.get_thread_binding()", "get_thread_binding (the thread index) is not supported yet"),
+        ("im2col(A, C)", "im2col is not supported yet"),
+        ("for t in Persistent(4):\n    pass", "Persistent (a persistent tile loop) is not supported yet"),
+    ],
+)
+def test_unsupported_tilelang_names_say_so(line: str, message: str) -> None:
+    text = HEAD + "".join("        " + x + "\n" for x in line.splitlines())
+    assert messages(text) == [message]
+
+
 def test_typed_param_is_strong() -> None:
     (fill,) = kbody("X = alloc_fragment((4,), float16)\nfill(X, s)", "param s: float32 = 0.5\n")[1:]
     assert isinstance(fill, tir.Fill) and fill.value == tir.FloatImm(0.5, DType.float16)

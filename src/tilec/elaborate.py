@@ -50,9 +50,10 @@ from tilec.builtins import (
     Sig,
     bind,
     did_you_mean,
+    unsupported,
 )
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
-from tilec.dtypes import DTYPES, DType
+from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
 from tilec.source import NO_SPAN, Span
@@ -233,7 +234,8 @@ class _Elaborator(ProgramScope):
             kx.tensors.append(buf)
             scope.names[p.name] = BufVal(buf)
             return
-        if isinstance(t, S.Name) and t.id not in DTYPES and scope.lookup(t.id) is None and t.id not in ALL_SIGS:
+        if isinstance(t, S.Name) and t.id not in DTYPE_NAMES and scope.lookup(t.id) is None and t.id not in ALL_SIGS:
+            unsupported(t.id, t.span)
             hint = (
                 did_you_mean(t.id, list(DTYPES) + ["Tensor"])
                 or "write Tensor((dims...), dtype) or a dtype like float32"

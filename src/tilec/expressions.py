@@ -14,9 +14,9 @@ from typing import Any
 
 from tilec import fold, tir
 from tilec import syntax as S
-from tilec.builtins import ALL_SIGS, ALLOCS, BUILTIN_NAMES, FUNCS, POLICIES, TILE_OPS, bind, did_you_mean
+from tilec.builtins import ALL_SIGS, ALLOCS, BUILTIN_NAMES, FUNCS, POLICIES, TILE_OPS, bind, did_you_mean, unsupported
 from tilec.diagnostics import CompileError, error
-from tilec.dtypes import DTYPES, DType
+from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.source import Span
 from tilec.values import (
@@ -55,6 +55,7 @@ class ExprElaborator:
                 + list(ALLOCS)
                 + [n for n in scope.visible() if isinstance(scope.lookup(n), MacroVal)]
             )
+            unsupported(f.id, f.span)
             raise error(f.span, f"unknown function '{f.id}'", hint=did_you_mean(f.id, candidates))
         v = self.ev(f, scope, kx)
         if isinstance(v, Poison):
@@ -125,10 +126,12 @@ class ExprElaborator:
 
     def dtype_arg(self, node: S.Expr, scope: Scope, kx: Any) -> DType:
         if isinstance(node, S.Str):
-            if node.value in DTYPES:
-                return DTYPES[node.value]
+            if node.value in DTYPE_NAMES:
+                return DTYPE_NAMES[node.value]
+            unsupported(node.value, node.span)
             raise error(node.span, f"unknown dtype '{node.value}'", hint=did_you_mean(node.value, tuple(DTYPES)))
-        if isinstance(node, S.Name) and scope.lookup(node.id) is None and node.id not in DTYPES:
+        if isinstance(node, S.Name) and scope.lookup(node.id) is None and node.id not in DTYPE_NAMES:
+            unsupported(node.id, node.span)
             dtype_names = list(DTYPES) + [n for n in scope.visible() if isinstance(scope.lookup(n), DTypeVal)]
             raise error(node.span, f"unknown dtype '{node.id}'", hint=did_you_mean(node.id, dtype_names))
         v = self.ev_value(node, scope, kx)
@@ -172,14 +175,15 @@ class ExprElaborator:
         v = scope.lookup(node.id)
         if v is not None:
             return v
-        if node.id in DTYPES:
-            return DTypeVal(DTYPES[node.id])
+        if node.id in DTYPE_NAMES:
+            return DTypeVal(DTYPE_NAMES[node.id])
         if node.id in POLICIES:
             return PolicyVal(node.id)
         if node.id in ALL_SIGS:
             return BuiltinVal(node.id)
         if node.id == "T":
             raise error(node.span, "tilec has no 'T' module", hint="drop the 'T.' prefix: write copy(...)")
+        unsupported(node.id, node.span)
         raise self.unknown(node, scope)
 
     def attribute(self, node: S.Attribute, scope: Scope, kx: Any) -> Value:
@@ -195,6 +199,7 @@ class ExprElaborator:
     @staticmethod
     def t_attribute(node: S.Attribute) -> Value:
         """`T.name`: TileLang's module prefix, which .tile drops."""
+        unsupported(node.attr, node.span)
         raise error(
             node.span,
             f"drop the 'T.' prefix: write '{node.attr}'",
