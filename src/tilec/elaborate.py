@@ -91,6 +91,7 @@ class _KernelState:
     shared: list[tir.Buffer] = field(default_factory=list)
     in_block: bool = False
     depth: int = 0  # loop / if nesting inside the Kernel block
+    in_parallel: bool = False  # inside the body of a Parallel loop
     block: tuple[tuple[tir.Expr, ...], tuple[tir.Var, ...], int, tuple[tir.Stmt, ...]] | None = None
     block_span: Span | None = None
     macros: list[tuple[str, Span]] = field(default_factory=list)  # the inlining stack
@@ -337,7 +338,25 @@ class _Elaborator(ProgramScope):
                 return self.for_(s, scope, kx)
             case S.If():
                 return self.if_(s, scope, kx)
+            case S.While() | S.Break():
+                return self.while_or_break(s, kx)
         raise AssertionError(s)
+
+    def while_or_break(self, s: S.While | S.Break, kx: _KernelState) -> list[tir.Stmt]:
+        """`while` and `break`: not in the language yet; inside Parallel they never will be."""
+        word = "while" if isinstance(s, S.While) else "break"
+        self.need_block(f"`{word}`", s.span, kx)
+        if kx.in_parallel:
+            raise error(
+                s.span,
+                f"`{word}` is not supported inside `Parallel`",
+                hint="the iterations of a Parallel loop run at once, spread over the threads; loop with serial(...)",
+            )
+        hints = {
+            "while": "loop with serial(n) up to a bound on the iterations, and guard the body with an if",
+            "break": "set a flag (alloc_var(bool, False)) instead, and guard the loop's body with `if not flag:`",
+        }
+        raise error(s.span, f"`{word}` is not supported yet", hint=hints[word])
 
     def need_block(self, what: str, span: Span, kx: _KernelState) -> None:
         if not kx.in_block:
@@ -830,7 +849,12 @@ class _Elaborator(ProgramScope):
             )
         inner = scope.child()
         vars_ = tuple(self.bind_var(t, inner, kx, "loop") for t in s.targets)
-        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), span=s.span)
+        outer, kx.in_parallel = kx.in_parallel, True
+        try:
+            body = self.nested(s.body, inner, kx)
+        finally:
+            kx.in_parallel = outer
+        return tir.Parallel(vars_, tuple(extents), body, span=s.span)
 
     def nested(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
         if kx.depth + len(kx.macros) >= MAX_BLOCK_NESTING:

@@ -194,6 +194,20 @@ class For:
 
 
 @dataclass(frozen=True, slots=True)
+class While:
+    """`while cond:` (elaboration reports it as not supported yet)."""
+
+    cond: Expr
+    body: tuple[Stmt, ...]
+    span: Span  # the header
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class If:
     cond: Expr
     then: tuple[Stmt, ...]
@@ -209,7 +223,7 @@ class With:
     span: Span  # the header
 
 
-Stmt: TypeAlias = ExprStmt | Assign | AugAssign | Pass | For | If | With
+Stmt: TypeAlias = ExprStmt | Assign | AugAssign | Pass | Break | For | While | If | With
 
 # ---------------------------------------------------------------- top level
 
