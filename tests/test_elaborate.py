@@ -97,6 +97,57 @@ def test_define_fixes_a_symbolic_dimension() -> None:
     assert k.tensors[0].shape[0] == tir.IntImm(256)
 
 
+def test_dimensions_may_be_expressions_of_earlier_ones() -> None:
+    text = (
+        "param block = 64\nparam groups = 4\n"
+        "kernel k(A: Tensor((M, H), float16), B: Tensor((M // block, H * groups, ceildiv(M, 32)), bool)):\n"
+        "    with Kernel(4, threads=128) as bx:\n        pass\n"
+    )
+    (k,) = prog(text).kernels
+    assert [d.name for d in k.dims] == ["M", "H"]
+    m, h = k.dims
+    assert k.tensors[1].shape[:2] == (
+        tir.BinOp("//", m, tir.IntImm(64), DType.int32),
+        tir.BinOp("*", h, tir.IntImm(4), DType.int32),
+    )
+    (fixed,) = prog(text, {"M": "256"}).kernels
+    assert fixed.tensors[1].shape[0] == tir.IntImm(4)
+
+
+def test_buffer_attributes() -> None:
+    body = (
+        "acc = alloc_fragment((64, 32), float32)\n"
+        "s = alloc_shared((acc.shape[0], acc.shape[-1] * 2), A.dtype)\n"
+        "t = alloc_fragment(acc.shape, acc.dtype)\n"
+        "fill(acc, -infinity(acc.dtype))"
+    )
+    _, s, t, fill = kbody(body)
+    assert isinstance(s, tir.Alloc) and s.buffer.const_shape == (64, 64) and s.buffer.dtype == DType.float16
+    assert isinstance(t, tir.Alloc) and t.buffer.const_shape == (64, 32) and t.buffer.dtype == DType.float32
+    assert isinstance(fill, tir.Fill) and fill.value == tir.FloatImm(-math.inf, DType.float32)
+
+
+def test_tilelang_spellings_are_aliases() -> None:
+    alloc, loop = kbody("x = alloc_fragment((4,), float8_e4m3fn)\nfor k in Serial(4):\n    x[k] = 0")
+    assert isinstance(alloc, tir.Alloc) and alloc.buffer.dtype == DType.float8_e4m3
+    assert isinstance(loop, tir.For) and loop.kind == "serial"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("x = alloc_fragment((4,), uint4)", "uint4 (sub-byte types) is not supported yet"),
+        ('x = alloc_fragment((4,), "int4")', "int4 (sub-byte types) is not supported yet"),
+        ("t = T.get_thread_binding()", "get_thread_binding (the thread index) is not supported yet"),
+        ("im2col(A, C)", "im2col is not supported yet"),
+        ("for t in Persistent(4):\n    pass", "Persistent (a persistent tile loop) is not supported yet"),
+    ],
+)
+def test_unsupported_tilelang_names_say_so(line: str, message: str) -> None:
+    text = HEAD + "".join("        " + x + "\n" for x in line.splitlines())
+    assert messages(text) == [message]
+
+
 def test_typed_param_is_strong() -> None:
     (fill,) = kbody("X = alloc_fragment((4,), float16)\nfill(X, s)", "param s: float32 = 0.5\n")[1:]
     assert isinstance(fill, tir.Fill) and fill.value == tir.FloatImm(0.5, DType.float16)

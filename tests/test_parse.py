@@ -198,3 +198,10 @@ def test_syntax_errors_never_mention_lark_token_names() -> None:
         message = err(text)
         for raw in ("LPAR", "RPAR", "_NL", "NAME", "$END", "_INDENT", "_DEDENT", "COLON", "__ANON"):
             assert raw not in message, (text, message)
+
+
+def test_while_and_break_parse() -> None:
+    (loop,) = body("while n < 4:\n    if n == 2:\n        break\n    n += 1")
+    assert isinstance(loop, S.While) and loop.span.text == "while n < 4:"
+    first, _ = loop.body
+    assert isinstance(first, S.If) and isinstance(first.then[0], S.Break)

@@ -93,6 +93,21 @@ def test_infer_dims_keyword_and_missing() -> None:
         runtime.infer_dims(abi, [(2**31,)], {"S": 3})
 
 
+def test_infer_dims_checks_dimension_expressions() -> None:
+    tensors = [{"name": "A", "shape": ["M", "K"]}, {"name": "Mask", "shape": ["M // 64", "(K + 31) // 32"]}]
+    abi = {"name": "k", "tensors": tensors, "dims": ["M", "K"]}
+    assert runtime.infer_dims(abi, [(128, 100), (2, 4)]) == [128, 100]
+    with pytest.raises(ValueError, match=r"Mask.shape\[1\] must be \(K \+ 31\) // 32 = 4, got 3"):
+        runtime.infer_dims(abi, [(128, 100), (2, 3)])
+
+
+def test_dimension_expressions_follow_c() -> None:
+    assert runtime.dim_value("-7 // 2", {}) == -3 and runtime.dim_value("-7 % 2", {}) == -1
+    assert runtime.dim_value("min(N, 8) * max(N, 2) - N", {"N": 4}) == 12
+    with pytest.raises(ValueError, match="malformed dimension"):
+        runtime.dim_value("N ** 2", {"N": 4})
+
+
 def test_cache_key_depends_on_source_flags_and_nvcc() -> None:
     base = runtime.cache_key("src", ["-O3"], "nvcc 13.0")
     assert base == runtime.cache_key("src", ["-O3"], "nvcc 13.0")

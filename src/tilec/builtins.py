@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 from tilec import syntax as S
 from tilec.diagnostics import error
-from tilec.dtypes import DTYPES
+from tilec.dtypes import DTYPE_NAMES
 from tilec.fold import MATH_FUNCS
+from tilec.source import Span
 from tilec.tir import Scope
 
 
@@ -87,6 +88,7 @@ LOOPS: dict[str, Sig] = {
     "Parallel": Sig((), {}, required=1, variadic=True),
     "serial": Sig((), {}, required=1, variadic=True, most=3),
     "range": Sig((), {}, required=1, variadic=True, most=3),
+    "Serial": Sig((), {}, required=1, variadic=True, most=3),  # TileLang's T.Serial
     "unroll": Sig((), {}, required=1, variadic=True, most=3),
 }
 
@@ -114,7 +116,39 @@ POLICIES = ("Square", "FullRow", "FullCol")
 SHARED_LAYOUTS = ("row_major", "padded", "swizzle_32B", "swizzle_64B", "swizzle_128B")
 
 ALL_SIGS: dict[str, Sig] = {**TILE_OPS, **ALLOCS, **LOOPS, **FUNCS, **SPECIAL}
-BUILTIN_NAMES: tuple[str, ...] = tuple(ALL_SIGS) + tuple(DTYPES) + POLICIES
+BUILTIN_NAMES: tuple[str, ...] = tuple(ALL_SIGS) + tuple(DTYPE_NAMES) + POLICIES
+
+
+_SUB_BYTE_HINT = "store the values in int8 or uint8 and unpack them with shifts and masks"
+
+# TileLang names that tilec does not have yet: (message, hint). Reported as such,
+# not as an unknown name with a near miss (`int4` is not a misspelt `int64`).
+UNSUPPORTED: dict[str, tuple[str, str]] = {
+    **{
+        t: (f"{t} (sub-byte types) is not supported yet", _SUB_BYTE_HINT)
+        for t in (
+            *(f"{sign}int{bits}" for sign in ("", "u") for bits in (1, 2, 4)),
+            *("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn"),
+        )
+    },
+    "Persistent": (
+        "Persistent (a persistent tile loop) is not supported yet",
+        "launch one block per SM and loop over the tiles yourself: for w in serial(ceildiv(tiles, sm_num))",
+    ),
+    "im2col": ("im2col is not supported yet", "copy the input window of each tile with copy() of a region"),
+    "get_thread_binding": (
+        "get_thread_binding (the thread index) is not supported yet",
+        "write the computation with Parallel loops, which spread it over the threads",
+    ),
+    "alloc_barrier": ("alloc_barrier (explicit mbarriers) is not supported yet", "Pipelined places the barriers"),
+}
+
+
+def unsupported(name: str, span: Span) -> None:
+    """Report a TileLang name tilec does not support yet; nothing for other names."""
+    if name in UNSUPPORTED:
+        message, hint = UNSUPPORTED[name]
+        raise error(span, message, hint=hint)
 
 
 def did_you_mean(name: str, candidates: list[str] | tuple[str, ...]) -> str | None:

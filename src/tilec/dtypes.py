@@ -51,6 +51,8 @@ class DType(enum.Enum):
 
 
 DTYPES: dict[str, DType] = {d.tile_name: d for d in DType}
+DTYPE_ALIASES: dict[str, DType] = {"float8_e4m3fn": DType.float8_e4m3}  # TileLang's and torch's spelling
+DTYPE_NAMES: dict[str, DType] = {**DTYPES, **DTYPE_ALIASES}  # every name a dtype may be written as
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -50,9 +50,10 @@ from tilec.builtins import (
     Sig,
     bind,
     did_you_mean,
+    unsupported,
 )
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
-from tilec.dtypes import DTYPES, DType
+from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
 from tilec.source import NO_SPAN, Span
@@ -90,6 +91,7 @@ class _KernelState:
     shared: list[tir.Buffer] = field(default_factory=list)
     in_block: bool = False
     depth: int = 0  # loop / if nesting inside the Kernel block
+    in_parallel: bool = False  # inside the body of a Parallel loop
     block: tuple[tuple[tir.Expr, ...], tuple[tir.Var, ...], int, tuple[tir.Stmt, ...]] | None = None
     block_span: Span | None = None
     macros: list[tuple[str, Span]] = field(default_factory=list)  # the inlining stack
@@ -248,7 +250,8 @@ class _Elaborator(ProgramScope):
             kx.tensors.append(buf)
             scope.names[p.name] = BufVal(buf)
             return
-        if isinstance(t, S.Name) and t.id not in DTYPES and scope.lookup(t.id) is None and t.id not in ALL_SIGS:
+        if isinstance(t, S.Name) and t.id not in DTYPE_NAMES and scope.lookup(t.id) is None and t.id not in ALL_SIGS:
+            unsupported(t.id, t.span)
             hint = (
                 did_you_mean(t.id, list(DTYPES) + ["Tensor"])
                 or "write Tensor((dims...), dtype) or a dtype like float32"
@@ -272,17 +275,35 @@ class _Elaborator(ProgramScope):
             kx.dims.append(var)
             scope.names[d.id] = Val(var)
             return var
+        self.check_dim_names(d, scope)
         v = self.ev(d, scope, kx)
-        if isinstance(v, Val) and isinstance(v.expr, tir.Var) and v.expr.kind == "dim":
+        if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
             return v.expr
         c = fold.const(v.expr) if isinstance(v, Val) else None
         if not isinstance(c, int) or isinstance(c, bool):
-            raise error(d.span, "a tensor dimension must be an int literal, a param or a new name")
+            raise error(
+                d.span,
+                "a tensor dimension must be an int literal, a param, a new name, or an integer expression of "
+                "earlier dimensions and constants",
+                hint="dimension expressions use + - * // % min max (ceildiv too) of dimensions and params",
+            )
         if c <= 0:
             raise error(d.span, f"a tensor dimension must be positive, not {c}")
         if c > INT32_MAX:
             raise error(d.span, f"a tensor dimension must be at most {INT32_MAX} (dimensions are int32), not {c}")
         return tir.IntImm(c, DType.int32, d.span)
+
+    def check_dim_names(self, d: S.Expr, scope: Scope) -> None:
+        """A name inside a dimension expression must already be bound: a new
+        dimension is introduced alone (`(M, K)`), then used (`(M // 2, K)`)."""
+        for name in S.names_in(d):
+            if scope.lookup(name.id) is None and name.id not in BUILTIN_NAMES:
+                raise error(
+                    name.span,
+                    f"unknown name '{name.id}' in a tensor dimension",
+                    hint=f"a new dimension appears alone first: give a tensor the dimension '{name.id}' "
+                    "before this one, or make it a param",
+                )
 
     def fixed_dim(self, d: S.Name) -> tir.Expr:
         self.dim_names.add(d.id)
@@ -332,7 +353,25 @@ class _Elaborator(ProgramScope):
                 return self.for_(s, scope, kx)
             case S.If():
                 return self.if_(s, scope, kx)
+            case S.While() | S.Break():
+                return self.while_or_break(s, kx)
         raise AssertionError(s)
+
+    def while_or_break(self, s: S.While | S.Break, kx: _KernelState) -> list[tir.Stmt]:
+        """`while` and `break`: not in the language yet; inside Parallel they never will be."""
+        word = "while" if isinstance(s, S.While) else "break"
+        self.need_block(f"`{word}`", s.span, kx)
+        if kx.in_parallel:
+            raise error(
+                s.span,
+                f"`{word}` is not supported inside `Parallel`",
+                hint="the iterations of a Parallel loop run at once, spread over the threads; loop with serial(...)",
+            )
+        hints = {
+            "while": "loop with serial(n) up to a bound on the iterations, and guard the body with an if",
+            "break": "set a flag (alloc_var(bool, False)) instead, and guard the loop's body with `if not flag:`",
+        }
+        raise error(s.span, f"`{word}` is not supported yet", hint=hints[word])
 
     def need_block(self, what: str, span: Span, kx: _KernelState) -> None:
         if not kx.in_block:
@@ -558,21 +597,20 @@ class _Elaborator(ProgramScope):
         return need
 
     def shape_arg(self, node: S.Expr, scope: Scope, kx: _KernelState) -> tuple[int, ...]:
-        items = node.items if isinstance(node, S.Tuple) else (node,)
+        items = self.shape_items(node, scope, kx)
         if not items:
             raise error(node.span, "a buffer needs at least one dimension")
         dims = []
-        for item in items:
-            v = self.scalar(item, scope, kx)
-            c = fold.const(v.expr)
+        for v, span in items:
+            c = fold.const(self.as_val(v, span).expr)
             if not isinstance(c, int) or isinstance(c, bool):
                 raise error(
-                    item.span,
+                    span,
                     "allocation shapes must be compile-time constants",
                     hint="use params or literals for tile sizes",
                 )
             if c <= 0:
-                raise error(item.span, f"a buffer dimension must be positive, not {c}")
+                raise error(span, f"a buffer dimension must be positive, not {c}")
             dims.append(c)
         return tuple(dims)
 
@@ -839,7 +877,12 @@ class _Elaborator(ProgramScope):
             )
         inner = scope.child()
         vars_ = tuple(self.bind_var(t, inner, kx, "loop") for t in s.targets)
-        return tir.Parallel(vars_, tuple(extents), self.nested(s.body, inner, kx), span=s.span)
+        outer, kx.in_parallel = kx.in_parallel, True
+        try:
+            body = self.nested(s.body, inner, kx)
+        finally:
+            kx.in_parallel = outer
+        return tir.Parallel(vars_, tuple(extents), body, span=s.span)
 
     def nested(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
         if kx.depth + len(kx.macros) >= MAX_BLOCK_NESTING:

@@ -14,9 +14,9 @@ from typing import Any
 
 from tilec import fold, tir
 from tilec import syntax as S
-from tilec.builtins import ALL_SIGS, ALLOCS, BUILTIN_NAMES, FUNCS, POLICIES, TILE_OPS, bind, did_you_mean
+from tilec.builtins import ALL_SIGS, ALLOCS, BUILTIN_NAMES, FUNCS, POLICIES, TILE_OPS, bind, did_you_mean, unsupported
 from tilec.diagnostics import CompileError, error
-from tilec.dtypes import DTYPES, DType
+from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.source import Span
 from tilec.values import (
@@ -55,6 +55,7 @@ class ExprElaborator:
                 + list(ALLOCS)
                 + [n for n in scope.visible() if isinstance(scope.lookup(n), MacroVal)]
             )
+            unsupported(f.id, f.span)
             raise error(f.span, f"unknown function '{f.id}'", hint=did_you_mean(f.id, candidates))
         v = self.ev(f, scope, kx)
         if isinstance(v, Poison):
@@ -125,10 +126,12 @@ class ExprElaborator:
 
     def dtype_arg(self, node: S.Expr, scope: Scope, kx: Any) -> DType:
         if isinstance(node, S.Str):
-            if node.value in DTYPES:
-                return DTYPES[node.value]
+            if node.value in DTYPE_NAMES:
+                return DTYPE_NAMES[node.value]
+            unsupported(node.value, node.span)
             raise error(node.span, f"unknown dtype '{node.value}'", hint=did_you_mean(node.value, tuple(DTYPES)))
-        if isinstance(node, S.Name) and scope.lookup(node.id) is None and node.id not in DTYPES:
+        if isinstance(node, S.Name) and scope.lookup(node.id) is None and node.id not in DTYPE_NAMES:
+            unsupported(node.id, node.span)
             dtype_names = list(DTYPES) + [n for n in scope.visible() if isinstance(scope.lookup(n), DTypeVal)]
             raise error(node.span, f"unknown dtype '{node.id}'", hint=did_you_mean(node.id, dtype_names))
         v = self.ev_value(node, scope, kx)
@@ -163,7 +166,7 @@ class ExprElaborator:
             case S.Subscript():
                 return self.subscript(node, scope, kx)
             case S.Attribute():
-                return self.attribute(node)
+                return self.attribute(node, scope, kx)
             case S.Tuple():
                 return TupleVal(tuple(self.ev_value(i, scope, kx) for i in node.items))
         raise AssertionError(node)
@@ -172,26 +175,55 @@ class ExprElaborator:
         v = scope.lookup(node.id)
         if v is not None:
             return v
-        if node.id in DTYPES:
-            return DTypeVal(DTYPES[node.id])
+        if node.id in DTYPE_NAMES:
+            return DTypeVal(DTYPE_NAMES[node.id])
         if node.id in POLICIES:
             return PolicyVal(node.id)
         if node.id in ALL_SIGS:
             return BuiltinVal(node.id)
         if node.id == "T":
             raise error(node.span, "tilec has no 'T' module", hint="drop the 'T.' prefix: write copy(...)")
+        unsupported(node.id, node.span)
         raise self.unknown(node, scope)
 
-    def attribute(self, node: S.Attribute) -> Value:
+    def attribute(self, node: S.Attribute, scope: Scope, kx: Any) -> Value:
         if isinstance(node.value, S.Name) and node.value.id == "T":
-            raise error(
-                node.span,
-                f"drop the 'T.' prefix: write '{node.attr}'",
-                hint="tile ops, dtypes and loops are built in; TileLang's T. module is not needed",
-            )
+            return self.t_attribute(node)
         if isinstance(node.value, S.Name) and node.value.id == "GemmWarpPolicy" and node.attr in POLICIES:
             return PolicyVal(node.attr)
-        raise error(node.span, "attribute access ('.') is not supported")
+        base = self.ev_value(node.value, scope, kx)
+        if isinstance(base, (BufVal, SubVal)):
+            return self.buffer_attribute(base, node)
+        raise error(node.span, "attribute access ('.') is not supported", hint="only buffers have attributes")
+
+    @staticmethod
+    def t_attribute(node: S.Attribute) -> Value:
+        """`T.name`: TileLang's module prefix, which .tile drops."""
+        unsupported(node.attr, node.span)
+        raise error(
+            node.span,
+            f"drop the 'T.' prefix: write '{node.attr}'",
+            hint="tile ops, dtypes and loops are built in; TileLang's T. module is not needed",
+        )
+
+    @staticmethod
+    def buffer_attribute(base: BufVal | SubVal, node: S.Attribute) -> Value:
+        """`buf.dtype` and `buf.shape` (of a region: its extents)."""
+        buf = base.buffer
+        if node.attr == "dtype":
+            return DTypeVal(buf.dtype)
+        if node.attr == "shape":
+            if isinstance(base, SubVal):
+                raise error(node.span, "a region has no .shape", hint=f"use the shape of the buffer: {buf.name}.shape")
+            return TupleVal(tuple(ExprElaborator.extent(d, node.span) for d in buf.shape))
+        hint = did_you_mean(node.attr, ("dtype", "shape")) or "a buffer has the attributes .dtype and .shape"
+        raise error(node.span, f"'{buf.name}' has no attribute '{node.attr}'", hint=hint)
+
+    @staticmethod
+    def extent(d: tir.Expr, span: Span) -> Val:
+        """One entry of `.shape`: a constant is a literal (weak, like a param); a dimension its variable."""
+        c = fold.const(d)
+        return fold.literal(c, span) if isinstance(c, int) else Val(d)
 
     def call(self, node: S.Call, scope: Scope, kx: Any) -> Value:
         f = self.callee(node, scope, kx)
@@ -240,6 +272,8 @@ class ExprElaborator:
 
     def subscript(self, node: S.Subscript, scope: Scope, kx: Any) -> Value:
         base = self.ev_value(node.value, scope, kx)
+        if isinstance(base, TupleVal):
+            return self.tuple_item(base, node, scope, kx)
         if not isinstance(base, BufVal):
             raise error(node.value.span, f"'{node.value.span.text}' is not a buffer, so it cannot be indexed")
         buf = base.buffer
@@ -261,6 +295,28 @@ class ExprElaborator:
             else:
                 items.append(self.index(item, buf, axis, scope, kx, True))
         return SubVal(buf, tuple(items), node.span)
+
+    def tuple_item(self, base: TupleVal, node: S.Subscript, scope: Scope, kx: Any) -> Value:
+        """`acc.shape[1]`: a constant index (negative counts from the end) into a tuple."""
+        n = len(base.items)
+        if len(node.indices) != 1 or isinstance(node.indices[0], S.Slice):
+            raise error(node.span, "a tuple takes one index", hint=f"write {node.value.span.text}[0] .. [{n - 1}]")
+        item = node.indices[0]
+        c = fold.const(self.scalar(item, scope, kx).expr)
+        if not isinstance(c, int) or isinstance(c, bool):
+            raise error(item.span, "the index of a tuple must be a compile-time integer constant")
+        if not -n <= c < n:
+            raise error(item.span, f"index {c} is out of range for a tuple of {n} item{'s' if n != 1 else ''}")
+        return base.items[c]
+
+    def shape_items(self, node: S.Expr, scope: Scope, kx: Any) -> list[tuple[Value, Span]]:
+        """The dimensions of a shape argument: a tuple `(a, b)`, one int, or a buffer's `.shape`."""
+        if isinstance(node, S.Tuple):
+            return [(self.ev_value(i, scope, kx), i.span) for i in node.items]
+        v = self.ev_value(node, scope, kx)
+        if isinstance(v, TupleVal):
+            return [(item, node.span) for item in v.items]
+        return [(v, node.span)]
 
     def index(self, node: S.Expr, buf: tir.Buffer, axis: int, scope: Scope, kx: Any, element: bool) -> tir.Expr:
         v = self.scalar(node, scope, kx)

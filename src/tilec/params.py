@@ -18,7 +18,7 @@ from tilec import fold
 from tilec import syntax as S
 from tilec.builtins import BUILTIN_NAMES, did_you_mean
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
-from tilec.dtypes import DTYPES, DType
+from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.expressions import ExprElaborator
 from tilec.fold import Val
 from tilec.parse import parse
@@ -56,7 +56,7 @@ def parse_define(text: str) -> int | float | bool | DType | None:
         return float(t)
     except ValueError:
         pass
-    return DTYPES.get(t)
+    return DTYPE_NAMES.get(t)
 
 
 def not_utf8(path: str, data: bytes, e: UnicodeDecodeError, at: Span | None) -> Diagnostic:

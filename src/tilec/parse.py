@@ -140,7 +140,7 @@ _CHAINS = {
     **dict.fromkeys(("or_test", "and_test", "bor", "bxor", "band"), 1),
     **dict.fromkeys(("shift", "arith", "term", "comparison"), 2),
 }  # rule -> step from one operand to the next among its children
-_BLOCKS = frozenset({"macro_def", "kernel_def", "for_stmt", "if_stmt", "with_stmt"})
+_BLOCKS = frozenset({"macro_def", "kernel_def", "for_stmt", "while_stmt", "if_stmt", "with_stmt"})
 
 
 def _check_nesting(source: SourceFile, tree: Tree) -> None:
@@ -271,6 +271,11 @@ class _Builder:
                 return S.AugAssign(self.expr(kids[0]), op, self.expr(kids[2]), self.span(t))
             case "pass_stmt":
                 return S.Pass(self.span(t))
+            case "break_stmt":
+                return S.Break(self.span(t))
+            case "while_stmt":
+                cond, suite = kids
+                return S.While(self.expr(cond), self.suite(suite), self.header(t, suite))
             case "for_stmt":
                 targets, it, suite = kids
                 return S.For(self.names(targets), self.expr(it), self.suite(suite), self.header(t, suite))

@@ -19,6 +19,7 @@ the nvcc flags and the nvcc version.
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import hashlib
 import json
@@ -96,10 +97,13 @@ def parse_abi(text: str) -> dict:
 
 def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[str, int] | None = None) -> list[int]:
     """Values of the kernel's symbolic dims, in ABI order, from the tensor
-    shapes (plus explicitly `given` ones); raises ValueError on a mismatch."""
+    shapes (plus explicitly `given` ones); raises ValueError on a mismatch.
+    A dimension written as an expression (`M // 64`) is checked once the
+    names in it are bound (each appears alone in some tensor)."""
     name = kernel["name"]
     bound: dict[str, int] = dict(given or {})
     origin: dict[str, str] = {d: "keyword argument" for d in bound}
+    later: list[tuple[str, str, int]] = []
     for tensor, shape in zip(kernel["tensors"], shapes, strict=True):
         expected = tensor["shape"]
         if len(shape) != len(expected):
@@ -112,6 +116,8 @@ def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[
             if isinstance(want, int):
                 if want != got:
                     raise ValueError(f"{name}: {where} must be {want}, got {got}")
+            elif not want.isidentifier():
+                later.append((where, want, int(got)))
             elif want in bound:
                 if bound[want] != got:
                     raise ValueError(f"{name}: {where} = {got} but {want} = {bound[want]} from {origin[want]}")
@@ -120,10 +126,58 @@ def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[
     missing = [d for d in kernel.get("dims", []) if d not in bound]
     if missing:
         raise ValueError(f"{name}: cannot infer {', '.join(missing)} from the tensor shapes; pass them as keywords")
+    for where, text, got in later:
+        want = dim_value(text, bound)
+        if want != got:
+            raise ValueError(f"{name}: {where} must be {text} = {want}, got {got}")
     for d in kernel.get("dims", []):
         if not -(2**31) <= bound[d] < 2**31:
             raise ValueError(f"{name}: {d} = {bound[d]} does not fit in int32")
     return [bound[d] for d in kernel.get("dims", [])]
+
+
+def dim_value(text: str, dims: Mapping[str, int]) -> int:
+    """The value of a dimension expression of the ABI (`M // 64`, `min(K, 8)`):
+    + - * // % with C's rounding toward zero, min and max, over `dims`."""
+    return _dim_eval(ast.parse(text, mode="eval").body, dims, text)
+
+
+def _dim_eval(node: ast.expr, dims: Mapping[str, int], text: str) -> int:
+    match node:
+        case ast.Constant(int() as value):
+            return value
+        case ast.Name(id) if id in dims:
+            return dims[id]
+        case ast.UnaryOp(ast.USub(), a):
+            return -_dim_eval(a, dims, text)
+        case ast.BinOp(a, op, b):
+            return _c_binop(op, _dim_eval(a, dims, text), _dim_eval(b, dims, text), text)
+        case ast.Call(ast.Name("min" | "max" as func), args) if args:
+            return (min if func == "min" else max)(_dim_eval(x, dims, text) for x in args)
+    raise ValueError(f"malformed dimension '{text}' in the tilec-abi line")
+
+
+def _c_binop(op: ast.operator, a: int, b: int, text: str) -> int:
+    match op:
+        case ast.Add():
+            return a + b
+        case ast.Sub():
+            return a - b
+        case ast.Mult():
+            return a * b
+        case ast.FloorDiv() | ast.Mod() if b == 0:
+            raise ValueError(f"dimension '{text}' divides by zero")
+        case ast.FloorDiv():
+            return _trunc_div(a, b)
+        case ast.Mod():
+            return a - b * _trunc_div(a, b)
+    raise ValueError(f"malformed dimension '{text}' in the tilec-abi line")
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """C's integer division: the quotient rounded toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
 
 
 def _shape_str(shape: Sequence) -> str:

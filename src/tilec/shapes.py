@@ -43,6 +43,27 @@ class Operand:
         return self.buffer.name
 
 
+DIM_OPS = ("+", "-", "*", "//", "%")
+
+
+def is_dim_expr(e: tir.Expr) -> bool:
+    """Whether `e` is an int32 expression the launcher's callers can compute from
+    the symbolic dimensions (tilec.runtime checks it): dimensions, int
+    constants, + - * // %, min and max."""
+    if e.dtype != DType.int32:
+        return False
+    match e:
+        case tir.IntImm():
+            return True
+        case tir.Var():
+            return e.kind == "dim"
+        case tir.BinOp(op, a, b) if op in DIM_OPS:
+            return is_dim_expr(a) and is_dim_expr(b)
+        case tir.Call("min" | "max", args):
+            return all(is_dim_expr(x) for x in args)
+    return False
+
+
 def fmt(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 

@@ -129,6 +129,33 @@ class Tuple:
 
 Expr: TypeAlias = Name | Int | Float | Bool | Str | BinOp | UnaryOp | IfExp | Call | Subscript | Attribute | Tuple
 
+
+def names_in(e: Expr | Slice | Keyword) -> list[Name]:
+    """Every `Name` inside `e`, left to right (an attribute's name is not one)."""
+    match e:
+        case Name():
+            return [e]
+        case BinOp():
+            return names_in(e.left) + names_in(e.right)
+        case UnaryOp():
+            return names_in(e.operand)
+        case IfExp():
+            return names_in(e.cond) + names_in(e.a) + names_in(e.b)
+        case Call():
+            return [n for x in (e.func, *e.args, *e.keywords) for n in names_in(x)]
+        case Keyword():
+            return names_in(e.value)
+        case Subscript():
+            return [n for x in (e.value, *e.indices) for n in names_in(x)]
+        case Slice():
+            return [n for x in (e.lo, e.hi) if x is not None for n in names_in(x)]
+        case Attribute():
+            return names_in(e.value)
+        case Tuple():
+            return [n for x in e.items for n in names_in(x)]
+    return []
+
+
 # ---------------------------------------------------------------- statements
 
 
@@ -167,6 +194,20 @@ class For:
 
 
 @dataclass(frozen=True, slots=True)
+class While:
+    """`while cond:` (elaboration reports it as not supported yet)."""
+
+    cond: Expr
+    body: tuple[Stmt, ...]
+    span: Span  # the header
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class If:
     cond: Expr
     then: tuple[Stmt, ...]
@@ -182,7 +223,7 @@ class With:
     span: Span  # the header
 
 
-Stmt: TypeAlias = ExprStmt | Assign | AugAssign | Pass | For | If | With
+Stmt: TypeAlias = ExprStmt | Assign | AugAssign | Pass | Break | For | While | If | With
 
 # ---------------------------------------------------------------- top level
 

@@ -31,9 +31,10 @@ from tilec.lower.ops import (
 from tilec.lower.pipelined import lower_early_copy, lower_pipelined
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import producers
-from tilec.simplify import int_, simplify
+from tilec.simplify import int_, simplify, substitute
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
+from tilec.tir_print import expr_text
 from tilec.tir_walk import variables
 
 _GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
@@ -263,10 +264,16 @@ def _params(ctx: LowerContext) -> tuple[T.Param, ...]:
 
 
 def _abi(ctx: LowerContext) -> dict:
+    """The kernel's `// tilec-abi:` entry: a tensor dimension is an int, a
+    dimension's name, or an expression of them (`M // 64`, tilec.runtime checks it)."""
     kernel = ctx.kernel
 
     def dim(d: tir.Expr) -> int | str:
-        return d.value if isinstance(d, tir.IntImm) else ctx.name(d) if isinstance(d, tir.Var) else "?"
+        if isinstance(d, tir.IntImm):
+            return d.value
+        if isinstance(d, tir.Var):
+            return ctx.name(d)
+        return expr_text(substitute(d, {v: tir.Var(ctx.name(v), v.dtype, v.kind) for v in variables(d)}))
 
     return {
         "name": kernel.name,
