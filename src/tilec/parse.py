@@ -244,7 +244,11 @@ class _Builder:
         e = self.expr(t)
         if isinstance(e, S.Tuple) and e.items:
             return e
-        raise error(e.span, "a param's candidates are a parenthesized list", hint="write `in (64, 128, 256)`, or `in (64,)` for one value")
+        raise error(
+            e.span,
+            "a param's candidates are a parenthesized list",
+            hint="write `in (64, 128, 256)`, or `in (64,)` for one value",
+        )
 
     def kparam(self, t: Tree) -> S.KParam:
         name, typ = t.children

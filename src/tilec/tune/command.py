@@ -42,7 +42,7 @@ def run(opts: Options) -> None:
     req = search.Request(opts.path, opts.defines, opts.arch, opts.gpu, shapes, opts.top, opts.jobs)
     results = search.tune(req, base)
     gpus = measure.visible_gpus() if opts.measure else []
-    timings = [_measure(req, r, gpus) for r in results] if gpus else [None] * len(results)
+    timings: list[dict[str, float] | None] = [_measure(req, r, gpus) if gpus else None for r in results]
     out = sys.stdout
     out.write(report.header(opts.path, opts.arch, gpu_for_arch(opts.arch, opts.gpu), bool(gpus)))
     if opts.measure and not gpus:
@@ -59,7 +59,9 @@ def _measure(req: search.Request, r: search.ShapeResult, gpus: list[int]) -> dic
     """Time the top `req.top` of one shape on `gpus`; label -> seconds of those that passed."""
     best = r.ranked[: req.top]
     ref = driver.compile_file(req.path, req.defines, req.arch)
-    jobs = [measure.Job(c.label, driver.compile_file(req.path, {**req.defines, **dict(c.point)}, req.arch)) for c in best]
+    jobs = [
+        measure.Job(c.label, driver.compile_file(req.path, {**req.defines, **dict(c.point)}, req.arch)) for c in best
+    ]
     progress = measure.Progress(len(jobs), sys.stderr.isatty())
     try:
         timings = measure.Pool(gpus, measure.gpu_runner(ref, r.shape, req.arch)).run(jobs, progress.update)

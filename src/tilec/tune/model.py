@@ -17,8 +17,8 @@ keeps `max(1, stages - 1)` issues of its loads in flight. docs/tune.md has the w
 
 from __future__ import annotations
 
-import math
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 

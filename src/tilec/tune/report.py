@@ -87,6 +87,8 @@ def _shape(shape: Mapping[str, int]) -> str:
 
 
 def footer(out: str | None) -> str:
-    return f"\nwrote {out} (tilec build --tuned {out} applies it; * marks the default build)\n" if out else (
-        "\n* marks the default build; -o FILE.tune.json writes the choice for tilec build --tuned\n"
+    return (
+        f"\nwrote {out} (tilec build --tuned {out} applies it; * marks the default build)\n"
+        if out
+        else ("\n* marks the default build; -o FILE.tune.json writes the choice for tilec build --tuned\n")
     )

@@ -80,7 +80,9 @@ def parse_shape(text: str, dims: Sequence[str]) -> dict[str, int]:
 
 
 def _dims_hint(dims: Sequence[str]) -> str:
-    return f"the kernels' symbolic dimensions are {', '.join(dims)}" if dims else "the kernels have no symbolic dimensions"
+    return (
+        f"the kernels' symbolic dimensions are {', '.join(dims)}" if dims else "the kernels have no symbolic dimensions"
+    )
 
 
 def _located(span: Span, message: str, hint: str | None = None) -> CompileError:
@@ -107,7 +109,9 @@ def _tune_shape(
     req: Request, gpu: GPU, pts: list[tuple[Point, bool]], shape: Mapping[str, int], compiled: dict[Point, str | None]
 ) -> ShapeResult:
     cands = space.prune_relative([_analysed(req, gpu, p, d, shape) for p, d in pts])
-    alive = sorted((c for c in cands if c.pruned is None), key=lambda c: c.seconds)
+    alive = sorted(
+        (c for c in cands if c.pruned is None), key=lambda c: (c.seconds, not c.default)
+    )  # ties: the default
     ranked = _compile_best(req, alive, compiled)
     verdicts = {c.point: c for c in ranked}
     pruned = [c if c.pruned else replace(c, pruned=compiled[c.point]) for c in cands if c.point not in verdicts]
@@ -159,4 +163,3 @@ def compile_point(path: str, defines: Mapping[str, str], arch: str) -> str | Non
 def default_jobs() -> int:
     """Processes for compiling: the CPU cores this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-

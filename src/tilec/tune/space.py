@@ -61,7 +61,9 @@ def points(sets: Sequence[tir.CandidateSet], fixed: Mapping[str, str]) -> list[t
     configuration comes first if it is none of them."""
     free = [c for c in sets if c.param not in fixed]
     default = tuple((c.param, c.value) for c in free)
-    combos = [tuple(zip((c.param for c in free), values)) for values in itertools.product(*(c.candidates for c in free))]
+    combos = [
+        tuple(zip((c.param for c in free), values)) for values in itertools.product(*(c.candidates for c in free))
+    ]
     out = [(p, p == default) for p in combos]
     return out if default in combos else [(default, True), *out]
 

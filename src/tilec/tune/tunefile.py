@@ -65,7 +65,9 @@ def loads(text: str, path: str) -> TuneFile:
         if body.get("tilec_tune") != VERSION:
             raise ValueError(f"not a version-{VERSION} tilec tune file")
         choices = tuple(
-            Choice({k: int(v) for k, v in e["shape"].items()}, {k: str(v) for k, v in e["defines"].items()}, e["seconds"])
+            Choice(
+                {k: int(v) for k, v in e["shape"].items()}, {k: str(v) for k, v in e["defines"].items()}, e["seconds"]
+            )
             for e in body["shapes"]
         )
         if not choices:

@@ -141,9 +141,7 @@ class _Walker:
     def region(self, r: tir.Region, load: bool, env: Env, trips: int) -> None:
         elems = math.prod(evaluate(x, env) for x in r.extents)
         issue = elems * r.buffer.dtype.bytes
-        self.accesses.append(
-            Access(r.buffer.name, load, trips * issue, issue, self.depends(r.starts), _ragged(r, env))
-        )
+        self.accesses.append(Access(r.buffer.name, load, trips * issue, issue, self.depends(r.starts), _ragged(r, env)))
 
     def depends(self, exprs: tuple[tir.Expr, ...]) -> tuple[int, ...]:
         used = set().union(*(tir_walk.variables(e) for e in exprs)) if exprs else set()
