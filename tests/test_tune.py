@@ -124,7 +124,7 @@ def test_the_ranking_prefers_big_tiles_for_a_big_gemm_and_small_ones_for_a_small
 
 
 def work(grid: tuple[int, ...], flops: int = 0, accesses: tuple[Access, ...] = ()) -> BlockWork:
-    return BlockWork(grid, 256, flops, 0, 3, accesses)
+    return BlockWork(grid, 256, 32, flops, 0, 3, accesses)
 
 
 RES = model.Resources(smem=100_000, registers=128, instruction="warp_group", operand_bits=16)

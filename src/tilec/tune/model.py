@@ -7,7 +7,7 @@
                        n x bytes / (BW_L2 x active/sms)) + latency
     total      T = sum over the waves of t
 
-P is the peak of the gemm's instruction (wgmma, mma.sync or the CUDA cores) for its operand
+P is the peak of the gemm's instruction (wgmma, warp-level MMA or the CUDA cores) for its operand
 width, BW the copy bandwidth. dram counts the L2 reuse of the rasterization: blocks of the
 wave that agree on the block variables an access's origin reads (A's tiles: `by` only) read its
 data from DRAM once. e_warps = min(1, warps per SM / 4) (one warp per SM sub-partition keeps the
@@ -72,7 +72,7 @@ def peak(res: Resources, gpu: GPU) -> float:
     if res.instruction == "warp_group":
         return tensor
     if res.instruction == "warp":
-        return tensor * gpu.mma_sync_fraction
+        return tensor * gpu.warp_mma_fraction
     return gpu.simt_flops
 
 
@@ -102,7 +102,7 @@ def _wave_times(work: BlockWork, res: Resources, gpu: GPU, occ: int, n: int, dra
     """Seconds of a wave of `n` blocks at each roof: "compute", "DRAM", "L2"."""
     active = min(gpu.sms, math.ceil(n / occ))
     share = active / gpu.sms
-    warps = min(occ, n) * work.threads / 32
+    warps = min(occ, n) * work.threads / work.warp_size
     e_warps = min(1.0, warps / TENSOR_WARPS) if res.instruction in ("warp", "warp_group") else 1.0
     t_compute = n * work.flops / (peak(res, gpu) * share * e_warps)
     t_compute += n * work.simt_flops / (gpu.simt_flops * share)

@@ -6,11 +6,11 @@
 
 Peaks are the datasheets' dense numbers (no 2:4 sparsity). Two rows are this project's own
 measurements on the lent H200 (README.md, "Kernels on the GPU"): the copy bandwidth an
-elementwise kernel reaches (4398 GB/s, 92% of the 4.8 TB/s peak), what mma.sync m16n8k16
+elementwise kernel reaches (4398 GB/s, 92% of the 4.8 TB/s peak), what the warp-level m16n8k16 MMA
 reaches with no memory traffic (638 TFLOP/s, bench/mma_peak.cu: 64% of the datasheet's 989), and
 what cuBLAS reaches at 8192^3 (654 TFLOP/s: the H200 does not hold its boost clock under wgmma).
 The A100 rows without a measurement assume 90% of the datasheet's bandwidth and tensor rate, and
-mma.sync at the full rate (it is Ampere's own tensor-core instruction). `dram_latency` and
+warp-level MMA at the full rate (it is Ampere's own tensor-core instruction). `dram_latency` and
 `l2_bandwidth` are assumptions (about what microbenchmark papers report), not datasheet numbers.
 """
 
@@ -25,7 +25,7 @@ A100_SOURCE = (
 H200_SOURCE = (
     "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense rates are half the sparse ones) and the "
     "NVIDIA H100 architecture whitepaper (Hopper SM: 228 KB shared memory, 65536 registers); "
-    "copy bandwidth and mma.sync rate measured on the lent H200 (README.md)"
+    "copy bandwidth and warp-level MMA rate measured on the lent H200 (README.md)"
 )
 
 
@@ -35,7 +35,7 @@ class GPU:
     sms: int
     tensor_flops: dict[int, float]  # operand bits -> dense tensor-core FLOP/s, datasheet
     tensor_fraction: float  # of `tensor_flops` the best GEMM reaches (clocks under load)
-    mma_sync_fraction: float  # what warp-level mma.sync reaches of `tensor_flops`
+    warp_mma_fraction: float  # what warp-level warp-level MMA reaches of `tensor_flops`
     simt_flops: float  # fp32 FMA FLOP/s on the CUDA cores
     dram_bandwidth: float  # bytes/s, datasheet
     copy_fraction: float  # of `dram_bandwidth` a streaming kernel reaches
@@ -53,14 +53,16 @@ class GPU:
         return self.dram_bandwidth * self.copy_fraction
 
 
+RESIDENT_BLOCKS = 32  # blocks one SM holds at most, sm_80 to sm_90
+
 GPUS: dict[str, GPU] = {
     "a100": GPU(
         "A100 SXM4 80GB", 108, {16: 312e12, 8: 624e12}, 0.9, 1.0, 19.5e12, 2039e9, 0.90,
-        40 * 2**20, 164 * 1024, 65536, 2048, 32, 600e-9, 5.0e12, A100_SOURCE,
+        40 * 2**20, 164 * 1024, 65536, 2048, RESIDENT_BLOCKS, 600e-9, 5.0e12, A100_SOURCE,
     ),
     "h200": GPU(
         "H200 SXM 141GB", 132, {16: 989.4e12, 8: 1978.9e12}, 654e12 / 989.4e12, 638e12 / 989.4e12, 67e12,
-        4800e9, 4398 / 4800, 50 * 2**20, 228 * 1024, 65536, 2048, 32, 700e-9, 8.0e12, H200_SOURCE,
+        4800e9, 4398 / 4800, 50 * 2**20, 228 * 1024, 65536, 2048, RESIDENT_BLOCKS, 700e-9, 8.0e12, H200_SOURCE,
     ),
 }  # fmt: skip
 

@@ -88,7 +88,7 @@ def analyse(program: tir.Program, point: Point, default: bool, arch: str, gpu: G
         if reason:
             return replace(c, pruned=reason)
         try:
-            work = block_work(u.kernel)
+            work = block_work(u.kernel, u.target.warp_size)
         except NotConstant:
             return replace(c, pruned=f"kernel '{u.kernel.name}': an extent the shape does not fix")
         res = model.Resources(smem, regs, *_instruction(u.kernel, u.target))

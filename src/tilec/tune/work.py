@@ -40,6 +40,7 @@ class Access:
 class BlockWork:
     grid: tuple[int, ...]
     threads: int
+    warp_size: int
     flops: int  # matrix-instruction FLOPs (gemm) of one block
     simt_flops: int  # elementwise work of one block (one per element of a Parallel loop)
     stages: int  # the deepest Pipelined loop's num_stages (1: none)
@@ -85,13 +86,13 @@ def evaluate(e: tir.Expr, env: Env) -> int:
     raise NotConstant(e)
 
 
-def block_work(kernel: tir.Kernel) -> BlockWork:
+def block_work(kernel: tir.Kernel, warp_size: int) -> BlockWork:
     """The work of the middle block of `kernel` (its dimensions constants)."""
     grid = tuple(evaluate(g, {}) for g in kernel.grid)
     env = {v: n // 2 for v, n in zip(kernel.block_vars, grid)}
     walker = _Walker(kernel.block_vars)
     walker.body(kernel.body, env, 1)
-    return BlockWork(grid, kernel.threads, walker.flops, walker.simt, walker.stages, tuple(walker.accesses))
+    return BlockWork(grid, kernel.threads, warp_size, walker.flops, walker.simt, walker.stages, tuple(walker.accesses))
 
 
 class _Walker:
