@@ -39,6 +39,7 @@ NOT_WARP_SIZES: dict[tuple[str, str], str] = {
         "a bound on folded powers"
     ),
     ("explain.py", "@functools.lru_cache(maxsize=64)"): "a cache size",
+    ("tune/peaks.py", "RESIDENT_BLOCKS = 32  # blocks one SM holds at most, sm_80 to sm_90"): "blocks per SM",
     ("explain.py", "cw, ch, left, top = 64, 36, 44, 92"): "SVG cell geometry in pixels",
     ("layout_algebra.py", "BANKS = 32"): "shared-memory banks",
     ("layout_algebra.py", "if swizzle_bytes not in (32, 64, 128):"): "swizzle widths in bytes",

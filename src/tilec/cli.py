@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 
 import click
 
@@ -207,6 +208,7 @@ class Job:
     depfile: str | None = None
     binary: tuple[str, str] | None = None  # (kind, path)
     written: list[str] = field(default_factory=list)
+    tuned: str | None = None  # the --tuned file (the depfile lists it)
 
     def outputs(self) -> list[str]:
         paths = [self.cu, self.header, self.binary[1] if self.binary else None, self.depfile]
@@ -250,6 +252,7 @@ class BuildOptions:
 @click.option("--werror", is_flag=True, help="nvcc: treat nvcc's warnings as errors (-Werror: tilec's too).")
 @warning_option
 @click.option("--time", "show_time", is_flag=True, help="Print the time spent per phase on stderr.")
+@click.option("--tuned", metavar="FILE.tune.json", help="Apply the configuration `tilec tune` chose (one input).")
 def build(
     inputs: tuple[str, ...],
     output: str | None,
@@ -272,6 +275,7 @@ def build(
     werror: bool,
     warning_flags: tuple[str, ...],
     show_time: bool,
+    tuned: str | None,
 ) -> None:
     """Compile .tile files to CUDA C++ (and optionally with nvcc)."""
     paths = {"-o": output, "--out-dir": out_dir, "--header": header, "-MF": depfile}
@@ -288,7 +292,11 @@ def build(
     no_cache = no_cache or bool(os.environ.get("TILEC_NO_CACHE"))
     warns = parse_warning_flags(warning_flags)
     nvcc_werror = werror or warns.werror
-    opts = BuildOptions(parse_defines(defines), arch, emit, after, check, not no_cache, nvcc_werror, phony, warns)
+    parsed = parse_defines(defines)
+    if tuned is not None:
+        parsed = tuned_defines(tuned, inputs, parsed, arch)
+        jobs = [dataclass_replace(job, tuned=tuned) for job in jobs]
+    opts = BuildOptions(parsed, arch, emit, after, check, not no_cache, nvcc_werror, phony, warns)
     outcomes = driver.build_many(
         [job.source for job in jobs], opts.defines, opts.arch, opts.emit, cache=opts.cache, after=opts.after
     )
@@ -296,6 +304,20 @@ def build(
     if show_time:
         print_times()
     raise SystemExit(worst(codes))
+
+
+def tuned_defines(path: str, inputs: Sequence[str], defines: dict[str, str], arch: str) -> dict[str, str]:
+    """--tuned: the tune file's choice for this build under the command line's -D."""
+    from tilec.tune import tunefile
+
+    if len(inputs) != 1:
+        raise click.UsageError("--tuned applies to one input (its tune file names it)")
+    try:
+        t = tunefile.read(path)
+        tunefile.check_applies(t, path, inputs[0], arch)
+    except Exception as exc:  # noqa: BLE001
+        raise SystemExit(report_exception(exc, inputs[0])) from None
+    return tunefile.choose(t, defines)
 
 
 def plan_jobs(
@@ -403,7 +425,8 @@ def write_job(job: Job, result: driver.Result, opts: BuildOptions) -> None:
         compile_binary(job, result.text, opts)
     if job.depfile:
         targets = [p for p in (job.cu, job.header, job.binary[1] if job.binary else None) if p]
-        driver.write_atomic(job.depfile, driver.depfile_text(targets, result.files, opts.phony))
+        files = [*result.files, *([job.tuned] if job.tuned else [])]
+        driver.write_atomic(job.depfile, driver.depfile_text(targets, files, opts.phony))
 
 
 def compile_binary(job: Job, text: str, opts: BuildOptions) -> None:
@@ -568,6 +591,46 @@ def show_reports(reports, ex) -> None:
         console.print("[bold]Totals")
         for n in r.notes:
             console.print(f"  {n}")
+
+
+# ---------------------------------------------------------------- tune
+
+
+@cli.command()
+@click.argument("source", metavar="FILE.tile")
+@click.option("--shape", "shapes", multiple=True, required=True, metavar="M=8192,N=8192", help="A problem shape.")
+@arch_option
+@define_option
+@click.option("-o", "--output", metavar="FILE.tune.json", help="Write the choice per shape (tilec build --tuned).")
+@click.option("--explain", is_flag=True, help="Every configuration: the ranked ones and why each pruned one is.")
+@click.option("--measure", is_flag=True, help="Time the best on every visible GPU (else: the model alone).")
+@click.option("--gpu", type=click.Choice(["a100", "h200"]), help="The GPU to model (default: the arch's).")
+@click.option("--top", default=4, show_default=True, help="How many of the best to compile (and measure).")
+@click.option("-j", "--jobs", default=1, show_default=True, help="Processes compiling them (0: one per core).")
+def tune(
+    source: str,
+    shapes: tuple[str, ...],
+    arch: str,
+    defines: tuple[str, ...],
+    output: str | None,
+    explain: bool,
+    measure: bool,
+    gpu: str | None,
+    top: int,
+    jobs: int,
+) -> None:
+    """Recommend the tile configuration of a kernel file's candidate sets for shapes."""
+    from tilec.tune import command, search
+
+    jobs = jobs or search.default_jobs()
+    opts = command.Options(source, shapes, parse_defines(defines), arch, gpu, output, explain, measure, top, jobs)
+    try:
+        command.run(opts)
+    except BrokenPipeError:
+        raise  # `tilec tune ... | head`: main() exits quietly
+    except Exception as exc:  # noqa: BLE001
+        raise SystemExit(report_exception(exc, source)) from None
+    raise SystemExit(OK)
 
 
 # ---------------------------------------------------------------- entry

@@ -137,7 +137,7 @@ class _Elaborator(ProgramScope):
         self.check_defines()
         if self.diags:
             raise CompileError(self.diags)
-        return tir.Program(tuple(kernels), tuple(self.files))
+        return tir.Program(tuple(kernels), tuple(self.files), tuple(self.candidate_sets))
 
     # ------------------------------------------------------------ kernels
 

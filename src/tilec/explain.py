@@ -30,6 +30,7 @@ each cell labelled with its owning thread(s) and register slot.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -572,15 +573,22 @@ def register_note(estimate: RegisterEstimate) -> str:
     return f"~{estimate.total} registers per thread (estimate: {estimate.parts}; {also})"
 
 
-def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
-    """Dynamic shared memory, split into the tiles as declared (rows padded,
-    one copy per pipeline stage) and what lowering adds (scratch, alignment)."""
+def declared_smem(kernel: tir.Kernel, layouts: Layouts) -> int:
+    """Bytes of the shared tiles as declared: rows padded, one copy per pipeline stage
+    (lowering adds reduce/staging scratch and alignment)."""
     declared = 0
     for s in _walk(kernel.body):
         if isinstance(s, tir.Alloc) and s.buffer.scope == "shared":
             shape = s.buffer.const_shape
             row = layouts.pitch.get(s.buffer, shape[-1])
             declared += s.stages * math.prod(shape[:-1]) * row * s.buffer.dtype.bytes
+    return declared
+
+
+def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
+    """Dynamic shared memory, split into the tiles as declared (rows padded,
+    one copy per pipeline stage) and what lowering adds (scratch, alignment)."""
+    declared = declared_smem(kernel, layouts)
     extra = dynamic_smem - declared
     what = "shared tiles (padded rows, one copy per pipeline stage)"
     tail = f" ({what} {declared} B + reduce/staging scratch and alignment {extra} B)" if extra else ""
@@ -637,7 +645,18 @@ def explain_program(program: tir.Program, arch: str = "sm_80", kernel: str | Non
     if kernel is not None and all(k.name != kernel for k in program.kernels):
         raise KeyError(kernel)
     units = run_passes(program, arch)
-    return [explain_kernel(u, arch) for u in units if kernel is None or u.kernel.name == kernel]
+    reports = [explain_kernel(u, arch) for u in units if kernel is None or u.kernel.name == kernel]
+    if not program.candidate_sets:
+        return reports
+    table = candidates_table(program.candidate_sets)
+    return [dataclasses.replace(r, tables=(*r.tables, table)) for r in reports]
+
+
+def candidates_table(sets: tuple[tir.CandidateSet, ...]) -> Table:
+    """The params' candidate sets (`param block_M = 128 in (64, 128, 256)`), which `tilec tune` searches."""
+    rows = tuple((c.param, c.value, ", ".join(c.candidates)) for c in sets)
+    points = math.prod(len(c.candidates) for c in sets)
+    return Table("Candidates", ("param", "this build", "tilec tune tries"), rows, f"{points} configurations")
 
 
 # ---------------------------------------------------------------- plain text

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from tilec import fold
+from tilec import fold, tir
 from tilec import syntax as S
 from tilec.builtins import BUILTIN_NAMES, did_you_mean
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
@@ -41,6 +41,16 @@ def kind_of(v: Value) -> str:
         return "dtype"
     assert isinstance(v, Val)
     return "bool" if v.dtype == DType.bool else ("float" if v.dtype.is_float else "int")
+
+
+def define_text(v: Value) -> str:
+    """A param's value as `-D` writes it: 128, 0.5, True, float16."""
+    if isinstance(v, DTypeVal):
+        return v.dtype.tile_name
+    assert isinstance(v, Val)
+    c = fold.const(v.expr)
+    assert c is not None, "params are constants"
+    return repr(c) if isinstance(c, (bool, float)) else str(int(c))
 
 
 def parse_define(text: str) -> int | float | bool | DType | None:
@@ -96,6 +106,7 @@ class ProgramScope(ExprElaborator):
         self.params: dict[str, S.ParamDef] = {}
         self.used_defines: set[str] = set()
         self.dim_names: set[str] = set()
+        self.candidate_sets: list[tir.CandidateSet] = []
 
     def report(self, diags: list[Diagnostic], kx: Any = None) -> None:
         notes = tuple(Note(span, f"in macro '{name}' called here") for name, span in reversed(kx.macros)) if kx else ()
@@ -208,8 +219,29 @@ class ProgramScope(ExprElaborator):
             kind, strong = self.param_type(p.type)
         if p.name in self.defines:
             self.used_defines.add(p.name)
-            return self.define_value(p, kind, strong)
-        return self.typed_param(default, kind, strong, p.value.span, p.name)
+            value = self.define_value(p, kind, strong)
+        else:
+            value = self.typed_param(default, kind, strong, p.value.span, p.name)
+        if p.candidates is not None:
+            texts = self.candidates(p, p.candidates, env, kind, strong)
+            self.candidate_sets.append(tir.CandidateSet(p.name, define_text(value), texts, p.candidates.span))
+        return value
+
+    def candidates(self, p: S.ParamDef, c: S.Tuple, env: File, kind: str, strong: DType | None) -> tuple[str, ...]:
+        """`in (64, 128, 256)`: each candidate a compile-time constant of the param's type,
+        none twice -> their -D texts."""
+        texts: list[str] = []
+        for item in c.items:
+            v = self.ev(item, env.scope, None)
+            if isinstance(v, Poison):
+                raise Abandon()
+            if not isinstance(v, DTypeVal) and not (isinstance(v, Val) and fold.const(v.expr) is not None):
+                raise error(item.span, f"a candidate of param '{p.name}' must be a compile-time constant")
+            text = define_text(self.typed_param(v, kind, strong, item.span, p.name))
+            if text in texts:
+                raise error(item.span, f"candidate {text} of param '{p.name}' is given twice")
+            texts.append(text)
+        return tuple(texts)
 
     def param_type(self, t: S.Expr) -> tuple[str, DType | None]:
         if isinstance(t, S.Name) and t.id in TYPE_KINDS:

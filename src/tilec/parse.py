@@ -24,7 +24,7 @@ from lark.lark import PostLex
 
 from tilec import syntax as S
 from tilec.budget import MAX_BLOCK_NESTING, MAX_EXPR_NESTING
-from tilec.diagnostics import CompileError, Diagnostic
+from tilec.diagnostics import CompileError, Diagnostic, error
 from tilec.source import SourceFile, Span
 
 # ---------------------------------------------------------------- the parser
@@ -221,9 +221,14 @@ class _Builder:
         if t.data == "import_stmt":
             return S.Import(_unquote(kids[0]), self.span(t))
         if t.data == "param_def":
-            name, typ, value = kids
+            name, typ, value, candidates = kids
             return S.ParamDef(
-                str(name), self.expr(typ) if typ is not None else None, self.expr(value), self.span(t), self.span(name)
+                str(name),
+                self.expr(typ) if typ is not None else None,
+                self.expr(value),
+                self.span(t),
+                self.span(name),
+                self.candidates(candidates) if candidates is not None else None,
             )
         if t.data == "macro_def":
             name, params, suite = kids
@@ -233,6 +238,17 @@ class _Builder:
         name, kparams, suite = kids
         params = tuple(self.kparam(p) for p in kparams.children if p is not None) if kparams is not None else ()
         return S.KernelDef(str(name), params, self.suite(suite), self.header(t, suite), self.span(name))
+
+    def candidates(self, t: Tree) -> S.Tuple:
+        """`in (64, 128, 256)`: a parenthesized list of at least one value."""
+        e = self.expr(t)
+        if isinstance(e, S.Tuple) and e.items:
+            return e
+        raise error(
+            e.span,
+            "a param's candidates are a parenthesized list",
+            hint="write `in (64, 128, 256)`, or `in (64,)` for one value",
+        )
 
     def kparam(self, t: Tree) -> S.KParam:
         name, typ = t.children

@@ -241,6 +241,7 @@ class ParamDef:
     value: Expr
     span: Span
     name_span: Span
+    candidates: Tuple | None = None  # `in (64, 128, 256)`: the values `tilec tune` tries
 
 
 @dataclass(frozen=True, slots=True)

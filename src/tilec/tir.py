@@ -426,6 +426,18 @@ class Kernel:
 
 
 @dataclass(frozen=True, slots=True)
+class CandidateSet:
+    """`param block_M = 128 in (64, 128, 256)`: the values `tilec tune` tries, each
+    written as `-D` takes it; `value` is the one this build has."""
+
+    param: str
+    value: str
+    candidates: tuple[str, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Program:
     kernels: tuple[Kernel, ...]
     files: tuple[str, ...]  # every .tile read, the main file first (for depfiles)
+    candidate_sets: tuple[CandidateSet, ...] = ()  # in order of definition (tune/space.py)

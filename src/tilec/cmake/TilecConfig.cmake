@@ -39,16 +39,19 @@ endif()
 set(TILEC_ARCH "sm_80" CACHE STRING "Default GPU architecture for tilec_add_kernels (sm_80, sm_86, sm_89, sm_90a)")
 
 # tilec_add_kernels(TARGET <target> SOURCES <a.tile>... [ARCH <sm_XX>]
-#                   [DEFINES <NAME=VALUE>...] [HEADERS] [OUTPUT_DIR <dir>] [OPTIONS <flag>...])
+#                   [DEFINES <NAME=VALUE>...] [HEADERS] [OUTPUT_DIR <dir>] [OPTIONS <flag>...]
+#                   [TUNED <name.tune.json>...])
 #
 # Generates <dir>/<name>.cu (and <name>.h with HEADERS) for each source and adds
 # the .cu files to <target>, which must exist and enable the CUDA language.
 # <dir> defaults to ${CMAKE_CURRENT_BINARY_DIR}/<target>_tilec; with HEADERS it
 # is a PUBLIC include directory of <target>. The generated code is written for
 # one GPU architecture, so <target>'s CUDA_ARCHITECTURES becomes ARCH's (sm_90a
-# -> 90a); giving one target two different ARCHs is an error.
+# -> 90a); giving one target two different ARCHs is an error. A source <name>.tile
+# is built with `--tuned <name>.tune.json` when TUNED lists a file of that name
+# (written by `tilec tune`); the output depends on it.
 function(tilec_add_kernels)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "HEADERS" "TARGET;ARCH;OUTPUT_DIR" "SOURCES;DEFINES;OPTIONS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "HEADERS" "TARGET;ARCH;OUTPUT_DIR" "SOURCES;DEFINES;OPTIONS;TUNED")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "tilec_add_kernels: unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -84,12 +87,22 @@ function(tilec_add_kernels)
       list(APPEND outputs "${out_dir}/${name}.h")
       set(header_flags --header "${out_dir}/${name}.h")
     endif()
+    set(tuned_flags)
+    set(tuned_deps)
+    foreach(tuned IN LISTS arg_TUNED)
+      get_filename_component(tuned "${tuned}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+      get_filename_component(tuned_name "${tuned}" NAME)
+      if(tuned_name STREQUAL "${name}.tune.json")
+        set(tuned_flags --tuned "${tuned}")
+        set(tuned_deps "${tuned}")
+      endif()
+    endforeach()
     file(RELATIVE_PATH shown "${CMAKE_SOURCE_DIR}" "${src}")
     add_custom_command(
       OUTPUT ${outputs}
-      COMMAND "${TILEC_EXECUTABLE}" build "${src}" -o "${cu}" ${header_flags} ${flags}
+      COMMAND "${TILEC_EXECUTABLE}" build "${src}" -o "${cu}" ${header_flags} ${flags} ${tuned_flags}
               -MD -MF "${out_dir}/${name}.d"
-      DEPENDS "${src}"
+      DEPENDS "${src}" ${tuned_deps}
       DEPFILE "${out_dir}/${name}.d"
       COMMENT "tilec ${shown} -> ${name}.cu"
       VERBATIM)

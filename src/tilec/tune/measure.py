@@ -1,0 +1,200 @@
+"""`tilec tune --measure`: time the model's best configurations on the GPUs, one worker per GPU.
+
+    pool = Pool(gpus=[0, 1, 2, 3], runner=gpu_runner(...))
+    pool.run(jobs, on_result)       # each job on the first idle GPU; on_result(job, Timing) as each ends
+
+A job is one configuration's CUDA source; its runner (on its GPU) builds it through
+`tilec.runtime`, runs it on random inputs, checks every tensor against what the default
+configuration's build wrote on the same inputs (a mismatch is a failure, never a timing), and
+times it (median of CUDA-event timings after warm-up). The pool is a thread per GPU pulling from
+one queue, so N GPUs take about 1/N of the time; the runner is a parameter, which is how the tests
+drive N fake GPUs with a stub timing function. The progress display (rich, on a terminal) shows
+the jobs done and the best time so far.
+
+Not yet run on a GPU: the runner below is written against tilec.runtime and torch as the GPU
+checks use them (tests/gpu/harness.py), but this module has only been exercised with fake runners.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import statistics
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    label: str  # the configuration, as report.py prints it
+    source: str  # its CUDA C++ (tilec build's output)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    label: str
+    gpu: int
+    seconds: float | None  # the median; None when it failed
+    error: str | None = None  # the failure (a mismatch with the default, a launch error)
+
+
+Runner = Callable[[int, Job], float]  # (gpu index, job) -> seconds; raises on a failure
+
+
+class Pool:
+    """One worker thread per GPU; jobs go to whichever GPU is idle."""
+
+    def __init__(self, gpus: Sequence[int], runner: Runner):
+        assert gpus, "a pool needs at least one GPU"
+        self.gpus, self.runner = list(gpus), runner
+
+    def run(self, jobs: Sequence[Job], on_result: Callable[[Timing], None] | None = None) -> list[Timing]:
+        """Every job's timing, in the order of `jobs`."""
+        todo: queue.Queue[tuple[int, Job]] = queue.Queue()
+        for item in enumerate(jobs):
+            todo.put(item)
+        results: dict[int, Timing] = {}
+        lock = threading.Lock()
+        workers = [threading.Thread(target=self._work, args=(g, todo, results, lock, on_result)) for g in self.gpus]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return [results[i] for i in range(len(jobs))]
+
+    def _work(self, gpu: int, todo: queue.Queue, results: dict[int, Timing], lock: threading.Lock, on_result) -> None:
+        while True:
+            try:
+                i, job = todo.get_nowait()
+            except queue.Empty:
+                return
+            timing = self._one(gpu, job)
+            with lock:
+                results[i] = timing
+                if on_result is not None:
+                    on_result(timing)
+
+    def _one(self, gpu: int, job: Job) -> Timing:
+        try:
+            return Timing(job.label, gpu, self.runner(gpu, job))
+        except Exception as e:  # noqa: BLE001 - a failing configuration is a result, not a crash
+            return Timing(job.label, gpu, None, f"{type(e).__name__}: {e}")
+
+
+def visible_gpus() -> list[int]:
+    """The CUDA devices torch sees; none when torch or a GPU is missing."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+
+
+# ---------------------------------------------------------------- the GPU runner
+
+
+def gpu_runner(reference: str, dims: Mapping[str, int], arch: str, warmup: int = 3, reps: int = 20) -> Runner:
+    """A runner timing jobs on real GPUs: inputs random (seeded), checked against the build
+    `reference` (the default configuration's source) on the same inputs, then timed."""
+
+    def run(gpu: int, job: Job) -> float:
+        import torch
+
+        with torch.cuda.device(gpu):
+            expect = _outputs(reference, dims, arch)
+            got = _outputs(job.source, dims, arch)
+            for name, (a, b) in _pairs(expect, got):
+                if not torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-2):
+                    raise ValueError(f"{name} differs from the default configuration's")
+            return _time(job.source, dims, arch, warmup, reps)
+
+    return run
+
+
+def _inputs(kernel: Mapping, dims: Mapping[str, int]) -> list[Any]:
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    out = []
+    for t in kernel["tensors"]:
+        shape = [dims[d] if isinstance(d, str) else d for d in t["shape"]]
+        dtype = getattr(torch, t["dtype"] if t["dtype"] != "float8_e4m3" else "float8_e4m3fn")
+        if dtype.is_floating_point:
+            x = torch.randn(shape, device="cuda", generator=gen).to(dtype)
+        else:
+            x = torch.randint(-4, 4, shape, device="cuda", generator=gen).to(dtype)
+        out.append(x)
+    return out
+
+
+def _outputs(source: str, dims: Mapping[str, int], arch: str) -> dict[str, Any]:
+    """Every tensor of every kernel after one run of each kernel on the seeded inputs."""
+    from tilec import runtime
+
+    mod = runtime.compile_source(source, arch)
+    tensors: dict[str, Any] = {}
+    for kernel in runtime.parse_abi(source)["kernels"]:
+        args = _inputs(kernel, dims)
+        getattr(mod, kernel["name"])(*args)
+        tensors |= {f"{kernel['name']}.{t['name']}": a for t, a in zip(kernel["tensors"], args)}
+    return tensors
+
+
+def _pairs(a: Mapping[str, Any], b: Mapping[str, Any]):
+    return ((k, (a[k], b[k])) for k in a if k in b)
+
+
+def _time(source: str, dims: Mapping[str, int], arch: str, warmup: int, reps: int) -> float:
+    """The median over `reps` CUDA-event timings of one call of every kernel (seconds)."""
+    import torch
+
+    from tilec import runtime
+
+    mod = runtime.compile_source(source, arch)
+    calls = [
+        (getattr(mod, k["name"]), _inputs(k, dims)) for k in runtime.parse_abi(source)["kernels"]
+    ]  # fmt: skip
+    times = []
+    for i in range(warmup + reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for fn, args in calls:
+            fn(*args)
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def best_so_far(timings: Sequence[Timing]) -> Timing | None:
+    ok = [t for t in timings if t.seconds is not None]
+    return min(ok, key=lambda t: t.seconds or math.inf) if ok else None
+
+
+class Progress:
+    """The live line: jobs done of all, and the best so far (rich on a terminal, silent elsewhere)."""
+
+    def __init__(self, total: int, live: bool):
+        self.total, self.done, self.timings = total, 0, []  # type: ignore[var-annotated]
+        self.bar = None
+        if live:
+            from rich.progress import Progress as RichProgress
+
+            self.bar = RichProgress(transient=True)
+            self.task = self.bar.add_task("measuring", total=total)
+            self.bar.start()
+
+    def update(self, t: Timing) -> None:
+        self.done += 1
+        self.timings.append(t)
+        if self.bar is not None:
+            best = best_so_far(self.timings)
+            text = f"best so far {best.label} {best.seconds * 1e3:.3f} ms" if best and best.seconds else "measuring"
+            self.bar.update(self.task, advance=1, description=text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

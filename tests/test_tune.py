@@ -1,0 +1,281 @@
+"""`tilec tune`: candidate sets, enumeration, pruning, the model, tune files, --tuned, the
+measurement pool on fake GPUs, and the command's text (a golden for tests/tune/gemm.tile)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import threading
+import time
+
+import pytest
+
+from tilec import cli, driver
+from tilec.diagnostics import CompileError, render_all
+from tilec.tune import measure, model, search, space, tunefile
+from tilec.tune.peaks import GPUS
+from tilec.tune.work import Access, BlockWork
+
+HERE = pathlib.Path(__file__).resolve().parent
+GEMM = str(HERE / "tune" / "gemm.tile")
+SHAPE = {"M": 8192, "N": 8192, "K": 8192}
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        cli.main(args)
+    out = capsys.readouterr()
+    return int(e.value.code or 0), out.out, out.err
+
+
+def errors(tmp_path: pathlib.Path, text: str) -> str:
+    path = tmp_path / "k.tile"
+    path.write_text(text)
+    with pytest.raises(CompileError) as e:
+        driver.elaborate(str(path))
+    return render_all(e.value.diagnostics)
+
+
+KERNEL = """
+kernel k(A: Tensor((M,), float16)):
+    with Kernel(ceildiv(M, block_M), threads=128) as bx:
+        pass
+"""
+
+# ---------------------------------------------------------------- the language
+
+
+def test_candidate_sets_are_recorded_with_the_build_value() -> None:
+    program = driver.elaborate(GEMM, {"block_M": "64"}, "sm_90a")
+    first = program.candidate_sets[0]
+    assert (first.param, first.value, first.candidates) == ("block_M", "64", ("64", "128", "256"))
+    assert [c.param for c in program.candidate_sets] == ["block_M", "block_N", "block_K", "num_stages", "threads"]
+
+
+def test_candidate_sets_leave_the_generated_code_unchanged() -> None:
+    plain = driver.compile_file("examples/gemm.tile", arch="sm_90a")
+    assert driver.compile_file(GEMM, arch="sm_90a") == plain
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        ("param block_M = 128 in (64, 1.5)", "2:29: error: param 'block_M' is declared int but its value is a float"),
+        ("param block_M = 128 in (64, 64)", "2:29: error: candidate 64 of param 'block_M' is given twice"),
+        ("param block_M = 128 in 64", "2:24: error: a param's candidates are a parenthesized list"),
+        ("param block_M = 128 in (64, M)", "2:29: error:"),
+    ],
+)
+def test_bad_candidates_are_located_errors(tmp_path: pathlib.Path, param: str, message: str) -> None:
+    assert message in errors(tmp_path, "\n" + param + KERNEL)
+
+
+def test_explain_shows_the_candidate_sets(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["explain", GEMM, "--arch", "sm_90a"], capsys)
+    assert code == 0
+    assert "Candidates\n72 configurations\n" in out and "block_M     128         64, 128, 256" in out
+
+
+# ---------------------------------------------------------------- enumeration and pruning
+
+
+def test_points_are_the_product_and_minus_fixed_params() -> None:
+    sets = driver.elaborate(GEMM).candidate_sets
+    pts = space.points(sets, {})
+    assert len(pts) == 72 and sum(d for _, d in pts) == 1
+    fixed = space.points(sets, {"block_M": "128", "threads": "256"})
+    assert len(fixed) == 12 and all(dict(p).keys() == {"block_N", "block_K", "num_stages"} for p, _ in fixed)
+
+
+def test_a_default_outside_its_set_is_added_first() -> None:
+    sets = driver.elaborate(GEMM, {"block_N": "64"}).candidate_sets
+    pts = space.points(sets, {"block_M": "128", "block_K": "64", "num_stages": "3", "threads": "256"})
+    assert pts[0] == ((("block_N", "64"),), True) and len(pts) == 3
+
+
+def results(arch: str = "sm_90a", shape: dict[str, int] = SHAPE, **defines: str) -> search.ShapeResult:
+    base = driver.elaborate(GEMM, defines, arch)
+    req = search.Request(GEMM, defines, arch, None, [shape], top=2)
+    return search.tune(req, base)[0]
+
+
+def test_pruning_gives_a_reason_per_point() -> None:
+    r = results("sm_80")
+    reasons = {c.label: c.pruned for c in r.pruned}
+    big = "block_M=256 block_N=256 block_K=64 num_stages=4 threads=256"
+    assert reasons[big] is not None and reasons[big].startswith("shared memory: kernel 'gemm' needs")
+    assert all(c.pruned for c in r.pruned) and len(r.ranked) + len(r.pruned) == 72
+
+
+def test_ragged_tiles_are_pruned_when_others_divide() -> None:
+    r = results(shape={"M": 8192, "N": 8192, "K": 8224}, block_M="128", block_N="256", num_stages="3", threads="256")
+    assert [c.label for c in r.pruned] == ["block_K=64"]
+    assert r.pruned[0].pruned == "divisibility: A's extent 8224 is not a multiple of the tile's 64"
+
+
+def test_the_ranking_prefers_big_tiles_for_a_big_gemm_and_small_ones_for_a_small_one() -> None:
+    best = results(block_K="64", num_stages="3").best
+    assert best is not None and dict(best.point)["block_M"] == "128" and dict(best.point)["block_N"] == "256"
+    small = results(shape={"M": 1024, "N": 1024, "K": 1024}, block_K="64", num_stages="3").best
+    assert small is not None and dict(small.point)["block_M"] == "64"
+
+
+# ---------------------------------------------------------------- the model
+
+
+def work(grid: tuple[int, ...], flops: int = 0, accesses: tuple[Access, ...] = ()) -> BlockWork:
+    return BlockWork(grid, 256, 32, flops, 0, 3, accesses)
+
+
+RES = model.Resources(smem=100_000, registers=128, instruction="warp_group", operand_bits=16)
+
+
+def test_occupancy_takes_the_tightest_limit() -> None:
+    assert model.occupancy(work((1,)), RES, GPUS["h200"]) == (1, "registers")
+    small = model.Resources(20_000, 32, "warp_group", 16)
+    assert model.occupancy(work((1,)), small, GPUS["h200"]) == (5, "registers")
+
+
+def test_wave_quantization_costs_a_whole_wave() -> None:
+    gpu = GPUS["h200"]
+    one = model.estimate(work((132,), 10**9), RES, gpu).seconds
+    two = model.estimate(work((133,), 10**9), RES, gpu).seconds
+    assert two > 1.9 * one
+
+
+def test_l2_reuse_counts_each_tile_once_per_wave() -> None:
+    a = Access("A", True, 1000, 100, (1,))  # by only
+    c = Access("C", False, 10, 10, (0, 1))
+    blocks = [(x, y) for y in range(2) for x in range(4)]
+    assert model.dram_bytes((a, c), blocks) == 2 * 1000 + 8 * 10
+
+
+def test_panels_follow_the_lowering() -> None:
+    order = [model.panels((4, 4), 2, "row", i) for i in range(8)]
+    assert order == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)]
+    assert [model.row_major((4, 4), i) for i in range(5)] == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1)]
+
+
+# ---------------------------------------------------------------- tune files and --tuned
+
+
+def tune_file() -> tunefile.TuneFile:
+    return tunefile.TuneFile(
+        "gemm.tile",
+        "sm_90a",
+        "h200",
+        "model",
+        (
+            tunefile.Choice({"M": 8192, "N": 8192, "K": 8192}, {"block_M": "128", "block_K": "32"}, 0.0017),
+            tunefile.Choice({"M": 1024, "N": 1024, "K": 1024}, {"block_M": "64", "block_K": "64"}, 0.00002),
+        ),
+    )
+
+
+def test_the_tune_file_round_trips() -> None:
+    t = tune_file()
+    assert tunefile.loads(tunefile.dumps(t), "x.tune.json") == t
+    assert json.loads(tunefile.dumps(t))["default"] == {"block_M": "128", "block_K": "32"}
+
+
+def test_choose_takes_the_default_the_nearest_shape_and_the_command_line() -> None:
+    t = tune_file()
+    assert tunefile.choose(t, {}) == {"block_M": "128", "block_K": "32"}
+    assert tunefile.choose(t, {"M": "2048", "N": "1024", "K": "1024"})["block_M"] == "64"
+    assert tunefile.choose(t, {"block_K": "64"}) == {"block_M": "128", "block_K": "64"}
+
+
+def test_a_tune_file_for_another_arch_or_file_is_an_error() -> None:
+    with pytest.raises(CompileError, match="tuned for --arch sm_90a; this build is for sm_80"):
+        tunefile.check_applies(tune_file(), "t.json", "gemm.tile", "sm_80")
+    with pytest.raises(CompileError, match="tuned for gemm.tile, not softmax.tile"):
+        tunefile.check_applies(tune_file(), "t.json", "softmax.tile", "sm_90a")
+    with pytest.raises(CompileError, match="not a tilec tune file"):
+        tunefile.loads("{}", "t.json")
+
+
+def test_build_tuned_applies_the_choice_and_the_depfile_lists_it(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tuned = tmp_path / "gemm.tune.json"
+    tuned.write_text(tunefile.dumps(tune_file()))
+    out, dep = tmp_path / "gemm.cu", tmp_path / "gemm.d"
+    args = ["build", GEMM, "-o", str(out), "--arch", "sm_90a", "--no-cache", "--tuned", str(tuned), "-MF", str(dep)]
+    assert run_cli(args, capsys)[0] == 0
+    assert out.read_text() == driver.compile_file(GEMM, {"block_M": "128", "block_K": "32"}, "sm_90a")
+    assert str(tuned) in dep.read_text()
+
+
+# ---------------------------------------------------------------- the measurement pool
+
+
+def test_the_pool_spreads_jobs_over_n_fake_gpus() -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def runner(gpu: int, job: measure.Job) -> float:
+        time.sleep(0.02)
+        with lock:
+            seen.append(gpu)
+        if job.label == "bad":
+            raise ValueError("C differs from the default configuration's")
+        return float(job.source)
+
+    jobs = [measure.Job("bad" if i == 3 else f"p{i}", str(i + 1)) for i in range(16)]
+    done: list[measure.Timing] = []
+    start = time.perf_counter()
+    timings = measure.Pool([0, 1, 2, 3], runner).run(jobs, done.append)
+    assert time.perf_counter() - start < 16 * 0.02 * 0.75  # four at a time
+    assert set(seen) == {0, 1, 2, 3} and len(done) == 16
+    assert [t.label for t in timings] == [j.label for j in jobs]
+    assert timings[3].seconds is None and "differs" in (timings[3].error or "")
+    best = measure.best_so_far(timings)
+    assert best is not None and best.label == "p0"
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_tune_explain_golden(golden, capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
+    out_json = tmp_path / "gemm.tune.json"
+    args = ["tune", GEMM, "--shape", "M=8192,N=8192,K=8192", "--arch", "sm_90a", "--explain", "-o", str(out_json)]
+    code, out, _ = run_cli(args, capsys)
+    assert code == 0
+    golden.check(
+        HERE / "tune" / "gemm.tune.txt", out.replace(str(out_json), "gemm.tune.json").replace(GEMM, "gemm.tile")
+    )
+    assert tunefile.read(str(out_json)).basis == "model"
+
+
+def test_measure_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(measure, "visible_gpus", lambda: [])
+    args = ["tune", GEMM, "--shape", "M=1024,N=1024,K=1024", "-D", "block_M=128", "--measure", "--top", "1"]
+    code, out, _ = run_cli(args, capsys)
+    assert code == 0 and "no GPU is visible here, so nothing was timed" in out
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ("M=8192,N=x,K=1", "<command line>:1:16: error: --shape: the size of N must be a positive integer, not 'x'"),
+        ("M=8192,Q=1,N=1,K=1", "<command line>:1:16: error: --shape: no symbolic dimension is named 'Q'"),
+        ("M=8192,N=8192", "<command line>:1:22: error: --shape gives no size for K"),
+        ("M8192", "<command line>:1:9: error: --shape: expected NAME=SIZE, not 'M8192'"),
+    ],
+)
+def test_bad_shapes_are_located_errors(shape: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["tune", GEMM, "--shape", shape], capsys)
+    assert code == 1 and message in err
+
+
+def test_an_unknown_param_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["tune", GEMM, "--shape", "M=1,N=1,K=1", "-D", "blok_M=64"], capsys)
+    assert code == 1 and "-D blok_M: no param or symbolic dimension is named 'blok_M'" in err
+    assert "block_M" in err
+
+
+def test_model_only_tuning_of_an_example_is_fast(capsys: pytest.CaptureFixture[str]) -> None:
+    driver.elaborate("examples/gemm.tile")  # imports warm
+    start = time.perf_counter()
+    code, out, _ = run_cli(["tune", "examples/gemm.tile", "--shape", "M=8192,N=8192,K=8192"], capsys)
+    assert code == 0 and "1 configurations" in out and time.perf_counter() - start < 1.0
