@@ -637,7 +637,11 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, words)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    notes = (smem_note(kernel, layouts, lowered), *sharing_lines(lowered), register_estimate(kernel, layouts, target)[1])
+    notes = (
+        smem_note(kernel, layouts, lowered),
+        *sharing_lines(lowered),
+        register_estimate(kernel, layouts, target)[1],
+    )
     return KernelReport(kernel.name, heading, tuple(tables), notes + _launcher_notes(lowered, words))
 
 
