@@ -115,12 +115,13 @@ def _fresh(body: tuple[tir.Stmt, ...], buf: tir.Buffer) -> bool:
 
 
 def _overwrites(s: tir.Stmt, buf: tir.Buffer) -> bool:
-    """`s` writes every element of `buf` and reads none (a copy into it, or a fill, of it whole)."""
+    """`s` writes every element of `buf` and reads none (a copy into it, or a fill, of it whole;
+    copies fill what lies outside their source with zeros)."""
     match s:
-        case tir.Copy(src=src, dst=dst):
-            return dst.buffer == buf and src.buffer != buf and _whole(dst)
-        case tir.Fill(dst=dst, value=value):
-            return dst.buffer == buf and _whole(dst) and buf not in (ld.buffer for ld in tir_walk.loads(value))
+        case tir.Copy(dst=dst) | tir.Fill(dst=dst):
+            reads = [r.buffer for r in tir_walk.regions(s) if r is not dst]
+            reads += [ld.buffer for e in tir_walk.stmt_exprs(s) for ld in tir_walk.loads(e)]
+            return dst.buffer == buf and _whole(dst) and buf not in reads
         case _:
             return False
 
