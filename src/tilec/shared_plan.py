@@ -9,14 +9,17 @@ lowering) that lets a shared tile take the bytes of tiles dead before it is born
     copy(O_shared, Output[..])     # line 23
 
 Lifetimes (`shared_lifetimes`, on the Tile IR, which lowering records on each user tile's
-T.SharedView) count the kernel body's top-level statements in program order: a tile is live from
-the first statement using it to the last, and a statement is whole, so a tile used inside a loop
-is live for every iteration of it (a pipelined loop's stages too: they are its copies'
-destinations) and a tile used in a branch of an `if` is live over both branches. Everything that
-is not a user tile (the reductions' scratch row, a gemm's staged operand, mbarriers, a TMA store's
-staging tile) has no lifetime: it is live for the whole kernel and shares nothing; so does every
-tile of a kernel with warp roles, whose body runs once per tile in a persistent loop, beside a
-producer warp group that fills the ring asynchronously.
+T.SharedView) number the statements in program order (pre-order: a loop or branch before its
+bodies, the then branch before the else): a tile is live from the first statement using it to the
+last. A tile used in a loop is live for all of the loop when the loop is pipelined (its stages are
+filled iterations ahead), when the bounds read it, or when an iteration may read what an earlier
+one left (not `_fresh`); a tile each iteration overwrites whole before reading it is live only
+where it is used (gemm_persistent's wave loop: A and B, then C_shared). Tiles of the two branches
+of an `if` may share bytes: one branch runs. Everything that is not a user tile (the reductions'
+scratch row, a gemm's staged operand, mbarriers, a TMA store's staging tile) has no lifetime: it
+is live for the whole kernel and shares nothing; so does every tile of a kernel with warp roles,
+whose body runs once per tile in a persistent loop, beside a producer warp group that fills the
+ring asynchronously.
 
 The plan (`packed`) places the views in declaration order, each at the lowest offset that keeps
 its alignment (16 bytes; a descriptor swizzle's 512 or 1024) and overlaps no view placed so far

@@ -118,8 +118,8 @@ class Decl:
 
 @dataclass(frozen=True, slots=True)
 class Lifetime:
-    """Where a shared tile is live: the first and last of the kernel's top-level Tile IR
-    statements that use it, by position (a loop or branch using it counts whole: shared_plan.py),
+    """Where a shared tile is live: the positions, in the Tile IR's program order, of the first and
+    last statements using it (a loop it may carry a value around counts whole: shared_plan.py),
     and the source lines they span."""
 
     first: int
