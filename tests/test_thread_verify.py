@@ -97,3 +97,11 @@ def test_barrier_arguments_follow_the_target_spelling() -> None:
     verify(bar, T.Barrier("mbarrier_wait", (mbar, ZERO)), T.Barrier("fence_proxy_async"), arch="sm_90a")
     with pytest.raises(VerifyError, match="barrier 'mbarrier_wait' takes 2 arguments, not 1"):
         verify(bar, T.Barrier("mbarrier_wait", (mbar,)), arch="sm_90a")
+
+
+def test_views_share_bytes_only_between_tiles_never_live_together() -> None:
+    early, late = T.Lifetime(0, 3), T.Lifetime(4, 6)
+    verify(T.SharedView("S", F32, (8, 4), 0, live=early), T.SharedView("U", F32, (8, 4), 0, live=late), smem=128)
+    scratch = T.SharedView("red_buf", F32, (8, 4), 0)  # no lifetime: live throughout
+    with pytest.raises(VerifyError, match="shared views 'S' and 'red_buf' share bytes while both are live"):
+        verify(T.SharedView("S", F32, (8, 4), 0, live=early), scratch, smem=128)

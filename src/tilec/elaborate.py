@@ -56,6 +56,7 @@ from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
+from tilec.shared_plan import peak_bytes
 from tilec.source import NO_SPAN, Span
 from tilec.targets import Target, get_target
 from tilec.values import (
@@ -167,22 +168,20 @@ class _Elaborator(ProgramScope):
                     )
                 )
             return None
-        self.check_shared_memory(k, kx)
-        self.check_registers(k, kx)
         grid, block_vars, threads, body = kx.block
         self.check_types(kx.tensors, body)
-        return tir.Kernel(
+        kernel = tir.Kernel(
             k.name, tuple(kx.tensors), tuple(kx.scalars), tuple(kx.dims), grid, block_vars, threads, body, k.span
         )
+        self.check_shared_memory(k, kx, kernel)
+        self.check_registers(k, kx)
+        return kernel
 
-    def check_shared_memory(self, k: S.KernelDef, kx: _KernelState) -> None:
+    def check_shared_memory(self, k: S.KernelDef, kx: _KernelState, kernel: tir.Kernel) -> None:
+        """The most bytes of shared tiles live at once (tiles whose lifetimes do not meet share
+        bytes: shared_plan.py) against the target's limit."""
         limit = self.target.smem_limit
-        total = 0
-        for buf in kx.shared:
-            n = 1
-            for d in buf.const_shape:
-                n *= d
-            total += n * buf.dtype.bytes
+        total = peak_bytes(kernel, kx.shared)
         if total > limit:
             self.diags.append(
                 Diagnostic(

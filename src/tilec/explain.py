@@ -46,6 +46,7 @@ from tilec.instructions import Instruction
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.plan_pipeline import loop_refusal, producers, refusals
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
+from tilec.shared_plan import sequential_bytes, sharing_notes
 from tilec.targets import Target, instruction_named
 from tilec.tir_print import expr_text
 
@@ -585,14 +586,28 @@ def declared_smem(kernel: tir.Kernel, layouts: Layouts) -> int:
     return declared
 
 
-def smem_note(kernel: tir.Kernel, layouts: Layouts, dynamic_smem: int) -> str:
-    """Dynamic shared memory, split into the tiles as declared (rows padded,
-    one copy per pipeline stage) and what lowering adds (scratch, alignment)."""
+def smem_note(kernel: tir.Kernel, layouts: Layouts, lowered: T.Kernel) -> str:
+    """Dynamic shared memory, split into the tiles as declared (rows padded, one copy per
+    pipeline stage) and what lowering adds (scratch, alignment), before packing by lifetime
+    (shared_plan.py); and what packing made of it."""
     declared = declared_smem(kernel, layouts)
-    extra = dynamic_smem - declared
+    unpacked = sequential_bytes(_views(lowered))
+    extra = unpacked - declared
     what = "shared tiles (padded rows, one copy per pipeline stage)"
     tail = f" ({what} {declared} B + reduce/staging scratch and alignment {extra} B)" if extra else ""
-    return f"dynamic shared memory: {dynamic_smem} bytes{tail}"
+    if lowered.dynamic_smem < unpacked:
+        tail = f", packed by lifetime from {unpacked}{tail}"
+    return f"dynamic shared memory: {lowered.dynamic_smem} bytes{tail}"
+
+
+def sharing_lines(lowered: T.Kernel) -> tuple[str, ...]:
+    """A note per pair of tiles that share bytes, with their lifetimes' source lines."""
+    notes = sharing_notes(_views(lowered))
+    return tuple(n for name in notes for n in notes[name])
+
+
+def _views(lowered: T.Kernel) -> list[T.SharedView]:
+    return [s for s in lowered.body if isinstance(s, T.SharedView)]
 
 
 def explain_kernel(u: Unit, arch: str) -> KernelReport:
@@ -609,8 +624,11 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, words)]
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
-    registers = register_note(register_estimate(kernel, layouts, target))
-    notes = (smem_note(kernel, layouts, lowered.dynamic_smem), registers)
+    notes = (
+        smem_note(kernel, layouts, lowered),
+        *sharing_lines(lowered),
+        register_note(register_estimate(kernel, layouts, target)),
+    )
     return KernelReport(kernel.name, heading, tuple(tables), notes + _launcher_notes(lowered, words))
 
 

@@ -38,6 +38,7 @@ from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
 from tilec.passes.select import select_kernel
 from tilec.passes.warn import warnings
+from tilec.shared_plan import plan_shared
 from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
 from tilec.timing import phase
@@ -95,6 +96,10 @@ def _lower(u: Unit) -> Unit:
     return replace(u, lowered=lower_kernel(u.kernel, u.layouts, u.target))
 
 
+def _plan_shared(u: Unit) -> Unit:
+    return replace(u, lowered=plan_shared(_lowered(u), u.target.smem_limit))
+
+
 def _place_barriers(u: Unit) -> Unit:
     return replace(u, lowered=place_barriers(_lowered(u)))
 
@@ -132,6 +137,9 @@ PASSES: tuple[Pass, ...] = (
     Pass("warn", "tir", _warn),
     # Tile ops become per-thread code under those layouts.
     Pass("lower", "thread", _lower),
+    # Shared memory by lifetime: every view is known now, scratch and staging too, and no barrier
+    # is placed yet (sync orders the tiles that come to share bytes as one storage).
+    Pass("plan_shared", "thread", _plan_shared),
     # Shared memory again, now with padding, pipeline stages and scratch: before any more work
     # (sync walks a pipeline's prologue once per stage, so 40,000 stages should stop here).
     Pass("check_shared_memory", "thread", _check_shared_memory),

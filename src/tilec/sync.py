@@ -43,6 +43,10 @@ The contract with lowering:
   count is reached (`_Placement.iterations`). A barrier placed before a
   statement goes above the comments heading it.
 - Branches start from the same state and join with the union of theirs.
+- Views sharing bytes (shared_plan.py packs tiles whose lifetimes do not meet) are one storage:
+  an access of one is a hazard with the pending accesses of each (`aliases`), so a barrier
+  separates the last reads of a dead tile from the first writes of the tile taking its bytes,
+  a pipeline's stage writes included.
 - Named Hopper slots: `mbarrier_init`, `mbarrier_arrive`, `mbarrier_expect_tx`,
   `named` (a barrier among some warps, not the block) and `fence_proxy_async`
   retire nothing the pass tracks; `mbarrier_wait` completes its barrier's TMA
@@ -61,6 +65,7 @@ from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
+from tilec.shared_plan import aliases
 from tilec.simplify import const
 from tilec.source import NO_SPAN, Span
 
@@ -76,7 +81,7 @@ def place_barriers(kernel: T.Kernel) -> T.Kernel:
     op reading shared memory through the asynchronous proxy (`proxy_reads`), every `block`
     barrier comes after a proxy fence, so that what each thread wrote before the barrier is
     visible to those reads (the writers fence: a barrier alone orders only ordinary accesses)."""
-    placement = _Placement(_shared_arrays(kernel.body))
+    placement = _Placement(_shared_arrays(kernel.body), aliases(kernel.body))
     body = tuple(placement.block(kernel.body, _State()))
     if any(isinstance(s, T.Scope) and s.access.proxy_reads for s in _all_stmts(body)):
         body = _fenced(body)
@@ -189,6 +194,7 @@ class _Placement:
     """The walk over one kernel; `shared` names its shared arrays (scalar statements' accesses)."""
 
     shared: frozenset[str]
+    aliases: dict[str, frozenset[str]]  # a view and those sharing its bytes (shared_plan.aliases)
 
     def block(self, stmts: tuple[T.Stmt, ...], st: _State) -> list[T.Stmt]:
         out: list[T.Stmt] = []
@@ -206,11 +212,11 @@ class _Placement:
         """(barriers to place before `s`, `s` rewritten); updates `st` past `s`."""
         match s:
             case T.Scope(access=access, span=span):
-                return _access(access, st, span), [s]
+                return _access(access, st, span, self.aliases), [s]
             case T.Loop():
                 return self.loop(s, st)
             case T.IfThen(cond, then, orelse):
-                before = _access(self.scalar_access(s), st, NO_SPAN)
+                before = _access(self.scalar_access(s), st, NO_SPAN, self.aliases)
                 other = st.copy()
                 then_code = self.block(then, st)
                 else_code = self.block(orelse, other)
@@ -220,7 +226,7 @@ class _Placement:
                 _barrier(s, st)
                 return [], [s]
             case T.Decl() | T.Assign():
-                return _access(self.scalar_access(s), st, NO_SPAN), [s]
+                return _access(self.scalar_access(s), st, NO_SPAN, self.aliases), [s]
             case T.SharedView() | T.Call() | T.Comment():
                 return [], [s]
             case _:
@@ -230,7 +236,7 @@ class _Placement:
         """The loop rule (module docstring), walking the body as the loop runs (`iterations`)."""
         touches = self.touches(s)
         before = st.flush() if touches else []
-        before += _access(self.scalar_access(s), st, NO_SPAN)  # the bounds
+        before += _access(self.scalar_access(s), st, NO_SPAN, self.aliases)  # the bounds
         entry = st.copy()
         trips = _trip_count(s)
         body, after = self.iterations(s.body, st, touches, trips)
@@ -339,17 +345,21 @@ def _arrays(*exprs: tir_walk.Node) -> Iterator[str]:
         yield from (x.array for x in tir_walk.subexprs(e) if isinstance(x, T.Subscript))
 
 
-def _access(a: T.SharedAccess, st: _State, span: Span) -> list[T.Stmt]:
-    """The barrier a statement doing `a` needs before it, if any; then its accesses are pending."""
-    writes = a.writes | a.async_writes | a.tx_writes
-    early = (a.reads | writes) & st.in_flight()
+def _access(a: T.SharedAccess, st: _State, span: Span, aliases: dict[str, frozenset[str]]) -> list[T.Stmt]:
+    """The barrier a statement doing `a` needs before it, if any; then its accesses are pending.
+    Views sharing bytes (`aliases`) are one storage: an access of one meets the pending
+    accesses of all of them, and a pipeline's stage writes those of the tiles whose bytes it took."""
+    reads = _storage(a.reads, aliases)
+    writes = _storage(a.writes | a.async_writes | a.tx_writes, aliases)
+    early = (reads | writes) & st.in_flight()
     if early:
         raise error(
             span,
             f"internal: '{sorted(early)[0]}' is accessed while an asynchronous write of it may be in flight "
             "(no wait retires it first)",
         )
-    hazard = (a.reads & st.writes) or (writes & (st.reads | st.writes))
+    others = _storage(a.stage_writes, aliases) - a.stage_writes
+    hazard = (reads & st.writes) or ((writes | others) & (st.reads | st.writes))
     before = st.flush() if hazard else []
     st.reads |= a.reads
     st.writes |= a.writes
@@ -359,6 +369,11 @@ def _access(a: T.SharedAccess, st: _State, span: Span) -> list[T.Stmt]:
             raise error(span, "internal: TMA writes without the mbarrier that completes them")
         st.tx[a.mbarrier] = st.tx.get(a.mbarrier, frozenset()) | a.tx_writes
     return before
+
+
+def _storage(names: frozenset[str], aliases: dict[str, frozenset[str]]) -> frozenset[str]:
+    """`names` and every view sharing bytes with one of them."""
+    return names.union(*(aliases.get(n, ()) for n in names))
 
 
 def _barrier(b: T.Barrier, st: _State) -> None:

@@ -117,6 +117,17 @@ class Decl:
 
 
 @dataclass(frozen=True, slots=True)
+class Lifetime:
+    """Where a shared tile is live: the positions, in the Tile IR's program order, of the first and
+    last statements using it (a loop it may carry a value around counts whole: shared_plan.py),
+    and the source lines they span."""
+
+    first: int
+    last: int
+    lines: tuple[int, int] = (0, 0)
+
+
+@dataclass(frozen=True, slots=True)
 class SharedView:
     """A named view into the block's dynamic shared memory:
     `half (*A_shared)[32] = reinterpret_cast<half (*)[32]>(smem + offset);`"""
@@ -126,6 +137,9 @@ class SharedView:
     dims: tuple[int, ...]
     offset: int
     align: int = 16  # bytes the offset is a multiple of (the block's `smem` is declared as aligned)
+    # the user tile's lifetime, by which shared_plan.py may give its bytes to another tile; None
+    # (scratch, barriers, staging, a kernel with warp roles): live for the whole kernel, never shared
+    live: Lifetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

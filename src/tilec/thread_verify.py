@@ -31,6 +31,7 @@ from typing import TypeAlias, assert_never, get_args
 
 from tilec import thread_ir as T
 from tilec import tir
+from tilec.shared_plan import disjoint, overlap
 from tilec.targets import Spelling, Target
 from tilec.tir_print import VerifyError
 
@@ -251,4 +252,14 @@ def verify_kernel(k: T.Kernel, target: Target) -> None:
     for g in k.grid:
         checker.expr(g)
     checker.block(k.body)
+    _check_sharing(checker, k.body)
     checker.block(k.host_prologue)
+
+
+def _check_sharing(checker: _Checker, body: tuple[T.Stmt, ...]) -> None:
+    """Views sharing bytes hold tiles whose lifetimes never meet (shared_plan.py)."""
+    views = [s for s in body if isinstance(s, T.SharedView)]
+    for i, v in enumerate(views):
+        for w in views[:i]:
+            if overlap(v, w) and not disjoint(v.live, w.live):
+                raise checker.fail(f"shared views '{w.name}' and '{v.name}' share bytes while both are live")

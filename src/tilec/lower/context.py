@@ -24,6 +24,7 @@ from tilec.dtypes import DType
 from tilec.instructions import Instruction, OperandTypes
 from tilec.lower.cexpr import I32
 from tilec.passes.infer_layouts import Layouts
+from tilec.shared_plan import shared_lifetimes
 from tilec.targets import Target
 
 
@@ -75,10 +76,14 @@ class LowerState:
     # declares such a variable (kernel.py, loops.py, pipelined.py, the backends' warp roles);
     # read by exprs.nonnegative: an index it cannot prove nonnegative is checked against 0.
     nonneg: set[str]
-    # The block's dynamic shared memory, one view per tile. Appended by `shared_view` (shared
-    # allocations, a fragment operand staged for a gemm, the reductions' scratch); read at the
-    # end for the kernel's head and its shared-memory size.
+    # The block's dynamic shared memory, one view per tile, each after the last. Appended by
+    # `shared_view` (shared allocations, a fragment operand staged for a gemm, the reductions'
+    # scratch); read at the end for the kernel's head and its shared-memory size (the
+    # shared_plan pass after lowering may then pack the user tiles by lifetime).
     views: list[T.SharedView] = field(default_factory=list)
+    # The lifetime of each shared tile (shared_plan.shared_lifetimes), set by new_context; read by
+    # lower_alloc, which records it on the tile's view (shared_plan.plan_shared packs by them).
+    lifetimes: dict[tir.Buffer, T.Lifetime] = field(default_factory=dict)
     # Kernel-wide flags (`const bool A_vec8 = ...;`) by key, and their declarations, which go
     # before the kernel's first statement. Written by `kernel_flag`, for a tensor's alignment
     # (loops.aligned) and a copy's interior test (ops.py).
@@ -177,7 +182,7 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target) -> LowerCo
         names.of(v)
     tx = tir.Var(names.fresh("tx"), I32, "thread")
     nonneg = {names.of(v) for v in (*kernel.dims, *kernel.block_vars)}
-    state = LowerState(names, {tx: kernel.threads - 1}, nonneg)
+    state = LowerState(names, {tx: kernel.threads - 1}, nonneg, lifetimes=shared_lifetimes(kernel))
     return LowerContext(kernel, layouts, target, backend_of(target), tx, state)
 
 
@@ -198,11 +203,14 @@ def shared_names(ctx: LowerContext, bufs: set[tir.Buffer]) -> frozenset[str]:
     return frozenset(ctx.name(b) for b in bufs)
 
 
-def shared_view(ctx: LowerContext, name: str, dtype: DType, dims: tuple[int, ...], align: int = 16) -> None:
+def shared_view(
+    ctx: LowerContext, name: str, dtype: DType, dims: tuple[int, ...], align: int = 16, live: T.Lifetime | None = None
+) -> None:
     """A view of `dims` elements of the block's shared memory after the last, at a multiple of
-    `align` bytes (16; a descriptor-read swizzled tile: its swizzle's 8-row atom)."""
+    `align` bytes (16; a descriptor-read swizzled tile: its swizzle's 8-row atom). A user tile
+    passes its lifetime, by which the shared_plan pass may move it onto the bytes of dead tiles."""
     offset = -(-shared_bytes(ctx.state.views) // align) * align
-    ctx.state.views.append(T.SharedView(name, dtype, dims, offset, align))
+    ctx.state.views.append(T.SharedView(name, dtype, dims, offset, align, live))
 
 
 def shared_bytes(views: list[T.SharedView]) -> int:

@@ -204,7 +204,7 @@ def lower_alloc(ctx: LowerContext, s: tir.Alloc) -> list[T.Stmt]:
                 dims = (math.prod(dims),)
             if s.stages > 1:  # one copy per pipeline stage
                 dims = (s.stages, *dims)
-            shared_view(ctx, name, buf.dtype, dims, layouts.align.get(buf, 16))
+            shared_view(ctx, name, buf.dtype, dims, layouts.align.get(buf, 16), ctx.state.lifetimes.get(buf))
             return []
         case "fragment":
             frag = layouts.buffers[buf]
