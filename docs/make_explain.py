@@ -19,14 +19,16 @@ INTRO = """# Seeing what the compiler did: `tilec explain`
 
 `tilec explain FILE.tile` prints, for each kernel, what tilec inferred and chose:
 
-1. **Buffers**: every tensor and allocation with its layout. A fragment's layout is its thread grid
-   (`threads [8@0 x 16@1]`: 8 threads along dim 0 times 16 along dim 1; an extent without `@` is
-   replication), its vector width per dimension and the per-thread ("local") array; the last column
-   is what it costs each thread in registers. Shared tiles are row-major for now (no swizzle yet).
+1. **Buffers**: every tensor and allocation with its layout. A fragment's layout is its thread
+   digits and register digits (`threads [4@1/2 8@0/1 ...]`: 4 threads along dim 1 at stride 2, then
+   8 along dim 0 at stride 1; an extent without `@` is replication), and the last column is what it
+   costs each thread in registers. A shared tile is row-major, with the XOR swizzle or the padded
+   rows that its gemm's operand loads (ldmatrix) need to be free of bank conflicts.
 2. **Tile ops** in source order (`file:line`; ops of an imported macro point at their own file), the
-   instruction lowering uses for each today, and the work per thread.
-3. **Pipeline plan** of every `Pipelined` loop: the stages requested and what tilec does with them
-   (today a plain loop; the stage column fills in once cp.async pipelining lands).
+   instruction lowering uses for each, and the work per thread.
+3. **Pipeline plan** of every `Pipelined` loop: the stages requested, what tilec does with them
+   (copies issued ahead as cp.async into one copy of their tiles per stage, or why a loop runs
+   plain), and the stage each statement runs in.
 4. **Totals**: dynamic shared memory (from the lowered kernel, scratch included) and an estimate of
    registers per thread.
 
@@ -37,12 +39,13 @@ fragment's thread-to-element map (`--color-by warp|thread`).
 This page is generated: `python docs/make_explain.py` rewrites it and the picture.
 """
 
-PICTURE = """The score accumulator `acc_s` (64x64 float32, 128 threads) as `--svg` draws it: each cell is one
-element, labelled with the thread that holds it (`T<k>`) and its register slot (`r<s>`), coloured
-by warp. Rows go to 8 threads and columns to 16 (thread = 16 * (row % 8) + column % 16), so each
-thread holds a strided 8x4 micro-tile and the 16 threads sharing a row are 16 consecutive lanes of
-one warp, which is why `reduce_max(acc_s, m, dim=1)` needs only shuffles over 16 lanes. Only the
-top-left 16x16 block of the tile is drawn.
+PICTURE = """The score accumulator `acc_s` (128x64 float32, 128 threads) as `--svg` draws it: each cell is
+one element, labelled with the thread that holds it (`T<k>`) and its register slot (`r<s>`),
+coloured by warp. It has mma.sync's accumulator layout: each warp holds 32 rows, and within a warp
+thread = 4 * (row % 8) + (column % 8) // 2, so a thread holds pairs of adjacent columns, every 8th
+column pair of rows 8 apart, and the 4 threads sharing a row are 4 consecutive lanes of one warp,
+which is why `reduce_max(acc_s, m, dim=1)` needs only shuffles over 4 lanes (`shfl.xor over 4
+lanes` above). Only the top-left 16x16 block of the tile is drawn.
 
 ![acc_s thread-to-element map](explain-flash_attention-acc_s.svg)
 """
@@ -55,8 +58,8 @@ def explain(args: list[str]) -> str:
 
 
 def page() -> str:
-    parts = [INTRO, "## GEMM\n", "```", "$ tilec explain " + " ".join(GEMM), explain(GEMM) + "```\n"]
-    parts += ["## Flash attention\n", "```", "$ tilec explain " + " ".join(FLASH), explain(FLASH) + "```\n"]
+    parts = [INTRO, "## GEMM\n", "```text", "$ tilec explain " + " ".join(GEMM), explain(GEMM) + "```\n"]
+    parts += ["## Flash attention\n", "```text", "$ tilec explain " + " ".join(FLASH), explain(FLASH) + "```\n"]
     parts.append(PICTURE)
     return "\n".join(parts)
 

@@ -56,7 +56,7 @@ from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
-from tilec.shared_plan import peak_bytes
+from tilec.shared_plan import declared_bytes, peak_tiles
 from tilec.source import NO_SPAN, Span
 from tilec.targets import Target, get_target
 from tilec.values import (
@@ -181,13 +181,16 @@ class _Elaborator(ProgramScope):
         """The most bytes of shared tiles live at once (tiles whose lifetimes do not meet share
         bytes: shared_plan.py) against the target's limit."""
         limit = self.target.smem_limit
-        total = peak_bytes(kernel, kx.shared)
+        live = peak_tiles(kernel, kx.shared)
+        total = sum(declared_bytes(b) for b in live)
         if total > limit:
+            largest = sorted(live, key=lambda b: -declared_bytes(b))[:4]
             self.diags.append(
                 Diagnostic(
                     k.span,
                     f"kernel '{k.name}' uses {total} bytes of shared memory; {self.arch} allows {limit}",
                     hint="use smaller tiles or fewer pipeline stages",
+                    notes=tuple(Note(b.span, f"'{b.name}' takes {declared_bytes(b)} bytes") for b in largest),
                 )
             )
 

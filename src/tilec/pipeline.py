@@ -30,15 +30,15 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from tilec import thread_ir as T
-from tilec import tir
-from tilec.diagnostics import Diagnostic, error
+from tilec import tir, tir_walk
+from tilec.diagnostics import Diagnostic, Note, error
 from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.plan_pipeline import plan_pipeline
 from tilec.passes.select import select_kernel
 from tilec.passes.warn import warnings
-from tilec.shared_plan import plan_shared
+from tilec.shared_plan import declared_bytes, nbytes, plan_shared
 from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
 from tilec.timing import phase
@@ -118,7 +118,23 @@ def _check_shared_memory(u: Unit) -> Unit:
         f"kernel '{u.kernel.name}' needs {k.dynamic_smem} bytes of shared memory once its pipelines are "
         f"multi-buffered; {target.arch} allows {target.smem_limit}",
         hint="use fewer num_stages, smaller tiles, or a target with more shared memory (--arch sm_90a)",
+        notes=_largest_shared(u.kernel, k),
     )
+
+
+def _largest_shared(kernel: tir.Kernel, lowered: T.Kernel) -> tuple[Note, ...]:
+    """A note at each of the (at most 4) largest shared tiles of `kernel`, with the bytes its view
+    spans in `lowered` (every stage, padded rows included)."""
+    views = {v.name: nbytes(v) for v in lowered.body if isinstance(v, T.SharedView)}
+    allocs = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]
+    sized = [(s, views.get(s.buffer.name, declared_bytes(s.buffer) * s.stages)) for s in allocs]
+    largest = sorted(sized, key=lambda item: -item[1])[:4]
+    return tuple(Note(s.buffer.span, _tile_note(s, n)) for s, n in largest)
+
+
+def _tile_note(s: tir.Alloc, n: int) -> str:
+    stages = f" ({s.stages} pipeline stages)" if s.stages > 1 else ""
+    return f"'{s.buffer.name}' takes {n} bytes{stages}"
 
 
 def _lowered(u: Unit) -> T.Kernel:

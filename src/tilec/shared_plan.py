@@ -155,13 +155,24 @@ def _own_uses(s: tir.Stmt) -> set[tir.Buffer]:
 def peak_bytes(kernel: tir.Kernel, tiles: list[tir.Buffer]) -> int:
     """The most bytes of `tiles` (as declared: no padding, one stage) live at once, a tile without
     a lifetime always: what any plan needs at least (elaboration checks it against the target)."""
+    return sum(_declared(b) for b in peak_tiles(kernel, tiles))
+
+
+def peak_tiles(kernel: tir.Kernel, tiles: list[tir.Buffer]) -> list[tir.Buffer]:
+    """The tiles live at the point where the most bytes of `tiles` are (the first such point):
+    what an over-the-limit diagnostic lists."""
     lives = shared_lifetimes(kernel)
     points = sorted({live.first for live in lives.values()}) or [0]
 
-    def live_at(p: int) -> int:
-        return sum(_declared(b) for b in tiles if b not in lives or lives[b].first <= p <= lives[b].last)
+    def live_at(p: int) -> list[tir.Buffer]:
+        return [b for b in tiles if b not in lives or lives[b].first <= p <= lives[b].last]
 
-    return max(live_at(p) for p in points)
+    return max((live_at(p) for p in points), key=lambda live: sum(_declared(b) for b in live))
+
+
+def declared_bytes(buf: tir.Buffer) -> int:
+    """The bytes of a shared tile as declared (no padding, one stage)."""
+    return _declared(buf)
 
 
 def _declared(buf: tir.Buffer) -> int:
