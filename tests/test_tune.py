@@ -212,9 +212,11 @@ def test_build_tuned_applies_the_choice_and_the_depfile_lists_it(
 def test_the_pool_spreads_jobs_over_n_fake_gpus() -> None:
     seen: list[int] = []
     lock = threading.Lock()
+    together = threading.Barrier(4, timeout=10)  # passes only if four jobs run at once
 
     def runner(gpu: int, job: measure.Job) -> float:
-        time.sleep(0.02)
+        if job.label in ("p0", "p1", "p2", "p4"):  # the first four jobs the pool hands out
+            together.wait()
         with lock:
             seen.append(gpu)
         if job.label == "bad":
@@ -223,9 +225,7 @@ def test_the_pool_spreads_jobs_over_n_fake_gpus() -> None:
 
     jobs = [measure.Job("bad" if i == 3 else f"p{i}", str(i + 1)) for i in range(16)]
     done: list[measure.Timing] = []
-    start = time.perf_counter()
     timings = measure.Pool([0, 1, 2, 3], runner).run(jobs, done.append)
-    assert time.perf_counter() - start < 16 * 0.02 * 0.75  # four at a time
     assert set(seen) == {0, 1, 2, 3} and len(done) == 16
     assert [t.label for t in timings] == [j.label for j in jobs]
     assert timings[3].seconds is None and "differs" in (timings[3].error or "")
@@ -276,6 +276,6 @@ def test_an_unknown_param_is_an_error(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_model_only_tuning_of_an_example_is_fast(capsys: pytest.CaptureFixture[str]) -> None:
     driver.elaborate("examples/gemm.tile")  # imports warm
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time, as the other timing tests: a loaded machine must not fail it
     code, out, _ = run_cli(["tune", "examples/gemm.tile", "--shape", "M=8192,N=8192,K=8192"], capsys)
-    assert code == 0 and "1 configurations" in out and time.perf_counter() - start < 1.0
+    assert code == 0 and "1 configurations" in out and time.process_time() - start < 1.0
