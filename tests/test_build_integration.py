@@ -279,20 +279,7 @@ def cmake_build(build: pathlib.Path) -> str:
 def test_cmake_project_rebuilds_exactly_the_dependents(compiler: None, tmp_path: pathlib.Path) -> None:
     project, build = tmp_path / "src", tmp_path / "build"
     shutil.copytree(ROOT / "examples" / "cmake", project)
-    cmake_dir = subprocess.run([tilec_executable(), "--cmake-dir"], capture_output=True, text=True, check=True)
-    configure = [
-        "cmake",
-        "-S",
-        str(project),
-        "-B",
-        str(build),
-        f"-DTilec_DIR={cmake_dir.stdout.strip()}",
-        f"-DCMAKE_CUDA_COMPILER={NVCC}",
-        "-G",
-        "Unix Makefiles",
-    ]
-    proc = subprocess.run(configure, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cmake_configure(project, build)
     cmake_build(build)
     assert (build / "app").exists()
     built = mtimes(build, CMAKE_OUTPUTS)
@@ -312,6 +299,101 @@ def test_cmake_project_rebuilds_exactly_the_dependents(compiler: None, tmp_path:
         "app",
     }
     assert "axpy.cu" in output and "add.cu" not in output
+
+
+def cmake_configure(project: pathlib.Path, build: pathlib.Path) -> None:
+    cmake_dir = subprocess.run([tilec_executable(), "--cmake-dir"], capture_output=True, text=True, check=True)
+    configure = [
+        "cmake",
+        "-S",
+        str(project),
+        "-B",
+        str(build),
+        f"-DTilec_DIR={cmake_dir.stdout.strip()}",
+        f"-DCMAKE_CUDA_COMPILER={NVCC}",
+        "-G",
+        "Unix Makefiles",
+    ]
+    proc = subprocess.run(configure, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- tune files in builds
+
+
+def write_tune_file(path: pathlib.Path, source: str, arch: str, defines: dict[str, str]) -> None:
+    """A tune file as `tilec tune -o` writes it, choosing `defines` for N=2^20."""
+    from tilec.tune import tunefile
+
+    choice = tunefile.Choice({"N": 1 << 20}, defines, 1e-5)
+    path.write_text(tunefile.dumps(tunefile.TuneFile(source, arch, "a100", "model", (choice,))))
+
+
+def expected_cu(src: pathlib.Path, out: pathlib.Path, *defines: str) -> str:
+    """What `tilec build` writes for `src` with `defines` and no tune file (sm_80)."""
+    flags = [f for d in defines for f in ("-D", d)]
+    proc = tilec_run("build", str(src), "-o", str(out), "--arch", "sm_80", "--no-cache", *flags)
+    assert proc.returncode == 0, proc.stderr
+    return out.read_text()
+
+
+@pytest.mark.skipif(NVCC is None or shutil.which("cmake") is None, reason="needs nvcc and cmake")
+def test_cmake_tuned_applies_the_tune_file_and_rebuilds_on_its_change(compiler: None, tmp_path: pathlib.Path) -> None:
+    project, build = tmp_path / "src", tmp_path / "build"
+    shutil.copytree(ROOT / "examples" / "cmake", project)
+    lists = project / "CMakeLists.txt"
+    lists.write_text(lists.read_text().replace("HEADERS)", "TUNED kernels/add.tune.json\n                  HEADERS)"))
+    tuned = project / "kernels" / "add.tune.json"
+    write_tune_file(tuned, "add.tile", "sm_80", {"block_N": "512", "threads": "256"})
+    cmake_configure(project, build)
+    cmake_build(build)
+    add = project / "kernels" / "add.tile"
+    # DEFINES threads=128 is the command line's -D, which wins over the file's threads=256
+    assert (build / "kernels_tilec" / "add.cu").read_text() == expected_cu(
+        add, tmp_path / "add.cu", "threads=128", "block_N=512"
+    )
+    axpy = (build / "kernels_tilec" / "axpy.cu").read_text()
+    assert axpy == expected_cu(project / "kernels" / "axpy.tile", tmp_path / "axpy.cu", "threads=128")
+    built = mtimes(build, CMAKE_OUTPUTS)
+
+    touch(tuned)
+    output = cmake_build(build)
+    assert changed(built, mtimes(build, CMAKE_OUTPUTS)) == {
+        "kernels_tilec/add.cu",
+        "kernels_tilec/add.h",
+        "CMakeFiles/kernels.dir/kernels_tilec/add.cu.o",
+        "CMakeFiles/app.dir/main.cpp.o",  # includes add.h
+        "libkernels.a",
+        "app",
+    }
+    assert "add.cu" in output and "axpy.cu" not in output
+
+
+@needs_tools
+def test_make_applies_a_tune_file_when_there_is_one(compiler: None, tmp_path: pathlib.Path) -> None:
+    project = tmp_path / "proj"
+    shutil.copytree(ROOT / "examples" / "make", project, ignore=shutil.ignore_patterns("build"))
+    tuned = project / "kernels" / "axpy.tune.json"
+    write_tune_file(tuned, "axpy.tile", "sm_80", {"block_N": "256"})
+    make(project, "-j2")
+    gen = project / "build" / "gen"
+    assert (gen / "axpy.cu").read_text() == expected_cu(
+        project / "kernels" / "axpy.tile", tmp_path / "a.cu", "block_N=256"
+    )
+    assert (gen / "add.cu").read_text() == expected_cu(project / "kernels" / "add.tile", tmp_path / "b.cu")
+    assert "axpy.tune.json" in (gen / "axpy.d").read_text()
+    built = mtimes(project, MAKE_OUTPUTS)
+
+    touch(tuned)
+    make(project)
+    assert changed(built, mtimes(project, MAKE_OUTPUTS)) == {
+        "build/gen/axpy.cu",
+        "build/gen/axpy.h",
+        "build/axpy.o",
+        "build/main.o",
+        "build/libkernels.a",
+        "build/app",
+    }
 
 
 def test_cmake_package_version_matches() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from tilec import cli, driver
 from tilec.diagnostics import CompileError, render_all
-from tilec.tune import measure, model, search, space, tunefile
+from tilec.tune import buckets, measure, model, search, space, tunefile
 from tilec.tune.peaks import GPUS
 from tilec.tune.work import Access, BlockWork
 
@@ -206,6 +206,60 @@ def test_build_tuned_applies_the_choice_and_the_depfile_lists_it(
     assert str(tuned) in dep.read_text()
 
 
+# ---------------------------------------------------------------- shape buckets
+
+
+def test_a_range_is_cut_at_the_powers_of_two_inside_it() -> None:
+    assert buckets.cuts(1, 8) == [(1, 1), (2, 2), (3, 4), (5, 8)]
+    assert buckets.cuts(100, 1000) == [(100, 128), (129, 256), (257, 512), (513, 1000)]
+    assert buckets.cuts(4096, 4096) == [(4096, 4096)]
+    assert len(buckets.cuts(1, 16384)) == 15
+
+
+def test_buckets_are_the_product_largest_first() -> None:
+    cut = buckets.expand({"M": (1, 4), "N": (2, 4), "K": (64, 64)})
+    assert [b.shape for b in cut[:2]] == [{"M": 4, "N": 4, "K": 64}, {"M": 4, "N": 2, "K": 64}]
+    assert cut[0].ranges == {"M": (3, 4), "N": (3, 4)} and len(cut) == 6
+    assert buckets.expand({"M": (8, 8)}) == [buckets.Bucket({"M": 8}, {})]
+
+
+def bucketed_file() -> tunefile.TuneFile:
+    big = tunefile.Choice({"M": 4096, "N": 64}, {"block_M": "128"}, 1e-4, {"M": (2049, 4096)})
+    mid = tunefile.Choice({"M": 2048, "N": 64}, {"block_M": "64"}, 1e-5, {"M": (1025, 2048)})
+    return tunefile.TuneFile("gemm.tile", "sm_90a", "h200", "model", (big, mid))
+
+
+def test_a_build_takes_the_bucket_that_holds_its_size() -> None:
+    t = bucketed_file()
+    assert tunefile.loads(tunefile.dumps(t), "t.json") == t
+    assert json.loads(tunefile.dumps(t))["shapes"][1]["bucket"] == {"M": [1025, 2048]}
+    # 2900 is nearer 2048 in log2 than 4096 is, but the 4096 bucket holds it
+    assert tunefile.choose(t, {"M": "2900"})["block_M"] == "128"
+    assert tunefile.choose(t, {"M": "2048"})["block_M"] == "64"
+    assert tunefile.choose(t, {"M": "100"})["block_M"] == "64"  # below every bucket: the nearest
+    assert tunefile.choose(t, {})["block_M"] == "128"  # symbolic: the largest bucket
+
+
+def test_tune_with_a_range_writes_one_choice_per_bucket(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    out_json = tmp_path / "gemm.tune.json"
+    fixed = ["-D", "block_N=256", "-D", "block_K=64", "-D", "num_stages=3", "-D", "threads=256"]
+    args = ["tune", GEMM, "--shape", "M=100..1024,N=8192,K=8192", "--arch", "sm_90a", *fixed, "-o", str(out_json)]
+    code, out, _ = run_cli(args, capsys)
+    assert code == 0 and "shape M=1024 N=8192 K=8192 (bucket M=513..1024):" in out
+    t = tunefile.read(str(out_json))
+    assert [c.shape["M"] for c in t.choices] == [1024, 512, 256, 128]
+    assert [c.bucket for c in t.choices][-1] == {"M": (100, 128)}
+    assert t.default == t.choices[0].defines
+    assert tunefile.choose(t, {"M": "200", "N": "8192", "K": "8192"}) == {
+        **t.choices[2].defines,
+        "M": "200",
+        "N": "8192",
+        "K": "8192",
+    }
+
+
 # ---------------------------------------------------------------- the measurement pool
 
 
@@ -261,6 +315,8 @@ def test_measure_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str], monke
         ("M=8192,Q=1,N=1,K=1", "<command line>:1:16: error: --shape: no symbolic dimension is named 'Q'"),
         ("M=8192,N=8192", "<command line>:1:22: error: --shape gives no size for K"),
         ("M8192", "<command line>:1:9: error: --shape: expected NAME=SIZE, not 'M8192'"),
+        ("M=64..8,N=1,K=1", "<command line>:1:9: error: --shape: the range of M is empty (64..8)"),
+        ("M=1..x,N=1,K=1", "error: --shape: the size of M must be a positive integer or a range LO..HI, not '1..x'"),
     ],
 )
 def test_bad_shapes_are_located_errors(shape: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:

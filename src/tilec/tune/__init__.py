@@ -5,6 +5,7 @@
     peaks.py     the GPUs' peak rates and limits, with sources
     model.py     the cost model: roofline per wave, occupancy, waves, latency hiding, L2 reuse
     search.py    enumerate, prune, rank, compile the best through the whole pipeline
+    buckets.py   --shape M=LO..HI: one shape per power-of-two bucket
     measure.py   --measure: a worker per GPU timing the best through tilec.runtime
     tunefile.py  FILE.tune.json, which `tilec build --tuned` applies
     report.py    the text

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tilec import driver
-from tilec.tune import measure, report, search, tunefile
+from tilec.tune import buckets, measure, report, search, tunefile
 from tilec.tune.peaks import ARCH_GPU, gpu_for_arch
 
 
@@ -38,8 +38,8 @@ def run(opts: Options) -> None:
     """Search, print, optionally measure, write the tune file."""
     base = driver.elaborate(opts.path, opts.defines, opts.arch)
     dims = search.dimensions(base)
-    shapes = [search.parse_shape(s, dims) for s in opts.shapes]
-    req = search.Request(opts.path, opts.defines, opts.arch, opts.gpu, shapes, opts.top, opts.jobs)
+    cut = [b for s in opts.shapes for b in buckets.expand(search.parse_shape(s, dims))]
+    req = search.Request(opts.path, opts.defines, opts.arch, opts.gpu, [b.shape for b in cut], opts.top, opts.jobs)
     results = search.tune(req, base)
     gpus = measure.visible_gpus() if opts.measure else []
     timings: list[dict[str, float] | None] = [_measure(req, r, gpus) if gpus else None for r in results]
@@ -47,10 +47,10 @@ def run(opts: Options) -> None:
     out.write(report.header(opts.path, opts.arch, gpu_for_arch(opts.arch, opts.gpu), bool(gpus)))
     if opts.measure and not gpus:
         out.write("--measure: no GPU is visible here, so nothing was timed\n")
-    for r, t in zip(results, timings, strict=True):
-        out.write(report.shape_text(r, opts.explain, t))
+    for b, r, t in zip(cut, results, timings, strict=True):
+        out.write(report.shape_text(r, opts.explain, t, b.ranges))
     if opts.output:
-        driver.write_atomic(opts.output, tunefile.dumps(_tune_file(opts, results, timings)))
+        driver.write_atomic(opts.output, tunefile.dumps(_tune_file(opts, cut, results, timings)))
     out.write(report.footer(opts.output))
     out.flush()
 
@@ -74,12 +74,16 @@ def _measure(req: search.Request, r: search.ShapeResult, gpus: list[int]) -> dic
 
 
 def _tune_file(
-    opts: Options, results: list[search.ShapeResult], timings: list[dict[str, float] | None]
+    opts: Options,
+    cut: list[buckets.Bucket],
+    results: list[search.ShapeResult],
+    timings: list[dict[str, float] | None],
 ) -> tunefile.TuneFile:
     choices = []
-    for r, t in zip(results, timings, strict=True):
+    for b, r, t in zip(cut, results, timings, strict=True):
         best = _chosen(r, t)
-        choices.append(tunefile.Choice(dict(r.shape), dict(best.point) if best else {}, _seconds(best, t)))
+        defines = dict(best.point) if best else {}
+        choices.append(tunefile.Choice(dict(r.shape), defines, _seconds(best, t), b.ranges))
     gpu = opts.gpu or ARCH_GPU.get(opts.arch, "a100")
     basis = "measured" if any(timings) else "model"
     return tunefile.TuneFile(os.path.basename(opts.path), opts.arch, gpu, basis, tuple(choices))

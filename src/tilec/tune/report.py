@@ -30,10 +30,19 @@ def header(path: str, arch: str, gpu: GPU, measured: bool) -> str:
     return head + "recommendation from the cost model alone: nothing was measured (--measure times them on a GPU)\n"
 
 
-def shape_text(r: ShapeResult, explain: bool, measured: Mapping[str, float] | None = None) -> str:
-    """The ranking of one shape, the choice, and (explain) the pruned points with their reasons."""
+def shape_text(
+    r: ShapeResult,
+    explain: bool,
+    measured: Mapping[str, float] | None = None,
+    bucket: Mapping[str, tuple[int, int]] | None = None,
+) -> str:
+    """The ranking of one shape (`bucket`: the sizes its choice serves), the choice, and
+    (explain) the pruned points with their reasons."""
     total = len(r.ranked) + len(r.pruned)
-    lines = [f"\nshape {_shape(r.shape)}: {total} configurations, {len(r.pruned)} pruned, {len(r.ranked)} ranked"]
+    serves = f" (bucket {' '.join(f'{k}={lo}..{hi}' for k, (lo, hi) in bucket.items())})" if bucket else ""
+    lines = [
+        f"\nshape {_shape(r.shape)}{serves}: {total} configurations, {len(r.pruned)} pruned, {len(r.ranked)} ranked"
+    ]
     shown = r.ranked if explain else r.ranked[:SHOWN]
     rows = [_row(i + 1, c, measured) for i, c in enumerate(shown)]
     cols = COLUMNS if measured is None else (*COLUMNS, "measured ms")

@@ -54,12 +54,13 @@ class ShapeResult:
 # ---------------------------------------------------------------- shapes on the command line
 
 
-def parse_shape(text: str, dims: Sequence[str]) -> dict[str, int]:
-    """`M=8192,N=8192,K=8192` -> {"M": 8192, ...}: every symbolic dimension of the kernels once,
-    each a positive int; errors point into the option's text."""
+def parse_shape(text: str, dims: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """`M=1..16384,N=8192,K=8192` -> {"M": (1, 16384), "N": (8192, 8192), ...}: every symbolic
+    dimension of the kernels once, each a positive int or a range LO..HI of them (buckets.py);
+    errors point into the option's text."""
     line = f"--shape {text}"
     source, at = SourceFile("<command line>", line), len("--shape ")
-    shape: dict[str, int] = {}
+    shape: dict[str, tuple[int, int]] = {}
     for item in text.split(","):
         span = Span(source, at, at + max(1, len(item)))
         at += len(item) + 1
@@ -69,14 +70,24 @@ def parse_shape(text: str, dims: Sequence[str]) -> dict[str, int]:
             raise _located(span, f"--shape: expected NAME=SIZE, not '{item}'", "write --shape M=8192,N=8192")
         if name not in dims:
             raise _located(span, f"--shape: no symbolic dimension is named '{name}'", _dims_hint(dims))
-        if not value.strip().isdigit() or int(value) < 1:
-            raise _located(span, f"--shape: the size of {name} must be a positive integer, not '{value}'")
-        shape[name] = int(value)
+        shape[name] = _size_range(name, value, span)
     missing = [d for d in dims if d not in shape]
     if missing:
         end = Span(source, len(line), len(line) + 1)
         raise _located(end, f"--shape gives no size for {', '.join(missing)}", _dims_hint(dims))
     return shape
+
+
+def _size_range(name: str, value: str, span: Span) -> tuple[int, int]:
+    """`8192` -> (8192, 8192); `1..16384` -> (1, 16384)."""
+    lo, dots, hi = value.partition("..")
+    ends = (lo, hi) if dots else (value, value)
+    if not all(e.strip().isdigit() and int(e) >= 1 for e in ends):
+        what = "a positive integer or a range LO..HI" if dots else "a positive integer"
+        raise _located(span, f"--shape: the size of {name} must be {what}, not '{value}'")
+    if int(ends[0]) > int(ends[1]):
+        raise _located(span, f"--shape: the range of {name} is empty ({value})", "write LO..HI with LO <= HI")
+    return int(ends[0]), int(ends[1])
 
 
 def _dims_hint(dims: Sequence[str]) -> str:

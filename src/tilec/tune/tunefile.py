@@ -6,9 +6,10 @@
 
 A build knows its shape only when -D fixes the dimensions (`-D M=8192`); then it takes the
 entry of the nearest shape (the least sum of |log2| ratios over the dimensions both name, the
-first on a tie). A build with symbolic dimensions -- the usual one, whose launcher takes M, N, K
-at run time -- takes `default`, the choice for the first `--shape` tuned. A -D on the command
-line wins over the file's value for the same param.
+first on a tie) among those whose bucket holds the build's sizes (`"bucket": {"M": [4097, 8192]}`,
+written for `--shape M=LO..HI`: buckets.py). A build with symbolic dimensions -- the usual
+one, whose launcher takes M, N, K at run time -- takes `default`, the choice for the first
+`--shape` tuned. A -D on the command line wins over the file's value for the same param.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tilec.diagnostics import CompileError, Diagnostic
+from tilec.tune.buckets import Range, holds
 
 VERSION = 1
 
@@ -29,6 +31,7 @@ class Choice:
     shape: dict[str, int]
     defines: dict[str, str]
     seconds: float  # the model's estimate, or the measured median with basis "measured"
+    bucket: dict[str, Range] = field(default_factory=dict)  # per ranged dimension, the sizes served
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +56,20 @@ def dumps(t: TuneFile) -> str:
         "gpu": t.gpu,
         "basis": t.basis,
         "default": t.default,
-        "shapes": [{"shape": c.shape, "defines": c.defines, "seconds": c.seconds} for c in t.choices],
+        "shapes": [_entry(c) for c in t.choices],
     }
     return json.dumps(body, indent=2) + "\n"
+
+
+def _entry(c: Choice) -> dict:
+    entry = {"shape": c.shape, "defines": c.defines, "seconds": c.seconds}
+    return entry | ({"bucket": {k: list(r) for k, r in c.bucket.items()}} if c.bucket else {})
+
+
+def _choice(e: dict) -> Choice:
+    shape = {k: int(v) for k, v in e["shape"].items()}
+    bucket = {k: (int(lo), int(hi)) for k, (lo, hi) in e.get("bucket", {}).items()}
+    return Choice(shape, {k: str(v) for k, v in e["defines"].items()}, e["seconds"], bucket)
 
 
 def loads(text: str, path: str) -> TuneFile:
@@ -64,12 +78,7 @@ def loads(text: str, path: str) -> TuneFile:
         body = json.loads(text)
         if body.get("tilec_tune") != VERSION:
             raise ValueError(f"not a version-{VERSION} tilec tune file")
-        choices = tuple(
-            Choice(
-                {k: int(v) for k, v in e["shape"].items()}, {k: str(v) for k, v in e["defines"].items()}, e["seconds"]
-            )
-            for e in body["shapes"]
-        )
+        choices = tuple(_choice(e) for e in body["shapes"])
         if not choices:
             raise ValueError("no shapes")
         return TuneFile(body["source"], body["arch"], body["gpu"], body["basis"], choices)
@@ -86,12 +95,14 @@ def read(path: str) -> TuneFile:
 
 
 def choose(t: TuneFile, defines: Mapping[str, str]) -> dict[str, str]:
-    """The tuned -D values for a build with `defines`: the nearest shape's when -D fixes
-    dimensions the file's shapes name, else the default; the build's own -D win."""
+    """The tuned -D values for a build with `defines`: when -D fixes dimensions the file's
+    shapes name, the nearest of the shapes whose buckets hold those sizes (of all shapes when
+    none does), else the default; the build's own -D win."""
     fixed = {k: int(v) for k, v in defines.items() if v.isdigit() and any(k in c.shape for c in t.choices)}
     picked = t.default
     if fixed:
-        picked = min(t.choices, key=lambda c: _distance(c.shape, fixed)).defines
+        inside = [c for c in t.choices if holds(c.bucket, fixed)]
+        picked = min(inside or t.choices, key=lambda c: _distance(c.shape, fixed)).defines
     return {**picked, **defines}
 
 
