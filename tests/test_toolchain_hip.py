@@ -90,3 +90,15 @@ def test_gfx942_output_is_emitted() -> None:
 
     text = compile_file(str(ROOT / "tests" / "golden" / "codegen" / "gemm_mma.tile"), {}, "gfx942")
     assert "tilec_mfma_32x32x8_f16" in text and "#include <hip/hip_runtime.h>" in text
+
+
+@pytest.mark.toolchain
+@needs_hipcc
+def test_the_runtime_builds_a_hip_file_with_hipcc(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # hipcc -shared and the ctypes launchers of the ABI line; no ROCm GPU here to launch them
+    from tilec import runtime
+
+    monkeypatch.setenv("TILEC_CACHE", str(tmp_path))
+    source = (ROOT / "tests" / "golden" / "codegen" / "gfx90a" / "gemm_mma.hip").read_text()
+    module = runtime.Module(runtime.build_shared(source, "gfx90a", name="gemm_mma"), runtime.parse_abi(source))
+    assert list(module.kernels) == ["gemm_simt"] and str(tmp_path) in runtime.cache_dir()
