@@ -41,6 +41,18 @@ def test_explain_golden(case: pathlib.Path, golden) -> None:
     golden.check(case.with_suffix(".txt"), text)
 
 
+def test_explain_on_gfx90a_speaks_of_waves_and_mfma_tiles() -> None:
+    # the words are the target's (Spelling.explain): waves of 64 lanes, MFMA tiles, staged copies
+    gemm = ROOT / "tests" / "golden" / "codegen" / "gemm_pipelined.tile"
+    text = explain.render_text(explain.explain_program(elaborate(str(gemm), arch="gfx90a"), arch="gfx90a"))
+    assert "kernel gemm_pipelined (gemm_pipelined.tile:2): 64 threads = 1 x wave64, grid (" in text
+    assert "MFMA 32x32x8 float16 -> float32 (matrix cores, wave64), 1x1 waves, 1x1 MFMA tiles per wave" in text
+    assert "copies issued 2 iteration(s) ahead as register-staged global load + LDS store" in text
+    assert "warp" not in text and "mma tiles" not in text
+    mla = elaborate(str(ROOT / "examples" / "mla_decode.tile"), {"block_N": "16", "threads": "128"}, arch="gfx90a")
+    assert "2x1 waves, 1x32 MFMA tiles per wave" in explain.render_text(explain.explain_program(mla, arch="gfx90a"))
+
+
 def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
     assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x4 warps, 4x8 mma tiles per warp" in text

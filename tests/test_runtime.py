@@ -14,6 +14,7 @@ import pytest
 
 from tilec import runtime
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCALE_CU = pathlib.Path(__file__).parent / "data" / "scale.cu"
 needs_nvcc = pytest.mark.skipif(
     shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"), reason="nvcc not found"
@@ -121,6 +122,25 @@ def test_nvcc_flags_gencode() -> None:
     flags = runtime.nvcc_flags("sm_80", ["-DX=1"])
     assert flags[:2] == ["-shared", "-Xcompiler"] and flags[-1] == "-DX=1"
     assert "arch=compute_80,code=sm_80" in flags
+
+
+def test_a_hip_file_is_built_by_hipcc_with_the_same_contract() -> None:
+    # no ROCm GPU here: the command line it builds, the compiler's environment, the arch check
+    hip = (ROOT / "tests" / "golden" / "codegen" / "gfx90a" / "gemm_mma.hip").read_text()
+    assert runtime.file_arches(hip) == ["gfx90a", "gfx942"]
+    cmd = runtime.shared_command("gfx90a", "/opt/rocm/bin/hipcc", ["-DX=1"], "out.so", "gemm_mma.hip")
+    assert cmd == ["/opt/rocm/bin/hipcc", "-shared", "-fPIC", "--offload-arch=gfx90a", "-O3", "-std=c++17"] + [
+        "-DX=1",
+        "-o",
+        "out.so",
+        "gemm_mma.hip",
+    ]
+    assert runtime.compiler_env("gfx90a")["HIP_PLATFORM"] == "amd"
+    with pytest.raises(ValueError, match="generated for gfx90a, gfx942, not sm_80"):
+        runtime.build_shared(hip, "sm_80", name="gemm_mma")
+    cuda = (ROOT / "tests" / "golden" / "codegen" / "sm_80" / "gemm_mma.cu").read_text()
+    assert "gfx90a" not in runtime.file_arches(cuda) and "sm_80" in runtime.file_arches(cuda)
+    assert runtime.shared_command("sm_80", "nvcc", [], "o.so", "k.cu")[:3] == ["nvcc", "-shared", "-Xcompiler"]
 
 
 @pytest.mark.toolchain

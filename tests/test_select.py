@@ -276,6 +276,17 @@ def test_a_kernel_whose_gemms_cannot_all_take_wgmma_keeps_them_on_one_warp_recor
     assert "instruction=wgmma_m64nNk16)" in compile_program(gemm, arch="sm_90a", emit="tir")
 
 
+def test_a_kernels_mfma_gemms_take_one_tile_shape() -> None:
+    # MLA decode's 32x512 output alone would take 32x32 MFMAs, its 32x16 scores only fit 16x16 ones:
+    # both take 16x16x16, so that the online softmax's row statistics serve both accumulators
+    defines = {"block_N": "16", "threads": "128"}
+    program = elaborate_file(str(ROOT / "examples" / "mla_decode.tile"), defines, arch="gfx90a")
+    text = compile_program(program, arch="gfx90a", emit="tir")
+    assert text.count("instruction=mfma_16x16x16") == 3 and "mfma_32x32x8" not in text
+    gemm = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {"block_N": "128", "block_K": "32"}, arch="gfx90a")
+    assert "instruction=mfma_32x32x8," in compile_program(gemm, arch="gfx90a", emit="tir")
+
+
 def test_wgmma_k32_writes_the_k16_accumulator() -> None:
     # D does not depend on K: the 8-bit record's accumulator and D fragment are the 16-bit one's
     assert WGMMA_M64NNK32.accumulator is WGMMA_M64NNK16.accumulator

@@ -272,7 +272,7 @@ def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm, words: 
     if record.group != "thread":
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
-        text = f"{name}, {wm}x{wn} warps, {mi}x{ni} mma tiles per warp"
+        text = f"{name}, {wm}x{wn} {words['warps']}, {mi}x{ni} {words['mma_tiles']} per {words['warp']}"
         if s.a_from_registers:
             text += f", A ({s.a.buffer.name}) straight from registers, B by {words[record.load]}"
         else:
@@ -309,7 +309,7 @@ def reduce_instruction(layouts: Layouts, s: tir.Reduce, warp_size: int, words: W
         stride = threads_along(frag, s.dim)[1]
         parts.append(f"{words['shuffle']} over {lanes} lanes" + (f" (lane stride {stride})" if stride > 1 else ""))
     if warps > 1:
-        parts.append(f"shared memory over {warps} warps")
+        parts.append(f"shared memory over {warps} {words['warps']}")
     return f"reduce_{s.kind}: " + ", then ".join(parts)
 
 
@@ -619,7 +619,8 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     lowered = u.lowered
     roles = _roles(kernel, lowered)
     words = target.spelling.explain
-    heading = f"kernel {kernel.name} ({where(kernel)}): {_launch_text(kernel, lowered)}, {arch}"
+    launch = _launch_text(kernel, lowered, target.warp_size, words)
+    heading = f"kernel {kernel.name} ({where(kernel)}): {launch}, {arch}"
     ops = ops_table(kernel, target, layouts, roles)
     tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, words)]
     if not any(t.title.startswith("Pipeline") for t in tables):
@@ -632,11 +633,14 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     return KernelReport(kernel.name, heading, tuple(tables), notes + _launcher_notes(lowered, words))
 
 
-def _launch_text(kernel: tir.Kernel, lowered: T.Kernel) -> str:
-    """`256 threads, grid (...)`; a kernel with warp roles names its producer warp group, and a
-    persistent one its walk over the tiles."""
+def _launch_text(kernel: tir.Kernel, lowered: T.Kernel, warp_size: int, words: Words) -> str:
+    """`256 threads, grid (...)` (`256 threads = 4 x wave64, ...` where the target names its warp
+    width); a kernel with warp roles names its producer warp group, and a persistent one its walk
+    over the tiles."""
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     threads = f"{kernel.threads} threads"
+    if words["warp_width"]:
+        threads += f" = {-(-kernel.threads // warp_size)} x {words['warp_width']}"
     if lowered.consumer_threads:
         threads += f" + a producer warp group ({lowered.threads} in all)"
     if lowered.persistent:

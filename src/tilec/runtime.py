@@ -1,7 +1,12 @@
-"""Load a tilec-generated `.cu` as Python callables taking torch tensors.
+"""Load a tilec-generated `.cu` (or `.hip`) as Python callables taking torch tensors.
 
     mod = tilec.runtime.load("build/gemm.cu")        # nvcc -shared, cached by content hash
     mod.gemm(A, B, C)                                 # dims M, N, K inferred from the shapes
+    mod = tilec.runtime.load("build/gemm.hip")       # hipcc -shared, on a ROCm build of torch
+
+A file's target family is read from its text: a file that includes a target's always-included
+header (`hip/hip_runtime.h`: gfx90a, gfx942) is built by that target's compiler, with the flags
+of its record (targets.compiler_flags, "shared"); the arch is the current GPU's unless given.
 
 This module imports only the standard library (torch is imported inside the
 functions that need it) and, from tilec, the target registry (targets.py, which
@@ -12,9 +17,9 @@ rich and TVM are absent. It reads the ABI line every generated file carries on l
     //             "shape": ["M", "K"]}, ...], "scalars": [...], "dims": ["M", "N", "K"]}]}
 
 and calls the `extern "C" int NAME(tensors..., scalars..., dims..., stream)`
-launcher through ctypes on torch's current stream. Shared libraries are cached
-in `$TILEC_CACHE/so` (default ~/.cache/tilec/so) under a hash of the source,
-the nvcc flags and the nvcc version.
+launcher through ctypes on torch's current stream (ROCm's torch names HIP devices and
+streams "cuda" too). Shared libraries are cached in `$TILEC_CACHE/so` (default
+~/.cache/tilec/so) under a hash of the source, the compiler's flags and its version.
 """
 
 from __future__ import annotations
@@ -187,30 +192,40 @@ def _shape_str(shape: Sequence) -> str:
 # ---------------------------------------------------------------- building
 
 
-def find_nvcc() -> str:
-    found = shutil.which("nvcc")
+def find_compiler(arch: str) -> str:
+    """The compiler of `arch`'s record (nvcc, hipcc) from PATH, else from its toolkit's bin/
+    (`$CUDA_HOME`, `$CUDA_PATH`, /usr/local/cuda; `$ROCM_PATH`, `$HIP_PATH`, /opt/rocm)."""
+    c = _target(arch).compiler
+    found = shutil.which(c.command)
     if found:
         return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
-            return os.path.join(root, "bin", "nvcc")
-    raise RuntimeError("nvcc not found: put the CUDA toolkit's bin/ on PATH or set CUDA_HOME")
+    for root in (*(os.environ.get(v) for v in c.homes), c.default_home):
+        if root and os.access(os.path.join(root, "bin", c.command), os.X_OK):
+            return os.path.join(root, "bin", c.command)
+    raise RuntimeError(f"{c.command} not found: put its toolkit's bin/ on PATH or set {c.homes[0]}")
 
 
-_nvcc_versions: dict[str, str] = {}
+_compiler_versions: dict[str, str] = {}
 
 
-def nvcc_version(nvcc: str) -> str:
-    if nvcc not in _nvcc_versions:
-        proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
-        _nvcc_versions[nvcc] = proc.stdout.strip()
-    return _nvcc_versions[nvcc]
+def compiler_version(compiler: str) -> str:
+    """`compiler --version` (part of the cache key)."""
+    if compiler not in _compiler_versions:
+        proc = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
+        _compiler_versions[compiler] = proc.stdout.strip()
+    return _compiler_versions[compiler]
 
 
 def gpu_arch() -> str:
-    """The registered target of the current GPU's compute capability ((9, 0) -> sm_90a)."""
+    """The registered target of the current GPU: its compute capability on CUDA ((9, 0) ->
+    sm_90a), its gfx name on ROCm (`gcnArchName` "gfx90a:sramecc+:xnack-" -> gfx90a)."""
     import torch
 
+    if getattr(torch.version, "hip", None):
+        name = torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName.split(":")[0]
+        if name not in TARGETS:
+            raise RuntimeError(f"no tilec target for the ROCm GPU {name} (targets: {', '.join(ARCHES)})")
+        return name
     major, minor = torch.cuda.get_device_capability()
     target = target_of_capability(major, minor)
     if target is None:
@@ -218,11 +233,34 @@ def gpu_arch() -> str:
     return target.arch
 
 
-def nvcc_flags(arch: str, extra_flags: Sequence[str] = ()) -> list[str]:
-    """The target record's flags for a shared library, then `extra_flags`."""
+def _target(arch: str):  # noqa: ANN202 - a targets.Target (not imported: runtime reads the registry only)
     if arch not in TARGETS:
         raise ValueError(f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHES)})")
-    return [*compiler_flags(TARGETS[arch], "shared"), *extra_flags]
+    return TARGETS[arch]
+
+
+def nvcc_flags(arch: str, extra_flags: Sequence[str] = ()) -> list[str]:
+    """The target record's flags for a shared library (nvcc's or hipcc's), then `extra_flags`."""
+    return [*compiler_flags(_target(arch), "shared"), *extra_flags]
+
+
+def file_arches(source: str) -> list[str]:
+    """The targets `source` was generated for: those whose always-included header it includes
+    (`#include <hip/hip_runtime.h>`: gfx90a, gfx942); every target when it includes none."""
+    includes = set(re.findall(r"^#include <([^>]+)>", source, re.MULTILINE))
+    found = [a for a, t in TARGETS.items() if t.header_rules.always in includes]
+    return found or list(ARCHES)
+
+
+def shared_command(arch: str, compiler: str, extra_flags: Sequence[str], out: str, src: str) -> list[str]:
+    """The command line that builds the shared library `out` from the generated file `src`:
+    gfx90a -> [hipcc, -shared, -fPIC, --offload-arch=gfx90a, -O3, -std=c++17, ..., -o, out, src]."""
+    return [compiler, *nvcc_flags(arch, extra_flags), "-o", out, src]
+
+
+def compiler_env(arch: str) -> dict[str, str]:
+    """The environment the compiler runs in: this process's, plus the record's (hipcc: HIP_PLATFORM=amd)."""
+    return {**os.environ, **_target(arch).compiler.env}
 
 
 def cache_key(source: str, flags: Sequence[str], nvcc_ver: str) -> str:
@@ -239,22 +277,27 @@ def cache_dir() -> str:
 
 
 def build_shared(source: str, arch: str, extra_flags: Sequence[str] = (), name: str = "kernel") -> str:
-    """Compile `source` to a cached shared library; returns its path."""
-    nvcc = find_nvcc()
+    """Compile `source` to a cached shared library with `arch`'s compiler; returns its path."""
+    if arch not in file_arches(source):
+        raise ValueError(f"{name} was generated for {', '.join(file_arches(source))}, not {arch}")
+    compiler = find_compiler(arch)
     flags = nvcc_flags(arch, extra_flags)
-    key = cache_key(source, flags, nvcc_version(nvcc))
+    key = cache_key(source, flags, compiler_version(compiler))
     out = os.path.join(cache_dir(), f"{_safe(name)}-{key[:24]}.so")
     if os.path.exists(out):
         return out
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(out)) as tmp:
-        cu = os.path.join(tmp, f"{_safe(name)}.cu")
+        suffix = _target(arch).compiler.source_suffix
+        cu = os.path.join(tmp, f"{_safe(name)}{suffix}")
         with open(cu, "w", encoding="utf-8") as f:
             f.write(source)
         so = os.path.join(tmp, "out.so")
-        proc = subprocess.run([nvcc, *flags, "-o", so, cu], capture_output=True, text=True, check=False)
+        command = shared_command(arch, compiler, extra_flags, so, cu)
+        proc = subprocess.run(command, capture_output=True, text=True, check=False, env=compiler_env(arch))
         if proc.returncode != 0:
-            raise RuntimeError(f"nvcc failed on {name}.cu (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+            tool = os.path.basename(compiler)
+            raise RuntimeError(f"{tool} failed on {name}{suffix} (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
         os.replace(so, out)
     return out
 
@@ -368,14 +411,14 @@ def cuda_error_name(code: int) -> str:
 def compile_source(
     source: str, arch: str | None = None, extra_flags: Sequence[str] = (), name: str = "kernel"
 ) -> Module:
-    """Build and load tilec-generated CUDA text."""
+    """Build and load tilec-generated CUDA or HIP text (file_arches: the compiler it takes)."""
     abi = parse_abi(source)
     so = build_shared(source, arch or gpu_arch(), extra_flags, name)
     return Module(so, abi)
 
 
 def load(cu_path_or_source: str | os.PathLike, arch: str | None = None, extra_flags: Sequence[str] = ()) -> Module:
-    """Build and load a generated `.cu` file (or its text)."""
+    """Build and load a generated `.cu` or `.hip` file (or its text)."""
     text = str(cu_path_or_source) if not isinstance(cu_path_or_source, os.PathLike) else None
     if text is not None and "\n" in text:
         return compile_source(text, arch, extra_flags)

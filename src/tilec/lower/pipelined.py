@@ -46,6 +46,19 @@ In other loops, a copy may be issued later in the iteration, after a gemm
 stage it writes is still the one read in iteration k - 1, and the one
 commit per iteration moves after it.
 
+A target without asynchronous copies (CDNA: the backend's ASYNC_COPY_BYTES is empty) stages the
+copies of the next stage through registers instead: the global loads into a register tile per
+copy go where the asynchronous copy would be issued, the stores from it to the stage after the
+iteration's consumers (a main loop: before its last step's barrier), so that the loads' latency
+overlaps this stage's matrix instructions:
+
+    for (k = 0; k < n; ++k) {
+      wait; block barrier                       (the wait prints nothing)
+      if (k + 2 < n) A_next = A[.., (k + 2) * 32]      // global loads into registers
+      gemm(A_shared[read_stage], ...)
+      if (k + 2 < n) A_shared[write_stage] = A_next    // LDS stores, before the next barrier
+    }
+
 The waits, commits and barriers above are the schedule, and this module
 places them, as T.Barrier nodes (`async_wait`, `async_commit`, `block`); the
 sync pass (sync.py) reads them like any other barrier. The producers' Scopes
@@ -58,6 +71,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
@@ -102,12 +116,18 @@ def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
     names = _stage_names(ctx, it, stages)
     read_stage, next_stage, write_stage = (var for var, _ in names)
     ahead = simplify(add(it, int_(stages - 1)))
-    prefetch = _produce(ctx, s.var, producers, start, ahead, write_stage, count)
+    staging: list[T.Stmt] = []  # without asynchronous copies: the registers of the next stage
+    stores: list[T.Stmt] = []  # and their stores to LDS, after this stage's consumers
+    if ctx.backend.ASYNC_COPY_BYTES:
+        prefetch = _produce(ctx, s.var, producers, start, ahead, write_stage, count)
+    else:
+        staging, prefetch, stores = _staged(ctx, s.var, producers, start, ahead, write_stage, count)
     ctx.state.cvars[s.var] = simplify(add(start, it))  # the user's k is start + iteration
     mma = _mainloop_gemm(ctx, consumers)
     body: list[T.Stmt] = [decl for _, decl in names]  # unused ones are dropped after lowering
+    body += staging
     if mma is not None:
-        setup, steps = _mainloop(ctx, mma, stages, it, count, prefetch, read_stage, next_stage)
+        setup, steps = _mainloop(ctx, mma, stages, it, count, prefetch, read_stage, next_stage, stores)
         out += setup
         body += steps
     else:
@@ -117,6 +137,7 @@ def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
         body += _interleaved(ctx, producers, consumers, prefetch, lower_stmt)
         for prod in producers:
             del ctx.state.stage_of[prod.dst.buffer]
+        body += stores
     out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
     out += [_wait(0), BLOCK]
     return out
@@ -181,8 +202,10 @@ def _mainloop(
     prefetch: list[T.Stmt],
     current: tir.Var,
     following: tir.Var,
+    stores: list[T.Stmt],
 ) -> tuple[list[T.Stmt], list[T.Stmt]]:
-    """The code before the steady-state loop and its body, for a GEMM main loop."""
+    """The code before the steady-state loop and its body, for a GEMM main loop; `stores` (a
+    register-staged prefetch's stores to LDS, `_staged`) go before the last step's barrier."""
     g = mma.gemm
     regs = [ctx.backend.registers(ctx, mma), ctx.backend.registers(ctx, mma)]
 
@@ -208,7 +231,7 @@ def _mainloop(
         if step + 1 < mma.steps:
             body += load((step + 1) % 2, current, step + 1)
         else:
-            body += [_wait(pending), BLOCK]
+            body += [*stores, _wait(pending), BLOCK]
             body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
         body += parts[step]
         body += ctx.backend.products(ctx, mma, *regs[step % 2])
@@ -224,8 +247,9 @@ def lower_early_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
 
 
 def _async_copy_scope(ctx: LowerContext, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
-    """`s` issued as an asynchronous global -> shared copy (the backend's async_copy)."""
-    ctx.state.async_copy = True
+    """`s` issued as an asynchronous global -> shared copy (the backend's async_copy); on a
+    target without one, vector loads and stores that have landed when the thread moves on."""
+    ctx.state.async_copy = bool(ctx.backend.ASYNC_COPY_BYTES)
     code = lower_copy(ctx, s)
     ctx.state.async_copy = False
     return T.Scope(source_comment(s), tuple(code), s.span, access)
@@ -250,6 +274,51 @@ def _produce(
         code.append(_async_copy_scope(ctx, prod, access))
         del ctx.state.stage_of[prod.dst.buffer]
     return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
+
+
+def _staged(
+    ctx: LowerContext,
+    var: tir.Var,
+    producers: list[tir.Copy],
+    start: tir.Expr,
+    iteration: tir.Expr,
+    stage: tir.Expr,
+    count: tir.Expr,
+) -> tuple[list[T.Stmt], list[T.Stmt], list[T.Stmt]]:
+    """The copies of `iteration` into `stage` staged through registers, for a target without
+    asynchronous copies: (the registers' declarations, the global loads into them and a commit,
+    in `_produce`'s form, the guarded stores from them to LDS). The loads are issued where an
+    asynchronous copy would be, before this stage's consumers; the stores go after them, before
+    the next wait + barrier (nothing reads `stage` until then: `stage_writes`)."""
+    ctx.state.cvars[var] = simplify(add(start, iteration))
+    decls: list[T.Stmt] = []
+    loads: list[T.Stmt] = []
+    stores: list[T.Stmt] = []
+    for prod in producers:
+        reg = _staging_buffer(ctx, prod)
+        decls.append(T.Decl(ctx.name(reg), reg.dtype, (ctx.layouts.buffers[reg].local_size,)))
+        whole = tir.Region(reg, tuple(int_(0) for _ in reg.shape), reg.shape, prod.span)
+        load = tir.Copy(prod.src, whole, pad=prod.pad, span=prod.span)
+        loads.append(T.Scope(source_comment(prod), tuple(lower_copy(ctx, load)), prod.span, T.SharedAccess()))
+        reads, writes = shared_reads_writes(prod)
+        access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
+        ctx.state.stage_of[prod.dst.buffer] = stage
+        code = lower_copy(ctx, tir.Copy(whole, prod.dst, span=prod.span))
+        del ctx.state.stage_of[prod.dst.buffer]
+        stores.append(T.Scope(f"{source_comment(prod)} (registers -> LDS)", tuple(code), prod.span, access))
+    guard = lt(iteration, count)
+    return decls, [T.IfThen(guard, tuple(loads)), COMMIT], [T.IfThen(guard, tuple(stores))]
+
+
+def _staging_buffer(ctx: LowerContext, prod: tir.Copy) -> tir.Buffer:
+    """The register tile that stages `prod`'s next stage: its destination's shape, in the layout
+    a copy of that tile takes (16-byte vectors along the last dimension)."""
+    tile = prod.dst.buffer
+    extents = tuple(e for e in prod.dst.extents if not (isinstance(e, tir.IntImm) and e.value == 1))
+    reg = tir.Buffer(f"{tile.name}_next", extents, tile.dtype, "fragment", prod.span)
+    shape = tuple(e.value for e in extents if isinstance(e, tir.IntImm))
+    ctx.layouts.buffers[reg] = L.default(shape, ctx.kernel.threads, tile.dtype.bytes)
+    return reg
 
 
 def _issued_after(producer: tir.Copy, consumers: tuple[tir.Stmt, ...]) -> int | None:

@@ -18,6 +18,9 @@ The gemms of one kernel run on one thread group: when a warp-group record
 (wgmma) accepts some of a kernel's tensor-core gemms but not all (flash
 attention's P V, whose A is a register tile), all of them take the warp
 records, whose accumulators share row statistics (layout inference's warp rows).
+Likewise one tile shape: when a kernel's warp gemms take records of different M x N tiles (CDNA's
+MFMA 32x32x8 for attention's output, 16x16x16 for its narrower scores), all of them take the
+first record that accepts every one, so that their accumulators' rows split alike.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ def select_kernel(kernel: tir.Kernel, target: Target) -> tir.Kernel:
     groups = {choose(g, kernel.threads, target, annotated).group for g in gemms}
     # one kernel, one thread group for its tensor-core gemms (module docstring)
     exclude = frozenset({"warp_group"}) if {"warp_group", "warp"} <= groups else frozenset()
+    exclude |= _other_shapes(gemms, kernel.threads, target, annotated, exclude)
 
     def choice(s: tir.Stmt) -> tir.Stmt:
         if isinstance(s, tir.Gemm):
@@ -47,6 +51,19 @@ def select_kernel(kernel: tir.Kernel, target: Target) -> tir.Kernel:
         return s  # no instruction to choose (a copy's asynchronous issue is the pipeline plan's)
 
     return tir_walk.map_kernel(kernel, choice)
+
+
+def _other_shapes(
+    gemms: list[tir.Gemm], threads: int, target: Target, annotated: set[tir.Buffer], exclude: frozenset[str]
+) -> frozenset[str]:
+    """The names of the warp records that some of `gemms` would not take, when the records chosen
+    otherwise differ in their M x N tile (one tile shape per kernel: module docstring); else none."""
+    chosen = [choose(g, threads, target, annotated, exclude) for g in gemms]
+    warp = [(g, r) for g, r in zip(gemms, chosen, strict=True) if r.group == "warp" and r.operands is not None]
+    if len({r.shape[:2] for _, r in warp}) < 2:
+        return frozenset()
+    records = [r for r in target.instructions if r.group == "warp" and r.operands is not None]
+    return frozenset(r.name for r in records if not all(accepts(r, g, threads, target) for g, _ in warp))
 
 
 def choose(
@@ -57,12 +74,12 @@ def choose(
     exclude: frozenset[str] = frozenset(),
 ) -> Instruction:
     """The first record of `target` that accepts `g` in a block of `threads` threads, leaving out
-    records of the thread groups in `exclude` and, for records that lay out their operand tiles
+    records of the thread groups or names in `exclude` and, for records that lay out their operand tiles
     themselves (descriptors), gemms with an operand in `annotated` (a user's layout)."""
     annotated = annotated or set()
 
     def allowed(r: Instruction) -> bool:
-        if r.group in exclude:
+        if r.group in exclude or r.name in exclude:
             return False
         return r.load != "descriptors" or not ({g.a.buffer, g.b.buffer} & annotated)
 

@@ -161,6 +161,10 @@ EXPLAIN: dict[str, str] = {
     "ring_barrier": "mbarrier",
     "move_registers": "setmaxnreg",
     "warp_group_mma": "wgmma",
+    "warps": "warps",
+    "warp": "warp",
+    "warp_width": "",  # the header says "256 threads" alone
+    "mma_tiles": "mma tiles",
 }
 
 # Register types for moves of 2..16 bytes (T.VecRef).

@@ -13,8 +13,9 @@ with operands read from LDS by per-lane loads, and the Backend protocol of lower
 A lane's A (and a (N, K) B's) four K-consecutive elements are one 8-byte read; a (K, N) B's (or
 (K, M) A's) are four reads of one element. The MmaGemm fields keep sm80's names: `mi_n`, `ni_n`
 count the wave's MFMA tiles (16 or 32 wide) along M and N. Copies into LDS are plain loads and
-stores (`ASYNC_COPY_BYTES` is empty: pipelined copies stay vector loads and stores, their stages
-still multi-buffered), and no loop runs by warp roles (no bulk copies on these targets).
+stores (`ASYNC_COPY_BYTES` is empty: a pipelined loop stages its next stage through registers,
+lower/pipelined.py's `_staged`, its stages still multi-buffered), and no loop runs by warp roles
+(no bulk copies on these targets).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def _lanes(ctx: LowerContext, record: Instruction) -> int:
 
 
 def async_copy(ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt:
-    """Never called: ASYNC_COPY_BYTES is empty, so loops.py keeps every copy synchronous."""
+    """Never called: ASYNC_COPY_BYTES is empty, so pipelined.py stages copies through registers."""
     raise AssertionError(f"{ctx.target.arch} has no asynchronous copy into LDS")
 
 

@@ -6,7 +6,7 @@ CUDA. A form that lowering produces, and what this file makes of it:
 
     T.Builtin("thread_index")                  ->  threadIdx.x
     T.Barrier("block")                         ->  __syncthreads();
-    T.Barrier("async_wait", (IntImm(1),))      ->  (nothing: copies into LDS are plain loads and stores)
+    T.Barrier("async_wait", (IntImm(1),))      ->  (nothing: copies into LDS are register-staged loads and stores)
     T.Intrin("shfl_xor", (v, IntImm(32)))      ->  __shfl_xor(v, 32)   (a wave64: width 64)
 
 hipcc compiles the HIP runtime's own headers only (hip/hip_runtime.h,
@@ -29,9 +29,9 @@ BUILTINS: dict[str, str] = {
     "grid_dim_z": "gridDim.z",
 }
 
-# The copies of pipelined loops are synchronous on CDNA (no cp.async): each one has landed in LDS
-# when the thread moves on, so a commit or a wait has nothing to do ("" prints no statement) and
-# the block barrier that follows every wait publishes the stage.
+# The copies of pipelined loops are register-staged on CDNA (no cp.async): a stage's stores have
+# landed in LDS when the thread moves on, so a commit or a wait has nothing to do ("" prints no
+# statement) and the block barrier that follows every wait publishes the stage.
 BARRIERS: dict[str, str] = {"block": "__syncthreads();", "async_commit": "", "async_wait": ""}
 BARRIER_HELPERS: dict[str, str] = {}
 
@@ -64,11 +64,15 @@ RESERVED = frozenset(
 
 # What `tilec explain` calls the neutral operations on CDNA.
 EXPLAIN: dict[str, str] = {
-    "async_copy": "global load + LDS store",
+    "async_copy": "register-staged global load + LDS store",
     "matrices": "ds_read",
     "descriptors": "shared-memory descriptors",
     "shuffle": "__shfl_xor (wave64: DPP / ds_swizzle / ds_bpermute)",
     "atomic_add": "atomicAdd",
+    "warps": "waves",
+    "warp": "wave",
+    "warp_width": "wave64",  # the header: "256 threads = 4 x wave64"
+    "mma_tiles": "MFMA tiles",
 }
 
 VECTOR_TYPES: dict[int, str] = {16: "uint4", 8: "uint2", 4: "unsigned int", 2: "unsigned short"}

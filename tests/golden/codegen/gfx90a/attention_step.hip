@@ -47,22 +47,39 @@ extern "C" __global__ void __launch_bounds__(64)
     if (Q_vec8 && bx * 32 + 32 <= S) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+        alignas(16) half Q_v_1[8];
+        *reinterpret_cast<uint4*>(&Q_v_1[0]) =
+            *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+        alignas(16) half Q_s_v_1[8];
 #pragma unroll
         for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          const int i_1 = g0_1 * 16 + tx / 4;
-          const int j_1 = tx % 4 * 8 + e1_1;
-          Q_s[i_1][j_1] = Q[bx * 1024 + i_1 * 32 + j_1];
+          Q_s_v_1[e1_1] = Q_v_1[e1_1];
         }
+        *reinterpret_cast<uint4*>(&Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8]) =
+            *reinterpret_cast<const uint4*>(&Q_s_v_1[0]);
       }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 2; ++g0) {
+        if (Q_vec8 && bx * 32 + g0 * 16 + tx / 4 < S) {
+          alignas(16) half Q_v[8];
+          *reinterpret_cast<uint4*>(&Q_v[0]) =
+              *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+          alignas(16) half Q_s_v[8];
 #pragma unroll
-        for (int e1 = 0; e1 < 8; ++e1) {
-          const int i = g0 * 16 + tx / 4;
-          const int j = tx % 4 * 8 + e1;
-          Q_s[i][j] = static_cast<half>(
-              bx * 32 + i < S ? static_cast<float>(Q[bx * 1024 + i * 32 + j]) : 0.0f);
+          for (int e1 = 0; e1 < 8; ++e1) {
+            Q_s_v[e1] = Q_v[e1];
+          }
+          *reinterpret_cast<uint4*>(&Q_s[g0 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint4*>(&Q_s_v[0]);
+        } else {
+#pragma unroll
+          for (int e1 = 0; e1 < 8; ++e1) {
+            const int i = g0 * 16 + tx / 4;
+            const int j = tx % 4 * 8 + e1;
+            Q_s[i][j] = static_cast<half>(
+                bx * 32 + i < S ? static_cast<float>(Q[bx * 1024 + i * 32 + j]) : 0.0f);
+          }
         }
       }
     }
@@ -87,23 +104,40 @@ extern "C" __global__ void __launch_bounds__(64)
         if (K_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            alignas(16) half K_v_1[8];
+            *reinterpret_cast<uint4*>(&K_v_1[0]) = *reinterpret_cast<const uint4*>(
+                &K[stage * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            alignas(16) half K_s_v_1[8];
 #pragma unroll
             for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              const int i_4 = g0_4 * 16 + tx / 4;
-              const int j_4 = tx % 4 * 8 + e1_3;
-              K_s[stage][i_4][j_4] = K[stage * 1024 + i_4 * 32 + j_4];
+              K_s_v_1[e1_3] = K_v_1[e1_3];
             }
+            *reinterpret_cast<uint4*>(&K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint4*>(&K_s_v_1[0]);
           }
         } else {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            if (K_vec8 && stage * 32 + g0_3 * 16 + tx / 4 < S) {
+              alignas(16) half K_v[8];
+              *reinterpret_cast<uint4*>(&K_v[0]) = *reinterpret_cast<const uint4*>(
+                  &K[stage * 1024 + g0_3 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+              alignas(16) half K_s_v[8];
 #pragma unroll
-            for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-              const int i_3 = g0_3 * 16 + tx / 4;
-              const int j_3 = tx % 4 * 8 + e1_2;
-              K_s[stage][i_3][j_3] = static_cast<half>(
-                  stage * 32 + i_3 < S ? static_cast<float>(K[stage * 1024 + i_3 * 32 + j_3])
-                                       : 0.0f);
+              for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+                K_s_v[e1_2] = K_v[e1_2];
+              }
+              *reinterpret_cast<uint4*>(&K_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint4*>(&K_s_v[0]);
+            } else {
+#pragma unroll
+              for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+                const int i_3 = g0_3 * 16 + tx / 4;
+                const int j_3 = tx % 4 * 8 + e1_2;
+                K_s[stage][i_3][j_3] = static_cast<half>(
+                    stage * 32 + i_3 < S ? static_cast<float>(K[stage * 1024 + i_3 * 32 + j_3])
+                                         : 0.0f);
+              }
             }
           }
         }
@@ -113,23 +147,40 @@ extern "C" __global__ void __launch_bounds__(64)
         if (V_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            alignas(16) half V_v_1[8];
+            *reinterpret_cast<uint4*>(&V_v_1[0]) = *reinterpret_cast<const uint4*>(
+                &V[stage * 1024 + g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            alignas(16) half V_s_v_1[8];
 #pragma unroll
             for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-              const int i_6 = g0_6 * 16 + tx / 4;
-              const int j_6 = tx % 4 * 8 + e1_5;
-              V_s[stage][i_6][j_6] = V[stage * 1024 + i_6 * 32 + j_6];
+              V_s_v_1[e1_5] = V_v_1[e1_5];
             }
+            *reinterpret_cast<uint4*>(&V_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint4*>(&V_s_v_1[0]);
           }
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            if (V_vec8 && stage * 32 + g0_5 * 16 + tx / 4 < S) {
+              alignas(16) half V_v[8];
+              *reinterpret_cast<uint4*>(&V_v[0]) = *reinterpret_cast<const uint4*>(
+                  &V[stage * 1024 + g0_5 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+              alignas(16) half V_s_v[8];
 #pragma unroll
-            for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-              const int i_5 = g0_5 * 16 + tx / 4;
-              const int j_5 = tx % 4 * 8 + e1_4;
-              V_s[stage][i_5][j_5] = static_cast<half>(
-                  stage * 32 + i_5 < S ? static_cast<float>(V[stage * 1024 + i_5 * 32 + j_5])
-                                       : 0.0f);
+              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+                V_s_v[e1_4] = V_v[e1_4];
+              }
+              *reinterpret_cast<uint4*>(&V_s[stage][g0_5 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint4*>(&V_s_v[0]);
+            } else {
+#pragma unroll
+              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+                const int i_5 = g0_5 * 16 + tx / 4;
+                const int j_5 = tx % 4 * 8 + e1_4;
+                V_s[stage][i_5][j_5] = static_cast<half>(
+                    stage * 32 + i_5 < S ? static_cast<float>(V[stage * 1024 + i_5 * 32 + j_5])
+                                         : 0.0f);
+              }
             }
           }
         }
@@ -139,6 +190,8 @@ extern "C" __global__ void __launch_bounds__(64)
   for (int k = 0; k < (S + 31) / 32; ++k) {
     const int read_stage = k % 2;
     const int write_stage = (k + 1) % 2;
+    half K_s_next[16];
+    half V_s_next[16];
     __syncthreads();
     if (k + 1 < (S + 31) / 32) {
       // attention_step.tile:18: copy(K[k * 32, 0], K_s)
@@ -146,23 +199,34 @@ extern "C" __global__ void __launch_bounds__(64)
         if (K_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+            alignas(16) half K_v_3[8];
+            *reinterpret_cast<uint4*>(&K_v_3[0]) = *reinterpret_cast<const uint4*>(
+                &K[k * 1024 + g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
 #pragma unroll
             for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-              const int i_8 = g0_8 * 16 + tx / 4;
-              const int j_8 = tx % 4 * 8 + e1_7;
-              K_s[write_stage][i_8][j_8] = K[k * 1024 + i_8 * 32 + j_8 + 1024];
+              K_s_next[g0_8 * 8 + e1_7] = K_v_3[e1_7];
             }
           }
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+            if (K_vec8 && k * 32 + g0_7 * 16 + tx / 4 + 32 < S) {
+              alignas(16) half K_v_2[8];
+              *reinterpret_cast<uint4*>(&K_v_2[0]) = *reinterpret_cast<const uint4*>(
+                  &K[k * 1024 + g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
 #pragma unroll
-            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-              const int i_7 = g0_7 * 16 + tx / 4;
-              const int j_7 = tx % 4 * 8 + e1_6;
-              K_s[write_stage][i_7][j_7] = static_cast<half>(
-                  k * 32 + i_7 + 32 < S ? static_cast<float>(K[k * 1024 + i_7 * 32 + j_7 + 1024])
-                                        : 0.0f);
+              for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
+                K_s_next[g0_7 * 8 + e1_6] = K_v_2[e1_6];
+              }
+            } else {
+#pragma unroll
+              for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
+                const int i_7 = g0_7 * 16 + tx / 4;
+                const int j_7 = tx % 4 * 8 + e1_6;
+                K_s_next[g0_7 * 8 + e1_6] = static_cast<half>(
+                    k * 32 + i_7 + 32 < S ? static_cast<float>(K[k * 1024 + i_7 * 32 + j_7 + 1024])
+                                          : 0.0f);
+              }
             }
           }
         }
@@ -171,10 +235,10 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:20: clear(s)
     {
 #pragma unroll
-      for (int g0_11 = 0; g0_11 < 4; ++g0_11) {
+      for (int g0_13 = 0; g0_13 < 4; ++g0_13) {
 #pragma unroll
         for (int e0_1 = 0; e0_1 < 4; ++e0_1) {
-          s[g0_11 * 4 + e0_1] = 0.0f;
+          s[g0_13 * 4 + e0_1] = 0.0f;
         }
       }
     }
@@ -196,24 +260,36 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (V_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
-          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+            alignas(16) half V_v_3[8];
+            *reinterpret_cast<uint4*>(&V_v_3[0]) = *reinterpret_cast<const uint4*>(
+                &V[k * 1024 + g0_11 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
 #pragma unroll
-            for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-              const int i_10 = g0_10 * 16 + tx / 4;
-              const int j_10 = tx % 4 * 8 + e1_9;
-              V_s[write_stage][i_10][j_10] = V[k * 1024 + i_10 * 32 + j_10 + 1024];
+            for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
+              V_s_next[g0_11 * 8 + e1_10] = V_v_3[e1_10];
             }
           }
         } else {
 #pragma unroll
-          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+            if (V_vec8 && k * 32 + g0_10 * 16 + tx / 4 + 32 < S) {
+              alignas(16) half V_v_2[8];
+              *reinterpret_cast<uint4*>(&V_v_2[0]) = *reinterpret_cast<const uint4*>(
+                  &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
 #pragma unroll
-            for (int e1_8 = 0; e1_8 < 8; ++e1_8) {
-              const int i_9 = g0_9 * 16 + tx / 4;
-              const int j_9 = tx % 4 * 8 + e1_8;
-              V_s[write_stage][i_9][j_9] = static_cast<half>(
-                  k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
-                                        : 0.0f);
+              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+                V_s_next[g0_10 * 8 + e1_9] = V_v_2[e1_9];
+              }
+            } else {
+#pragma unroll
+              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+                const int i_10 = g0_10 * 16 + tx / 4;
+                const int j_10 = tx % 4 * 8 + e1_9;
+                V_s_next[g0_10 * 8 + e1_9] = static_cast<half>(
+                    k * 32 + i_10 + 32 < S
+                        ? static_cast<float>(V[k * 1024 + i_10 * 32 + j_10 + 1024])
+                        : 0.0f);
+              }
             }
           }
         }
@@ -353,10 +429,10 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:23: for i, j in Parallel(32, 32):
     {
 #pragma unroll
-      for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
+      for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
 #pragma unroll
         for (int e0_2 = 0; e0_2 < 4; ++e0_2) {
-          s[g0_12 * 4 + e0_2] = tilec_exp2(s[g0_12 * 4 + e0_2] - m[g0_12 * 4 + e0_2]);
+          s[g0_14 * 4 + e0_2] = tilec_exp2(s[g0_14 * 4 + e0_2] - m[g0_14 * 4 + e0_2]);
         }
       }
     }
@@ -494,10 +570,10 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:26: copy(s, p)
     {
 #pragma unroll
-      for (int g0_13 = 0; g0_13 < 4; ++g0_13) {
+      for (int g0_15 = 0; g0_15 < 4; ++g0_15) {
 #pragma unroll
         for (int e0_3 = 0; e0_3 < 4; ++e0_3) {
-          p[g0_13 * 4 + e0_3] = static_cast<half>(s[g0_13 * 4 + e0_3]);
+          p[g0_15 * 4 + e0_3] = static_cast<half>(s[g0_15 * 4 + e0_3]);
         }
       }
     }
@@ -505,12 +581,12 @@ extern "C" __global__ void __launch_bounds__(64)
     {
       __syncthreads();
 #pragma unroll
-      for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
+      for (int g0_16 = 0; g0_16 < 4; ++g0_16) {
 #pragma unroll
         for (int e0_4 = 0; e0_4 < 4; ++e0_4) {
-          const int i_14 = g0_14 * 8 + tx / 32 * 4 + e0_4;
-          const int j_14 = tx % 32;
-          p_smem[i_14][j_14] = p[g0_14 * 4 + e0_4];
+          const int i_16 = g0_16 * 8 + tx / 32 * 4 + e0_4;
+          const int j_16 = tx % 32;
+          p_smem[i_16][j_16] = p[g0_16 * 4 + e0_4];
         }
       }
       __syncthreads();
@@ -527,28 +603,56 @@ extern "C" __global__ void __launch_bounds__(64)
         tilec_mfma_32x32x8_f16(&o[0], &p_smem_frag[0], &V_s_frag[0]);
       }
     }
+    if (k + 1 < (S + 31) / 32) {
+      // attention_step.tile:18: copy(K[k * 32, 0], K_s) (registers -> LDS)
+      {
+#pragma unroll
+        for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+          alignas(16) half K_s_v_2[8];
+#pragma unroll
+          for (int e1_8 = 0; e1_8 < 8; ++e1_8) {
+            K_s_v_2[e1_8] = K_s_next[g0_9 * 8 + e1_8];
+          }
+          *reinterpret_cast<uint4*>(&K_s[write_stage][g0_9 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint4*>(&K_s_v_2[0]);
+        }
+      }
+      // attention_step.tile:19: copy(V[k * 32, 0], V_s) (registers -> LDS)
+      {
+#pragma unroll
+        for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+          alignas(16) half V_s_v_2[8];
+#pragma unroll
+          for (int e1_11 = 0; e1_11 < 8; ++e1_11) {
+            V_s_v_2[e1_11] = V_s_next[g0_12 * 8 + e1_11];
+          }
+          *reinterpret_cast<uint4*>(&V_s[write_stage][g0_12 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint4*>(&V_s_v_2[0]);
+        }
+      }
+    }
   }
   __syncthreads();
   // attention_step.tile:28: for i, j in Parallel(32, 32):
   {
 #pragma unroll
-    for (int g0_15 = 0; g0_15 < 4; ++g0_15) {
+    for (int g0_17 = 0; g0_17 < 4; ++g0_17) {
 #pragma unroll
       for (int e0_5 = 0; e0_5 < 4; ++e0_5) {
-        o[g0_15 * 4 + e0_5] = o[g0_15 * 4 + e0_5] / l[g0_15 * 4 + e0_5];
+        o[g0_17 * 4 + e0_5] = o[g0_17 * 4 + e0_5] / l[g0_17 * 4 + e0_5];
       }
     }
   }
   // attention_step.tile:30: copy(o, O[bx * 32, 0])
   {
 #pragma unroll
-    for (int g0_16 = 0; g0_16 < 4; ++g0_16) {
+    for (int g0_18 = 0; g0_18 < 4; ++g0_18) {
 #pragma unroll
       for (int e0_6 = 0; e0_6 < 4; ++e0_6) {
-        const int i_15 = g0_16 * 8 + tx / 32 * 4 + e0_6;
-        const int j_15 = tx % 32;
-        if (bx * 32 + i_15 < S) {
-          O[bx * 1024 + i_15 * 32 + j_15] = static_cast<half>(o[g0_16 * 4 + e0_6]);
+        const int i_17 = g0_18 * 8 + tx / 32 * 4 + e0_6;
+        const int j_17 = tx % 32;
+        if (bx * 32 + i_17 < S) {
+          O[bx * 1024 + i_17 * 32 + j_17] = static_cast<half>(o[g0_18 * 4 + e0_6]);
         }
       }
     }

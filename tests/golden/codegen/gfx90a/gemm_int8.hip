@@ -29,9 +29,7 @@ extern "C" __global__ void __launch_bounds__(64)
   signed char (*A_s)[32][72] = reinterpret_cast<signed char (*)[32][72]>(smem + 0);
   signed char (*B_s)[32][72] = reinterpret_cast<signed char (*)[32][72]>(smem + 6912);
   const bool A_vec16 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 16 == 0;
-  const bool A_interior = A_vec16 && by * 32 + 32 <= M;
   const bool B_vec16 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && K % 16 == 0;
-  const bool B_interior = B_vec16 && bx * 32 + 32 <= N;
   int acc[16];
   // gemm_int8.tile:8: clear(acc)
   {
@@ -50,52 +48,86 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (K + 63) / 64) {
       // gemm_int8.tile:10: copy(A[by * 32, k * 64], A_s)
       {
-        if (A_interior && stage * 64 + 64 <= K) {
+        if (A_vec16 && by * 32 + 32 <= M && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+            alignas(16) signed char A_v_1[16];
+            *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
+                &A[(by * 32 + g0_2 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+            alignas(16) signed char A_s_v_1[16];
 #pragma unroll
             for (int e1_1 = 0; e1_1 < 16; ++e1_1) {
-              const int i_2 = g0_2 * 16 + tx / 4;
-              const int j_2 = tx % 4 * 16 + e1_1;
-              A_s[stage][i_2][j_2] = A[(by * 32 + i_2) * K + stage * 64 + j_2];
+              A_s_v_1[e1_1] = A_v_1[e1_1];
             }
+            *reinterpret_cast<uint4*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 16]) =
+                *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
           }
         } else {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+            if (A_vec16 && by * 32 + g0_1 * 16 + tx / 4 < M && stage * 64 + tx % 4 * 16 + 16 <= K) {
+              alignas(16) signed char A_v[16];
+              *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
+                  &A[(by * 32 + g0_1 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+              alignas(16) signed char A_s_v[16];
 #pragma unroll
-            for (int e1 = 0; e1 < 16; ++e1) {
-              const int i_1 = g0_1 * 16 + tx / 4;
-              const int j_1 = tx % 4 * 16 + e1;
-              A_s[stage][i_1][j_1] = by * 32 + i_1 < M && stage * 64 + j_1 < K
-                                         ? A[(by * 32 + i_1) * K + stage * 64 + j_1]
-                                         : 0;
+              for (int e1 = 0; e1 < 16; ++e1) {
+                A_s_v[e1] = A_v[e1];
+              }
+              *reinterpret_cast<uint4*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 16]) =
+                  *reinterpret_cast<const uint4*>(&A_s_v[0]);
+            } else {
+#pragma unroll
+              for (int e1 = 0; e1 < 16; ++e1) {
+                const int i_1 = g0_1 * 16 + tx / 4;
+                const int j_1 = tx % 4 * 16 + e1;
+                A_s[stage][i_1][j_1] = by * 32 + i_1 < M && stage * 64 + j_1 < K
+                                           ? A[(by * 32 + i_1) * K + stage * 64 + j_1]
+                                           : 0;
+              }
             }
           }
         }
       }
       // gemm_int8.tile:11: copy(B[bx * 32, k * 64], B_s)
       {
-        if (B_interior && stage * 64 + 64 <= K) {
+        if (B_vec16 && bx * 32 + 32 <= N && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            alignas(16) signed char B_v_1[16];
+            *reinterpret_cast<uint4*>(&B_v_1[0]) = *reinterpret_cast<const uint4*>(
+                &B[(bx * 32 + g0_4 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+            alignas(16) signed char B_s_v_1[16];
 #pragma unroll
             for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
-              const int i_4 = g0_4 * 16 + tx / 4;
-              const int j_4 = tx % 4 * 16 + e1_3;
-              B_s[stage][i_4][j_4] = B[(bx * 32 + i_4) * K + stage * 64 + j_4];
+              B_s_v_1[e1_3] = B_v_1[e1_3];
             }
+            *reinterpret_cast<uint4*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 16]) =
+                *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
           }
         } else {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            if (B_vec16 && bx * 32 + g0_3 * 16 + tx / 4 < N && stage * 64 + tx % 4 * 16 + 16 <= K) {
+              alignas(16) signed char B_v[16];
+              *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
+                  &B[(bx * 32 + g0_3 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+              alignas(16) signed char B_s_v[16];
 #pragma unroll
-            for (int e1_2 = 0; e1_2 < 16; ++e1_2) {
-              const int i_3 = g0_3 * 16 + tx / 4;
-              const int j_3 = tx % 4 * 16 + e1_2;
-              B_s[stage][i_3][j_3] = bx * 32 + i_3 < N && stage * 64 + j_3 < K
-                                         ? B[(bx * 32 + i_3) * K + stage * 64 + j_3]
-                                         : 0;
+              for (int e1_2 = 0; e1_2 < 16; ++e1_2) {
+                B_s_v[e1_2] = B_v[e1_2];
+              }
+              *reinterpret_cast<uint4*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 16]) =
+                  *reinterpret_cast<const uint4*>(&B_s_v[0]);
+            } else {
+#pragma unroll
+              for (int e1_2 = 0; e1_2 < 16; ++e1_2) {
+                const int i_3 = g0_3 * 16 + tx / 4;
+                const int j_3 = tx % 4 * 16 + e1_2;
+                B_s[stage][i_3][j_3] = bx * 32 + i_3 < N && stage * 64 + j_3 < K
+                                           ? B[(bx * 32 + i_3) * K + stage * 64 + j_3]
+                                           : 0;
+              }
             }
           }
         }
@@ -118,6 +150,8 @@ extern "C" __global__ void __launch_bounds__(64)
     const int read_stage = k % 3;
     const int next_stage = (k + 1) % 3;
     const int write_stage = (k + 2) % 3;
+    signed char A_s_next[32];
+    signed char B_s_next[32];
     // gemm_int8.tile:12: gemm(A_s, B_s, acc, transpose_B=True)
     // fragments are loaded one k step ahead
     *reinterpret_cast<unsigned int*>(&A_s_frag_1[0]) =
@@ -142,26 +176,37 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 2 < (K + 63) / 64) {
       // gemm_int8.tile:10: copy(A[by * 32, k * 64], A_s)
       {
-        if (A_interior && k * 64 + 192 <= K) {
+        if (A_vec16 && by * 32 + 32 <= M && k * 64 + 192 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            alignas(16) signed char A_v_3[16];
+            *reinterpret_cast<uint4*>(&A_v_3[0]) = *reinterpret_cast<const uint4*>(
+                &A[(by * 32 + g0_6 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
 #pragma unroll
             for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-              const int i_6 = g0_6 * 16 + tx / 4;
-              const int j_6 = tx % 4 * 16 + e1_5;
-              A_s[write_stage][i_6][j_6] = A[(by * 32 + i_6) * K + k * 64 + j_6 + 128];
+              A_s_next[g0_6 * 16 + e1_5] = A_v_3[e1_5];
             }
           }
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            if (A_vec16 && by * 32 + g0_5 * 16 + tx / 4 < M && k * 64 + tx % 4 * 16 + 144 <= K) {
+              alignas(16) signed char A_v_2[16];
+              *reinterpret_cast<uint4*>(&A_v_2[0]) = *reinterpret_cast<const uint4*>(
+                  &A[(by * 32 + g0_5 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
 #pragma unroll
-            for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-              const int i_5 = g0_5 * 16 + tx / 4;
-              const int j_5 = tx % 4 * 16 + e1_4;
-              A_s[write_stage][i_5][j_5] = by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
-                                               ? A[(by * 32 + i_5) * K + k * 64 + j_5 + 128]
-                                               : 0;
+              for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
+                A_s_next[g0_5 * 16 + e1_4] = A_v_2[e1_4];
+              }
+            } else {
+#pragma unroll
+              for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
+                const int i_5 = g0_5 * 16 + tx / 4;
+                const int j_5 = tx % 4 * 16 + e1_4;
+                A_s_next[g0_5 * 16 + e1_4] = by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
+                                                 ? A[(by * 32 + i_5) * K + k * 64 + j_5 + 128]
+                                                 : 0;
+              }
             }
           }
         }
@@ -185,32 +230,71 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 2 < (K + 63) / 64) {
       // gemm_int8.tile:11: copy(B[bx * 32, k * 64], B_s)
       {
-        if (B_interior && k * 64 + 192 <= K) {
+        if (B_vec16 && bx * 32 + 32 <= N && k * 64 + 192 <= K) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+            alignas(16) signed char B_v_3[16];
+            *reinterpret_cast<uint4*>(&B_v_3[0]) = *reinterpret_cast<const uint4*>(
+                &B[(bx * 32 + g0_9 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
 #pragma unroll
-            for (int e1_7 = 0; e1_7 < 16; ++e1_7) {
-              const int i_8 = g0_8 * 16 + tx / 4;
-              const int j_8 = tx % 4 * 16 + e1_7;
-              B_s[write_stage][i_8][j_8] = B[(bx * 32 + i_8) * K + k * 64 + j_8 + 128];
+            for (int e1_8 = 0; e1_8 < 16; ++e1_8) {
+              B_s_next[g0_9 * 16 + e1_8] = B_v_3[e1_8];
             }
           }
         } else {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+            if (B_vec16 && bx * 32 + g0_8 * 16 + tx / 4 < N && k * 64 + tx % 4 * 16 + 144 <= K) {
+              alignas(16) signed char B_v_2[16];
+              *reinterpret_cast<uint4*>(&B_v_2[0]) = *reinterpret_cast<const uint4*>(
+                  &B[(bx * 32 + g0_8 * 16 + tx / 4) * K + k * 64 + tx % 4 * 16 + 128]);
 #pragma unroll
-            for (int e1_6 = 0; e1_6 < 16; ++e1_6) {
-              const int i_7 = g0_7 * 16 + tx / 4;
-              const int j_7 = tx % 4 * 16 + e1_6;
-              B_s[write_stage][i_7][j_7] = bx * 32 + i_7 < N && k * 64 + j_7 + 128 < K
-                                               ? B[(bx * 32 + i_7) * K + k * 64 + j_7 + 128]
-                                               : 0;
+              for (int e1_7 = 0; e1_7 < 16; ++e1_7) {
+                B_s_next[g0_8 * 16 + e1_7] = B_v_2[e1_7];
+              }
+            } else {
+#pragma unroll
+              for (int e1_7 = 0; e1_7 < 16; ++e1_7) {
+                const int i_8 = g0_8 * 16 + tx / 4;
+                const int j_8 = tx % 4 * 16 + e1_7;
+                B_s_next[g0_8 * 16 + e1_7] = bx * 32 + i_8 < N && k * 64 + j_8 + 128 < K
+                                                 ? B[(bx * 32 + i_8) * K + k * 64 + j_8 + 128]
+                                                 : 0;
+              }
             }
           }
         }
       }
     }
     tilec_mfma_32x32x8_i8(&acc[0], &A_s_frag[0], &B_s_frag[0]);
+    if (k + 2 < (K + 63) / 64) {
+      // gemm_int8.tile:10: copy(A[by * 32, k * 64], A_s) (registers -> LDS)
+      {
+#pragma unroll
+        for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          alignas(16) signed char A_s_v_2[16];
+#pragma unroll
+          for (int e1_6 = 0; e1_6 < 16; ++e1_6) {
+            A_s_v_2[e1_6] = A_s_next[g0_7 * 16 + e1_6];
+          }
+          *reinterpret_cast<uint4*>(&A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 16]) =
+              *reinterpret_cast<const uint4*>(&A_s_v_2[0]);
+        }
+      }
+      // gemm_int8.tile:11: copy(B[bx * 32, k * 64], B_s) (registers -> LDS)
+      {
+#pragma unroll
+        for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+          alignas(16) signed char B_s_v_2[16];
+#pragma unroll
+          for (int e1_9 = 0; e1_9 < 16; ++e1_9) {
+            B_s_v_2[e1_9] = B_s_next[g0_10 * 16 + e1_9];
+          }
+          *reinterpret_cast<uint4*>(&B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 16]) =
+              *reinterpret_cast<const uint4*>(&B_s_v_2[0]);
+        }
+      }
+    }
     __syncthreads();
     if (k + 1 < (K + 63) / 64) {
       *reinterpret_cast<unsigned int*>(&A_s_frag[0]) =
@@ -225,13 +309,13 @@ extern "C" __global__ void __launch_bounds__(64)
   // gemm_int8.tile:13: copy(acc, C[by * 32, bx * 32])
   {
 #pragma unroll
-    for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
+    for (int g0_11 = 0; g0_11 < 4; ++g0_11) {
 #pragma unroll
       for (int e0_1 = 0; e0_1 < 4; ++e0_1) {
-        const int i_9 = g0_9 * 8 + tx / 32 * 4 + e0_1;
-        const int j_9 = tx % 32;
-        if (by * 32 + i_9 < M && bx * 32 + j_9 < N) {
-          C[(by * 32 + i_9) * N + bx * 32 + j_9] = acc[g0_9 * 4 + e0_1];
+        const int i_11 = g0_11 * 8 + tx / 32 * 4 + e0_1;
+        const int j_11 = tx % 32;
+        if (by * 32 + i_11 < M && bx * 32 + j_11 < N) {
+          C[(by * 32 + i_11) * N + bx * 32 + j_11] = acc[g0_11 * 4 + e0_1];
         }
       }
     }

@@ -29,9 +29,7 @@ extern "C" __global__ void __launch_bounds__(64)
   half(*A_s)[32][36] = reinterpret_cast<half(*)[32][36]>(smem + 0);
   half(*B_s)[32][36] = reinterpret_cast<half(*)[32][36]>(smem + 6912);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
-  const bool A_interior = A_vec8 && by * 32 + 32 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
-  const bool B_interior = B_vec8 && bx * 32 + 32 <= N;
   float acc[16];
   // gemm_pipelined.tile:7: clear(acc)
   {
@@ -50,54 +48,88 @@ extern "C" __global__ void __launch_bounds__(64)
     if (stage < (K + 31) / 32) {
       // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s)
       {
-        if (A_interior && stage * 32 + 32 <= K) {
+        if (A_vec8 && by * 32 + 32 <= M && stage * 32 + 32 <= K) {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+            alignas(16) half A_v_1[8];
+            *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
+                &A[(by * 32 + g0_2 * 16 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
+            alignas(16) half A_s_v_1[8];
 #pragma unroll
             for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-              const int i_2 = g0_2 * 16 + tx / 4;
-              const int j_2 = tx % 4 * 8 + e1_1;
-              A_s[stage][i_2][j_2] = A[(by * 32 + i_2) * K + stage * 32 + j_2];
+              A_s_v_1[e1_1] = A_v_1[e1_1];
             }
+            *reinterpret_cast<uint4*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
           }
         } else {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+            if (A_vec8 && by * 32 + g0_1 * 16 + tx / 4 < M && stage * 32 + tx % 4 * 8 + 8 <= K) {
+              alignas(16) half A_v[8];
+              *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
+                  &A[(by * 32 + g0_1 * 16 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
+              alignas(16) half A_s_v[8];
 #pragma unroll
-            for (int e1 = 0; e1 < 8; ++e1) {
-              const int i_1 = g0_1 * 16 + tx / 4;
-              const int j_1 = tx % 4 * 8 + e1;
-              A_s[stage][i_1][j_1] = static_cast<half>(
-                  by * 32 + i_1 < M && stage * 32 + j_1 < K
-                      ? static_cast<float>(A[(by * 32 + i_1) * K + stage * 32 + j_1])
-                      : 0.0f);
+              for (int e1 = 0; e1 < 8; ++e1) {
+                A_s_v[e1] = A_v[e1];
+              }
+              *reinterpret_cast<uint4*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint4*>(&A_s_v[0]);
+            } else {
+#pragma unroll
+              for (int e1 = 0; e1 < 8; ++e1) {
+                const int i_1 = g0_1 * 16 + tx / 4;
+                const int j_1 = tx % 4 * 8 + e1;
+                A_s[stage][i_1][j_1] = static_cast<half>(
+                    by * 32 + i_1 < M && stage * 32 + j_1 < K
+                        ? static_cast<float>(A[(by * 32 + i_1) * K + stage * 32 + j_1])
+                        : 0.0f);
+              }
             }
           }
         }
       }
       // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s)
       {
-        if (B_interior && stage * 32 + 32 <= K) {
+        if (B_vec8 && bx * 32 + 32 <= N && stage * 32 + 32 <= K) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            alignas(16) half B_v_1[8];
+            *reinterpret_cast<uint4*>(&B_v_1[0]) = *reinterpret_cast<const uint4*>(
+                &B[(stage * 32 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+            alignas(16) half B_s_v_1[8];
 #pragma unroll
             for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              const int i_4 = g0_4 * 16 + tx / 4;
-              const int j_4 = tx % 4 * 8 + e1_3;
-              B_s[stage][i_4][j_4] = B[(stage * 32 + i_4) * N + bx * 32 + j_4];
+              B_s_v_1[e1_3] = B_v_1[e1_3];
             }
+            *reinterpret_cast<uint4*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
           }
         } else {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            if (B_vec8 && stage * 32 + g0_3 * 16 + tx / 4 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
+              alignas(16) half B_v[8];
+              *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
+                  &B[(stage * 32 + g0_3 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+              alignas(16) half B_s_v[8];
 #pragma unroll
-            for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-              const int i_3 = g0_3 * 16 + tx / 4;
-              const int j_3 = tx % 4 * 8 + e1_2;
-              B_s[stage][i_3][j_3] = static_cast<half>(
-                  stage * 32 + i_3 < K && bx * 32 + j_3 < N
-                      ? static_cast<float>(B[(stage * 32 + i_3) * N + bx * 32 + j_3])
-                      : 0.0f);
+              for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+                B_s_v[e1_2] = B_v[e1_2];
+              }
+              *reinterpret_cast<uint4*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint4*>(&B_s_v[0]);
+            } else {
+#pragma unroll
+              for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+                const int i_3 = g0_3 * 16 + tx / 4;
+                const int j_3 = tx % 4 * 8 + e1_2;
+                B_s[stage][i_3][j_3] = static_cast<half>(
+                    stage * 32 + i_3 < K && bx * 32 + j_3 < N
+                        ? static_cast<float>(B[(stage * 32 + i_3) * N + bx * 32 + j_3])
+                        : 0.0f);
+              }
             }
           }
         }
@@ -122,6 +154,8 @@ extern "C" __global__ void __launch_bounds__(64)
     const int read_stage = k % 3;
     const int next_stage = (k + 1) % 3;
     const int write_stage = (k + 2) % 3;
+    half A_s_next[16];
+    half B_s_next[16];
     // gemm_pipelined.tile:11: gemm(A_s, B_s, acc)
     // fragments are loaded one k step ahead
     *reinterpret_cast<uint2*>(&A_s_frag_1[0]) =
@@ -140,27 +174,38 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 2 < (K + 31) / 32) {
       // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s)
       {
-        if (A_interior && k * 32 + 96 <= K) {
+        if (A_vec8 && by * 32 + 32 <= M && k * 32 + 96 <= K) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            alignas(16) half A_v_3[8];
+            *reinterpret_cast<uint4*>(&A_v_3[0]) = *reinterpret_cast<const uint4*>(
+                &A[(by * 32 + g0_6 * 16 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
 #pragma unroll
             for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-              const int i_6 = g0_6 * 16 + tx / 4;
-              const int j_6 = tx % 4 * 8 + e1_5;
-              A_s[write_stage][i_6][j_6] = A[(by * 32 + i_6) * K + k * 32 + j_6 + 64];
+              A_s_next[g0_6 * 8 + e1_5] = A_v_3[e1_5];
             }
           }
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            if (A_vec8 && by * 32 + g0_5 * 16 + tx / 4 < M && k * 32 + tx % 4 * 8 + 72 <= K) {
+              alignas(16) half A_v_2[8];
+              *reinterpret_cast<uint4*>(&A_v_2[0]) = *reinterpret_cast<const uint4*>(
+                  &A[(by * 32 + g0_5 * 16 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
 #pragma unroll
-            for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-              const int i_5 = g0_5 * 16 + tx / 4;
-              const int j_5 = tx % 4 * 8 + e1_4;
-              A_s[write_stage][i_5][j_5] = static_cast<half>(
-                  by * 32 + i_5 < M && k * 32 + j_5 + 64 < K
-                      ? static_cast<float>(A[(by * 32 + i_5) * K + k * 32 + j_5 + 64])
-                      : 0.0f);
+              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+                A_s_next[g0_5 * 8 + e1_4] = A_v_2[e1_4];
+              }
+            } else {
+#pragma unroll
+              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+                const int i_5 = g0_5 * 16 + tx / 4;
+                const int j_5 = tx % 4 * 8 + e1_4;
+                A_s_next[g0_5 * 8 + e1_4] = static_cast<half>(
+                    by * 32 + i_5 < M && k * 32 + j_5 + 64 < K
+                        ? static_cast<float>(A[(by * 32 + i_5) * K + k * 32 + j_5 + 64])
+                        : 0.0f);
+              }
             }
           }
         }
@@ -176,33 +221,72 @@ extern "C" __global__ void __launch_bounds__(64)
     if (k + 2 < (K + 31) / 32) {
       // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s)
       {
-        if (B_interior && k * 32 + 96 <= K) {
+        if (B_vec8 && bx * 32 + 32 <= N && k * 32 + 96 <= K) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+            alignas(16) half B_v_3[8];
+            *reinterpret_cast<uint4*>(&B_v_3[0]) = *reinterpret_cast<const uint4*>(
+                &B[(k * 32 + g0_9 * 16 + tx / 4 + 64) * N + bx * 32 + tx % 4 * 8]);
 #pragma unroll
-            for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-              const int i_8 = g0_8 * 16 + tx / 4;
-              const int j_8 = tx % 4 * 8 + e1_7;
-              B_s[write_stage][i_8][j_8] = B[(k * 32 + i_8 + 64) * N + bx * 32 + j_8];
+            for (int e1_8 = 0; e1_8 < 8; ++e1_8) {
+              B_s_next[g0_9 * 8 + e1_8] = B_v_3[e1_8];
             }
           }
         } else {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+            if (B_vec8 && k * 32 + g0_8 * 16 + tx / 4 + 64 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
+              alignas(16) half B_v_2[8];
+              *reinterpret_cast<uint4*>(&B_v_2[0]) = *reinterpret_cast<const uint4*>(
+                  &B[(k * 32 + g0_8 * 16 + tx / 4 + 64) * N + bx * 32 + tx % 4 * 8]);
 #pragma unroll
-            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-              const int i_7 = g0_7 * 16 + tx / 4;
-              const int j_7 = tx % 4 * 8 + e1_6;
-              B_s[write_stage][i_7][j_7] = static_cast<half>(
-                  k * 32 + i_7 + 64 < K && bx * 32 + j_7 < N
-                      ? static_cast<float>(B[(k * 32 + i_7 + 64) * N + bx * 32 + j_7])
-                      : 0.0f);
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                B_s_next[g0_8 * 8 + e1_7] = B_v_2[e1_7];
+              }
+            } else {
+#pragma unroll
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_8 = g0_8 * 16 + tx / 4;
+                const int j_8 = tx % 4 * 8 + e1_7;
+                B_s_next[g0_8 * 8 + e1_7] = static_cast<half>(
+                    k * 32 + i_8 + 64 < K && bx * 32 + j_8 < N
+                        ? static_cast<float>(B[(k * 32 + i_8 + 64) * N + bx * 32 + j_8])
+                        : 0.0f);
+              }
             }
           }
         }
       }
     }
     tilec_mfma_32x32x8_f16(&acc[0], &A_s_frag[0], &B_s_frag[0]);
+    if (k + 2 < (K + 31) / 32) {
+      // gemm_pipelined.tile:9: copy(A[by * 32, k * 32], A_s) (registers -> LDS)
+      {
+#pragma unroll
+        for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          alignas(16) half A_s_v_2[8];
+#pragma unroll
+          for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
+            A_s_v_2[e1_6] = A_s_next[g0_7 * 8 + e1_6];
+          }
+          *reinterpret_cast<uint4*>(&A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint4*>(&A_s_v_2[0]);
+        }
+      }
+      // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s) (registers -> LDS)
+      {
+#pragma unroll
+        for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+          alignas(16) half B_s_v_2[8];
+#pragma unroll
+          for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+            B_s_v_2[e1_9] = B_s_next[g0_10 * 8 + e1_9];
+          }
+          *reinterpret_cast<uint4*>(&B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint4*>(&B_s_v_2[0]);
+        }
+      }
+    }
     __syncthreads();
     if (k + 1 < (K + 31) / 32) {
       *reinterpret_cast<uint2*>(&A_s_frag[0]) =
@@ -219,13 +303,13 @@ extern "C" __global__ void __launch_bounds__(64)
   // gemm_pipelined.tile:12: copy(acc, C[by * 32, bx * 32])
   {
 #pragma unroll
-    for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
+    for (int g0_11 = 0; g0_11 < 4; ++g0_11) {
 #pragma unroll
       for (int e0_1 = 0; e0_1 < 4; ++e0_1) {
-        const int i_9 = g0_9 * 8 + tx / 32 * 4 + e0_1;
-        const int j_9 = tx % 32;
-        if (by * 32 + i_9 < M && bx * 32 + j_9 < N) {
-          C[(by * 32 + i_9) * N + bx * 32 + j_9] = static_cast<half>(acc[g0_9 * 4 + e0_1]);
+        const int i_11 = g0_11 * 8 + tx / 32 * 4 + e0_1;
+        const int j_11 = tx % 32;
+        if (by * 32 + i_11 < M && bx * 32 + j_11 < N) {
+          C[(by * 32 + i_11) * N + bx * 32 + j_11] = static_cast<half>(acc[g0_11 * 4 + e0_1]);
         }
       }
     }
