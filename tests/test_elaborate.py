@@ -138,7 +138,6 @@ def test_tilelang_spellings_are_aliases() -> None:
     [
         ("x = alloc_fragment((4,), uint4)", "uint4 (sub-byte types) is not supported yet"),
         ('x = alloc_fragment((4,), "int4")', "int4 (sub-byte types) is not supported yet"),
-        ("t = T.get_thread_binding()", "get_thread_binding (the thread index) is not supported yet"),
         ("im2col(A, C)", "im2col is not supported yet"),
         ("for t in Persistent(4):\n    pass", "Persistent (a persistent tile loop) is not supported yet"),
     ],
