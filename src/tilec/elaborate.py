@@ -390,9 +390,7 @@ class _Elaborator(ProgramScope):
                 hint="the iterations of a Parallel loop run at once, spread over the threads; loop with serial(...)",
             )
 
-    def loop_body(
-        self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState, kind: str
-    ) -> tuple[tir.Stmt, ...]:
+    def loop_body(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState, kind: str) -> tuple[tir.Stmt, ...]:
         """The body of a loop of `kind` (serial, unroll, pipelined, while), which a `break` leaves."""
         kx.loops.append(kind)
         try:

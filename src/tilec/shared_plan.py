@@ -96,7 +96,9 @@ def _whole_loop(loop: tir.For | tir.While, buf: tir.Buffer) -> bool:
     """Whether `buf`, used in `loop`, is live for all of it: a pipelined loop's tiles (its stages
     are filled iterations ahead), and a tile whose value an iteration may read from an earlier one
     (not `_fresh` in the body) or that the bounds (a while loop's condition) read."""
-    return (isinstance(loop, tir.For) and loop.kind == "pipelined") or buf in _own_uses(loop) or not _fresh(loop.body, buf)
+    return (
+        (isinstance(loop, tir.For) and loop.kind == "pipelined") or buf in _own_uses(loop) or not _fresh(loop.body, buf)
+    )
 
 
 def _fresh(body: tuple[tir.Stmt, ...], buf: tir.Buffer) -> bool:
