@@ -138,7 +138,6 @@ def test_tilelang_spellings_are_aliases() -> None:
     [
         ("x = alloc_fragment((4,), uint4)", "uint4 (sub-byte types) is not supported yet"),
         ('x = alloc_fragment((4,), "int4")', "int4 (sub-byte types) is not supported yet"),
-        ("t = T.get_thread_binding()", "get_thread_binding (the thread index) is not supported yet"),
         ("im2col(A, C)", "im2col is not supported yet"),
         ("for t in Persistent(4):\n    pass", "Persistent (a persistent tile loop) is not supported yet"),
     ],
@@ -427,3 +426,30 @@ def test_odd_constants_never_crash(snippet: str) -> None:
         kbody(snippet)
     except CompileError:
         pass
+
+
+def test_thread_index_and_its_tilelang_name() -> None:
+    (let, other) = kbody("t = thread_index()\nu = get_thread_binding(0)")
+    assert isinstance(let, tir.Let) and let.value == tir.Call("thread_index", (), DType.int32)
+    assert isinstance(other, tir.Let) and other.value == let.value
+
+
+def test_while_and_break_under_uniform_conditions() -> None:
+    alloc, loop = kbody("i = alloc_var(int32, bx)\nwhile i < M:\n    if i == 7:\n        break\n    i += 1")
+    assert isinstance(alloc, tir.Alloc) and isinstance(loop, tir.While)
+    branch = loop.body[0]
+    assert isinstance(branch, tir.If) and isinstance(branch.then[0], tir.Break)
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ("while thread_index() < M:\n    pass", "it reads thread_index()"),
+        ("i = alloc_var(int32, 0)\nfor j in Parallel(128):\n    i = j\nwhile i < M:\n    pass", "it reads 'i'"),
+        ("for k in serial(M):\n    t = thread_index()\n    if t == 0:\n        break", "(it reads 't'"),
+        ("for k in unroll(4):\n    break", "`break` out of an unroll loop is not supported"),
+    ],
+)
+def test_varying_conditions_and_misplaced_breaks_are_errors(lines: str, message: str) -> None:
+    text = HEAD + "".join("        " + x + "\n" for x in lines.splitlines())
+    assert any(message in m for m in messages(text)), messages(text)

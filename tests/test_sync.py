@@ -51,8 +51,10 @@ def shape(stmts: tuple[T.Stmt, ...]) -> list[object]:
                 out.append("|")
             case T.Barrier(kind=kind):
                 out.append(kind)
-            case T.Loop(body=body):
+            case T.Loop(body=body) | T.While(body=body):
                 out.append(shape(body))
+            case T.Break():
+                out.append("break")
             case T.IfThen(then=then, orelse=orelse):
                 out.append(("if", shape(then), shape(orelse)))
             case T.Comment(text=text):
@@ -377,3 +379,25 @@ def test_an_alloc_var_init_in_a_parallel_loop_binds_its_indices(monkeypatch: pyt
     lines = _thread_lines(_ALLOC_VAR_IN_PARALLEL.replace("INIT", "A_shared[i, 63 - j]"))
     i, j = (next(x for x in lines if x.startswith(f"const int {n}")).split()[2] for n in ("i_", "j_"))
     assert f"float v = A_shared[{i}][63 - {j}];" in lines
+
+
+COND = tir.BinOp("<", tir.Var("t", I32, "thread"), tir.Var("n", I32, "thread"), DType.bool)
+
+
+def test_while_loop_is_a_loop_of_unknown_trip_count() -> None:
+    """Nothing pending on entry (a barrier before it), nothing at the body's end (a barrier there)."""
+    body = placed(op("w", writes="A"), T.While(COND, (op("r", reads="A"), op("w2", writes="B"))), op("rb", reads="B"))
+    assert shape(body) == ["w", "|", ["r", "w2", "|"], "rb"]
+
+
+def test_break_leaves_its_loop_with_what_is_pending() -> None:
+    """The write before a break is pending after the loop: the read there gets a barrier."""
+    leave = T.IfThen(tir.BoolImm(True), (T.Break(),))
+    body = placed(loop(op("w", writes="A"), leave, op("w2", writes="B")), op("r", reads="A"))
+    assert shape(body) == [["w", ("if", ["break"], []), "w2", "|"], "|", "r"]
+
+
+def test_a_loop_without_break_needs_no_barrier_after_it() -> None:
+    """The same loop without the break: its body ends with nothing pending."""
+    body = placed(loop(op("w", writes="A"), op("w2", writes="B")), op("r", reads="A"))
+    assert shape(body) == [["w", "w2", "|"], "r"]

@@ -21,7 +21,7 @@ def _region(buf: tir.Buffer) -> tir.Region:
 
 
 def _body() -> tuple[tir.Stmt, ...]:
-    """One statement of every kind, nested in a For, a Parallel and both branches of an If."""
+    """One statement of every kind, nested in a For, a Parallel, both branches of an If and a While."""
     g = tir.Buffer("G", (tir.IntImm(4),), F32, "global")
     s = tir.Buffer("S", (tir.IntImm(4),), F32, "shared")
     f = tir.Buffer("F", (tir.IntImm(4),), F32, "fragment")
@@ -57,6 +57,7 @@ def _body() -> tuple[tir.Stmt, ...]:
         loop,
         tir.CumSum(_region(f), _region(f), 0, False),
         tir.AtomicAdd(_region(g), _region(f), None),
+        tir.While(tir.BoolImm(True), (tir.Break(),)),
     )
 
 
@@ -84,6 +85,8 @@ def test_every_statement_kind_is_visited_pre_order() -> None:
         "DeviceAssert",
         "CumSum",
         "AtomicAdd",
+        "While",
+        "Break",
     ]
 
 
@@ -101,7 +104,9 @@ def test_blocks_are_every_statement_list() -> None:
     assert isinstance(branch, tir.If)
     parallel = branch.then[1]
     assert isinstance(parallel, tir.Parallel)
-    expected = [body, loop.body, branch.then, parallel.body, branch.orelse]
+    while_ = body[-1]
+    assert isinstance(while_, tir.While)
+    expected = [body, loop.body, branch.then, parallel.body, branch.orelse, while_.body]
     assert [list(b) for b in tir_walk.blocks(body)] == [list(b) for b in expected]
     assert all(a is b for a, b in zip(tir_walk.blocks(body), expected, strict=True))
 

@@ -128,6 +128,8 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts, target: Target) -> R
                 | tir.CumSum()
                 | tir.AtomicAdd()
                 | tir.For()
+                | tir.While()
+                | tir.Break()
                 | tir.Parallel()
                 | tir.If()
                 | tir.Print()

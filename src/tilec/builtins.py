@@ -104,6 +104,8 @@ FUNCS: dict[str, Sig] = {
     "infinity": Sig(("dtype",)),
     "max_value": Sig(("dtype",)),
     "min_value": Sig(("dtype",)),
+    "thread_index": Sig(()),
+    "get_thread_binding": Sig((), {"dim": 0}),  # TileLang's name of thread_index()
     **{f: Sig(("x",)) for f in MATH_FUNCS},
 }
 
@@ -136,10 +138,6 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
         "launch one block per SM and loop over the tiles yourself: for w in serial(ceildiv(tiles, sm_num))",
     ),
     "im2col": ("im2col is not supported yet", "copy the input window of each tile with copy() of a region"),
-    "get_thread_binding": (
-        "get_thread_binding (the thread index) is not supported yet",
-        "write the computation with Parallel loops, which spread it over the threads",
-    ),
     "alloc_barrier": ("alloc_barrier (explicit mbarriers) is not supported yet", "Pipelined places the barriers"),
 }
 

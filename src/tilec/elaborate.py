@@ -59,6 +59,7 @@ from tilec.params import Fatal, File, ProgramScope, parse_define
 from tilec.shared_plan import declared_bytes, peak_tiles
 from tilec.source import NO_SPAN, Span
 from tilec.targets import Target, get_target
+from tilec.uniformity import not_uniform
 from tilec.values import (
     POISON,
     Abandon,
@@ -93,6 +94,7 @@ class _KernelState:
     in_block: bool = False
     depth: int = 0  # loop / if nesting inside the Kernel block
     in_parallel: bool = False  # inside the body of a Parallel loop
+    loops: list[str] = field(default_factory=list)  # kinds of the loops around the statement, innermost last
     block: tuple[tuple[tir.Expr, ...], tuple[tir.Var, ...], int, tuple[tir.Stmt, ...]] | None = None
     block_span: Span | None = None
     macros: list[tuple[str, Span]] = field(default_factory=list)  # the inlining stack
@@ -355,25 +357,49 @@ class _Elaborator(ProgramScope):
                 return self.for_(s, scope, kx)
             case S.If():
                 return self.if_(s, scope, kx)
-            case S.While() | S.Break():
-                return self.while_or_break(s, kx)
+            case S.While():
+                return self.while_(s, scope, kx)
+            case S.Break():
+                return [self.break_(s, kx)]
         raise AssertionError(s)
 
-    def while_or_break(self, s: S.While | S.Break, kx: _KernelState) -> list[tir.Stmt]:
-        """`while` and `break`: not in the language yet; inside Parallel they never will be."""
-        word = "while" if isinstance(s, S.While) else "break"
-        self.need_block(f"`{word}`", s.span, kx)
-        if kx.in_parallel:
+    def while_(self, s: S.While, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
+        """`while cond:` at block level; uniformity.py checks that `cond` is block-uniform."""
+        self.not_in_parallel("while", s.span, kx)
+        cond = self.condition(s.cond, scope, kx)
+        body = self.loop_body(s.body, scope.child(), kx, "while")
+        return [tir.While(cond.expr, body, s.span)]
+
+    def break_(self, s: S.Break, kx: _KernelState) -> tir.Stmt:
+        """`break` out of the innermost serial or while loop."""
+        self.not_in_parallel("break", s.span, kx)
+        if not kx.loops:
+            raise error(s.span, "`break` outside a loop", hint="break leaves a serial(...) or while loop")
+        if kx.loops[-1] not in ("serial", "while"):
             raise error(
                 s.span,
+                f"`break` out of {'an' if kx.loops[-1] == 'unroll' else 'a'} {kx.loops[-1]} loop is not supported",
+                hint="only serial(...) and while loops can be left with break",
+            )
+        return tir.Break(s.span)
+
+    def not_in_parallel(self, word: str, span: Span, kx: _KernelState) -> None:
+        """`while` and `break` are statements of the whole block, never of Parallel's iterations."""
+        self.need_block(f"`{word}`", span, kx)
+        if kx.in_parallel:
+            raise error(
+                span,
                 f"`{word}` is not supported inside `Parallel`",
                 hint="the iterations of a Parallel loop run at once, spread over the threads; loop with serial(...)",
             )
-        hints = {
-            "while": "loop with serial(n) up to a bound on the iterations, and guard the body with an if",
-            "break": "set a flag (alloc_var(bool, False)) instead, and guard the loop's body with `if not flag:`",
-        }
-        raise error(s.span, f"`{word}` is not supported yet", hint=hints[word])
+
+    def loop_body(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState, kind: str) -> tuple[tir.Stmt, ...]:
+        """The body of a loop of `kind` (serial, unroll, pipelined, while), which a `break` leaves."""
+        kx.loops.append(kind)
+        try:
+            return self.nested(body, scope, kx)
+        finally:
+            kx.loops.pop()
 
     def need_block(self, what: str, span: Span, kx: _KernelState) -> None:
         if not kx.in_block:
@@ -420,6 +446,7 @@ class _Elaborator(ProgramScope):
         kx.in_block = True
         body = self.block(s.body, inner, kx)
         kx.in_block = False
+        self.report(not_uniform(body))
         kx.block = (grid, block_vars, threads, body)
         return []
 
@@ -839,8 +866,8 @@ class _Elaborator(ProgramScope):
             stages = 0
         inner = scope.child()
         var = self.bind_var(s.targets[0], inner, kx, "loop")
-        body = self.nested(s.body, inner, kx)
         for_kind: tir.ForKind = "pipelined" if kind == "Pipelined" else ("unroll" if kind == "unroll" else "serial")
+        body = self.loop_body(s.body, inner, kx, for_kind)
         return [tir.For(var, start, stop, step, for_kind, body, stages, s.span)]
 
     def range_args(

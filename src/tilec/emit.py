@@ -269,6 +269,10 @@ def stmt_lines(s: T.Stmt, sp: Spelling | None = None) -> list[str]:
             head += f"++{var.name})" if step == 1 else f"{var.name} += {step})"
             pragma = [f"#pragma unroll {factor}"] if factor else ["#pragma unroll"] if unroll else []
             return pragma + [head + " {"] + _body(body, sp) + ["}"]
+        case T.While(cond, body):
+            return [f"while ({expr_text(cond, sp)}) {{"] + _body(body, sp) + ["}"]
+        case T.Break():
+            return ["break;"]
         case T.IfThen(cond, then, orelse):
             out = [f"if ({expr_text(cond, sp)}) {{"] + _body(then, sp)
             if orelse:

@@ -268,7 +268,22 @@ class ExprElaborator:
                 return fold.select(arg("cond"), arg("a"), arg("b"), span)
             case "infinity" | "max_value" | "min_value":
                 return fold.limit(name, self.dtype_arg(a["dtype"], scope, kx), span)
+            case "thread_index" | "get_thread_binding":
+                return self.thread_index(a.get("dim"), span, scope, kx)
         return fold.math_call(name, arg("x"), span)
+
+    def thread_index(self, dim: S.Expr | None, span: Span, scope: Scope, kx: Any) -> Val:
+        """`thread_index()` (TileLang: `get_thread_binding(0)`): this thread's index in the block,
+        0 to threads - 1; blocks are one-dimensional, so `dim` is 0."""
+        if kx is None or not kx.in_block:
+            raise error(span, "thread_index() outside the Kernel block", hint="a thread index exists inside it only")
+        if dim is not None and self.const_int(dim, scope, kx, "dim", 0) != 0:
+            raise error(
+                dim.span,
+                "tilec's thread blocks are one-dimensional: get_thread_binding() takes dim 0 only",
+                hint="compute the 2-D index from thread_index(): t // width, t % width",
+            )
+        return Val(tir.Call("thread_index", (), DType.int32, span))
 
     def subscript(self, node: S.Subscript, scope: Scope, kx: Any) -> Value:
         base = self.ev_value(node.value, scope, kx)

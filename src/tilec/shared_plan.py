@@ -72,18 +72,18 @@ class _Order:
 
     stmts: list[tir.Stmt] = field(default_factory=list)
     uses: dict[tir.Buffer, list[int]] = field(default_factory=dict)
-    loops: list[tuple[tir.For, tuple[int, int]]] = field(default_factory=list)
+    loops: list[tuple[tir.For | tir.While, tuple[int, int]]] = field(default_factory=list)
 
     def block(self, body: tuple[tir.Stmt, ...]) -> None:
         for s in body:
             at = len(self.stmts)
             self.stmts.append(s)
-            inner = tir_walk.bodies(s) if isinstance(s, (tir.For, tir.If)) else ()
+            inner = tir_walk.bodies(s) if isinstance(s, (tir.For, tir.While, tir.If)) else ()
             for buf in _own_uses(s) if inner else _uses(s):
                 self.uses.setdefault(buf, []).append(at)
             for b in inner:
                 self.block(b)
-            if isinstance(s, tir.For):
+            if isinstance(s, (tir.For, tir.While)):
                 self.loops.append((s, (at, len(self.stmts) - 1)))
 
     def lines(self, first: int, last: int) -> tuple[int, int]:
@@ -92,11 +92,13 @@ class _Order:
         return self.stmts[first].span.line, max(ends)
 
 
-def _whole_loop(loop: tir.For, buf: tir.Buffer) -> bool:
+def _whole_loop(loop: tir.For | tir.While, buf: tir.Buffer) -> bool:
     """Whether `buf`, used in `loop`, is live for all of it: a pipelined loop's tiles (its stages
     are filled iterations ahead), and a tile whose value an iteration may read from an earlier one
-    (not `_fresh` in the body) or that the bounds read."""
-    return loop.kind == "pipelined" or buf in _own_uses(loop) or not _fresh(loop.body, buf)
+    (not `_fresh` in the body) or that the bounds (a while loop's condition) read."""
+    return (
+        (isinstance(loop, tir.For) and loop.kind == "pipelined") or buf in _own_uses(loop) or not _fresh(loop.body, buf)
+    )
 
 
 def _fresh(body: tuple[tir.Stmt, ...], buf: tir.Buffer) -> bool:
@@ -109,7 +111,7 @@ def _fresh(body: tuple[tir.Stmt, ...], buf: tir.Buffer) -> bool:
     if len(at) > 1 or buf in _own_uses(at[0]):
         return False
     match at[0]:
-        case tir.For(body=inner):
+        case tir.For(body=inner) | tir.While(body=inner):
             return _fresh(inner, buf)
         case tir.If(then=then, orelse=orelse):
             return _fresh(then, buf) and _fresh(orelse, buf)

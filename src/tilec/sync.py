@@ -41,7 +41,10 @@ The contract with lowering:
   one iteration's accesses against the next one's. A body issuing asynchronous
   copies is walked iteration by iteration until its state repeats or its trip
   count is reached (`_Placement.iterations`). A barrier placed before a
-  statement goes above the comments heading it.
+  statement goes above the comments heading it. A while loop is a loop of unknown trip
+  count. A `break` leaves its loop with what is pending where it stands (no barrier at the
+  body's end on that path): the state after the loop joins those of its breaks, so the
+  first access after the loop that meets one of them gets its barrier there.
 - Branches start from the same state and join with the union of theirs.
 - Views sharing bytes (shared_plan.py packs tiles whose lifetimes do not meet) are one storage:
   an access of one is a hazard with the pending accesses of each (`aliases`), so a barrier
@@ -99,7 +102,7 @@ def _among(body: tuple[T.Stmt, ...], named: T.Barrier) -> tuple[T.Stmt, ...]:
         match s:
             case T.Barrier(kind="block"):
                 out.append(named)
-            case T.Loop() | T.Scope():
+            case T.Loop() | T.While() | T.Scope():
                 out.append(replace(s, body=_among(s.body, named)))
             case T.IfThen():
                 out.append(replace(s, then=_among(s.then, named), orelse=_among(s.orelse, named)))
@@ -117,11 +120,11 @@ def _all_stmts(body: tuple[T.Stmt, ...]) -> Iterator[T.Stmt]:
 
 def _bodies(s: T.Stmt) -> tuple[tuple[T.Stmt, ...], ...]:
     match s:
-        case T.Loop() | T.Scope():
+        case T.Loop() | T.While() | T.Scope():
             return (s.body,)
         case T.IfThen():
             return (s.then, s.orelse)
-        case T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Barrier() | T.Comment():
+        case T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Barrier() | T.Comment() | T.Break():
             return ()
         case _:
             assert_never(s)
@@ -134,7 +137,7 @@ def _fenced(body: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:
         match s:
             case T.Barrier(kind="block"):
                 out += [FENCE_PROXY_ASYNC, s]
-            case T.Loop() | T.Scope():
+            case T.Loop() | T.While() | T.Scope():
                 out.append(replace(s, body=_fenced(s.body)))
             case T.IfThen():
                 out.append(replace(s, then=_fenced(s.then), orelse=_fenced(s.orelse)))
@@ -195,6 +198,8 @@ class _Placement:
 
     shared: frozenset[str]
     aliases: dict[str, frozenset[str]]  # a view and those sharing its bytes (shared_plan.aliases)
+    # per loop being walked, innermost last: the states its `break`s leave it with
+    breaks: list[list[_State]] = field(default_factory=list)
 
     def block(self, stmts: tuple[T.Stmt, ...], st: _State) -> list[T.Stmt]:
         out: list[T.Stmt] = []
@@ -213,8 +218,11 @@ class _Placement:
         match s:
             case T.Scope(access=access, span=span):
                 return _access(access, st, span, self.aliases), [s]
-            case T.Loop():
+            case T.Loop() | T.While():
                 return self.loop(s, st)
+            case T.Break():
+                self.breaks[-1].append(st.copy())
+                return [], [s]
             case T.IfThen(cond, then, orelse):
                 before = _access(self.scalar_access(s), st, NO_SPAN, self.aliases)
                 other = st.copy()
@@ -232,16 +240,21 @@ class _Placement:
             case _:
                 assert_never(s)
 
-    def loop(self, s: T.Loop, st: _State) -> tuple[list[T.Stmt], list[T.Stmt]]:
-        """The loop rule (module docstring), walking the body as the loop runs (`iterations`)."""
+    def loop(self, s: T.Loop | T.While, st: _State) -> tuple[list[T.Stmt], list[T.Stmt]]:
+        """The loop rule (module docstring), walking the body as the loop runs (`iterations`); a
+        while loop's trip count is unknown. A `break` leaves the loop with the state it found."""
         touches = self.touches(s)
         before = st.flush() if touches else []
-        before += _access(self.scalar_access(s), st, NO_SPAN, self.aliases)  # the bounds
+        before += _access(self.scalar_access(s), st, NO_SPAN, self.aliases)  # the bounds, the condition
         entry = st.copy()
-        trips = _trip_count(s)
+        trips = _trip_count(s) if isinstance(s, T.Loop) else None
+        self.breaks.append([])
         body, after = self.iterations(s.body, st, touches, trips)
+        exits = self.breaks.pop()
         if trips is None or trips == 0:  # it may not run at all, or stop after any walked iteration
-            st.become(functools.reduce(_join, after, entry))
+            st.become(functools.reduce(_join, after + exits, entry))
+        elif exits:
+            st.become(functools.reduce(_join, exits, st))
         return before, [replace(s, body=tuple(body))]
 
     def iterations(
@@ -282,12 +295,12 @@ class _Placement:
             match s:
                 case T.Barrier(kind="block"):
                     return True
-                case T.Scope() | T.Loop() | T.IfThen():
+                case T.Scope() | T.Loop() | T.While() | T.IfThen():
                     return False
                 case T.Decl() | T.Assign():
                     if self.scalar_access(s).touches:
                         return False
-                case T.Barrier() | T.SharedView() | T.Call() | T.Comment():
+                case T.Barrier() | T.SharedView() | T.Call() | T.Comment() | T.Break():
                     continue
                 case _:
                     assert_never(s)
@@ -298,21 +311,21 @@ class _Placement:
         match s:
             case T.Scope(access=access):
                 return access.touches
-            case T.Loop(body=body):
+            case T.Loop(body=body) | T.While(body=body):
                 return self.scalar_access(s).touches or any(self.touches(x) for x in body)
             case T.IfThen(then=then, orelse=orelse):
                 return self.scalar_access(s).touches or any(self.touches(x) for x in then + orelse)
             case T.Decl() | T.Assign():
                 return self.scalar_access(s).touches
-            case T.Barrier() | T.SharedView() | T.Call() | T.Comment():
+            case T.Barrier() | T.SharedView() | T.Call() | T.Comment() | T.Break():
                 return False
             case _:
                 assert_never(s)
 
-    def scalar_access(self, s: T.Decl | T.Assign | T.IfThen | T.Loop) -> T.SharedAccess:
+    def scalar_access(self, s: T.Decl | T.Assign | T.IfThen | T.Loop | T.While) -> T.SharedAccess:
         """The shared arrays a statement outside tile ops reads and writes: a scalar store or
-        declaration (`A_s[0][1] = x;`, `const float v = A_s[i][j];`), a branch's condition,
-        a loop's bounds (its body aside)."""
+        declaration (`A_s[0][1] = x;`, `const float v = A_s[i][j];`), a branch's or while
+        loop's condition, a loop's bounds (its body aside)."""
         reads: set[str] = set()
         writes: set[str] = set()
         match s:
@@ -325,7 +338,7 @@ class _Placement:
                 if isinstance(ref, T.Subscript):
                     writes.add(ref.array)
                     reads.update(_arrays(*ref.indices, *((ref,) if op != "=" else ())))
-            case T.IfThen(cond=cond):
+            case T.IfThen(cond=cond) | T.While(cond=cond):
                 reads.update(_arrays(cond))
             case T.Loop(start=start, stop=stop):
                 reads.update(_arrays(start, stop))
@@ -416,11 +429,11 @@ def _is_async(s: T.Stmt) -> bool:
             return bool(a.async_writes or a.tx_writes)
         case T.Barrier(kind=kind):
             return kind in ("async_commit", "async_wait", "mbarrier_wait")
-        case T.Loop(body=body):
+        case T.Loop(body=body) | T.While(body=body):
             return _has_async(body)
         case T.IfThen(then=then, orelse=orelse):
             return _has_async(then) or _has_async(orelse)
-        case T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Comment():
+        case T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Comment() | T.Break():
             return False
         case _:
             assert_never(s)

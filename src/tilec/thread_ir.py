@@ -161,6 +161,19 @@ class Loop:
 
 
 @dataclass(frozen=True, slots=True)
+class While:
+    """`while (cond) { body }`: a loop of unknown trip count (its condition the same in every thread)."""
+
+    cond: tir.Expr
+    body: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    """`break;`: leave the innermost Loop or While (every thread of the block together)."""
+
+
+@dataclass(frozen=True, slots=True)
 class IfThen:
     cond: tir.Expr
     then: tuple[Stmt, ...]
@@ -248,7 +261,7 @@ class Scope:
     access: SharedAccess = NO_ACCESS
 
 
-Stmt: TypeAlias = Decl | SharedView | Assign | Loop | IfThen | Call | Barrier | Comment | Scope
+Stmt: TypeAlias = Decl | SharedView | Assign | Loop | While | Break | IfThen | Call | Barrier | Comment | Scope
 
 # ---------------------------------------------------------------- kernels
 

@@ -100,6 +100,9 @@ class _Checker:
                 self.expr(value)
             case T.Loop(var, start, stop, step, _, body):
                 self.loop(var, start, stop, step, body)
+            case T.While(cond, body):
+                self.expr(cond)
+                self.block(body)
             case T.IfThen(cond, then, orelse):
                 self.expr(cond)
                 self.block(then)
@@ -108,7 +111,7 @@ class _Checker:
                 self.expr(call)
             case T.Barrier(kind, args):
                 self.barrier(kind, args)
-            case T.Comment():
+            case T.Comment() | T.Break():
                 pass
             case T.Scope(comment, body):
                 outer, self.where = self.where, comment or self.where

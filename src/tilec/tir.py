@@ -332,6 +332,24 @@ class For:
 
 
 @dataclass(frozen=True, slots=True)
+class While:
+    """`while cond:`: the body runs as long as `cond` holds; `cond` is the same in every thread of
+    the block (uniformity.py checks it), so the block's threads run the same iterations."""
+
+    cond: Expr
+    body: tuple[Stmt, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    """`break`: leave the innermost serial loop or while loop; every thread of the block takes
+    it together (uniformity.py checks the conditions it sits under)."""
+
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Parallel:
     """`for i, j in Parallel(e0, e1)`: every (i, j) independent; extents constant."""
 
@@ -397,6 +415,8 @@ Stmt: TypeAlias = (
     | CumSum
     | AtomicAdd
     | For
+    | While
+    | Break
     | Parallel
     | If
     | Print

@@ -127,6 +127,10 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             extra = f", stages={stages}" if kind == "pipelined" else ""
             head = f"{pad}for {var.name} in {kind}({expr_text(start)}, {expr_text(stop)}, {expr_text(step)}{extra}):"
             return [head] + _block(body, depth + 1)
+        case tir.While(cond, body):
+            return [f"{pad}while {expr_text(cond)}:"] + _block(body, depth + 1)
+        case tir.Break():
+            return [f"{pad}break"]
         case tir.Parallel(vars, extents, body, layout):
             names = ", ".join(v.name for v in vars)
             placed = f" layout {layout.describe()}" if layout is not None else ""
@@ -219,6 +223,8 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
                 tir.Let()
                 | tir.AtomicAdd()
                 | tir.For()
+                | tir.While()
+                | tir.Break()
                 | tir.Parallel()
                 | tir.If()
                 | tir.Print()

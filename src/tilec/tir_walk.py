@@ -8,7 +8,7 @@ Expressions (shared with Thread IR): every sub-expression, pre-order.
 Statements: `bodies(s)` is the one exhaustive match over `tir.Stmt` (a new
 statement kind is a type error until it says which statement lists it holds);
 on it stand `stmts` (every statement, pre-order, into the bodies of For,
-Parallel and If), `blocks` (every statement list) and `map_stmts` (a rewrite).
+While, Parallel and If), `blocks` (every statement list) and `map_stmts` (a rewrite).
 
     [type(s).__name__ for s in stmts(kernel.body)]
       -> ['Alloc', 'For', 'Copy', 'Gemm', 'Parallel', 'Store']
@@ -77,12 +77,13 @@ Body = tuple[tir.Stmt, ...]
 def bodies(s: tir.Stmt) -> tuple[Body, ...]:
     """The statement lists directly inside `s`: a loop's body, a branch's then and else."""
     match s:
-        case tir.For() | tir.Parallel():
+        case tir.For() | tir.While() | tir.Parallel():
             return (s.body,)
         case tir.If():
             return (s.then, s.orelse)
         case (
             tir.Alloc()
+            | tir.Break()
             | tir.Let()
             | tir.Store()
             | tir.Copy()
@@ -121,6 +122,8 @@ def regions(s: tir.Stmt) -> tuple[tir.Region, ...]:
             | tir.Let()
             | tir.Store()
             | tir.For()
+            | tir.While()
+            | tir.Break()
             | tir.Parallel()
             | tir.If()
             | tir.DeviceAssert()
@@ -146,13 +149,21 @@ def stmt_exprs(s: tir.Stmt) -> tuple[tir.Expr, ...]:
             own = () if value is None else (value,)
         case tir.For(start=start, stop=stop, step=step):
             own = (start, stop, step)
-        case tir.If(cond=cond) | tir.DeviceAssert(cond=cond):
+        case tir.If(cond=cond) | tir.While(cond=cond) | tir.DeviceAssert(cond=cond):
             own = (cond,)
         case tir.Print(value=value):
             own = () if isinstance(value, tir.Region) else (value,)
         case tir.Copy(pad=pad):
             own = () if pad is None else (pad,)
-        case tir.Gemm() | tir.Reduce() | tir.CumSum() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
+        case (
+            tir.Gemm()
+            | tir.Reduce()
+            | tir.CumSum()
+            | tir.Break()
+            | tir.Parallel()
+            | tir.UseSwizzle()
+            | tir.AnnotateLayout()
+        ):
             own = ()
         case _:
             assert_never(s)
@@ -185,7 +196,7 @@ def map_stmt_exprs(s: tir.Stmt, fn: Callable[[tir.Expr], tir.Expr]) -> tir.Stmt:
             )
         case tir.For(start=start, stop=stop, step=step):
             out = dataclasses.replace(s, start=fn(start), stop=fn(stop), step=fn(step))
-        case tir.If(cond=cond) | tir.DeviceAssert(cond=cond):
+        case tir.If(cond=cond) | tir.While(cond=cond) | tir.DeviceAssert(cond=cond):
             out = dataclasses.replace(s, cond=fn(cond))
         case tir.Print(value=value):
             out = dataclasses.replace(s, value=region(value) if isinstance(value, tir.Region) else fn(value))
@@ -195,7 +206,7 @@ def map_stmt_exprs(s: tir.Stmt, fn: Callable[[tir.Expr], tir.Expr]) -> tir.Stmt:
             out = dataclasses.replace(s, src=region(src), dst=region(dst))
         case tir.Gemm(a, b, c):
             out = dataclasses.replace(s, a=region(a), b=region(b), c=region(c))
-        case tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
+        case tir.Break() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
             out = s
         case _:
             assert_never(s)
@@ -218,6 +229,8 @@ def written(s: tir.Stmt) -> tuple[tir.Buffer, ...]:
         case (
             tir.Let()
             | tir.For()
+            | tir.While()
+            | tir.Break()
             | tir.Parallel()
             | tir.If()
             | tir.Print()
@@ -235,7 +248,7 @@ def with_bodies(s: tir.Stmt, new: tuple[Body, ...]) -> tir.Stmt:
     if all(a is b for a, b in zip(bodies(s), new, strict=True)):
         return s
     match s:
-        case tir.For() | tir.Parallel():
+        case tir.For() | tir.While() | tir.Parallel():
             return dataclasses.replace(s, body=new[0])
         case tir.If():
             return dataclasses.replace(s, then=new[0], orelse=new[1])

@@ -34,13 +34,13 @@ def _stmt_exprs(s: T.Stmt) -> tuple[tir_walk.Node, ...]:
             return (target, value)
         case T.Loop(start=start, stop=stop):
             return (start, stop)
-        case T.IfThen(cond=cond):
+        case T.IfThen(cond=cond) | T.While(cond=cond):
             return (cond,)
         case T.Call(call):
             return (call,)
         case T.Barrier(args=args):
             return args
-        case T.Scope() | T.SharedView() | T.Comment():
+        case T.Scope() | T.SharedView() | T.Comment() | T.Break():
             return ()
         case _:
             assert_never(s)
@@ -48,11 +48,11 @@ def _stmt_exprs(s: T.Stmt) -> tuple[tir_walk.Node, ...]:
 
 def _stmt_bodies(s: T.Stmt) -> tuple[tuple[T.Stmt, ...], ...]:
     match s:
-        case T.Loop(body=body) | T.Scope(body=body):
+        case T.Loop(body=body) | T.While(body=body) | T.Scope(body=body):
             return (body,)
         case T.IfThen(then=then, orelse=orelse):
             return (then, orelse)
-        case T.Decl() | T.Assign() | T.Call() | T.Barrier() | T.SharedView() | T.Comment():
+        case T.Decl() | T.Assign() | T.Call() | T.Barrier() | T.SharedView() | T.Comment() | T.Break():
             return ()
         case _:
             assert_never(s)
@@ -76,7 +76,7 @@ def _prune(stmts: list[T.Stmt], used: set[str]) -> list[T.Stmt]:
         match s:
             case T.Decl(name, const=True, dims=()) if name not in used:
                 continue
-            case T.Loop(body=body):
+            case T.Loop(body=body) | T.While(body=body):
                 out.append(replace(s, body=tuple(_prune(list(body), used))))
             case T.IfThen(cond, then, orelse):
                 out.append(T.IfThen(cond, tuple(_prune(list(then), used)), tuple(_prune(list(orelse), used))))

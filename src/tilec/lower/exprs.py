@@ -72,6 +72,8 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
             if d.is_low_precision:  # round through the narrow type, keep computing in float
                 return tir.Cast(cast(inner, d) if inner.dtype == F32 else tir.Cast(cast(inner, F32), d), F32)
             return cast(inner, d)
+        case tir.Call("thread_index", ()):
+            return ctx.tx
         case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
             ctx.state.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
             return T.Intrin("tilec_exp2", (cast(value_of(ctx, arg, loop), F32),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression

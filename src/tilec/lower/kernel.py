@@ -162,6 +162,10 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
             return lower_pipelined(ctx, s, lower_stmt)
         case tir.For():
             return lower_for(ctx, s)
+        case tir.While(cond, body):
+            return [T.While(value_of(ctx, cond, None), tuple(lower_block(ctx, body)))]
+        case tir.Break():
+            return [T.Break()]
         case tir.If():
             return lower_if(ctx, s)
         case tir.Print():

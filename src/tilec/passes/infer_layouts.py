@@ -270,6 +270,8 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
                     expr(i)
             case (
                 tir.For()  # its bounds are uniform over the loop; its body follows
+                | tir.While()  # its condition reads no tile (uniformity.py); its body follows
+                | tir.Break()
                 | tir.Print()
                 | tir.AtomicAdd()
                 | tir.Alloc()
@@ -367,6 +369,8 @@ class _State:
                 | tir.CumSum()
                 | tir.AtomicAdd()
                 | tir.For()
+                | tir.While()
+                | tir.Break()
                 | tir.If()
                 | tir.Print()
                 | tir.DeviceAssert()

@@ -150,7 +150,7 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
     touched |= {ld.buffer for ld in bound_loads + index_loads}
     for j in range(len(before) - 1, -1, -1):
         s = before[j]
-        if isinstance(s, (tir.For, tir.If, tir.Parallel)):
+        if isinstance(s, (tir.For, tir.While, tir.If, tir.Parallel)):
             break  # keep it simple: only straight-line statements back to the loop
         if (
             isinstance(s, tir.Copy)
