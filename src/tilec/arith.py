@@ -74,7 +74,7 @@ class _Bridge:
 
     def var(self, v: tir.Var) -> Any:
         if v not in self.to:
-            tv = self.T.Var(v.name, v.dtype.tile_name if v.dtype.is_int else "int32")
+            tv = self.T.Var(v.name, v.dtype.tile_name if v.dtype.is_int or v.dtype == DType.bool else "int32")
             self.to[v] = tv
             self.back[tv] = v
         return self.to[v]
@@ -94,6 +94,10 @@ class _Bridge:
                 return T.Select(self.to_tvm(cond), self.to_tvm(a), self.to_tvm(b))
             case tir.Call("min" | "max" as f, (a, b)):
                 return getattr(T, f.capitalize())(self.to_tvm(a), self.to_tvm(b))
+            case tir.UnaryOp("not", a):
+                return T.Not(self.to_tvm(a))
+            case tir.UnaryOp("-", a):
+                return T.Sub(T.IntImm(a.dtype.tile_name, 0), self.to_tvm(a))
             case _:
                 raise TypeError(f"arith: no TVM form for {e!r}")
 
@@ -153,3 +157,40 @@ def prove_bijective(index: Sequence[tir.Expr], bounds: Bounds) -> bool:
     exprs = [br.to_tvm(x) for x in index]
     result = tvm.sym.detect_iter_map(exprs, dom, check_level=tvm.sym.iter_affine_map.IterMapLevel.Bijective)
     return len(result.indices) == len(exprs) and not result.errors
+
+
+class Prover:
+    """An analyzer holding facts that come and go as a walk enters and leaves code: variables
+    with ranges (`bind`), conditions in force (`assume`); `can_prove` asks under all of them.
+    Variables bound nowhere range over all of their type.
+
+        p.bind(tx, 0, 128)
+        with p.assume(by * 128 + tx < M):  p.can_prove(by * 128 + tx < M)  -> True
+    """
+
+    def __init__(self) -> None:
+        self.bridge = _Bridge({})
+
+    def bind(self, var: tir.Var, lo: int, hi: int) -> None:
+        """`var` ranges over [lo, hi)."""
+        from tvm import ir
+
+        self.bridge.analyzer.bind(self.bridge.var(var), ir.Range.from_min_extent(lo, hi - lo))
+
+    def assume(self, cond: tir.Expr) -> Any:
+        """A context manager in which `cond` holds."""
+        return self.bridge.analyzer.constraint_scope(self.bridge.to_tvm(cond))
+
+    def can_prove(self, cond: tir.Expr) -> bool:
+        """True only when `cond` holds under every binding and assumption in force: the rewriting
+        analyzers first, then symbolic bounds (and Z3, where TVM is built with it)."""
+        import tvm.sym
+
+        x = self.bridge.to_tvm(cond)
+        analyzer = self.bridge.analyzer
+        return bool(analyzer.can_prove(x)) or bool(analyzer.can_prove(x, tvm.sym.ProofStrength.SYMBOLIC_BOUND))
+
+    def bounds(self, e: tir.Expr) -> tuple[int, int]:
+        """Constant bounds [lo, hi] of `e` the analyzer finds (those of int32 when it finds none)."""
+        b = self.bridge.analyzer.const_int_bound(self.bridge.to_tvm(e))
+        return int(b.min_value), int(b.max_value)
