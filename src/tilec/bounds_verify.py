@@ -9,22 +9,32 @@ pass): this one runs once, on the finished kernel, and asks TVM's analyzer (arit
                                                     0 <= by * 128 + i_1 < M and 0 <= stage * 64 + j_1 < K
 
 hold for every thread and every iteration. The walk binds the thread index to [0, threads), each
-block index to [0, its grid extent) (gridDim to the grid; a persistent kernel's gridDim is only
+block index to [0, its grid extent) (the grid size to the grid; a persistent kernel's is only
 >= 1), each loop counter to [start, stop), tensor dimensions to >= 0; substitutes every
 `const` scalar by its value; and assumes each enclosing condition (an `if`'s, a `?:`'s, the left
 side of an `&&`). Anything else (a loaded value, a mutable register, an intrinsic's result, a
-float) is an unknown of its type. Where the analyzer cannot decide (XOR swizzles), the index is
-checked at every point of the domain of its variables (constant ranges only, at most 2**20
-points, filtered by the conditions over those variables alone); beyond that it is undecided,
-which is a failure ("could not prove"), never a pass.
+float) is an unknown of its type; an integer constant the same in every thread of the block
+(`k_begin = bz * chunk`) a variable in the bounds the analyzer finds for it. Each conjunct of
+`0 <= i && i < extent` is proven by one of: a condition in force stating it, enumeration, or the
+analyzer (its rewriting, then symbolic bounds with Z3). Enumeration, which decides XOR swizzles
+where the analyzer cannot, evaluates the conjunct at every point of its variables' domain
+(constant ranges only, at most 2**20 points, keeping the points where the conditions over those
+variables alone hold): a proof, since every point is checked. What none of them proves is a
+failure ("could not be proven", with a point where it fails when enumeration found one), never a
+pass.
+
+Soundness: every variable ranges over a superset of its values at run time and every assumption
+holds where it is assumed, so a proven index is in bounds on every path of every thread.
+Taken as given, not proven: the block variables' ranges (the raster lowering writes), the
+widths of intrinsics other than the vector copies (below); 32-bit overflow is not modelled.
 
 Global tensors are flat pointers in C, so lowering records each access's per-dimension index and
 extent (`Subscript.within`): the verifier proves the flat index equal to their row-major
 flattening and each index inside its dimension, which implies the flat index inside the tensor.
 
 Widths: a vector move (`VecRef`) covers all its lanes, and `tilec_cp_async_N` both its N-byte
-operands; any other intrinsic taking an address is checked at that element only (mma and
-ldmatrix operands are register arrays and tiles whose extents lowering sizes by construction).
+operands; any other intrinsic taking an address is checked at that element only (matrix
+instructions' operands, register arrays and tiles whose extents lowering sizes by construction).
 """
 
 from __future__ import annotations
@@ -123,13 +133,13 @@ class _Walker:
             case T.Decl(name, dtype, dims, init, _, const):
                 if init is not None:
                     self.check(init)
-                self.scopes[-1][name] = self.declared(dtype, dims, init, const)
+                self.scopes[-1][name] = self.declared(name, dtype, dims, init, const)
             case T.SharedView(name, dtype, dims):
                 self.scopes[-1][name] = _Array(dims, dtype)
             case T.Assign(target, value):
                 self.check(target)
                 self.check(value)
-            case T.Loop(var, start, stop, step, _, body):
+            case T.Loop(var, start, stop, _, _, body):  # every step stays in [start, stop)
                 self.loop(var, start, stop, body)
             case T.IfThen(cond, then, orelse):
                 self.branches(cond, then, orelse)
@@ -147,13 +157,26 @@ class _Walker:
             case _:
                 assert_never(s)
 
-    def declared(self, dtype: DType, dims: tuple[int, ...], init: tir.Expr | None, const: bool) -> Any:
+    def declared(self, name: str, dtype: DType, dims: tuple[int, ...], init: tir.Expr | None, const: bool) -> Any:
         """What a name stands for: an array, a constant's value, or None (a mutable scalar)."""
         if dims:
             return _Array(dims, dtype)
         if const and init is not None:
-            return self.value(init)
+            return self.constant(name, dtype, self.value(init))
         return None
+
+    def constant(self, name: str, dtype: DType, v: tir.Expr) -> tir.Expr:
+        """A constant's value as used: substituted, except an integer the same in every thread
+        of the block (`k_begin = bz * chunk`), which becomes a variable in the bounds the
+        analyzer finds for it, so that guards written with it stay linear."""
+        uniform = all(x.kind in ("dim", "block", "let") for x in _variables(v))
+        if not dtype.is_int or not uniform or isinstance(v, tir.Var | tir.IntImm):
+            return v
+        var = tir.Var(name, I32, "let")
+        lo, hi = self.prover.bounds(v)
+        if -INT_MAX <= lo <= hi < INT_MAX:
+            self.bind(var, lo, hi + 1)
+        return var
 
     def block_var(self, name: str) -> tir.Expr:
         """A block variable: in [0, its grid extent) whatever raster computed it (the kernel's
@@ -350,7 +373,7 @@ def enumerate_holds(
     constant range, or more than MAX_POINTS points)."""
     import numpy as np
 
-    names = _variables(cond)
+    names = sorted(_variables(cond), key=lambda v: v.name)  # deterministic witnesses
     if any(v not in ranges for v in names):
         return None
     sizes = [ranges[v][1] - ranges[v][0] for v in names]
@@ -491,16 +514,16 @@ def _start(walker: _Walker, k: T.Kernel) -> list[tir.Expr]:
         var = top.get(name)
         if isinstance(var, tir.Var):
             walker.bind(var, 0, INT_MAX)
-    tx = tir.Var("threadIdx.x", I32, "thread")
+    tx = tir.Var("thread", I32, "thread")
     walker.bind(tx, 0, k.threads)
     top["thread_index"] = tx
     return [_grid_axis(walker, top, axis, walker.value(e), k.persistent) for axis, e in zip("xyz", k.grid)]
 
 
 def _grid_axis(walker: _Walker, top: dict, axis: str, extent: tir.Expr, persistent: bool) -> tir.Expr:
-    """blockIdx in [0, gridDim), gridDim the grid's extent (at least 1 for a persistent kernel)."""
-    block = tir.Var(f"blockIdx.{axis}", I32, "block")
-    grid = tir.Var(f"gridDim.{axis}", I32, "block") if persistent else extent
+    """The block index in [0, grid size), that the grid's extent (at least 1 for a persistent kernel)."""
+    block = tir.Var(f"block_{axis}", I32, "block")
+    grid = tir.Var(f"grid_{axis}", I32, "block") if persistent else extent
     if isinstance(grid, tir.Var):
         walker.bind(grid, 1, INT_MAX)
     walker.bind(block, 0, grid.value if isinstance(grid, tir.IntImm) else INT_MAX)
@@ -536,4 +559,3 @@ def check_module(module: T.Module) -> None:
     failures = [d for k in module.kernels for d in verify_bounds(k)]
     if failures:
         raise CompileError(failures)
-

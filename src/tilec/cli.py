@@ -253,9 +253,7 @@ class BuildOptions:
 @warning_option
 @click.option("--time", "show_time", is_flag=True, help="Print the time spent per phase on stderr.")
 @click.option("--tuned", metavar="FILE.tune.json", help="Apply the configuration `tilec tune` chose (one input).")
-@click.option(
-    "--verify", "verify_bounds", is_flag=True, help="Prove every index in bounds (TVM's analyzer; slower)."
-)
+@click.option("--verify", "verify_bounds", is_flag=True, help="Prove every index in bounds (TVM's analyzer; slower).")
 def build(
     inputs: tuple[str, ...],
     output: str | None,
