@@ -1,5 +1,5 @@
 """The bounds verifier (bounds_verify.py, `tilec build --verify`): every example and golden input
-on sm_80, sm_90a and gfx90a, and a sample of the GPU variants, proven in bounds; three bugs
+on sm_80, sm_90a and gfx90a, and every GPU variant, proven in bounds; three bugs
 planted in the Thread IR (a wrong swizzle, an off-by-one guard, an unguarded tail) each found,
 located at the op's line."""
 
@@ -27,8 +27,6 @@ FILES = sorted(ROOT.glob("examples/*.tile")) + sorted(ROOT.glob("tests/golden/co
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 from variants import VARIANTS  # noqa: E402  (tests/gpu is no package)
 
-SAMPLED = VARIANTS[::3]  # one in three: the sweep fits in CI's time, and still meets every example
-
 
 def lowered(path: pathlib.Path | str, arch: str, defines: dict[str, str] | None = None) -> T.Module | None:
     """The finished Thread IR of a file, or None where the file does not build for `arch`."""
@@ -53,7 +51,7 @@ def test_every_example_and_golden_verifies(path: pathlib.Path, arch: str) -> Non
     assert [d.message for d in failures(module)] == []
 
 
-@pytest.mark.parametrize("variant", SAMPLED, ids=lambda v: v.name)
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
 def test_gpu_variants_verify(variant: Any) -> None:
     module = lowered(variant.path, variant.arch, variant.defines)
     assert module is not None, variant.describe()
