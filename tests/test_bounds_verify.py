@@ -5,7 +5,9 @@ located at the op's line."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import pathlib
 import sys
 from collections.abc import Callable
@@ -138,3 +140,43 @@ def test_check_module_raises_located_errors() -> None:
     with pytest.raises(CompileError) as caught:
         check_module(planted(module, lambda s: T.Scope("", s.then) if isinstance(s, T.IfThen) else None))
     assert caught.value.diagnostics[0].span.line == 17
+
+
+# ---------------------------------------------------------------- what the verifier takes as given
+
+
+def evaluate(e: Any, env: dict[str, int]) -> int:
+    """A set-up value of the kernel's head (C's division; KeyError where it reads what `env` lacks)."""
+    match e:
+        case tir.IntImm(v):
+            return v
+        case tir.Var(name) | T.Sym(name) | T.Builtin(name):
+            return env[name]
+        case tir.Cast(v):
+            return evaluate(v, env)
+        case tir.Call("min" | "max" as f, (a, b)):
+            return (min if f == "min" else max)(evaluate(a, env), evaluate(b, env))
+        case tir.BinOp(op, a, b):
+            x, y = evaluate(a, env), evaluate(b, env)
+            ops = {"+": x + y, "-": x - y, "*": x * y}
+            return ops[op] if op in ops else int(x / y) if op == "//" else x - int(x / y) * y
+    raise KeyError(str(e))
+
+
+def test_the_panel_raster_keeps_block_variables_in_the_grid() -> None:
+    """gemm's blocks walk tiles in panels of 8 rows (Kernel.block_vars, which the verifier assumes in
+    [0, grid)): over every grid up to 5 x 20, each tile exactly once."""
+    module = lowered(ROOT / "examples" / "gemm.tile", "sm_80")
+    assert module is not None
+    k = module.kernels[0]
+    head = [s for s in k.body if isinstance(s, T.Decl) and s.init is not None and not s.dims]
+    bx, by = k.block_vars
+    for gx, gy in itertools.product(range(1, 6), range(1, 21)):
+        tiles = []
+        for x, y in itertools.product(range(gx), range(gy)):
+            env = {"block_index_x": x, "block_index_y": y, "grid_dim_x": gx, "grid_dim_y": gy}
+            for d in head:
+                with contextlib.suppress(KeyError):
+                    env[d.name] = evaluate(d.init, env)
+            tiles.append((env[bx], env[by]))
+        assert sorted(tiles) == list(itertools.product(range(gx), range(gy))), (gx, gy)
