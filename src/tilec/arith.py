@@ -58,14 +58,19 @@ def available() -> bool:
 
 
 class _Bridge:
-    """Converts one expression family both ways, keeping tilec Var <-> TVM Var one to one."""
+    """Converts one expression family both ways, keeping tilec Var <-> TVM Var one to one.
+    With `c_division`, `//` and `%` are C's (rounding toward zero): floordiv and floormod where
+    the analyzer shows the dividend >= 0 and the divisor > 0 (they agree there), otherwise a
+    fresh unknown (TVM's truncating Div misleads its Z3 bound prover: 0.27 "proves" a false
+    `bx * 2048 + 7 < N` from `bx < Div(N + 2047, 2048)`)."""
 
-    def __init__(self, bounds: Bounds):
+    def __init__(self, bounds: Bounds, c_division: bool = False):
         import tvm.sym
         import tvm.tirx
         from tvm import ir
 
         self.T = tvm.tirx
+        self.c_division = c_division
         self.to: dict[tir.Var, Any] = {}
         self.back: dict[Any, tir.Var] = {}
         self.analyzer = tvm.sym.Analyzer()
@@ -88,6 +93,8 @@ class _Bridge:
                 return T.IntImm("bool", int(value))
             case tir.Var():
                 return self.var(e)
+            case tir.BinOp("//" | "%" as op, a, b) if self.c_division:
+                return self.c_divide(op, self.to_tvm(a), self.to_tvm(b))
             case tir.BinOp(op, a, b):
                 return getattr(T, _BINARY[op])(self.to_tvm(a), self.to_tvm(b))
             case tir.Select(cond, a, b):
@@ -100,6 +107,12 @@ class _Bridge:
                 return T.Sub(T.IntImm(a.dtype.tile_name, 0), self.to_tvm(a))
             case _:
                 raise TypeError(f"arith: no TVM form for {e!r}")
+
+    def c_divide(self, op: str, x: Any, y: Any) -> Any:
+        T, zero = self.T, self.T.IntImm("int32", 0)
+        if self.analyzer.can_prove(T.GE(x, zero)) and self.analyzer.can_prove(T.GT(y, zero)):
+            return (T.FloorDiv if op == "//" else T.FloorMod)(x, y)
+        return T.Var("c_division", "int32")
 
     def from_tvm(self, x: Any) -> tir.Expr:
         T = self.T
@@ -166,10 +179,14 @@ class Prover:
 
         p.bind(tx, 0, 128)
         with p.assume(by * 128 + tx < M):  p.can_prove(by * 128 + tx < M)  -> True
+
+    Its `//` and `%` are C's (rounding toward zero; `_Bridge`'s c_division): the walk it serves
+    meets values that may be negative, which floordiv would misjudge (-1 % 8 is -1 in C, 7 as a
+    floormod).
     """
 
     def __init__(self) -> None:
-        self.bridge = _Bridge({})
+        self.bridge = _Bridge({}, c_division=True)
 
     def bind(self, var: tir.Var, lo: int, hi: int) -> None:
         """`var` ranges over [lo, hi)."""

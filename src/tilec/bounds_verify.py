@@ -12,9 +12,11 @@ hold for every thread and every iteration. The walk binds the thread index to [0
 block index to [0, its grid extent) (the grid size to the grid; a persistent kernel's is only
 >= 1), each loop counter to [start, stop), tensor dimensions to >= 0; substitutes every
 `const` scalar by its value; and assumes each enclosing condition (an `if`'s, a `?:`'s, the left
-side of an `&&`). Anything else (a loaded value, a mutable register, an intrinsic's result, a
-float) is an unknown of its type; an integer constant the same in every thread of the block
-(`k_begin = bz * chunk`) a variable in the bounds the analyzer finds for it. Each conjunct of
+side of an `&&`). A mutable integer with an initial value is a counter (`filled += k_tiles`):
+each read some value >= 0, each update checked to keep it so. Anything else (a loaded value, an
+intrinsic's result, a float) is an unknown of its type; an integer constant the same in every
+thread of the block (`k_begin = bz * chunk`) a variable in the bounds the analyzer finds for it.
+Division and remainder are C's, rounding toward zero, in the analyzer as in enumeration. Each conjunct of
 `0 <= i && i < extent` is proven by one of: a condition in force stating it, enumeration, or the
 analyzer (its rewriting, then symbolic bounds with Z3). Enumeration, which decides XOR swizzles
 where the analyzer cannot, evaluates the conjunct at every point of its variables' domain
@@ -66,6 +68,15 @@ Checked: TypeAlias = T.Expr | T.VecRef
 
 
 @dataclass(frozen=True, slots=True)
+class _Counter:
+    """A mutable integer, non-negative at every read: its initial value and every update
+    (`x = v`, `x += v` with v >= 0) are checked to keep it so (one induction, overflow aside)."""
+
+
+COUNTER = _Counter()
+
+
+@dataclass(frozen=True, slots=True)
 class _Array:
     dims: tuple[int, ...] | None  # None: a global tensor (a pointer)
     dtype: DType
@@ -77,7 +88,8 @@ class _Walker:
 
     kernel: T.Kernel
     prover: Prover
-    scopes: list[dict[str, tir.Expr | _Array | None]] = field(default_factory=list)  # None: mutable scalar
+    # a name's value, array, counter, or None (a mutable scalar the verifier does not follow)
+    scopes: list[dict[str, tir.Expr | _Array | _Counter | None]] = field(default_factory=list)
     ranges: dict[tir.Var, tuple[int, int]] = field(default_factory=dict)  # constant [lo, hi) per variable
     assumed: list[tir.Expr] = field(default_factory=list)
     span: Span = NO_SPAN
@@ -86,7 +98,7 @@ class _Walker:
 
     # ------------------------------------------------------------ names and facts
 
-    def lookup(self, name: str) -> tir.Expr | _Array | None:
+    def lookup(self, name: str) -> tir.Expr | _Array | _Counter | None:
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
@@ -136,9 +148,11 @@ class _Walker:
                 self.scopes[-1][name] = self.declared(name, dtype, dims, init, const)
             case T.SharedView(name, dtype, dims):
                 self.scopes[-1][name] = _Array(dims, dtype)
-            case T.Assign(target, value):
+            case T.Assign(target, value, op):
                 self.check(target)
                 self.check(value)
+                if isinstance(target, T.Sym) and self.lookup(target.name) is COUNTER:
+                    self.update(target.name, value, op)
             case T.Loop(var, start, stop, _, _, body):  # every step stays in [start, stop)
                 self.loop(var, start, stop, body)
             case T.IfThen(cond, then, orelse):
@@ -163,7 +177,16 @@ class _Walker:
             return _Array(dims, dtype)
         if const and init is not None:
             return self.constant(name, dtype, self.value(init))
+        if dtype.is_int and init is not None:
+            self.update(name, init, "=")
+            return COUNTER
         return None
+
+    def update(self, name: str, value: T.Expr | T.VecRef, op: str) -> None:
+        """An assignment to counter `name`: `=` or `+=` of a value at least 0."""
+        v = self.value(value) if not isinstance(value, T.VecRef) else self.unknown(I32)
+        if op not in ("=", "+=") or not self.proves(_op("<=", tir.IntImm(0), v, BOOL)):
+            self.fail(f"counter '{name}' may become negative ({name} {op} {expr_text(v)})")
 
     def constant(self, name: str, dtype: DType, v: tir.Expr) -> tir.Expr:
         """A constant's value as used: substituted, except an integer the same in every thread
@@ -336,6 +359,8 @@ class _Walker:
                 return e
             case tir.Var(name) | T.Sym(name):
                 bound = self.lookup(name)
+                if bound is COUNTER:
+                    return self.counter_read(name)
                 return bound if isinstance(bound, tir.Expr) else self.unknown(e.dtype)
             case T.Builtin(name):
                 return self.builtin(name)
@@ -351,6 +376,12 @@ class _Walker:
                 return tir.Call(f, (self.value(a), self.value(b)), I32)
             case _:
                 return self.unknown(e.dtype)
+
+    def counter_read(self, name: str) -> tir.Var:
+        """A counter's value here: some integer at least 0 (a fresh one: it changes)."""
+        var = tir.Var(name, I32, "scalar")
+        self.bind(var, 0, INT_MAX)
+        return var
 
     def binop(self, op: tir.BinOpName, a: T.Expr, b: T.Expr, d: DType) -> tir.Expr:
         if op in ("/", "**") or not (_tracked(a.dtype) and _tracked(b.dtype) and _tracked(d)):
@@ -506,7 +537,7 @@ def _start(walker: _Walker, k: T.Kernel) -> list[tir.Expr]:
     """The kernel's outermost names (parameters, dimensions, thread and block indices) bound;
     the facts to assume (each block index below its grid extent)."""
     dims = set(k.abi.get("dims", ()))
-    top: dict[str, tir.Expr | _Array | None] = {}
+    top: dict[str, tir.Expr | _Array | _Counter | None] = {}
     for p in k.params:
         top[p.name] = _Array(None, p.dtype) if p.pointer else tir.Var(p.name, _kind(p.dtype), "dim")
     walker.scopes.append(top)
