@@ -180,3 +180,31 @@ def test_the_panel_raster_keeps_block_variables_in_the_grid() -> None:
                     env[d.name] = evaluate(d.init, env)
             tiles.append((env[bx], env[by]))
         assert sorted(tiles) == list(itertools.product(range(gx), range(gy))), (gx, gy)
+
+
+def test_the_prover_divides_as_c_does() -> None:
+    """-1 % 8 is -1 in C: no proof that `(x - 1) % 8 >= 0` for x in [0, 8), one for x in [1, 8)."""
+    from tilec.dtypes import DType
+
+    x = tir.Var("x", DType.int32, "loop")
+    rem = tir.BinOp("%", tir.BinOp("-", x, tir.IntImm(1), DType.int32), tir.IntImm(8), DType.int32)
+    nonneg = tir.BinOp("<=", tir.IntImm(0), rem, DType.bool)
+    for lo, proven in ((0, False), (1, True)):
+        p = arith.Prover()
+        p.bind(x, lo, 8)
+        assert p.can_prove(nonneg) is proven
+
+
+def test_a_counter_that_may_go_negative_is_found() -> None:
+    """sm_90a gemm's producer counts the k tiles it has filled; counting down, its stage index
+    `(filled + k) % 3` could be negative."""
+    module = lowered(ROOT / "examples" / "gemm.tile", "sm_90a")
+    assert module is not None
+
+    def down(s: Any) -> Any:
+        if isinstance(s, T.Assign) and isinstance(s.target, T.Sym) and s.op == "+=":
+            return dataclasses.replace(s, op="-=")
+        return None
+
+    found = failures(planted(module, down))
+    assert any("counter 'filled' may become negative" in d.message for d in found)
