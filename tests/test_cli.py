@@ -62,7 +62,7 @@ def stub_compiler(monkeypatch: pytest.MonkeyPatch) -> dict:
             raise ZeroDivisionError("boom")
         return FakeProgram((path, *calls["imports"].get(path, ())))
 
-    def compile_program_output(program, arch="sm_80", emit="cuda", formatted=True, after=None):
+    def compile_program_output(program, arch="sm_80", emit="cuda", formatted=True, after=None, bounds=False):
         body = pathlib.Path(program.files[0]).read_text()
         extra = "".join(pathlib.Path(f).read_text() for f in program.files[1:])
         stop = f" after {after}" if after else ""

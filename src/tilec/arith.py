@@ -58,14 +58,19 @@ def available() -> bool:
 
 
 class _Bridge:
-    """Converts one expression family both ways, keeping tilec Var <-> TVM Var one to one."""
+    """Converts one expression family both ways, keeping tilec Var <-> TVM Var one to one.
+    With `c_division`, `//` and `%` are C's (rounding toward zero): floordiv and floormod where
+    the analyzer shows the dividend >= 0 and the divisor > 0 (they agree there), otherwise a
+    fresh unknown (TVM's truncating Div misleads its Z3 bound prover: 0.27 "proves" a false
+    `bx * 2048 + 7 < N` from `bx < Div(N + 2047, 2048)`)."""
 
-    def __init__(self, bounds: Bounds):
+    def __init__(self, bounds: Bounds, c_division: bool = False):
         import tvm.sym
         import tvm.tirx
         from tvm import ir
 
         self.T = tvm.tirx
+        self.c_division = c_division
         self.to: dict[tir.Var, Any] = {}
         self.back: dict[Any, tir.Var] = {}
         self.analyzer = tvm.sym.Analyzer()
@@ -74,7 +79,7 @@ class _Bridge:
 
     def var(self, v: tir.Var) -> Any:
         if v not in self.to:
-            tv = self.T.Var(v.name, v.dtype.tile_name if v.dtype.is_int else "int32")
+            tv = self.T.Var(v.name, v.dtype.tile_name if v.dtype.is_int or v.dtype == DType.bool else "int32")
             self.to[v] = tv
             self.back[tv] = v
         return self.to[v]
@@ -88,14 +93,26 @@ class _Bridge:
                 return T.IntImm("bool", int(value))
             case tir.Var():
                 return self.var(e)
+            case tir.BinOp("//" | "%" as op, a, b) if self.c_division:
+                return self.c_divide(op, self.to_tvm(a), self.to_tvm(b))
             case tir.BinOp(op, a, b):
                 return getattr(T, _BINARY[op])(self.to_tvm(a), self.to_tvm(b))
             case tir.Select(cond, a, b):
                 return T.Select(self.to_tvm(cond), self.to_tvm(a), self.to_tvm(b))
             case tir.Call("min" | "max" as f, (a, b)):
                 return getattr(T, f.capitalize())(self.to_tvm(a), self.to_tvm(b))
+            case tir.UnaryOp("not", a):
+                return T.Not(self.to_tvm(a))
+            case tir.UnaryOp("-", a):
+                return T.Sub(T.IntImm(a.dtype.tile_name, 0), self.to_tvm(a))
             case _:
                 raise TypeError(f"arith: no TVM form for {e!r}")
+
+    def c_divide(self, op: str, x: Any, y: Any) -> Any:
+        T, zero = self.T, self.T.IntImm("int32", 0)
+        if self.analyzer.can_prove(T.GE(x, zero)) and self.analyzer.can_prove(T.GT(y, zero)):
+            return (T.FloorDiv if op == "//" else T.FloorMod)(x, y)
+        return T.Var("c_division", "int32")
 
     def from_tvm(self, x: Any) -> tir.Expr:
         T = self.T
@@ -153,3 +170,44 @@ def prove_bijective(index: Sequence[tir.Expr], bounds: Bounds) -> bool:
     exprs = [br.to_tvm(x) for x in index]
     result = tvm.sym.detect_iter_map(exprs, dom, check_level=tvm.sym.iter_affine_map.IterMapLevel.Bijective)
     return len(result.indices) == len(exprs) and not result.errors
+
+
+class Prover:
+    """An analyzer holding facts that come and go as a walk enters and leaves code: variables
+    with ranges (`bind`), conditions in force (`assume`); `can_prove` asks under all of them.
+    Variables bound nowhere range over all of their type.
+
+        p.bind(tx, 0, 128)
+        with p.assume(by * 128 + tx < M):  p.can_prove(by * 128 + tx < M)  -> True
+
+    Its `//` and `%` are C's (rounding toward zero; `_Bridge`'s c_division): the walk it serves
+    meets values that may be negative, which floordiv would misjudge (-1 % 8 is -1 in C, 7 as a
+    floormod).
+    """
+
+    def __init__(self) -> None:
+        self.bridge = _Bridge({}, c_division=True)
+
+    def bind(self, var: tir.Var, lo: int, hi: int) -> None:
+        """`var` ranges over [lo, hi)."""
+        from tvm import ir
+
+        self.bridge.analyzer.bind(self.bridge.var(var), ir.Range.from_min_extent(lo, hi - lo))
+
+    def assume(self, cond: tir.Expr) -> Any:
+        """A context manager in which `cond` holds."""
+        return self.bridge.analyzer.constraint_scope(self.bridge.to_tvm(cond))
+
+    def can_prove(self, cond: tir.Expr) -> bool:
+        """True only when `cond` holds under every binding and assumption in force: the rewriting
+        analyzers first, then symbolic bounds (and Z3, where TVM is built with it)."""
+        import tvm.sym
+
+        x = self.bridge.to_tvm(cond)
+        analyzer = self.bridge.analyzer
+        return bool(analyzer.can_prove(x)) or bool(analyzer.can_prove(x, tvm.sym.ProofStrength.SYMBOLIC_BOUND))
+
+    def bounds(self, e: tir.Expr) -> tuple[int, int]:
+        """Constant bounds [lo, hi] of `e` the analyzer finds (those of int32 when it finds none)."""
+        b = self.bridge.analyzer.const_int_bound(self.bridge.to_tvm(e))
+        return int(b.min_value), int(b.max_value)

@@ -253,6 +253,7 @@ class BuildOptions:
 @warning_option
 @click.option("--time", "show_time", is_flag=True, help="Print the time spent per phase on stderr.")
 @click.option("--tuned", metavar="FILE.tune.json", help="Apply the configuration `tilec tune` chose (one input).")
+@click.option("--verify", "verify_bounds", is_flag=True, help="Prove every index in bounds (TVM's analyzer; slower).")
 def build(
     inputs: tuple[str, ...],
     output: str | None,
@@ -276,6 +277,7 @@ def build(
     warning_flags: tuple[str, ...],
     show_time: bool,
     tuned: str | None,
+    verify_bounds: bool,
 ) -> None:
     """Compile .tile files to CUDA C++ (and optionally with nvcc)."""
     paths = {"-o": output, "--out-dir": out_dir, "--header": header, "-MF": depfile}
@@ -298,7 +300,13 @@ def build(
         jobs = [dataclass_replace(job, tuned=tuned) for job in jobs]
     opts = BuildOptions(parsed, arch, emit, after, check, not no_cache, nvcc_werror, phony, warns)
     outcomes = driver.build_many(
-        [job.source for job in jobs], opts.defines, opts.arch, opts.emit, cache=opts.cache, after=opts.after
+        [job.source for job in jobs],
+        opts.defines,
+        opts.arch,
+        opts.emit,
+        cache=opts.cache,
+        after=opts.after,
+        bounds=verify_bounds,
     )
     codes = [finish_job(job, outcome, opts) for job, outcome in zip(jobs, outcomes, strict=True)]
     if show_time:

@@ -83,12 +83,18 @@ def compile_program_text(
 
 
 def compile_program_output(
-    program, arch: str = "sm_80", emit: str = "cuda", formatted: bool = True, after: str | None = None
+    program,
+    arch: str = "sm_80",
+    emit: str = "cuda",
+    formatted: bool = True,
+    after: str | None = None,
+    bounds: bool = False,
 ) -> Output:
-    """`compile_program_text`'s text with the program's warnings."""
+    """`compile_program_text`'s text with the program's warnings (`bounds`: verified by
+    bounds_verify.py first, as `tilec build --verify` asks)."""
     with phase("import back end"):
         from tilec.pipeline import compile_with_warnings
-    out = compile_with_warnings(program, arch, emit, after)
+    out = compile_with_warnings(program, arch, emit, after, bounds=bounds)
     if emit == "cuda" and formatted:
         return dataclasses.replace(out, text=format_texts([out.text])[0])
     return out
@@ -134,10 +140,13 @@ def build_many(
     emit: str = "cuda",
     cache: bool = True,
     after: str | None = None,
+    bounds: bool = False,
 ) -> list[Result | Exception]:
     """`build` of each path, in one process: a file's failure is its own entry
     (the exception), and the C++ of every file compiled goes through one
-    clang-format run."""
+    clang-format run. `bounds` (`--verify`) proves every index in bounds first, and
+    never answers from the cache (a cached build was never verified)."""
+    cache = cache and not bounds
     defines = dict(defines or {})
     outcomes: list[Result | Exception] = []
     fresh: list[tuple[int, str | None, Result]] = []  # (index, cache key, unformatted result)
@@ -152,7 +161,7 @@ def build_many(
                     outcomes.append(hit)
                     continue
             program = elaborate(path, defines, arch)
-            out = compile_program_output(program, arch, emit, formatted=False, after=after)
+            out = compile_program_output(program, arch, emit, formatted=False, after=after, bounds=bounds)
             result = Result(out.text, tuple(program.files) or (path,), warnings=out.warnings)
         except Exception as exc:  # noqa: BLE001 - reported by the caller, per file
             outcomes.append(exc)

@@ -283,15 +283,32 @@ def compile_program(
 
 
 def compile_with_warnings(
-    program: tir.Program, arch: str = "sm_80", emit: str = "cuda", after: str | None = None, verify: bool | None = None
+    program: tir.Program,
+    arch: str = "sm_80",
+    emit: str = "cuda",
+    after: str | None = None,
+    verify: bool | None = None,
+    bounds: bool = False,
 ) -> Output:
     """`compile_program`'s text and the warnings of every kernel, in kernel order (those of the
-    passes that ran: none when `after` stops before `warn`)."""
+    passes that ran: none when `after` stops before `warn`). With `bounds` (`tilec build
+    --verify`), every index of the finished Thread IR is proven inside its buffer first
+    (bounds_verify.py: raises CompileError, one diagnostic per index it cannot prove)."""
     passes = _passes_until(emit, after)
     units = run_passes(program, arch, passes, verify_by_default() if verify is None else verify)
+    if bounds and all(u.lowered is not None for u in units):
+        check_bounds(units, program, get_target(arch))
     with phase("emit"):
         text = _emit(emit, units, program, get_target(arch))
     return Output(text, tuple(w for u in units for w in u.warnings))
+
+
+def check_bounds(units: list[Unit], program: tir.Program, target: Target) -> None:
+    """The bounds verifier on every kernel (imports TVM: only `--verify` builds pay for it)."""
+    with phase("verify bounds"):
+        from tilec.bounds_verify import check_module
+
+        check_module(thread_module(units, program, target))
 
 
 def _emit(emit: str, units: list[Unit], program: tir.Program, target: Target) -> str:

@@ -42,12 +42,15 @@ class Sym:
 class Subscript:
     """`array[i][j]` on a C array named `array` (flat: one index). With `reinterpret`,
     the array's memory read as `dtype` elements (a scratch row declared with another
-    type): `reinterpret_cast<float*>(red_buf)[i]`."""
+    type): `reinterpret_cast<float*>(red_buf)[i]`. A global tensor's element records its
+    index and extent per dimension in `within` (its one index is their row-major flattening),
+    which `tilec build --verify` checks (bounds_verify.py); nothing else reads it."""
 
     array: str
     indices: tuple[tir.Expr, ...]
     dtype: DType
     reinterpret: bool = False
+    within: tuple[tuple[tir.Expr, tir.Expr], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +329,10 @@ class Kernel:
     # `grid` counts tiles, not blocks: the launcher starts at most one block per multiprocessor
     # and each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... (lower/kernel.py)
     persistent: bool = False
+    # the C names of the block variables, in grid order: each in [0, its extent of `grid`), which
+    # the raster lowering writes (blockIdx's, panels, a persistent kernel's tiles) keeps and
+    # the bounds verifier (bounds_verify.py) takes as given
+    block_vars: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

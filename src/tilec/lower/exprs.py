@@ -92,9 +92,10 @@ def ref_of(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: 
     true: tir.Expr = tir.BoolImm(True)
     match buf.scope:
         case "global":
-            flat = flatten(idx, tuple(value_of(ctx, d, None) for d in buf.shape))
+            extents = tuple(value_of(ctx, d, None) for d in buf.shape)
             conds = [] if buf in ctx.state.interior else in_dimension(ctx, idx, buf.shape)
-            return Access(T.Subscript(name, (flat,), buf.dtype), all_of(conds))
+            within = tuple(zip(idx, extents))
+            return Access(T.Subscript(name, (flatten(idx, extents),), buf.dtype, within=within), all_of(conds))
         case "shared" | "local":
             if buf in ctx.layouts.swizzle:
                 layout = ctx.layouts.swizzle[buf]

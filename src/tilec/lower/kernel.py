@@ -59,6 +59,7 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     helpers = tuple(sorted(state.helpers))
     params = _params(ctx) + (roles.params if roles else ())
     k = T.Kernel(kernel.name, params, threads, grid, smem, tuple(body), _abi(ctx), helpers)
+    k = replace(k, block_vars=tuple(ctx.name(v) for v in kernel.block_vars))
     if roles is None:
         return k
     return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps, persistent=True)
