@@ -92,6 +92,9 @@ class _Walker:
     scopes: list[dict[str, tir.Expr | _Array | _Counter | None]] = field(default_factory=list)
     ranges: dict[tir.Var, tuple[int, int]] = field(default_factory=dict)  # constant [lo, hi) per variable
     assumed: list[tir.Expr] = field(default_factory=list)
+    counters: dict[str, tir.Var] = field(default_factory=dict)  # counter_read's variable per counter
+    epochs: dict[str, int] = field(default_factory=dict)  # assignments so far, per alloc_var
+    scalars: dict[tuple[str, int], tir.Var] = field(default_factory=dict)  # scalar_read's variables
     span: Span = NO_SPAN
     failures: list[Diagnostic] = field(default_factory=list)
     proven: set[tuple[tir.Expr, tuple[tir.Expr, ...]]] = field(default_factory=set)
@@ -153,10 +156,19 @@ class _Walker:
                 self.check(value)
                 if isinstance(target, T.Sym) and self.lookup(target.name) is COUNTER:
                     self.update(target.name, value, op)
+                if isinstance(target, T.Subscript) and not target.indices:
+                    self.epochs[target.array] = self.epochs.get(target.array, 0) + 1
             case T.Loop(var, start, stop, _, _, body):  # every step stays in [start, stop)
                 self.loop(var, start, stop, body)
             case T.IfThen(cond, then, orelse):
                 self.branches(cond, then, orelse)
+            case T.While(cond, body):  # the body runs where the condition holds
+                self.new_epochs(body)
+                self.check(cond)
+                with self.assume(self.value(cond)):
+                    self.block(body)
+            case T.Break():
+                pass
             case T.Call(call):
                 self.check(call)
             case T.Barrier(_, args):
@@ -209,7 +221,22 @@ class _Walker:
         self.scopes[-1][name] = var
         return _op("<", var, self.value(self.kernel.grid[self.kernel.block_vars.index(name)]), BOOL)
 
+    def new_epochs(self, body: tuple[T.Stmt, ...]) -> None:
+        """Before a loop: the alloc_vars its body assigns hold a value of some iteration, not the
+        one they held before the loop (scalar_read then gives new variables)."""
+        for s in _assigned_vars(body):
+            self.epochs[s] = self.epochs.get(s, 0) + 1
+
+    def scalar_read(self, name: str) -> tir.Var:
+        """An alloc_var's value since its last assignment: one unconstrained variable per
+        assignment (epoch), so two reads between assignments are the same value."""
+        key = (name, self.epochs.get(name, 0))
+        if key not in self.scalars:
+            self.scalars[key] = tir.Var(f"{name}_{key[1]}", I32, "scalar")
+        return self.scalars[key]
+
     def loop(self, var: T.Sym, start: tir.Expr, stop: tir.Expr, body: tuple[T.Stmt, ...]) -> None:
+        self.new_epochs(body)
         self.check(start)
         self.check(stop)
         lo, hi = self.value(start), self.value(stop)
@@ -303,7 +330,9 @@ class _Walker:
         extents = tuple(self.value(d) for _, d in s.within)
         flat = _op("==", self.value(s.indices[0]), _flat(idx, extents), BOOL)
         if not self.prover.can_prove(flat):
-            self.fail(f"index {expr_text(s.indices[0])} of tensor '{s.array}' is not its row-major flattening")
+            self.fail(
+                f"index {expr_text(self.value(s.indices[0]))} of tensor '{s.array}' is not its row-major flattening"
+            )
         for k, (i, d) in enumerate(zip(idx, extents)):
             self.inside(s.array, k, i, lanes - 1 if k == len(idx) - 1 else 0, d)
 
@@ -357,6 +386,8 @@ class _Walker:
                 return tir.IntImm(v)
             case tir.BoolImm():
                 return e
+            case T.Subscript(name, ()) if _tracked(e.dtype):  # an alloc_var
+                return self.scalar_read(name)
             case tir.Var(name) | T.Sym(name):
                 bound = self.lookup(name)
                 if bound is COUNTER:
@@ -378,10 +409,13 @@ class _Walker:
                 return self.unknown(e.dtype)
 
     def counter_read(self, name: str) -> tir.Var:
-        """A counter's value here: some integer at least 0 (a fresh one: it changes)."""
-        var = tir.Var(name, I32, "scalar")
-        self.bind(var, 0, INT_MAX)
-        return var
+        """A counter's value: some integer at least 0, one variable per counter (so that two
+        reads in one access, its flat index and its per-dimension one, are the same value; only
+        the range is assumed, which holds for every value it takes)."""
+        if name not in self.counters:
+            self.counters[name] = tir.Var(name, I32, "scalar")
+            self.bind(self.counters[name], 0, INT_MAX)
+        return self.counters[name]
 
     def binop(self, op: tir.BinOpName, a: T.Expr, b: T.Expr, d: DType) -> tir.Expr:
         if op in ("/", "**") or not (_tracked(a.dtype) and _tracked(b.dtype) and _tracked(d)):
@@ -523,6 +557,20 @@ def _conjuncts(c: tir.Expr) -> list[tir.Expr]:
     if isinstance(c, tir.BinOp) and c.op == "and":
         return _conjuncts(c.a) + _conjuncts(c.b)
     return [c]
+
+
+def _assigned_vars(body: tuple[T.Stmt, ...]) -> set[str]:
+    """The alloc_vars (scalars assigned through a subscript without indices) `body` assigns."""
+    out: set[str] = set()
+    for s in body:
+        match s:
+            case T.Assign(T.Subscript(name, ())):
+                out.add(name)
+            case T.Loop() | T.Scope() | T.While():
+                out |= _assigned_vars(s.body)
+            case T.IfThen(_, then, orelse):
+                out |= _assigned_vars(then) | _assigned_vars(orelse)
+    return out
 
 
 def _flat(idx: tuple[tir.Expr, ...], extents: tuple[tir.Expr, ...]) -> tir.Expr:
