@@ -551,3 +551,9 @@ def test_emit_after_a_wrong_pass_is_a_user_error(emit: str, after: str, message:
     program = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {})
     with pytest.raises(CompileError, match=message):
         compile_program(program, emit=emit, after=after)
+
+
+def test_emit_thread_spells_the_targets_barriers() -> None:
+    """`--emit thread` prints with the target's spelling: sm_90a's mbarriers and named barriers too."""
+    text = compile_program(elaborate_file(str(ROOT / "examples" / "gemm.tile"), {}), "sm_90a", emit="thread")
+    assert "tilec_mbarrier_init(" in text and "bar.sync" in text

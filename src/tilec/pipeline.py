@@ -319,4 +319,4 @@ def _emit(emit: str, units: list[Unit], program: tir.Program, target: Target) ->
     from tilec.emit import emit_module, thread_text
 
     module = thread_module(units, program, target)
-    return thread_text(module) if emit == "thread" else emit_module(module, target)
+    return thread_text(module, target) if emit == "thread" else emit_module(module, target)
