@@ -62,3 +62,46 @@ def test_explain_gives_the_real_reason(monkeypatch: pytest.MonkeyPatch) -> None:
         "num_stages=2: plain loop: the copy into 'A_shared' (line 13) cannot run ahead: "
         "its indices use 'row', loaded in the loop body"
     )
+
+
+INPUTS = sorted((ROOT / "examples").glob("*.tile")) + sorted((ROOT / "tests" / "golden" / "codegen").glob("*.tile"))
+
+# Inputs whose loads the counter finds conflicting, reported rather than silenced (issue 13):
+# gemm_relu's swizzle_128B on a B of 256-byte rows (the flat-row swizzle reads only low row bits);
+# CUDA swizzles annotated for ldmatrix, read by HIP's per-lane ds_reads; and MFMA int8 operand rows
+# (operand_pitch pads for 8-byte reads; 4-byte int8 reads of rows 16 apart share a bank).
+KNOWN_CONFLICTS = {
+    ("examples/gemm_relu", "sm_80"): ["B_shared"],
+    ("examples/gemm_relu", "gfx90a"): ["A_shared"],
+    ("examples/gemm_int8", "gfx90a"): ["A_shared", "B_shared"],
+    ("codegen/attention_swizzled", "gfx90a"): ["Q_s", "K_s"],
+    ("codegen/gemm_int8", "gfx90a"): ["A_s", "B_s"],
+    ("codegen/gemm_swizzled", "gfx90a"): ["A_s"],
+    ("codegen/gemm_int8_warp_roles", "gfx90a"): ["A_s", "B_s"],
+}
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "gfx90a"])
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_no_example_has_bank_conflicts(path: pathlib.Path, arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layouts inference chooses (and the inputs' annotations) load every operand conflict-free,
+    but for the known findings above."""
+    from tilec.diagnostics import CompileError
+
+    monkeypatch.chdir(ROOT)
+    try:
+        out = compile_with_warnings(elaborate_file(path.relative_to(ROOT).as_posix(), {}, arch=arch), arch)
+    except CompileError:
+        pytest.skip(f"{path.name} does not compile for {arch}")
+    named = [w.message.split("'")[1] for w in out.warnings if w.name == "bank-conflict"]
+    assert named == KNOWN_CONFLICTS.get((f"{path.parent.name}/{path.stem}", arch), [])
+
+
+def test_wno_bank_conflict_silences_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilec.diagnostics import WarningOptions, with_options
+
+    monkeypatch.chdir(ROOT)
+    path = "tests/golden/warnings/bank_conflict_row_major.tile"
+    found = compile_with_warnings(elaborate_file(path, {}), "sm_80").warnings
+    assert [w.name for w in found] == ["bank-conflict"]
+    assert with_options(found, WarningOptions(disabled=frozenset({"bank-conflict"}))) == []

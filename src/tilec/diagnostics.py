@@ -50,6 +50,7 @@ WARNINGS = {
     "lost-pipeline": "a copy of a Pipelined(num_stages >= 2) loop runs in its own iteration, not ahead",
     "simt-gemm": "a gemm whose operand types a tensor core takes runs on CUDA cores (SIMT FMA)",
     "register-spill": "a kernel's register estimate passes what a thread has: the rest spills to local memory",
+    "bank-conflict": "a gemm's shared-memory operand loads have bank conflicts the tile's layout could not avoid",
 }
 
 

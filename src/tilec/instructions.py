@@ -28,6 +28,7 @@ from tilec import layout as L
 from tilec import tir
 from tilec.dtypes import DType
 from tilec.fragment_algebra import FragmentMap
+from tilec.layout_algebra import Layout
 
 # Who executes one instruction: a single thread, a warp (Target.warp_size lanes: 32 on CUDA, a
 # wave64 on CDNA), or a warp group of four warps (Hopper's wgmma).
@@ -43,6 +44,11 @@ OperandLoad = Literal["elements", "matrices", "descriptors"]
 # (accumulator shape, threads, GemmPolicy, warp rows of an earlier accumulator with the same M)
 # -> the accumulator's layout, or None when the shape does not tile over the threads.
 AccumulatorLayout = Callable[[tuple[int, int], int, str, int | None], L.Fragment | None]
+
+# (a shared operand tile's stored shape (rows, cols), its layout, element bytes, whether K is its
+# contiguous dimension) -> the worst n-way bank conflict of the record's loads of it (1: none),
+# counted by layout_algebra.bank_conflicts over the record's fragment tables (passes/warn.py).
+LoadConflicts = Callable[[tuple[int, int], Layout, int, bool], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +81,9 @@ class Instruction:
     # shared operand -> its padded row length, where the record's loads need their own padding
     # (MFMA's per-lane reads); None: infer_layouts' swizzle or padding for warp matrix loads
     operand_pitch: Callable[[tir.Buffer], int] | None = None
+    # the bank conflicts of its shared-memory operand loads; None: loads that do not conflict
+    # by layout (per-thread elements, descriptors)
+    load_conflicts: LoadConflicts | None = None
 
 
 def takes(record: Instruction, operand: DType, accumulator: DType, capability: tuple[int, int]) -> bool:

@@ -179,6 +179,15 @@ class Layout:
         return [self.apply(ix) for ix in indices(self.shape)]
 
 
+def apply_tile(layout: Layout, index: Sequence[int]) -> int:
+    """The offset of a tile's `index`, also through the extra dimension of a layout in column
+    blocks (`swizzled_blocks`: (r, c) -> (r, c // width, c % width))."""
+    if len(layout.shape) == len(index) + 1:
+        width = layout.shape[-1]
+        index = (*index[:-1], index[-1] // width, index[-1] % width)
+    return layout.apply(index)
+
+
 def _check_rank(layout: Layout, index: Sequence[object]) -> None:
     if len(index) != len(layout.shape):
         raise ValueError(f"index of rank {len(index)} for a layout of shape {layout.shape}")

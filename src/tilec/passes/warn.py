@@ -15,7 +15,16 @@ instruction, the layouts, the pipeline plan) and returns warnings
 - simt-gemm: a gemm on SIMT FMA although a tensor-core record of the target takes
   its types (`select.simt_refusal`);
 - register-spill: a kernel whose register estimate (budget.register_estimate)
-  passes Target.max_registers.
+  passes Target.max_registers;
+- bank-conflict: a gemm whose matrix loads of a shared operand (warp matrix loads on CUDA, per-lane
+  LDS reads on HIP) have an n-way bank conflict (n > 1) under the layout the tile got
+  (mostly an `annotate_layout`): the instruction record's `load_conflicts` counts it with
+  the backend's fragment tables and layout_algebra.bank_conflicts.
+
+    A_shared = alloc_shared((128, 64), float16)
+    annotate_layout(A_shared, "row_major")
+    gemm(A_shared, B_shared, C_local)  ->  warning: <matrices> loads of 'A_shared' have 8-way
+                                           bank conflicts under its annotated layout ... [-Wbank-conflict]
 """
 
 from __future__ import annotations
@@ -23,10 +32,11 @@ from __future__ import annotations
 from tilec import tir, tir_walk
 from tilec.budget import register_estimate, registers
 from tilec.diagnostics import Diagnostic, Note, warning
+from tilec.layout_algebra import Layout, padded, row_major
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import Refusal, loop_refusal, producers, refusals
 from tilec.passes.select import simt_refusal
-from tilec.targets import Target
+from tilec.targets import Target, instruction_named
 
 LARGEST_SHOWN = 3  # fragments a register-spill warning points at
 
@@ -34,6 +44,7 @@ LARGEST_SHOWN = 3  # fragments a register-spill warning points at
 def warnings(kernel: tir.Kernel, layouts: Layouts, target: Target) -> tuple[Diagnostic, ...]:
     """Every warning of `kernel`, in source order within each kind."""
     found = [*lost_pipelines(kernel), *simt_gemms(kernel, target), *register_spill(kernel, layouts, target)]
+    found += bank_conflicts(kernel, layouts, target)
     return tuple(found)
 
 
@@ -89,3 +100,50 @@ def _largest_fragments(kernel: tir.Kernel, layouts: Layouts) -> tuple[Note, ...]
     sized = [(registers(layouts.buffers[a.buffer].local_size, a.buffer.dtype), a) for a in allocs]
     sized.sort(key=lambda x: -x[0])  # stable: ties in source order
     return tuple(Note(a.span, f"'{a.buffer.name}' holds {n} registers per thread") for n, a in sized[:LARGEST_SHOWN])
+
+
+def bank_conflicts(kernel: tir.Kernel, layouts: Layouts, target: Target) -> list[Diagnostic]:
+    annotations = {s.buffer: s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.AnnotateLayout)}
+    out = []
+    for g in tir_walk.stmts(kernel.body, into_parallel=False):
+        if isinstance(g, tir.Gemm):
+            count = instruction_named(target, g.instruction).load_conflicts
+            if count is None:
+                continue
+            operands = [(g.b.buffer, g.transpose_b)]
+            operands = ([] if g.a_from_registers else [(g.a.buffer, not g.transpose_a)]) + operands
+            for buf, k_inner in operands:
+                if buf.scope != "shared" or len(buf.shape) != 2:
+                    continue
+                shape = (buf.const_shape[0], buf.const_shape[1])
+                degree = count(shape, shared_layout(buf, layouts), buf.dtype.bytes, k_inner)
+                if degree > 1:
+                    out.append(_bank_conflict(g, buf, degree, annotations.get(buf), target))
+    return out
+
+
+def shared_layout(buf: tir.Buffer, layouts: Layouts) -> Layout:
+    """The layout infer_layouts gave a shared tile: its swizzle, its padded rows, else row-major."""
+    if buf in layouts.swizzle:
+        return layouts.swizzle[buf]
+    if buf in layouts.pitch:
+        return padded(buf.const_shape, layouts.pitch[buf])
+    return row_major(buf.const_shape)
+
+
+def _bank_conflict(
+    g: tir.Gemm, buf: tir.Buffer, degree: int, annotation: tir.AnnotateLayout | None, target: Target
+) -> Diagnostic:
+    loads = target.spelling.explain["matrices"]
+    if annotation is not None:
+        under = f"its annotated layout '{annotation.layout}'"
+        hint = "drop the annotate_layout: layout inference pads or swizzles the tile's rows to avoid conflicts"
+        notes: tuple[Note, ...] = (Note(annotation.span, f"'{buf.name}' is annotated '{annotation.layout}' here"),)
+    else:
+        under, notes = "the layout it was given", ()
+        hint = "pad the tile's rows, or give it a 64-element inner dimension (which takes the 128-byte swizzle)"
+    message = (
+        f"{loads} loads of '{buf.name}' have {degree}-way shared-memory bank conflicts under {under} "
+        f"(the worst is served in {degree} passes, not 1)"
+    )
+    return warning(g.span, "bank-conflict", message, hint=hint, notes=notes)

@@ -12,10 +12,12 @@ targets' Target.warp_size (targets.py reads it here).
 
 from __future__ import annotations
 
+import functools
+
 from tilec import tir
 from tilec.dtypes import DType
 from tilec.fragment_algebra import FragmentMap, elements
-from tilec.layout_algebra import Layout, bank_conflicts
+from tilec.layout_algebra import Layout, apply_tile, bank_conflicts
 from tilec.simplify import int_, simplify
 
 WARP_SIZE = 32  # lanes of a CUDA warp: the threads of one mma.sync and of one ldmatrix
@@ -114,18 +116,40 @@ def ldmatrix_x4_regs() -> FragmentMap:
     return FragmentMap((16, 16), lane, WARP_SIZE, (kc, kr, h), (2, 2, 2), (row, col), int_(0))
 
 
+@functools.cache
+def _ldmatrix_x4_row_starts() -> tuple[tuple[int, int], ...]:
+    """(row, b16 column) of the 16x16 block that each lane's 16-byte row starts at."""
+    table = elements(ldmatrix_x4_rows())
+    starts = [table[(lane, (0,))] for lane in range(WARP_SIZE)]
+    assert all(rc is not None for rc in starts), "ldmatrix rows cover the 16x16 block"
+    return tuple((rc[0], rc[1]) for rc in starts if rc is not None)
+
+
 def ldmatrix_x4_conflicts(smem: Layout, elem_bytes: int, origin: tuple[int, int]) -> list[int]:
     """Extra wavefronts of each of the 4 phases (one 8x8 matrix each) of an ldmatrix.x4 reading
-    the 16x16 block at `origin` of a shared tile with layout `smem`."""
-    rows = ldmatrix_x4_rows()
-    table = elements(rows)
+    the 16x16 block of b16 words at `origin` (in elements) of a shared tile with layout `smem`
+    (8-bit elements: two to a b16 column, as the m16n8k32 operands are loaded)."""
     phases: list[list[int]] = [[] for _ in range(4)]
-    for lane in range(WARP_SIZE):
-        rc = table[(lane, (0,))]
-        assert rc is not None, "ldmatrix rows cover the 16x16 block"
-        r, c = rc
-        phases[lane // 8].append(smem.apply((origin[0] + r, origin[1] + c)) * elem_bytes)
+    for lane, (r, c) in enumerate(_ldmatrix_x4_row_starts()):
+        col = origin[1] + c * 2 // elem_bytes
+        phases[lane // 8].append(apply_tile(smem, (origin[0] + r, col)) * elem_bytes)
     return [bank_conflicts(p, 16) for p in phases]
+
+
+def ldmatrix_conflict_degree(shape: tuple[int, int], smem: Layout, elem_bytes: int, k_inner: bool) -> int:
+    """The worst n-way bank conflict (1: conflict free) of the ldmatrix.x4 loads of a gemm operand
+    stored as a (rows, cols) tile with layout `smem`: every 16x16 block of b16 words at a multiple
+    of 8 rows and 8 words. ldmatrix reads 16-byte rows of the stored tile either way (.trans
+    transposes in registers), so `k_inner` does not matter."""
+    rows, cols = shape
+    width = 32 // elem_bytes  # elements of a block's 16 b16 columns
+    step = width // 2
+    worst = [
+        max(ldmatrix_x4_conflicts(smem, elem_bytes, (r0, c0)))
+        for r0 in range(0, rows - 15, 8)
+        for c0 in range(0, cols - width + 1, step)
+    ]
+    return max(worst, default=0) + 1
 
 
 WARP_GROUP = 4 * WARP_SIZE  # the threads of one wgmma: four consecutive warps, the first a multiple of 4

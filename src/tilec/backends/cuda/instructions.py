@@ -48,6 +48,7 @@ MMA_M16N8K16 = Instruction(
     accumulator=L.mma_accumulator,
     fragments=(ptx.mma_m16n8k16_a, ptx.mma_m16n8k16_b, ptx.mma_m16n8k16_c),
     explain="mma.sync m16n8k16 {a} -> {c} (tensor cores)",
+    load_conflicts=ptx.ldmatrix_conflict_degree,
 )
 
 MMA_M16N8K32 = Instruction(
@@ -67,6 +68,7 @@ MMA_M16N8K32 = Instruction(
     accumulator=L.mma_accumulator,
     fragments=(ptx.mma_m16n8k32_a, ptx.mma_m16n8k32_b, ptx.mma_m16n8k16_c),
     explain="mma.sync m16n8k32 {a} -> {c} (tensor cores)",
+    load_conflicts=ptx.ldmatrix_conflict_degree,
 )
 
 SIMT_FMA = simt_fma("SIMT FMA (CUDA cores)")

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from tilec import tir
 from tilec.dtypes import DType
-from tilec.fragment_algebra import FragmentMap
+from tilec.fragment_algebra import FragmentMap, elements
+from tilec.layout_algebra import Layout, apply_tile, bank_conflicts
 from tilec.simplify import int_, simplify
 
 WAVE_SIZE = 64  # lanes of a CDNA wavefront: the threads of one MFMA
@@ -88,3 +89,31 @@ def mfma_16x16x32_a() -> FragmentMap:
 
 def mfma_16x16x32_b() -> FragmentMap:
     return mfma_b(16, 32)
+
+
+LDS_CLOCK_BYTES = 128  # 32 banks x 4 bytes: what LDS serves a clock, so the lanes of one phase
+
+
+def lane_read_conflicts(a: FragmentMap, shape: tuple[int, int], smem: Layout, elem_bytes: int, k_inner: bool) -> int:
+    """The worst n-way bank conflict (1: conflict free) of the per-lane LDS reads (cdna.load) of an
+    MFMA operand whose A fragment is `a` (B's is its transpose), stored as a (rows, cols) tile with
+    layout `smem`: (MN, K) when `k_inner` (one read of a lane's K-consecutive elements), else
+    (K, MN) (one read per element), at every (MN, K) origin of a whole fragment."""
+    table = elements(a)
+    m, k, per_lane = a.shape[0], a.shape[1], a.slot_shape[0]
+    reads = [0] if k_inner else list(range(per_lane))
+    width = per_lane * elem_bytes if k_inner else elem_bytes
+    phase = min(WAVE_SIZE, LDS_CLOCK_BYTES // max(width, 4))
+    mn_extent, k_extent = shape if k_inner else shape[::-1]
+    worst = 0
+    for mn0 in range(0, mn_extent - m + 1, m):
+        for k0 in range(0, k_extent - k + 1, k):
+            for i in reads:
+                addrs = []
+                for lane in range(WAVE_SIZE):
+                    rc = table[(lane, (i,))]
+                    assert rc is not None, "an MFMA operand fragment has no padding"
+                    idx = (mn0 + rc[0], k0 + rc[1])
+                    addrs.append(apply_tile(smem, idx if k_inner else idx[::-1]) * elem_bytes)
+                worst = max([worst] + [bank_conflicts(addrs[p : p + phase], width) for p in range(0, WAVE_SIZE, phase)])
+    return worst + 1

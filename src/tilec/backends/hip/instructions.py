@@ -21,6 +21,7 @@ from tilec import tir
 from tilec.backends.hip import fragments as amd
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, OperandTypes, simt_fma
+from tilec.layout_algebra import Layout
 
 F32 = DType.float32
 _LANE_READ_BYTES = 8  # one lane's A or B elements of one k step (4 x 16-bit): one ds_read_b64
@@ -88,6 +89,16 @@ def _fits(g: tir.Gemm, threads: int) -> bool:
     return g.b.buffer.scope == "shared"
 
 
+def _lane_read_conflicts(a):  # noqa: ANN001, ANN202 - a fragment maker; returns an instructions.LoadConflicts
+    """The record's per-lane LDS reads (cdna.load) of an operand tile: fragments.lane_read_conflicts
+    on its A fragment (B's is its transpose)."""
+
+    def count(shape: tuple[int, int], smem: Layout, elem_bytes: int, k_inner: bool) -> int:
+        return amd.lane_read_conflicts(a(), shape, smem, elem_bytes, k_inner)
+
+    return count
+
+
 def _record(name: str, tile: int, operands: tuple[OperandTypes, ...], a, b, c) -> Instruction:  # noqa: ANN001
     k = 16 if tile == 16 else 8
     return Instruction(
@@ -105,6 +116,7 @@ def _record(name: str, tile: int, operands: tuple[OperandTypes, ...], a, b, c) -
         explain=f"MFMA {tile}x{tile}x{k} {{a}} -> {{c}} (matrix cores, wave64)",
         operands_fit=_fits,
         operand_pitch=operand_pitch,
+        load_conflicts=_lane_read_conflicts(a),
     )
 
 
