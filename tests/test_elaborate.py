@@ -434,6 +434,17 @@ def test_thread_index_and_its_tilelang_name() -> None:
     assert isinstance(other, tir.Let) and other.value == let.value
 
 
+def test_lanes_warps_shuffles_and_block_barrier() -> None:
+    lane, warp, v, shuffled, sync = kbody(
+        "l = lane_index()\nw = warp_index()\nv = alloc_var(float16, 0)\nv = shfl_xor(v, 1)\nsync_threads()"
+    )
+    assert isinstance(lane, tir.Let) and lane.value == tir.Call("lane_index", (), DType.int32)
+    assert isinstance(warp, tir.Let) and warp.value == tir.Call("warp_index", (), DType.int32)
+    assert isinstance(v, tir.Alloc) and isinstance(shuffled, tir.Store) and isinstance(sync, tir.SyncThreads)
+    call = shuffled.value
+    assert isinstance(call, tir.Call) and call.func == "shfl_xor" and call.dtype == DType.float16
+
+
 def test_while_and_break_under_uniform_conditions() -> None:
     alloc, loop = kbody("i = alloc_var(int32, bx)\nwhile i < M:\n    if i == 7:\n        break\n    i += 1")
     assert isinstance(alloc, tir.Alloc) and isinstance(loop, tir.While)
@@ -448,6 +459,11 @@ def test_while_and_break_under_uniform_conditions() -> None:
         ("i = alloc_var(int32, 0)\nfor j in Parallel(128):\n    i = j\nwhile i < M:\n    pass", "it reads 'i'"),
         ("for k in serial(M):\n    t = thread_index()\n    if t == 0:\n        break", "(it reads 't'"),
         ("for k in unroll(4):\n    break", "`break` out of an unroll loop is not supported"),
+        ("while lane_index() < M:\n    pass", "it reads lane_index()"),
+        ("v = alloc_var(int32, shfl_xor(bx, 1))\nwhile v < M:\n    v += 1", "it reads 'v'"),
+        ("if thread_index() < 32:\n    sync_threads()", "sync_threads() where the threads of the block may not all"),
+        ("for i in serial(thread_index()):\n    sync_threads()", "sync_threads() where the threads"),
+        ("if warp_index() == 0:\n    x = shfl_down(bx, 1)", "a warp shuffle where the threads of the block"),
     ],
 )
 def test_varying_conditions_and_misplaced_breaks_are_errors(lines: str, message: str) -> None:

@@ -269,3 +269,16 @@ def test_warp_roles_on_sm90a() -> None:
     assert "the launcher builds the tensor maps A_map, B_map, C_map" in text
     assert "it runs gemm_fallback" in text
     assert "cp.async 16 B" not in text
+
+
+def test_thread_level_table_speaks_each_targets_shuffles_and_barrier() -> None:
+    # lane_index(), warp_index(), shuffles and sync_threads(), as the target spells them
+    case = str(ROOT / "tests" / "golden" / "codegen" / "warp_shuffle.tile")
+    cuda = explain.render_text(explain.explain_program(elaborate(case)))
+    assert "Thread-level" in cuda and "__shfl_xor_sync among the 32 lanes of a warp" in cuda
+    assert "__shfl_down_sync among the 32 lanes of a warp" in cuda
+    assert "__syncthreads() (block barrier)" in cuda and "tx % 32: the lane in its warp" in cuda
+    hip = explain.render_text(explain.explain_program(elaborate(case, arch="gfx90a"), arch="gfx90a"))
+    assert "__shfl_xor among the 64 lanes of a wave" in hip and "tx / 64: the wave in the block" in hip
+    gemm = str(ROOT / "tests" / "golden" / "codegen" / "gemm_pipelined.tile")
+    assert "Thread-level" not in explain.render_text(explain.explain_program(elaborate(gemm)))

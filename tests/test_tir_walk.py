@@ -57,6 +57,7 @@ def _body() -> tuple[tir.Stmt, ...]:
         loop,
         tir.CumSum(_region(f), _region(f), 0, False),
         tir.AtomicAdd(_region(g), _region(f), None),
+        tir.SyncThreads(),
         tir.While(tir.BoolImm(True), (tir.Break(),)),
     )
 
@@ -85,6 +86,7 @@ def test_every_statement_kind_is_visited_pre_order() -> None:
         "DeviceAssert",
         "CumSum",
         "AtomicAdd",
+        "SyncThreads",
         "While",
         "Break",
     ]

@@ -130,6 +130,7 @@ def register_estimate(kernel: tir.Kernel, layouts: Layouts, target: Target) -> R
                 | tir.For()
                 | tir.While()
                 | tir.Break()
+                | tir.SyncThreads()
                 | tir.Parallel()
                 | tir.If()
                 | tir.Print()

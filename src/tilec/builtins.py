@@ -68,6 +68,7 @@ TILE_OPS: dict[str, Sig] = {
     "annotate_layout": Sig(("buf", "layout")),
     "print": Sig(("value",), {"msg": ""}),
     "device_assert": Sig(("cond",), {"msg": ""}),
+    "sync_threads": Sig(()),
 }
 
 ALLOCS: dict[str, Sig] = {
@@ -106,6 +107,10 @@ FUNCS: dict[str, Sig] = {
     "min_value": Sig(("dtype",)),
     "thread_index": Sig(()),
     "get_thread_binding": Sig((), {"dim": 0}),  # TileLang's name of thread_index()
+    "lane_index": Sig(()),
+    "warp_index": Sig(()),
+    "shfl_xor": Sig(("x", "mask")),
+    "shfl_down": Sig(("x", "delta")),
     **{f: Sig(("x",)) for f in MATH_FUNCS},
 }
 

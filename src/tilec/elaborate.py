@@ -728,6 +728,9 @@ class _Elaborator(ProgramScope):
             case "device_assert":
                 cond = self.condition(args["cond"], scope, kx)
                 return tir.DeviceAssert(cond.expr, self.string(args.get("msg"), scope, kx, "msg"), span)
+            case "sync_threads":
+                self.not_in_parallel("sync_threads()", span, kx)
+                return tir.SyncThreads(span)
         kind = name.removeprefix("reduce_")
         dim = self.const_int(args.get("dim"), scope, kx, "dim", -1)
         return shapes.reduce(kind, opnd("src"), opnd("dst"), dim, flag("clear"), span)

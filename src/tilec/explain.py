@@ -366,6 +366,7 @@ def instruction(
             | tir.For()
             | tir.While()
             | tir.Break()
+            | tir.SyncThreads()
             | tir.If()
             | tir.DeviceAssert()
             | tir.UseSwizzle()
@@ -401,6 +402,7 @@ def layout_of_op(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> L.Fragmen
             | tir.For()
             | tir.While()
             | tir.Break()
+            | tir.SyncThreads()
             | tir.If()
             | tir.Print()
             | tir.DeviceAssert()
@@ -614,6 +616,31 @@ def _views(lowered: T.Kernel) -> list[T.SharedView]:
     return [s for s in lowered.body if isinstance(s, T.SharedView)]
 
 
+def thread_level_table(kernel: tir.Kernel, target: Target) -> Table | None:
+    """The kernel's thread-level operations as the target spells them: lane and warp indices,
+    warp shuffles and explicit block barriers (None when it has none)."""
+    words, ws = target.spelling.explain, target.warp_size
+    rows: list[tuple[str, str, str]] = []
+    for s in tir_walk.stmts(kernel.body):
+        if isinstance(s, tir.SyncThreads):
+            rows.append(
+                (where(s), "sync_threads()", f"{target.spelling.barriers['block'].rstrip(';')} (block barrier)")
+            )
+            continue
+        for e in tir_walk.stmt_exprs(s):
+            for x in tir_walk.subexprs(e):
+                match x:
+                    case tir.Call("lane_index", ()):
+                        rows.append((where(s), "lane_index()", f"tx % {ws}: the lane in its {words['warp']}"))
+                    case tir.Call("warp_index", ()):
+                        rows.append((where(s), "warp_index()", f"tx / {ws}: the {words['warp']} in the block"))
+                    case tir.Call("shfl_xor" | "shfl_down" as f, (_, offset)):
+                        call = target.spelling.intrinsics[f].split("(")[0]
+                        shown = f"{f}(..., {expr_text(offset)})"
+                        rows.append((where(s), shown, f"{call} among the {ws} lanes of a {words['warp']}"))
+    return Table("Thread-level", ("where", "expression", "instruction"), tuple(rows)) if rows else None
+
+
 def explain_kernel(u: Unit, arch: str) -> KernelReport:
     """The report on one kernel as the pipeline leaves it: its Tile IR after the Tile IR
     passes (each gemm's instruction, the layouts, the pipeline plan), its Thread IR's
@@ -626,7 +653,9 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     launch = _launch_text(kernel, lowered, target.warp_size, words)
     heading = f"kernel {kernel.name} ({where(kernel)}): {launch}, {arch}"
     ops = ops_table(kernel, target, layouts, roles)
-    tables = [buffers_table(kernel, layouts, words), ops, *pipeline_tables(kernel, words)]
+    thread_level = thread_level_table(kernel, target)
+    tables = [buffers_table(kernel, layouts, words), ops, *([thread_level] if thread_level else [])]
+    tables += pipeline_tables(kernel, words)
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
     notes = (

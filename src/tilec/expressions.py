@@ -35,6 +35,9 @@ from tilec.values import (
     Value,
 )
 
+# what shfl_xor() / shfl_down() move as they are (low-precision floats move as float32)
+_SHUFFLED = frozenset({DType.int32, DType.uint32, DType.int64, DType.uint64, DType.float32, DType.float64})
+
 
 class ExprElaborator:
     """Evaluation of expressions in a scope; `kx` (the kernel being
@@ -270,7 +273,36 @@ class ExprElaborator:
                 return fold.limit(name, self.dtype_arg(a["dtype"], scope, kx), span)
             case "thread_index" | "get_thread_binding":
                 return self.thread_index(a.get("dim"), span, scope, kx)
+            case "lane_index" | "warp_index":
+                self.in_block(name, span, kx)
+                return Val(tir.Call(name, (), DType.int32, span))
+            case "shfl_xor" | "shfl_down":
+                self.in_block(name, span, kx)
+                return self.shuffle(name, arg("x"), a["mask" if name == "shfl_xor" else "delta"], span, scope, kx)
         return fold.math_call(name, arg("x"), span)
+
+    @staticmethod
+    def in_block(name: str, span: Span, kx: Any) -> None:
+        if kx is None or not kx.in_block:
+            raise error(span, f"{name}() outside the Kernel block", hint="threads and lanes exist inside it only")
+
+    def shuffle(self, name: str, x: Val, lane: S.Expr, span: Span, scope: Scope, kx: Any) -> Val:
+        """`shfl_xor(x, mask)` / `shfl_down(x, delta)`: `x` of another lane of this thread's warp
+        (lane ^ mask, lane + delta), every lane of the warp taking part."""
+        dtype = x.dtype
+        if x.weak:
+            dtype = DType.float32 if dtype.is_float else DType.int32
+        if dtype not in _SHUFFLED and not dtype.is_low_precision:
+            raise error(
+                span,
+                f"{name}() of {dtype.tile_name} is not supported",
+                hint="shuffle a 32- or 64-bit integer or a float: cast(x, int32) first",
+            )
+        offset = self.scalar(lane, scope, kx)
+        if not offset.dtype.is_int:
+            what = "mask" if name == "shfl_xor" else "delta"
+            raise error(lane.span, f"the {what} of {name}() must be an integer, not {offset.dtype.tile_name}")
+        return Val(tir.Call(name, (fold.cast(x, dtype, span), fold.cast(offset, DType.int32, span)), dtype, span))
 
     def thread_index(self, dim: S.Expr | None, span: Span, scope: Scope, kx: Any) -> Val:
         """`thread_index()` (TileLang: `get_thread_binding(0)`): this thread's index in the block,

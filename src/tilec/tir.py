@@ -350,6 +350,15 @@ class Break:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncThreads:
+    """`sync_threads()`: a barrier of the whole block (Barrier("block") in the Thread IR); every thread
+    of the block reaches it (uniformity.py checks the control flow it sits in). The barrier
+    placement pass (sync.py) counts it like the barriers it places itself."""
+
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Parallel:
     """`for i, j in Parallel(e0, e1)`: every (i, j) independent; extents constant."""
 
@@ -417,6 +426,7 @@ Stmt: TypeAlias = (
     | For
     | While
     | Break
+    | SyncThreads
     | Parallel
     | If
     | Print

@@ -131,6 +131,8 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             return [f"{pad}while {expr_text(cond)}:"] + _block(body, depth + 1)
         case tir.Break():
             return [f"{pad}break"]
+        case tir.SyncThreads():
+            return [f"{pad}sync_threads()"]
         case tir.Parallel(vars, extents, body, layout):
             names = ", ".join(v.name for v in vars)
             placed = f" layout {layout.describe()}" if layout is not None else ""
@@ -225,6 +227,7 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
                 | tir.For()
                 | tir.While()
                 | tir.Break()
+                | tir.SyncThreads()
                 | tir.Parallel()
                 | tir.If()
                 | tir.Print()

@@ -84,6 +84,7 @@ def bodies(s: tir.Stmt) -> tuple[Body, ...]:
         case (
             tir.Alloc()
             | tir.Break()
+            | tir.SyncThreads()
             | tir.Let()
             | tir.Store()
             | tir.Copy()
@@ -124,6 +125,7 @@ def regions(s: tir.Stmt) -> tuple[tir.Region, ...]:
             | tir.For()
             | tir.While()
             | tir.Break()
+            | tir.SyncThreads()
             | tir.Parallel()
             | tir.If()
             | tir.DeviceAssert()
@@ -160,6 +162,7 @@ def stmt_exprs(s: tir.Stmt) -> tuple[tir.Expr, ...]:
             | tir.Reduce()
             | tir.CumSum()
             | tir.Break()
+            | tir.SyncThreads()
             | tir.Parallel()
             | tir.UseSwizzle()
             | tir.AnnotateLayout()
@@ -206,7 +209,7 @@ def map_stmt_exprs(s: tir.Stmt, fn: Callable[[tir.Expr], tir.Expr]) -> tir.Stmt:
             out = dataclasses.replace(s, src=region(src), dst=region(dst))
         case tir.Gemm(a, b, c):
             out = dataclasses.replace(s, a=region(a), b=region(b), c=region(c))
-        case tir.Break() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
+        case tir.Break() | tir.SyncThreads() | tir.Parallel() | tir.UseSwizzle() | tir.AnnotateLayout():
             out = s
         case _:
             assert_never(s)
@@ -231,6 +234,7 @@ def written(s: tir.Stmt) -> tuple[tir.Buffer, ...]:
             | tir.For()
             | tir.While()
             | tir.Break()
+            | tir.SyncThreads()
             | tir.Parallel()
             | tir.If()
             | tir.Print()

@@ -1,13 +1,18 @@
 """Block-uniform values: which scalars are the same in every thread of a block, and the check
 that needs it. A `while` loop's condition, and the conditions a `break` sits under (up to its
 loop), must be block-uniform: then every thread runs the same iterations, and the barriers inside
-the loop and after it are reached by all of them.
+the loop and after it are reached by all of them. An explicit `sync_threads()` must sit in
+block-uniform control flow only (no varying branch or loop bound around it, no Parallel), and so
+must a warp shuffle (every lane of the warp takes part in it).
+thread_index(), lane_index(), warp_index() and shuffles (shfl_xor, shfl_down) are varying.
 
     i = alloc_var(int32, bx * 4)      uniform: constants, kernel scalars, dims, block indices
     t = thread_index()                varying: the thread index, and every element of a buffer
     while i < n:                      ok
         i += 1
     while t < n:                      error: the condition of a while loop reads 't'
+    if t < 32:
+        sync_threads()                error: a block barrier that not every thread reaches
 
 A name is uniform when every value it takes is: a `let` of a uniform expression, a loop variable
 of uniform bounds (in uniform control flow), an alloc_var whose every assignment is of a uniform
@@ -33,20 +38,39 @@ def not_uniform(body: tuple[tir.Stmt, ...]) -> list[Diagnostic]:
     varying: Varying = set()
     while True:
         before = len(varying)
-        _Spread(varying).block(body, True)
+        spread = _Spread(varying)
+        spread.block(body, True)
         if len(varying) == before:
             break
     check = _Check(varying)
     check.block(body, [])
+    for s in spread.divergent:
+        what = "sync_threads()" if isinstance(s, tir.SyncThreads) else "a warp shuffle"
+        every = "a block barrier" if isinstance(s, tir.SyncThreads) else "a shuffle of the whole warp"
+        check.diags.append(
+            Diagnostic(
+                s.span,
+                f"{what} where the threads of the block may not all arrive: it sits in a Parallel loop, or a "
+                "loop or branch whose condition may differ between threads",
+                hint=f"{every} must be reached by every thread; move it out, or branch on "
+                "kernel scalars, dims, block indices and uniformly assigned alloc_vars",
+            )
+        )
     return check.diags
+
+
+def _shuffle(e: tir.Expr) -> bool:
+    return any(isinstance(x, tir.Call) and x.func in ("shfl_xor", "shfl_down") for x in tir_walk.subexprs(e))
 
 
 def reason(e: tir.Expr, varying: Varying) -> str | None:
     """What makes `e` differ between threads (the first such leaf, named), None if nothing does."""
     for x in tir_walk.subexprs(e):
         match x:
-            case tir.Call("thread_index", ()):
-                return "thread_index()"
+            case tir.Call("thread_index" | "lane_index" | "warp_index" as name, ()):
+                return f"{name}()"
+            case tir.Call("shfl_xor" | "shfl_down" as name):
+                return f"{name}(), another lane's value"
             case tir.Var() if x in varying:
                 return f"'{x.name}', whose value may differ between threads"
             case tir.Load(buffer=b) if b.scope != "var":
@@ -61,6 +85,7 @@ class _Spread:
     """One walk: marks varying each name given a varying value or assigned in varying control flow."""
 
     varying: Varying
+    divergent: list[tir.Stmt] = field(default_factory=list)  # barriers, shuffles in varying control flow
 
     def uniform(self, *exprs: tir.Expr) -> bool:
         return all(reason(e, self.varying) is None for e in exprs)
@@ -70,6 +95,8 @@ class _Spread:
             self.stmt(s, control)
 
     def stmt(self, s: tir.Stmt, control: bool) -> None:
+        if not control and any(_shuffle(e) for e in tir_walk.stmt_exprs(s)):
+            self.divergent.append(s)
         match s:
             case tir.Let(var, value):
                 self.mark(var, self.uniform(value))
@@ -89,6 +116,9 @@ class _Spread:
             case tir.Parallel(vars=vars, body=body):
                 self.varying.update(vars)
                 self.block(body, False)
+            case tir.SyncThreads():
+                if not control:
+                    self.divergent.append(s)
             case (
                 tir.Alloc()
                 | tir.Store()

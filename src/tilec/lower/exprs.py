@@ -12,6 +12,7 @@ from tilec import tir
 from tilec.diagnostics import error
 from tilec.lower.cexpr import (
     F32,
+    I32,
     Access,
     ElementLoop,
     all_of,
@@ -29,7 +30,7 @@ from tilec.lower.cexpr import (
     zero,
 )
 from tilec.lower.context import LowerContext
-from tilec.simplify import simplify
+from tilec.simplify import int_, simplify
 
 
 def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Expr:
@@ -74,6 +75,14 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
             return cast(inner, d)
         case tir.Call("thread_index", ()):
             return ctx.tx
+        case tir.Call("lane_index", ()):  # lanes.py names it `lane`
+            return tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)
+        case tir.Call("warp_index", ()):  # lanes.py names it `warp`
+            return tir.BinOp("//", ctx.tx, int_(ctx.target.warp_size), I32)
+        case tir.Call("shfl_xor" | "shfl_down" as f, (x, offset), d):
+            cd = compute_dtype(d)
+            shuffled = (cast(value_of(ctx, x, loop), cd), value_of(ctx, offset, loop))
+            return T.Intrin(f, shuffled, cd)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
         case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
             ctx.state.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
             return T.Intrin("tilec_exp2", (cast(value_of(ctx, arg, loop), F32),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression

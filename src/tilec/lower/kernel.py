@@ -167,6 +167,8 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
             return [T.While(value_of(ctx, cond, None), tuple(lower_block(ctx, body)))]
         case tir.Break():
             return [T.Break()]
+        case tir.SyncThreads():
+            return [T.Barrier("block")]
         case tir.If():
             return lower_if(ctx, s)
         case tir.Print():

@@ -272,6 +272,7 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
                 tir.For()  # its bounds are uniform over the loop; its body follows
                 | tir.While()  # its condition reads no tile (uniformity.py); its body follows
                 | tir.Break()
+                | tir.SyncThreads()
                 | tir.Print()
                 | tir.AtomicAdd()
                 | tir.Alloc()
@@ -371,6 +372,7 @@ class _State:
                 | tir.For()
                 | tir.While()
                 | tir.Break()
+                | tir.SyncThreads()
                 | tir.If()
                 | tir.Print()
                 | tir.DeviceAssert()

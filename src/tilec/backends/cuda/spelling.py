@@ -72,6 +72,7 @@ HOPPER_BARRIER_HELPERS: dict[str, str] = {
 # (an inline helper of this backend, or a C function).
 INTRINSICS: dict[str, str] = {
     "shfl_xor": "__shfl_xor_sync(0xffffffffu, {0}, {1})",
+    "shfl_down": "__shfl_down_sync(0xffffffffu, {0}, {1})",
     "atomic_add": "atomicAdd({0}, {1})",
     "printf": "printf({args})",
     "trap": "__trap()",

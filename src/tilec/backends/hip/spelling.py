@@ -39,6 +39,7 @@ BARRIER_HELPERS: dict[str, str] = {}
 # to ds_swizzle / DPP moves where the lane pattern allows, ds_bpermute otherwise.
 INTRINSICS: dict[str, str] = {
     "shfl_xor": "__shfl_xor({0}, {1})",
+    "shfl_down": "__shfl_down({0}, {1})",
     "atomic_add": "atomicAdd({0}, {1})",
     "printf": "printf({args})",
     "trap": "__builtin_trap()",
