@@ -146,6 +146,20 @@ def test_unguarded_tail_is_found() -> None:
     assert all("could not be proven" in d.message for d in found)
 
 
+def test_scalar_store_outside_parallel_is_guarded() -> None:
+    """A store outside Parallel past the tensor's end in the last block (`B[bx * 128 + t]`, N not a
+    multiple of 128): `--verify` rejected it while it went unguarded; now guarded, it verifies, and
+    dropping the guard again is found."""
+    path = ROOT / "tests" / "golden" / "codegen" / "scalar_store_tail.tile"
+    result = CliRunner().invoke(cli, ["build", str(path), "--verify"])
+    assert result.exit_code == 0, result.output
+    assert "if (bx * 128 + t < N)" in result.output
+    module = lowered(path, "sm_80")
+    assert module is not None
+    found = failures(planted(module, lambda s: T.Scope("", s.then) if isinstance(s, T.IfThen) else None))
+    assert any("of 'B'" in d.message for d in found)  # and 'A', whose load the guard covers
+
+
 def test_check_module_raises_located_errors() -> None:
     """What `tilec build --verify` raises: a CompileError, each diagnostic at its op's line."""
     from tilec.bounds_verify import check_module

@@ -115,7 +115,9 @@ class LowerState:
     # exprs.value_of where a tensor's load is guarded.
     pad: tir.Expr | None = None
     # Conditions known to hold where code is being built: a store's own guard while its value is
-    # lowered (loops.py), so that loads under it need none; read by exprs.value_of.
+    # lowered (loops.py, kernel.lower_store), so that loads under it need none, and the condition
+    # of an enclosing `if` of load-free values (kernel.lower_if), so that a scalar store under a
+    # hand-written guard takes no second one; read by exprs.value_of and kernel.lower_store.
     assumed: list[tir.Expr] = field(default_factory=list)
     # True while a pipeline's producer copies are lowered, which then use the backend's
     # asynchronous copy. Set by pipelined.py around them; read by the vector

@@ -161,9 +161,26 @@ def in_dimension(ctx: LowerContext, idx: tuple[tir.Expr, ...], shape: tuple[tir.
     for i, d in zip(idx, shape):
         if not nonnegative(ctx, i):
             conds.append(at_least_zero(i))
-        if not below(ctx, i, d):
+        if not below(ctx, i, d) and not _block_below(ctx, i, value_of(ctx, d, None)):
             conds.append(lt(i, value_of(ctx, d, None)))
     return conds
+
+
+def _block_below(ctx: LowerContext, i: tir.Expr, d: tir.Expr) -> bool:
+    """True if `i` is `b * c` for a block index `b` of grid extent `ceildiv(d, c)` or `d // c`
+    (a block's first element: `Y[bx * 128] = ...` in `Kernel(ceildiv(N, 128))`)."""
+    for var, extent in zip(ctx.kernel.block_vars, ctx.kernel.grid):
+        g = simplify(value_of(ctx, extent, None))
+        match g:
+            case tir.BinOp("//", tir.BinOp("+", num, tir.IntImm(r)), tir.IntImm(c)) if r == c - 1 and num == d:
+                pass
+            case tir.BinOp("//", num, tir.IntImm(c)) if num == d:
+                pass
+            case _:
+                continue
+        if i == simplify(tir.BinOp("*", value_of(ctx, var, None), int_(c), I32)):
+            return True
+    return False
 
 
 def nonnegative(ctx: LowerContext, i: tir.Expr) -> bool:

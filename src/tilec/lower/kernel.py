@@ -12,7 +12,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
 from tilec.dtypes import DType
-from tilec.lower.cexpr import I32, builtin, cast, source_comment, source_line, symv
+from tilec.lower.cexpr import I32, all_of, builtin, cast, conjuncts, guarded, source_comment, source_line, symv
 from tilec.lower.context import LowerContext, WarpRoles, new_context, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
 from tilec.lower.lanes import name_lanes
@@ -35,7 +35,7 @@ from tilec.simplify import int_, simplify, substitute
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
 from tilec.tir_print import expr_text
-from tilec.tir_walk import variables
+from tilec.tir_walk import loads, variables
 
 _GRID_DIM: dict[str, T.BuiltinName] = {"x": "grid_dim_x", "y": "grid_dim_y"}
 
@@ -226,7 +226,8 @@ def lower_alloc(ctx: LowerContext, s: tir.Alloc) -> list[T.Stmt]:
 
 
 def lower_store(ctx: LowerContext, s: tir.Store) -> list[T.Stmt]:
-    """A scalar store outside any Parallel loop."""
+    """A scalar store outside any Parallel loop, skipped where its element is outside the tensor
+    (as a Parallel loop's store is, loops.py); loads under the guard need none of their own."""
     if s.buffer.scope == "fragment":
         raise error(
             s.span,
@@ -236,8 +237,12 @@ def lower_store(ctx: LowerContext, s: tir.Store) -> list[T.Stmt]:
     ref = ref_of(ctx, s.buffer, s.indices, None)
     if s.buffer.scope == "global":
         ctx.state.written.add(ref.ref.array)
+    outer = ctx.state.assumed
+    ctx.state.assumed = [*outer, *conjuncts(ref.inbounds)]
     value = cast(value_of(ctx, s.value, None), s.buffer.dtype)
-    return [T.Assign(ref.ref, value)]
+    ctx.state.assumed = outer
+    cond = all_of([c for c in conjuncts(ref.inbounds) if c not in outer])
+    return guarded(cond, [T.Assign(ref.ref, value)])
 
 
 def lower_for(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
@@ -257,7 +262,11 @@ def lower_for(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
 
 def lower_if(ctx: LowerContext, s: tir.If) -> list[T.Stmt]:
     cond = value_of(ctx, s.cond, None)
+    outer = ctx.state.assumed
+    if not loads(s.cond):  # of values no statement changes: it holds throughout `then`
+        ctx.state.assumed = [*outer, *conjuncts(cond)]
     then = lower_block(ctx, s.then)
+    ctx.state.assumed = outer
     orelse = lower_block(ctx, s.orelse)
     return [T.IfThen(cond, tuple(then), tuple(orelse))]
 

@@ -145,9 +145,10 @@ def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) 
                 acc = ref_of(ctx, buf, idx, loop)
                 if buf.scope == "global":
                     ctx.state.written.add(acc.ref.array)
-                ctx.state.assumed = conjuncts(acc.inbounds)  # loads under the store's own guard need none
+                outer = ctx.state.assumed
+                ctx.state.assumed = [*outer, *conjuncts(acc.inbounds)]  # loads under the store's own guard need none
                 assign = T.Assign(acc.ref, cast(value_of(ctx, value, loop), buf.dtype))
-                ctx.state.assumed = []
+                ctx.state.assumed = outer
                 cond = acc.inbounds
                 if buf.scope in ("global", "shared"):  # memory all threads see: one replica writes
                     cond = all_of([_replica_zero(ctx, loop.layout), cond])
