@@ -264,6 +264,8 @@ def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool]
         _need_scope(
             o, ("shared", "fragment"), "gemm", f"operand {role}", hint="copy it into an alloc_shared tile first"
         )
+    if b.buffer.scope == "fragment":  # no backend reads B from registers (their lowerings say the same)
+        raise error(b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first")
     m, k = _matrix(a, "gemm", "A")
     if transpose_a:
         m, k = k, m
