@@ -34,7 +34,7 @@ def test_the_accumulator_of_one_wave_tile_is_the_c_fragment(record: object) -> N
 @pytest.mark.parametrize("k_inner", [True, False])
 def test_padded_operand_rows_read_without_bank_conflicts(shape: tuple[int, int], k_inner: bool) -> None:
     buf = tir.Buffer("A_s", tuple(tir.IntImm(n, DType.int32) for n in shape), DType.float16, "shared")
-    lay = la.padded(shape, operand_pitch(buf))
+    lay = la.padded(shape, operand_pitch(buf, 16))
     frag = amd.mfma_16x16x16_a()
     table = fa.elements(frag)
     for i in range(4):  # one read per element when K is strided, one 8-byte read for all four
@@ -51,3 +51,29 @@ def test_padded_operand_rows_read_without_bank_conflicts(shape: tuple[int, int],
     unpadded = la.row_major(shape)
     rows = [unpadded.apply(table[(lane, (0,))]) * 2 for lane in range(16)]  # type: ignore[arg-type]
     assert la.bank_conflicts(rows, 8) > 0 or shape[1] * 2 % 128  # without the pad, 128-byte rows collide
+
+
+@pytest.mark.parametrize("record", [MFMA_16X16X16, MFMA_32X32X8], ids=lambda r: r.name)
+@pytest.mark.parametrize("shape", [(128, 64), (64, 32), (32, 64), (64, 128), (32, 16)])
+@pytest.mark.parametrize("k_inner", [True, False])
+def test_int8_operand_rows_read_without_bank_conflicts(record: object, shape: tuple[int, int], k_inner: bool) -> None:
+    """int8 lanes read 4 bytes (K-contiguous) or 1 (K-strided), 32 lanes a phase: the record's
+    pitch keeps the rows of a phase in distinct banks, for both MFMA shapes (16 rows x 2 K groups
+    for 16x16x16, 32 rows for 32x32x8), as the counter -Wbank-conflict uses sees it."""
+    tile = record.shape[0]  # type: ignore[attr-defined]
+    if shape[0] % tile or shape[1] % record.shape[2]:  # type: ignore[attr-defined]
+        pytest.skip("not whole fragments")
+    buf = tir.Buffer("A_s", tuple(tir.IntImm(n, DType.int32) for n in shape), DType.int8, "shared")
+    pitch = record.operand_pitch(buf)  # type: ignore[attr-defined]
+    assert record.load_conflicts(shape, la.padded(shape, pitch), 1, k_inner) == 1, pitch  # type: ignore[attr-defined]
+    unpadded = record.load_conflicts(shape, la.row_major(shape), 1, k_inner)  # type: ignore[attr-defined]
+    assert unpadded > 1 or not k_inner or shape[1] % 128  # dense 128-byte rows collide
+
+
+def test_int8_pitch_differs_by_record_and_16_bit_does_not() -> None:
+    """32 rows a phase (32x32x8 int8) need an odd word stride, 16 rows x 2 K groups (16x16x16) an
+    odd 8-byte one; 16-bit reads are 8 bytes, 16 lanes a phase, one pitch for both."""
+    shape = tuple(tir.IntImm(n, DType.int32) for n in (128, 64))
+    i8, f16 = tir.Buffer("A_s", shape, DType.int8, "shared"), tir.Buffer("A_s", shape, DType.float16, "shared")
+    assert (operand_pitch(i8, 16), operand_pitch(i8, 32)) == (72, 68)
+    assert operand_pitch(f16, 16) == operand_pitch(f16, 32) == 68  # 136 bytes, as before

@@ -68,16 +68,12 @@ INPUTS = sorted((ROOT / "examples").glob("*.tile")) + sorted((ROOT / "tests" / "
 
 # Inputs whose loads the counter finds conflicting, reported rather than silenced (issue 13):
 # gemm_relu's swizzle_128B on a B of 256-byte rows (the flat-row swizzle reads only low row bits);
-# CUDA swizzles annotated for ldmatrix, read by HIP's per-lane ds_reads; and MFMA int8 operand rows
-# (operand_pitch pads for 8-byte reads; 4-byte int8 reads of rows 16 apart share a bank).
+# and CUDA swizzles annotated for ldmatrix, read by HIP's per-lane ds_reads.
 KNOWN_CONFLICTS = {
     ("examples/gemm_relu", "sm_80"): ["B_shared"],
     ("examples/gemm_relu", "gfx90a"): ["A_shared"],
-    ("examples/gemm_int8", "gfx90a"): ["A_shared", "B_shared"],
     ("codegen/attention_swizzled", "gfx90a"): ["Q_s", "K_s"],
-    ("codegen/gemm_int8", "gfx90a"): ["A_s", "B_s"],
     ("codegen/gemm_swizzled", "gfx90a"): ["A_s"],
-    ("codegen/gemm_int8_warp_roles", "gfx90a"): ["A_s", "B_s"],
 }
 
 

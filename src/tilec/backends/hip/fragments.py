@@ -91,6 +91,10 @@ def mfma_16x16x32_b() -> FragmentMap:
     return mfma_b(16, 32)
 
 
+# LDS has 32 banks of 4 bytes and serves one access a bank a clock (ROCm blog "Avoiding LDS Bank
+# Conflicts on AMD GPUs Using CK-Tile"); a wave's access is split into phases by instruction width
+# (CK-Tile's "Understanding AMD GPU LDS and Bank Conflicts": 8 lanes a phase for b128), so
+# 128 / width lanes a phase: 16 for ds_read_b64, 32 (a half wave) for ds_read_b32 and narrower.
 LDS_CLOCK_BYTES = 128  # 32 banks x 4 bytes: what LDS serves a clock, so the lanes of one phase
 
 

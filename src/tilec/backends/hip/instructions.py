@@ -7,11 +7,11 @@
     SIMT_FMA        one thread, fused multiply-adds: any types
 
 Both MFMA records read their operands from LDS by per-lane loads (no ldmatrix on AMD: a lane
-reads its four K-consecutive elements with one 8-byte ds_read when the tile is stored K-contiguous,
-else four 2-byte ones), from rows padded so that those reads are conflict-free
-(`operand_pitch`), and are lowered by cdna.py; their fragments are fragments.py's. gfx942 drops
-the 16x16x16 and 32x32x8 int8 forms (its 8-bit MFMAs are twice as deep, not done yet): int8
-gemms take SIMT FMAs there.
+reads its four K-consecutive elements with one ds_read when the tile is stored K-contiguous, 8
+bytes for 16-bit types and 4 for int8, else four single-element ones), from rows padded so that
+those reads are conflict-free (`operand_pitch`), and are lowered by cdna.py; their fragments are
+fragments.py's. gfx942 drops the 16x16x16 and 32x32x8 int8 forms (its 8-bit MFMAs are twice as
+deep, not done yet): int8 gemms take SIMT FMAs there.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tilec.instructions import Instruction, OperandTypes, simt_fma
 from tilec.layout_algebra import Layout
 
 F32 = DType.float32
-_LANE_READ_BYTES = 8  # one lane's A or B elements of one k step (4 x 16-bit): one ds_read_b64
+_PER_LANE = 4  # the K elements one lane reads a k step (both records, every operand type)
 _LDS_ROW_BYTES = 128  # 32 banks x 4 bytes: the bytes LDS serves per clock
 
 
@@ -75,12 +75,23 @@ def _accumulator(tile: int):  # noqa: ANN202 - returns an instructions.Accumulat
     return layout
 
 
-def operand_pitch(buf: tir.Buffer) -> int:
-    """The row length (elements) of a shared MFMA operand: rows whose byte length is an odd
-    multiple of 8 modulo 128, so that the 16 rows one K-contiguous read touches (or the 4 rows
-    of a K-strided one, 16 columns each) start in 16 different 8-byte bank pairs."""
+def operand_pitch(buf: tir.Buffer, tile: int) -> int:
+    """The row length (elements) of a shared operand of a tile x tile MFMA, padded so that one LDS
+    phase of its K-contiguous per-lane reads is conflict-free. LDS serves 32 banks x 4 bytes a
+    clock, so a phase is 128 / read-bytes lanes (AMD's CK-Tile guide, "Understanding AMD GPU LDS
+    and Bank Conflicts", rocm.docs.amd.com/projects/composable_kernel: the hardware splits a wave's
+    access into phases by instruction width, 8 lanes each for b128; the ROCm blog "Avoiding LDS
+    Bank Conflicts on AMD GPUs Using CK-Tile": 32 banks of one 4-byte access per clock). Those
+    lanes read min(phase, tile) rows (lane % tile), 128 / rows bytes of each, so rows must start
+    an odd multiple of that apart modulo 128:
+      16-bit (8-byte ds_read_b64, 16 lanes): 16 rows, 8 bytes -> row bytes = 16 j + 8
+      int8 16x16x16 (4-byte ds_read_b32, 32 lanes): 16 rows x 2 K groups, 8 -> 16 j + 8
+      int8 32x32x8 (4-byte reads, 32 lanes): 32 rows, 4 bytes -> 8 j + 4
+    The K-strided reads (one element each) of those pitches are conflict-free as well."""
     row = buf.const_shape[-1] * buf.dtype.bytes
-    padded = -(-row // 16) * 16 + _LANE_READ_BYTES
+    rows = min(_LDS_ROW_BYTES // (_PER_LANE * buf.dtype.bytes), tile)  # the rows of one phase
+    pad = _LDS_ROW_BYTES // rows
+    padded = -(-row // (2 * pad)) * 2 * pad + pad
     return padded // buf.dtype.bytes
 
 
@@ -115,7 +126,7 @@ def _record(name: str, tile: int, operands: tuple[OperandTypes, ...], a, b, c) -
         fragments=(a, b, c),
         explain=f"MFMA {tile}x{tile}x{k} {{a}} -> {{c}} (matrix cores, wave64)",
         operands_fit=_fits,
-        operand_pitch=operand_pitch,
+        operand_pitch=lambda buf: operand_pitch(buf, tile),
         load_conflicts=_lane_read_conflicts(a),
     )
 

@@ -26,8 +26,8 @@ extern "C" __global__ void __launch_bounds__(64)
   const int lane = tx % 64;
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
-  signed char (*A_s)[32][72] = reinterpret_cast<signed char (*)[32][72]>(smem + 0);
-  signed char (*B_s)[32][72] = reinterpret_cast<signed char (*)[32][72]>(smem + 6912);
+  signed char (*A_s)[32][68] = reinterpret_cast<signed char (*)[32][68]>(smem + 0);
+  signed char (*B_s)[32][68] = reinterpret_cast<signed char (*)[32][68]>(smem + 6528);
   const bool A_vec16 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 16 == 0;
   const bool B_vec16 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && K % 16 == 0;
   int acc[16];
@@ -328,7 +328,7 @@ extern "C" int gemm_int8(const signed char* A, const signed char* B, int* C, int
   const dim3 grid((N + 31) / 32, (M + 31) / 32, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  const int smem_bytes = 13824;
+  const int smem_bytes = 13056;
   gemm_int8_kernel<<<grid, 64, smem_bytes, stream>>>(A, B, C, M, K, N);
   return (int)hipGetLastError();
 }
