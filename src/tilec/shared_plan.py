@@ -157,7 +157,7 @@ def _own_uses(s: tir.Stmt) -> set[tir.Buffer]:
 def peak_bytes(kernel: tir.Kernel, tiles: list[tir.Buffer]) -> int:
     """The most bytes of `tiles` (as declared: no padding, one stage) live at once, a tile without
     a lifetime always: what any plan needs at least (elaboration checks it against the target)."""
-    return sum(_declared(b) for b in peak_tiles(kernel, tiles))
+    return sum(declared_bytes(b) for b in peak_tiles(kernel, tiles))
 
 
 def peak_tiles(kernel: tir.Kernel, tiles: list[tir.Buffer]) -> list[tir.Buffer]:
@@ -169,15 +169,11 @@ def peak_tiles(kernel: tir.Kernel, tiles: list[tir.Buffer]) -> list[tir.Buffer]:
     def live_at(p: int) -> list[tir.Buffer]:
         return [b for b in tiles if b not in lives or lives[b].first <= p <= lives[b].last]
 
-    return max((live_at(p) for p in points), key=lambda live: sum(_declared(b) for b in live))
+    return max((live_at(p) for p in points), key=lambda live: sum(declared_bytes(b) for b in live))
 
 
 def declared_bytes(buf: tir.Buffer) -> int:
     """The bytes of a shared tile as declared (no padding, one stage)."""
-    return _declared(buf)
-
-
-def _declared(buf: tir.Buffer) -> int:
     return math.prod(buf.const_shape) * buf.dtype.bytes
 
 

@@ -319,17 +319,14 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
         return None
     whole = (int_(0), int_(0)), (int_(rows), int_(cols))
     write = lower_copy(ctx, tir.Copy(s.src, tir.Region(stage, *whole, s.span), span=s.span))
-    sw = widest_swizzle(cols * dst.dtype.bytes)
-    assert sw is not None, "_bulk_storable checked the rows fit a swizzle"
-    width = sw // dst.dtype.bytes
+    sw, width, blocks = _column_blocks(ctx, stage)
     tname = ctx.name(dst)
     ctx.state.written.add(tname)
     mname = ctx.fresh(f"{tname}_map")
     y0, x0 = (simplify(value_of(ctx, e, None)) for e in s.dst.starts)
     issue: list[T.Stmt] = []
-    for j in range(cols // width):
-        at = T.AddressOf(ref_of(ctx, stage, (int_(0), int_(j * width)), None).ref)
-        args = (T.Sym(mname, DType.uint8), at, simplify(add(x0, int_(j * width))), y0)
+    for at, col in blocks:
+        args = (T.Sym(mname, DType.uint8), at, simplify(add(x0, int_(col))), y0)
         issue.append(T.Call(T.Intrin("tilec_tma_store_2d", args, I32)))
     issue.append(_call("tilec_bulk_commit"))
     first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
@@ -367,6 +364,20 @@ def _bulk_storable(ctx: LowerContext, s: tir.Copy) -> bool:
     return sw is not None and shape[1] % (sw // dst.dtype.bytes) == 0
 
 
+def _column_blocks(ctx: LowerContext, tile: tir.Buffer) -> tuple[int, int, list[tuple[T.AddressOf, int]]]:
+    """A swizzled shared tile (a descriptor operand's layout) as bulk copies see it: its swizzle
+    in bytes, the width of one swizzle-wide column block in elements, and each block's first
+    element (its address, in the current stage) and column: one TMA box each."""
+    cols = tile.const_shape[1]
+    sw = widest_swizzle(cols * tile.dtype.bytes)
+    assert sw is not None, "a bulk-copied tile is stored in a swizzle"
+    width = sw // tile.dtype.bytes
+    blocks = [
+        (T.AddressOf(ref_of(ctx, tile, (int_(0), int_(j * width)), None).ref), j * width) for j in range(cols // width)
+    ]
+    return sw, width, blocks
+
+
 def _minus_one(e: tir.Expr) -> tir.Expr:
     return tir.BinOp("-", e, int_(1), I32)
 
@@ -391,10 +402,7 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
     gets a 3-D map and boxes one deep in its first dimension."""
     src, dst = c.src.buffer, c.dst.buffer
     batched = len(src.shape) == 3
-    rows, cols = dst.const_shape
-    sw = widest_swizzle(cols * dst.dtype.bytes)
-    assert sw is not None, "a descriptor operand tile is stored in a swizzle"
-    width = sw // dst.dtype.bytes
+    rows = dst.const_shape[0]
     tname = ctx.name(src)
     mname = ctx.fresh(f"{tname}_map")
     starts = [simplify(value_of(ctx, e, None)) for e in c.src.starts]
@@ -402,19 +410,13 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
     if batched:
         ctx.state.helpers.add("bulk_copy_3d")
     ctx.state.stage_of[dst] = stage
+    sw, width, blocks = _column_blocks(ctx, dst)
+    del ctx.state.stage_of[dst]
     out: list[T.Stmt] = []
-    for j in range(cols // width):
-        ref = ref_of(ctx, dst, (int_(0), int_(j * width)), None)
-        args = (
-            T.AddressOf(ref.ref),
-            T.Sym(mname, DType.uint8),
-            T.AddressOf(bar),
-            simplify(add(x0, int_(j * width))),
-            y0,
-        )
+    for at, col in blocks:
+        args = (at, T.Sym(mname, DType.uint8), T.AddressOf(bar), simplify(add(x0, int_(col))), y0)
         load = "tilec_tma_load_3d" if batched else "tilec_tma_load_2d"
         out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
-    del ctx.state.stage_of[dst]
     inner, outer = (simplify(value_of(ctx, d, None)) for d in (src.shape[-1], src.shape[-2]))
     batch = simplify(value_of(ctx, src.shape[0], None)) if batched else None
     return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch)
