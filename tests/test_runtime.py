@@ -219,3 +219,132 @@ def test_gpu_launch() -> None:
         mod.scale(x.cpu(), y, 2.0, 0.5)
     with pytest.raises(TypeError, match="takes 2 tensors and 2 scalars"):
         mod.scale(x, y, 2.0)
+
+
+# ---------------------------------------------------------------- the call path, with a stand-in torch
+
+
+class _FakeTensor:
+    def __init__(self, shape, dtype="float16", device=0, contiguous=True, ptr=0x1000):
+        self.shape, self.dtype, self._device, self._contiguous, self._ptr = tuple(shape), dtype, device, contiguous, ptr
+        self.is_cuda = device is not None
+        self.device = f"cuda:{device}" if self.is_cuda else "cpu"
+
+    def get_device(self) -> int:
+        return self._device if self._device is not None else -1
+
+    def is_contiguous(self) -> bool:
+        return self._contiguous
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+
+class _FakeTorch:
+    """What Kernel.__call__ uses of torch: Tensor, dtypes, the current device and its raw stream."""
+
+    Tensor = _FakeTensor
+    float16, float32 = "float16", "float32"
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.switches: list[int] = []
+        fake = self
+
+        class _Device:
+            def __init__(self, index: int) -> None:
+                self.index = index
+
+            def __enter__(self) -> None:
+                fake.switches.append(self.index)
+                self.saved, fake.current = fake.current, self.index
+
+            def __exit__(self, *exc: object) -> None:
+                fake.current = self.saved
+
+        self.cuda = type("cuda", (), {"current_device": staticmethod(lambda: fake.current), "device": _Device})
+        self._C = type("_C", (), {"_cuda_getCurrentRawStream": staticmethod(lambda i: 0xA0 + i)})
+
+
+@pytest.fixture
+def fake_torch(monkeypatch: pytest.MonkeyPatch) -> _FakeTorch:
+    torch = _FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+def _recording_kernel(abi: dict) -> tuple[runtime.Kernel, list]:
+    calls: list = []
+
+    def launcher(*args: object) -> int:
+        calls.append((args, sys.modules["torch"].current))
+        return 0
+
+    lib = type("lib", (), {abi["name"]: staticmethod(launcher)})
+    return runtime.Kernel(lib, abi), calls
+
+
+GEMM_ABI = {
+    "name": "gemm",
+    "tensors": [
+        {"name": "A", "dtype": "float16", "shape": ["M", "K"]},
+        {"name": "B", "dtype": "float16", "shape": ["K", "N"]},
+        {"name": "C", "dtype": "float16", "shape": ["M", "N"]},
+    ],
+    "scalars": [{"name": "alpha", "dtype": "float32"}],
+    "dims": ["M", "K", "N"],
+}
+
+
+def test_call_passes_pointers_scalars_dims_and_the_current_stream(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(GEMM_ABI)
+    a, b, c = _FakeTensor((3, 5), ptr=16), _FakeTensor((5, 7), ptr=32), _FakeTensor((3, 7), ptr=48)
+    kernel(a, b, c, 2.0)
+    kernel(a, b, c, 2.0)  # the remembered dims
+    (args, device), again = calls
+    assert args[:3] == (16, 32, 48) and args[3].value == 2.0 and args[4:] == (3, 5, 7, 0xA0)
+    assert device == 0 and again[0][4:] == args[4:] and fake_torch.switches == []
+
+
+def test_call_switches_to_the_tensors_device_only_when_needed(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(GEMM_ABI)
+    on1 = [_FakeTensor(s, device=1) for s in ((3, 5), (5, 7), (3, 7))]
+    kernel(*on1, 1.0)
+    assert fake_torch.switches == [1] and calls[0][1] == 1 and calls[0][0][-1] == 0xA1
+    assert fake_torch.current == 0  # restored
+
+
+def test_call_remembers_dims_per_shape(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(GEMM_ABI)
+    kernel(_FakeTensor((3, 5)), _FakeTensor((5, 7)), _FakeTensor((3, 7)), 1.0)
+    kernel(_FakeTensor((4, 5)), _FakeTensor((5, 7)), _FakeTensor((4, 7)), 1.0)
+    assert [c[0][4:7] for c in calls] == [(3, 5, 7), (4, 5, 7)]
+    with pytest.raises(ValueError, match="M = 4"):  # a mismatch is still found with a memo warm
+        kernel(_FakeTensor((4, 5)), _FakeTensor((5, 7)), _FakeTensor((3, 7)), 1.0)
+
+
+@pytest.mark.parametrize(
+    "tensors, exc, message",
+    [
+        ([_FakeTensor((3, 5), dtype="float32"), _FakeTensor((5, 7)), _FakeTensor((3, 7))], TypeError, "dtype"),
+        ([_FakeTensor((3, 5), device=None), _FakeTensor((5, 7)), _FakeTensor((3, 7))], ValueError, "CUDA device"),
+        ([_FakeTensor((3, 5)), _FakeTensor((5, 7), device=1), _FakeTensor((3, 7))], ValueError, "earlier tensors"),
+        ([_FakeTensor((3, 5)), _FakeTensor((5, 7), contiguous=False), _FakeTensor((3, 7))], ValueError, "contiguous"),
+        ([[1, 2], _FakeTensor((5, 7)), _FakeTensor((3, 7))], TypeError, "torch.Tensor"),
+    ],
+)
+def test_call_refuses_bad_tensors_before_launch(fake_torch: _FakeTorch, tensors: list, exc: type, message: str) -> None:
+    kernel, calls = _recording_kernel(GEMM_ABI)
+    with pytest.raises(exc, match=message):
+        kernel(*tensors, 1.0)
+    assert calls == []
+
+
+def test_call_refuses_unknown_dims_and_wrong_counts(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(GEMM_ABI)
+    a, b, c = _FakeTensor((3, 5)), _FakeTensor((5, 7)), _FakeTensor((3, 7))
+    with pytest.raises(TypeError, match="unknown dims"):
+        kernel(a, b, c, 1.0, Q=3)
+    with pytest.raises(TypeError, match="takes 3 tensors and 1 scalars"):
+        kernel(a, b, c)
+    assert calls == []

@@ -309,6 +309,13 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------- calling
 
 
+def _current_stream(torch: Any, index: int) -> int:
+    """The raw handle of device `index`'s current stream (torch's private fast accessor when it
+    has one: the public one builds a Stream object per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
 class Kernel:
     """One launcher: `kernel(*tensors, *scalars, **dims)`."""
 
@@ -326,49 +333,75 @@ class Kernel:
             + [ctypes.c_int32] * len(self.dims)
             + [ctypes.c_void_p]
         )
+        self._torch_dtypes: list | None = None  # the tensors' torch dtypes, at the first call
+        self._dims_of: dict[tuple, list[int]] = {}  # inferred dims per (shapes, keywords)
 
     def __repr__(self) -> str:
         args = [t["name"] for t in self.tensors] + [s["name"] for s in self.scalars]
         return f"<tilec kernel {self.name}({', '.join(args)})>"
 
     def __call__(self, *args: Any, **dims: int) -> None:
+        """Check the arguments, infer the dims, launch on the tensors' device's current stream.
+        The repeated call is kept cheap (a few microseconds of Python): the dims are remembered
+        per shape, and the device is switched only when it is not already the current one."""
         import torch
 
         n_t, n_s = len(self.tensors), len(self.scalars)
         if len(args) != n_t + n_s:
             raise TypeError(f"{self!r} takes {n_t} tensors and {n_s} scalars, got {len(args)} arguments")
-        unknown = set(dims) - set(self.dims)
-        if unknown:
+        if dims and not dims.keys() <= set(self.dims):
+            unknown = set(dims) - set(self.dims)
             raise TypeError(f"{self.name}: unknown dims {sorted(unknown)} (dims: {self.dims})")
         tensors, scalars = args[:n_t], args[n_t:]
-        device = self._check_tensors(torch, tensors)
-        dim_values = infer_dims(self.abi, [tuple(t.shape) for t in tensors], dims)
-        c_args: list[object] = [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+        index = self._check_tensors(torch, tensors)
+        dim_values = self._dims(tensors, dims)
+        c_args: list[object] = [t.data_ptr() for t in tensors]
         c_args += [self._scalar(torch, s, v) for s, v in zip(self.scalars, scalars, strict=True)]
-        c_args += [ctypes.c_int32(v) for v in dim_values]
-        with torch.cuda.device(device):
-            stream = torch.cuda.current_stream(device).cuda_stream
-            status = self._fn(*c_args, ctypes.c_void_p(stream))
+        c_args += dim_values
+        if index == torch.cuda.current_device():
+            status = self._fn(*c_args, _current_stream(torch, index))
+        else:
+            with torch.cuda.device(index):
+                status = self._fn(*c_args, _current_stream(torch, index))
         if status != 0:
             raise RuntimeError(f"{self.name}: launch failed with {cuda_error_name(status)} ({status})")
 
-    def _check_tensors(self, torch: Any, tensors: Sequence[Any]) -> Any:
-        device = None
-        for spec, t in zip(self.tensors, tensors, strict=True):
-            what = f"{self.name}: argument '{spec['name']}'"
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
-            want = getattr(torch, DTYPES[spec["dtype"]][0])
-            if t.dtype != want:
-                raise TypeError(f"{what} must have dtype {want} ({spec['dtype']}), got {t.dtype}")
-            if t.device.type != "cuda":
-                raise ValueError(f"{what} must be on a CUDA device, got {t.device}")
-            if device is not None and t.device != device:
-                raise ValueError(f"{what} is on {t.device} but earlier tensors are on {device}")
-            device = t.device
-            if not t.is_contiguous():
-                raise ValueError(f"{what} must be contiguous (call .contiguous())")
-        return device if device is not None else torch.device("cuda", torch.cuda.current_device())
+    def _dims(self, tensors: Sequence[Any], given: Mapping[str, int]) -> list[int]:
+        key = (tuple(t.shape for t in tensors), tuple(sorted(given.items())))
+        values = self._dims_of.get(key)
+        if values is None:
+            values = infer_dims(self.abi, [tuple(t.shape) for t in tensors], given)
+            if len(self._dims_of) >= 256:  # a bounded memo: shapes that change every call
+                self._dims_of.clear()
+            self._dims_of[key] = values
+        return values
+
+    def _check_tensors(self, torch: Any, tensors: Sequence[Any]) -> int:
+        """The tensors' CUDA device index (the current device when there are none)."""
+        if self._torch_dtypes is None:
+            self._torch_dtypes = [getattr(torch, DTYPES[spec["dtype"]][0]) for spec in self.tensors]
+        index = None
+        for spec, want, t in zip(self.tensors, self._torch_dtypes, tensors, strict=True):
+            if isinstance(t, torch.Tensor) and t.dtype == want and t.is_cuda and t.is_contiguous():
+                here = t.get_device()
+                if index is None or here == index:
+                    index = here
+                    continue
+            self._reject(torch, spec, want, t, index)
+        return index if index is not None else torch.cuda.current_device()
+
+    def _reject(self, torch: Any, spec: Mapping, want: Any, t: Any, index: int | None) -> None:
+        """Raise the error that says what is wrong with tensor argument `t`."""
+        what = f"{self.name}: argument '{spec['name']}'"
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype != want:
+            raise TypeError(f"{what} must have dtype {want} ({spec['dtype']}), got {t.dtype}")
+        if not t.is_cuda:
+            raise ValueError(f"{what} must be on a CUDA device, got {t.device}")
+        if index is not None and t.get_device() != index:
+            raise ValueError(f"{what} is on {t.device} but earlier tensors are on cuda:{index}")
+        raise ValueError(f"{what} must be contiguous (call .contiguous())")
 
     def _scalar(self, torch: Any, spec: Mapping, value: Any) -> Any:
         dtype = spec["dtype"]

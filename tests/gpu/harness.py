@@ -201,10 +201,10 @@ def tol_for(t: Any) -> float:
     return TOLERANCE[str(t.dtype).removeprefix("torch.")]
 
 
-def compare(out: Any, ref: Any, tol: float, guards: list[Guarded] = ()) -> dict:
+def compare(out: Any, ref: Any, tol: float, guards: list[Guarded] = (), bound: Any = None) -> dict:
     """{'ok', 'rel', 'tol', 'bad', 'nan', 'guards', 'where'}; ok needs all of: no NaN/inf where the
-    reference is finite, relative error norm <= tol, every element within tol * (rms(ref) + |ref|),
-    guards intact."""
+    reference is finite, relative error norm <= tol, every element within tol * (rms(ref) + |ref|)
+    (or within `bound`, a tensor of per-element limits, when given), guards intact."""
     import torch
 
     o = out.detach().to(torch.float64)
@@ -217,7 +217,8 @@ def compare(out: Any, ref: Any, tol: float, guards: list[Guarded] = ()) -> dict:
     ref_norm = r.norm().item()
     rel = diff.norm().item() / ref_norm if ref_norm > 0 else diff.norm().item()
     rms = ref_norm / math.sqrt(max(r.numel(), 1))
-    bad_mask = ~(diff.abs() <= tol * (rms + r.abs()))
+    limit = tol * (rms + r.abs()) if bound is None else bound.detach().to(torch.float64)
+    bad_mask = ~(diff.abs() <= limit)
     bad = int(bad_mask.sum().item())
     where = ""
     if bad:

@@ -1,12 +1,13 @@
 """Run every GPU check (cases.py), print a pass/fail table, exit 1 on any failure.
 
-    TILEC_PREBUILT=.gpu PYTHONPATH=src python tests/gpu/run_all.py [--only gemm,softmax] [--sanitize]
+    TILEC_PREBUILT=.gpu PYTHONPATH=src python tests/gpu/run_all.py [--only gemm,softmax] [--sanitize [TOOL]]
 
 Steps: build every variant's shared library with nvcc in parallel (cached by tilec.runtime), then
 run the cases in a worker process. A case that crashes the worker, hangs past --timeout, or leaves
 the CUDA context broken (an illegal address is sticky) is recorded as ERROR/TIMEOUT and a fresh
 worker carries on with the next case, so one bad kernel cannot hide the others' results.
-`--sanitize` runs the worker under `compute-sanitizer --tool memcheck` (slow: use with --only).
+`--sanitize TOOL` runs the worker under `compute-sanitizer --tool TOOL` (memcheck when no TOOL is
+given; racecheck, synccheck, initcheck): slow, so use it with --only. A case its report names FAILs.
 The table is printed last; JSON results go to $OUT/gpu_checks.json when OUT is set.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -71,7 +73,12 @@ def worker(ids: list[str]) -> int:
 # ---------------------------------------------------------------- parent
 
 
-def run_workers(ids: list[str], timeout: float, sanitize: bool, log, total: float = 1e9) -> dict[str, dict]:
+# compute-sanitizer's report lines: memcheck's "Invalid __global__ read", racecheck's "Race reported
+# between ...", synccheck's "Barrier error detected", initcheck's "Uninitialized __global__ memory read"
+_SANITIZER_REPORT = re.compile(r"^=+ .*(Invalid|Race reported|Barrier error|Uninitialized|Error: )")
+
+
+def run_workers(ids: list[str], timeout: float, sanitize: str | None, log, total: float = 1e9) -> dict[str, dict]:
     results: dict[str, dict] = {}
     todo = list(ids)
     end = time.monotonic() + total
@@ -83,7 +90,7 @@ def run_workers(ids: list[str], timeout: float, sanitize: bool, log, total: floa
             break
         cmd = [sys.executable, "-u", os.path.abspath(__file__), "--worker", "\x1f".join(todo)]
         if sanitize:
-            cmd = ["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "99", "--print-limit", "20", *cmd]
+            cmd = ["compute-sanitizer", "--tool", sanitize, "--error-exitcode", "99", "--print-limit", "20", *cmd]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
         lines: queue.Queue = queue.Queue()
 
@@ -143,11 +150,11 @@ def run_workers(ids: list[str], timeout: float, sanitize: bool, log, total: floa
                     deadline = min(time.monotonic() + timeout, end)
                 else:
                     rec = msg["result"]
-                    san = [t.strip() for t in tail if t.startswith("=========") and "Invalid" in t]
+                    san = [t.strip() for t in tail if _SANITIZER_REPORT.match(t)]
                     if sanitize and san and rec["status"] == "PASS":
                         rec["status"] = "FAIL"
                     if san:
-                        rec["detail"] = f"memcheck: {san[0]} ({len(san)} reports); " + rec["detail"]
+                        rec["detail"] = f"{sanitize}: {san[0]} ({len(san)} reports); " + rec["detail"]
                     results[rec["id"]] = rec
                     todo.remove(rec["id"])
                     current = None
@@ -164,7 +171,14 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated variants, examples or case ids")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
     ap.add_argument("--total", type=float, default=200.0, help="seconds for all cases; the rest are SKIPPED")
-    ap.add_argument("--sanitize", action="store_true", help="run under compute-sanitizer memcheck")
+    ap.add_argument(
+        "--sanitize",
+        nargs="?",
+        const="memcheck",
+        default=None,
+        choices=("memcheck", "racecheck", "synccheck", "initcheck"),
+        help="run under compute-sanitizer with this tool (memcheck if none is named)",
+    )
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 8, help="parallel nvcc builds")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -389,37 +389,72 @@ __device__ __forceinline__ void tilec_setmaxnreg_dec() { asm volatile("setmaxnre
 template <int N>
 __device__ __forceinline__ void tilec_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
 
-// Host: the tensor map of a row-major (outer x inner) tensor of `elem_bytes` elements, boxes of
-// box_inner x box_outer, swizzled by `swizzle` bytes (32, 64 or 128), zeros outside the tensor.
-// cuTensorMapEncodeTiled is reached through the runtime, so nothing more is linked. false when
-// the driver refuses the map (a base or row not 16-byte aligned, an empty tensor).
+// Host: the tensor map of `rank` (2 or 3) dims (inner first; rows of `elem_bytes` elements laid one
+// after the other), boxes of box_inner x box_outer (x 1), swizzled by `swizzle` bytes (32, 64 or
+// 128), zeros outside the tensor; false when the driver refuses it (a base or row not 16-byte
+// aligned, an empty tensor). cuTensorMapEncodeTiled is reached through the runtime, so nothing more
+// is linked. A map depends on nothing but these arguments, and encoding one costs about as much as
+// launching a small kernel, so each thread keeps the last 32 it encoded and reuses them.
 typedef CUresult (*tilec_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                        const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static bool tilec_tensor_map_2d(CUtensorMap* map, const void* base, long long inner, long long outer, int box_inner,
-                                int box_outer, int elem_bytes, int swizzle) {
-  static tilec_encode_tiled encode = nullptr;
-  if (encode == nullptr) {
+struct tilec_map_key {
+  long long v[8];  // base, rank, dims[3], box_inner | box_outer << 32, elem_bytes, swizzle
+  bool operator==(const tilec_map_key& o) const {
+    for (int i = 0; i < 8; ++i)
+      if (v[i] != o.v[i]) return false;
+    return true;
+  }
+};
+static bool tilec_encode_map(CUtensorMap* map, const tilec_map_key& key) {
+  constexpr int kRemembered = 32;
+  thread_local tilec_map_key keys[kRemembered];
+  thread_local CUtensorMap maps[kRemembered];
+  thread_local int filled = 0, next = 0;
+  for (int i = 0; i < filled; ++i)
+    if (keys[i] == key) {
+      *map = maps[i];
+      return true;
+    }
+  static const tilec_encode_tiled encode = [] {  // looked up once (thread-safe static)
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess || found != cudaDriverEntryPointSuccess)
-      return false;
-    encode = reinterpret_cast<tilec_encode_tiled>(fn);
-  }
-  if (inner <= 0 || outer <= 0 || reinterpret_cast<uintptr_t>(base) % 16 || inner * elem_bytes % 16) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t pitch[1] = {static_cast<cuuint64_t>(inner * elem_bytes)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
-  const cuuint32_t steps[2] = {1, 1};
+    const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                                     &found) == cudaSuccess && found == cudaDriverEntryPointSuccess;
+    return ok ? reinterpret_cast<tilec_encode_tiled>(fn) : nullptr;
+  }();
+  if (encode == nullptr) return false;
+  const int rank = static_cast<int>(key.v[1]);
+  const long long elem_bytes = key.v[6];
+  cuuint64_t dims[3], pitch[2];
+  for (int d = 0; d < rank; ++d) dims[d] = static_cast<cuuint64_t>(key.v[2 + d]);
+  pitch[0] = dims[0] * elem_bytes;
+  pitch[1] = pitch[0] * dims[1];
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(key.v[5] & 0xffffffff), static_cast<cuuint32_t>(key.v[5] >> 32), 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
   const CUtensorMapDataType type = elem_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
                                    : elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
                                                      : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  const CUtensorMapSwizzle sw = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                                : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                : CU_TENSOR_MAP_SWIZZLE_32B;
-  return encode(map, type, 2, const_cast<void*>(base), dims, pitch, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const CUtensorMapSwizzle sw = key.v[7] == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : key.v[7] == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
+  if (encode(map, type, rank, reinterpret_cast<void*>(key.v[0]), dims, pitch, box, steps,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  keys[next] = key;
+  maps[next] = *map;
+  next = (next + 1) % kRemembered;
+  filled = filled < kRemembered ? filled + 1 : kRemembered;
+  return true;
+}
+// Host: the tensor map of a row-major (outer x inner) matrix, as tilec_encode_map describes.
+static bool tilec_tensor_map_2d(CUtensorMap* map, const void* base, long long inner, long long outer, int box_inner,
+                                int box_outer, int elem_bytes, int swizzle) {
+  if (inner <= 0 || outer <= 0 || reinterpret_cast<uintptr_t>(base) % 16 || inner * elem_bytes % 16) return false;
+  const tilec_map_key key = {{static_cast<long long>(reinterpret_cast<uintptr_t>(base)), 2, inner, outer, 1,
+                              box_inner | static_cast<long long>(box_outer) << 32, elem_bytes, swizzle}};
+  return tilec_encode_map(map, key);
 }"""
 HELPER_TYPES["bulk_copy"] = ("CUtensorMap", "uintptr_t")
 HELPERS["bulk_store"] = """
@@ -470,29 +505,11 @@ __device__ __forceinline__ void tilec_tma_load_3d(void* smem, const CUtensorMap&
 static bool tilec_tensor_map_3d(CUtensorMap* map, const void* base, long long inner, long long outer, long long batch,
                                 int box_inner, int box_outer, int elem_bytes, int swizzle) {
   (void)&tilec_tensor_map_2d;  // a kernel whose maps are all 3-D calls only this one: no unused-function warning
-  static tilec_encode_tiled encode = nullptr;
-  if (encode == nullptr) {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess || found != cudaDriverEntryPointSuccess)
-      return false;
-    encode = reinterpret_cast<tilec_encode_tiled>(fn);
-  }
   if (inner <= 0 || outer <= 0 || batch <= 0 || reinterpret_cast<uintptr_t>(base) % 16 || inner * elem_bytes % 16)
     return false;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer),
-                              static_cast<cuuint64_t>(batch)};
-  const cuuint64_t pitch[2] = {static_cast<cuuint64_t>(inner * elem_bytes),
-                               static_cast<cuuint64_t>(inner * elem_bytes * outer)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer), 1};
-  const cuuint32_t steps[3] = {1, 1, 1};
-  const CUtensorMapDataType type = elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  const CUtensorMapSwizzle sw = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                                : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                : CU_TENSOR_MAP_SWIZZLE_32B;
-  return encode(map, type, 3, const_cast<void*>(base), dims, pitch, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const tilec_map_key key = {{static_cast<long long>(reinterpret_cast<uintptr_t>(base)), 3, inner, outer, batch,
+                              box_inner | static_cast<long long>(box_outer) << 32, elem_bytes, swizzle}};
+  return tilec_encode_map(map, key);
 }"""
 HELPER_TYPES["bulk_copy_3d"] = ("CUtensorMap", "uintptr_t")
 SHARED_ADDRESS_HELPERS |= {"bulk_copy_3d"}
