@@ -73,6 +73,7 @@ def summarize(entry: Mapping, timed: Mapping[str, float]) -> dict:
         "name": entry["name"], "timed": len(timed), "best": best, "best_s": timed[best],
         "measure": chosen, "measure_ratio": timed[chosen] / timed[best] if chosen else None,
         "model": model, "model_ratio": timed[model] / timed[best] if model in timed else None,
+        "seconds": dict(sorted(timed.items(), key=lambda kv: kv[1])),  # every candidate, fastest first
     }  # fmt: skip
 
 
@@ -112,7 +113,7 @@ def run(folder: str, only: set[str], gpus: Sequence[int], runner_for: RunnerFor,
         if nvcc_jobs:
             nvcc_all([read(folder, c["cu"]) for c in entry["candidates"] if c["cu"]], entry["arch"], nvcc_jobs)
         rows.append(summarize(entry, time_program(entry, folder, gpus, runner_for)))
-        print(f"{entry['name']}: {rows[-1]}", flush=True)
+        print(f"{entry['name']}: {({k: v for k, v in rows[-1].items() if k != 'seconds'})}", flush=True)
     return rows
 
 
@@ -120,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=".tune", help="bench/tune_prebuild.py's output")
     ap.add_argument("--only", default="", help="comma-separated program names")
-    ap.add_argument("--json", help="also write the summaries here")
+    ap.add_argument("--json", help="also write the summaries (with every candidate's time) here")
     ap.add_argument("--nvcc-jobs", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args(argv)
     gpus = measure.visible_gpus()

@@ -156,6 +156,53 @@ def test_panels_follow_the_lowering() -> None:
     assert [model.row_major((4, 4), i) for i in range(5)] == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1)]
 
 
+def test_warp_level_mma_runs_at_its_measured_rate_not_discounted_twice() -> None:
+    gpu = GPUS["h200"]
+    warp = model.Resources(100_000, 128, "warp", 16)
+    assert model.peak(warp, gpu) == pytest.approx(638e12)
+    assert model.peak(RES, gpu) == pytest.approx(654e12)
+
+
+def test_shared_operand_reads_bound_a_warp_level_gemm_with_few_rows_per_warp() -> None:
+    gpu = GPUS["h200"]
+    warp = model.Resources(100_000, 128, "warp", 16)
+    flops = 10**9
+    # 0.1 byte of operands per FLOP: 64 TB/s at the MMA rate, more than the 33 TB/s the banks give
+    heavy = BlockWork((132,), 128, 32, flops, 0, 2, (), operand_bytes=flops // 10)
+    light = BlockWork((132,), 128, 32, flops, 0, 2, (), operand_bytes=flops // 100)
+    assert model.estimate(heavy, warp, gpu).bound == "shared"
+    assert model.estimate(light, warp, gpu).bound == "compute"
+
+
+def test_operand_bytes_follow_the_warp_tiling(tmp_path: pathlib.Path) -> None:
+    """attention's S = Q K^T: 4 warps of 16 rows each read all of K; 4 of 32 rows read it for twice the work."""
+
+    path = str(HERE.parent / "bench" / "programs" / "tune" / "attention.tile")
+    shape = {"B": 1, "H": 1, "S": 1024}
+
+    def per_flop(block_M: str, threads: str) -> float:
+        defines = {"block_M": block_M, "block_N": "64", "num_stages": "2", "threads": threads} | {
+            k: str(v) for k, v in shape.items()
+        }
+        program = driver.elaborate(path, defines, "sm_90a")
+        c = space.analyse(program, tuple(sorted(defines.items())), False, "sm_90a", GPUS["h200"])
+        w = c.kernels[0].work
+        return w.operand_bytes / w.flops
+
+    assert per_flop("64", "128") > 1.5 * per_flop("128", "128")
+    assert per_flop("128", "256") > 1.5 * per_flop("128", "128")
+
+
+def test_a_loop_of_unpipelined_loads_is_bound_by_its_chain_of_latencies() -> None:
+    gpu = GPUS["h200"]
+    none = model.Resources(0, 32, "", 16)
+    load = Access("X", True, 32 * 4096, 4096, (0,), issues=32)  # 32 trips, one after another
+    chained = BlockWork((132,), 128, 32, 0, 0, 1, (load,))
+    assert model.estimate(chained, none, gpu).bound == "latency"
+    pipelined = BlockWork((132,), 128, 32, 0, 0, 4, (load,))  # three trips in flight: a third of the chain
+    assert model.estimate(pipelined, none, gpu).seconds < model.estimate(chained, none, gpu).seconds
+
+
 # ---------------------------------------------------------------- tune files and --tuned
 
 

@@ -4,7 +4,7 @@
                        threads_per_sm // threads)
     a wave     W = sms x b blocks; the grid runs in ceil(blocks / W) waves, the last one partial
     per wave   t = max(n x flops / (P x active/sms x e_warps), dram / (BW x e_lat),
-                       n x bytes / (BW_L2 x active/sms)) + latency
+                       n x bytes / (BW_L2 x active/sms), n x operand bytes / (BW_smem x active/sms)) + latency
     total      T = sum over the waves of t
 
 P is the peak of the gemm's instruction (wgmma, warp-level MMA or the CUDA cores) for its operand
@@ -12,7 +12,9 @@ width, BW the copy bandwidth. dram counts the L2 reuse of the rasterization: blo
 wave that agree on the block variables an access's origin reads (A's tiles: `by` only) read its
 data from DRAM once. e_warps = min(1, warps per SM / 4) (one warp per SM sub-partition keeps the
 tensor cores busy); e_lat = min(1, bytes in flight / (BW x latency)), Little's law, where a block
-keeps `max(1, stages - 1)` issues of its loads in flight. docs/tune.md has the whole story.
+keeps `max(1, stages - 1)` issues of its loads in flight. Operand bytes are what warp-level gemms
+read from shared memory into registers (work.operand_bytes), BW_smem the banks' rate. docs/tune.md
+has the whole story.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from tilec.tune.work import Access, BlockWork
 SMEM_RESERVED = 1024  # bytes the hardware reserves per block (sm_80 and later)
 REGISTER_OVERHEAD = 16  # registers nvcc adds to the estimate (indices, addresses), per thread
 TENSOR_WARPS = 4  # warps per SM that keep the tensor cores issuing (one per sub-partition)
+# a load's latency while the memory system is busy, in unloaded latencies (an assumption: queues
+# about double it at full bandwidth)
+LOADED_LATENCY = 2.0
 
 Raster = Callable[[int], tuple[int, ...]]  # launch index -> block coordinates (x first)
 
@@ -47,7 +52,7 @@ class Estimate:
     seconds: float
     occupancy: int  # blocks per SM
     waves: float  # blocks / (sms x occupancy)
-    bound: str  # the roof of the first wave: "compute", "DRAM" or "L2"
+    bound: str  # the roof of the first wave: "compute", "DRAM", "L2" or "shared"
     dram_bytes: int  # over the whole grid, after L2 reuse
     flops: int  # over the whole grid (matrix and elementwise)
     limit: str  # what bounds the occupancy: "smem", "registers", "threads", "blocks"
@@ -68,11 +73,11 @@ def occupancy(work: BlockWork, res: Resources, gpu: GPU) -> tuple[int, str]:
 
 def peak(res: Resources, gpu: GPU) -> float:
     """FLOP/s of the gemm's instruction for its operand width."""
-    tensor = gpu.tensor_flops.get(res.operand_bits, gpu.tensor_flops[16]) * gpu.tensor_fraction
+    datasheet = gpu.tensor_flops.get(res.operand_bits, gpu.tensor_flops[16])
     if res.instruction == "warp_group":
-        return tensor
+        return datasheet * gpu.tensor_fraction
     if res.instruction == "warp":
-        return tensor * gpu.warp_mma_fraction
+        return datasheet * gpu.warp_mma_fraction  # a fraction of the datasheet's, as measured
     return gpu.simt_flops
 
 
@@ -110,7 +115,13 @@ def _wave_times(work: BlockWork, res: Resources, gpu: GPU, occ: int, n: int, dra
     in_flight = active * min(occ, n) * max(1, work.stages - 1) * loads
     e_lat = min(1.0, in_flight / (gpu.copy_bandwidth * gpu.dram_latency)) if in_flight else 1.0
     l2 = n * sum(a.bytes for a in work.accesses)
-    return {"compute": t_compute, "DRAM": dram / (gpu.copy_bandwidth * e_lat), "L2": l2 / (gpu.l2_bandwidth * share)}
+    times = {"compute": t_compute, "DRAM": dram / (gpu.copy_bandwidth * e_lat), "L2": l2 / (gpu.l2_bandwidth * share)}
+    if work.operand_bytes and gpu.smem_bandwidth:
+        times["shared"] = n * work.operand_bytes / (gpu.smem_bandwidth * share)
+    serial = max((a.issues for a in work.accesses if a.load), default=0)
+    if serial > 1:  # a block's chain of dependent trips, each waiting for its loads under load
+        times["latency"] = serial * LOADED_LATENCY * gpu.dram_latency / max(1, work.stages - 1)
+    return times
 
 
 def dram_bytes(accesses: tuple[Access, ...], blocks: list[tuple[int, ...]]) -> int:

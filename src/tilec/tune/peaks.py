@@ -12,6 +12,8 @@ what cuBLAS reaches at 8192^3 (654 TFLOP/s: the H200 does not hold its boost clo
 The A100 rows without a measurement assume 90% of the datasheet's bandwidth and tensor rate, and
 warp-level MMA at the full rate (it is Ampere's own tensor-core instruction). `dram_latency` and
 `l2_bandwidth` are assumptions (about what microbenchmark papers report), not datasheet numbers.
+`smem_bandwidth` is the shared memory's 32 banks of 4 bytes per clock per SM at the boost clock
+(1.41 GHz A100, 1.98 GHz H200): the most that warp-level gemm operand loads can move into registers.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class GPU:
     dram_latency: float  # seconds from a global load's issue to its data (assumed)
     l2_bandwidth: float  # bytes/s from L2 to the SMs (assumed)
     source: str
+    smem_bandwidth: float = 0.0  # bytes/s of shared memory into registers, all SMs (128 B per clock per SM)
 
     @property
     def copy_bandwidth(self) -> float:
@@ -58,11 +61,12 @@ RESIDENT_BLOCKS = 32  # blocks one SM holds at most, sm_80 to sm_90
 GPUS: dict[str, GPU] = {
     "a100": GPU(
         "A100 SXM4 80GB", 108, {16: 312e12, 8: 624e12}, 0.9, 1.0, 19.5e12, 2039e9, 0.90,
-        40 * 2**20, 164 * 1024, 65536, 2048, RESIDENT_BLOCKS, 600e-9, 5.0e12, A100_SOURCE,
+        40 * 2**20, 164 * 1024, 65536, 2048, RESIDENT_BLOCKS, 600e-9, 5.0e12, A100_SOURCE, 128 * 1.41e9 * 108,
     ),
     "h200": GPU(
         "H200 SXM 141GB", 132, {16: 989.4e12, 8: 1978.9e12}, 654e12 / 989.4e12, 638e12 / 989.4e12, 67e12,
         4800e9, 4398 / 4800, 50 * 2**20, 228 * 1024, 65536, 2048, RESIDENT_BLOCKS, 700e-9, 8.0e12, H200_SOURCE,
+        128 * 1.98e9 * 132,
     ),
 }  # fmt: skip
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 
 from tilec import tir, tir_walk
 from tilec.diagnostics import CompileError
+from tilec.layout import warp_rows
+from tilec.pipeline import Unit
 from tilec.targets import Target, instruction_named
 from tilec.tune import model
 from tilec.tune.peaks import GPU
@@ -89,7 +91,7 @@ def analyse(program: tir.Program, point: Point, default: bool, arch: str, gpu: G
         if reason:
             return replace(c, pruned=reason)
         try:
-            work = block_work(u.kernel, u.target.warp_size)
+            work = block_work(u.kernel, u.target.warp_size, functools.partial(_warp_grid, u))
         except NotConstant:
             return replace(c, pruned=f"kernel '{u.kernel.name}': an extent the shape does not fix")
         res = model.Resources(smem, regs, *_instruction(u.kernel, u.target))
@@ -115,6 +117,19 @@ def _instruction(kernel: tir.Kernel, target: Target) -> tuple[str, int]:
         return "", 16
     g = max(gemms, key=lambda s: _region_elems(s.c))
     return instruction_named(target, g.instruction).group, g.a.buffer.dtype.bits
+
+
+def _warp_grid(unit: Unit, g: tir.Gemm) -> tuple[int, int] | None:
+    """(warp rows, warp cols) tiling a warp-level MMA's accumulator (layout.mma_accumulator), or
+    None for any other gemm (warp groups, the CUDA cores, AMD's MFMA tilings)."""
+    assert unit.layouts is not None
+    if unit.target.language != "cuda" or instruction_named(unit.target, g.instruction).group != "warp":
+        return None
+    frag = unit.layouts.buffers.get(g.c.buffer)
+    if frag is None:
+        return None
+    rows = warp_rows(frag)
+    return rows, unit.kernel.threads // unit.target.warp_size // rows
 
 
 def _region_elems(r: tir.Region) -> int:

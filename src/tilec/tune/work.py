@@ -34,6 +34,7 @@ class Access:
     per_issue: int  # bytes of one execution of the statement
     depends: tuple[int, ...]  # the block variables (0 = x, 1 = y, 2 = z) its origin reads
     ragged: str | None = None  # "1000 is not a multiple of 64" when the tiles overhang the tensor
+    issues: int = 1  # executions one after another: the trips of the serial loops around it
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class BlockWork:
     simt_flops: int  # elementwise work of one block (one per element of a Parallel loop)
     stages: int  # the deepest Pipelined loop's num_stages (1: none)
     accesses: tuple[Access, ...]
+    operand_bytes: int = 0  # shared memory its warp-level gemms read into registers (every loop trip)
 
     @property
     def blocks(self) -> int:
@@ -86,21 +88,30 @@ def evaluate(e: tir.Expr, env: Env) -> int:
     raise NotConstant(e)
 
 
-def block_work(kernel: tir.Kernel, warp_size: int) -> BlockWork:
-    """The work of the middle block of `kernel` (its dimensions constants)."""
+WarpGrid = Callable[[tir.Gemm], "tuple[int, int] | None"]  # a gemm -> (warp rows, warp cols) of its tiling
+
+
+def block_work(kernel: tir.Kernel, warp_size: int, warp_grid: WarpGrid | None = None) -> BlockWork:
+    """The work of the middle block of `kernel` (its dimensions constants). `warp_grid` says how
+    the warps tile a warp-level gemm's accumulator (None: a gemm its warps do not tile, such as a
+    warp-group one, whose operands the tensor cores read from shared memory themselves)."""
     grid = tuple(evaluate(g, {}) for g in kernel.grid)
     env = {v: n // 2 for v, n in zip(kernel.block_vars, grid)}
-    walker = _Walker(kernel.block_vars)
+    walker = _Walker(kernel.block_vars, warp_grid or (lambda g: None))
     walker.body(kernel.body, env, 1)
-    return BlockWork(grid, kernel.threads, warp_size, walker.flops, walker.simt, walker.stages, tuple(walker.accesses))
+    return BlockWork(
+        grid, kernel.threads, warp_size, walker.flops, walker.simt, walker.stages, tuple(walker.accesses),
+        walker.operand_bytes,
+    )  # fmt: skip
 
 
 class _Walker:
     """Sums the block's work statement by statement, `trips` the product of the enclosing loops'."""
 
-    def __init__(self, block_vars: tuple[tir.Var, ...]):
+    def __init__(self, block_vars: tuple[tir.Var, ...], warp_grid: WarpGrid):
         self.block_vars = block_vars
-        self.flops = self.simt = 0
+        self.warp_grid = warp_grid
+        self.flops = self.simt = self.operand_bytes = 0
         self.stages = 1
         self.accesses: list[Access] = []
 
@@ -127,6 +138,9 @@ class _Walker:
                 self.region(dst, False, env, trips)
             case tir.Gemm():
                 self.flops += trips * gemm_flops(s, env)
+                grid = self.warp_grid(s)
+                if grid is not None:
+                    self.operand_bytes += trips * operand_bytes(s, env, *grid)
             case tir.Parallel():
                 self.parallel(s, env, trips)
 
@@ -142,7 +156,8 @@ class _Walker:
     def region(self, r: tir.Region, load: bool, env: Env, trips: int) -> None:
         elems = math.prod(evaluate(x, env) for x in r.extents)
         issue = elems * r.buffer.dtype.bytes
-        self.accesses.append(Access(r.buffer.name, load, trips * issue, issue, self.depends(r.starts), _ragged(r, env)))
+        ragged = _ragged(r, env)
+        self.accesses.append(Access(r.buffer.name, load, trips * issue, issue, self.depends(r.starts), ragged, trips))
 
     def depends(self, exprs: tuple[tir.Expr, ...]) -> tuple[int, ...]:
         used = set().union(*(tir_walk.variables(e) for e in exprs)) if exprs else set()
@@ -154,13 +169,14 @@ class _Walker:
         for st in tir_walk.stmts(s.body):
             exprs = tir_walk.stmt_exprs(st)
             for load in (x for e in exprs for x in tir_walk.loads(e) if x.buffer.scope == "global"):
-                self.element(load.buffer, load.indices, True, trips * elems)
+                self.element(load.buffer, load.indices, True, elems, trips)
             if isinstance(st, tir.Store) and st.buffer.scope == "global":
-                self.element(st.buffer, st.indices, False, trips * elems)
+                self.element(st.buffer, st.indices, False, elems, trips)
 
-    def element(self, buf: tir.Buffer, indices: tuple[tir.Expr, ...], load: bool, count: int) -> None:
+    def element(self, buf: tir.Buffer, indices: tuple[tir.Expr, ...], load: bool, elems: int, trips: int) -> None:
+        """`elems` accesses of one element each (a Parallel's, issued together) per trip."""
         issue = buf.dtype.bytes
-        self.accesses.append(Access(buf.name, load, count * issue, issue, self.depends(indices)))
+        self.accesses.append(Access(buf.name, load, trips * elems * issue, issue, self.depends(indices), issues=trips))
 
 
 def gemm_flops(s: tir.Gemm, env: Env) -> int:
@@ -170,6 +186,22 @@ def gemm_flops(s: tir.Gemm, env: Env) -> int:
     mn = math.prod(c)
     k = math.prod(a) // max(1, c[-2] if len(c) > 1 else 1)
     return 2 * mn * k
+
+
+def operand_bytes(s: tir.Gemm, env: Env, warp_rows: int, warp_cols: int) -> int:
+    """Shared-memory bytes one execution of a warp-level gemm reads: each of the warp_rows x
+    warp_cols warps loads the rows of A and the columns of B of its own accumulator tile, so A is
+    read warp_cols times over and B warp_rows times (an operand in a fragment, in registers, reads none). Fewer
+    rows per warp mean more reads per FLOP (the attention of 64 rows on 4 warps: 16 each)."""
+    c = [evaluate(x, env) for x in s.c.extents]
+    m, n = (c[-2], c[-1]) if len(c) > 1 else (1, c[0])
+    k = math.prod(evaluate(x, env) for x in s.a.extents) // max(1, m)
+    total = 0
+    if s.a.buffer.scope == "shared":
+        total += warp_cols * m * k * s.a.buffer.dtype.bytes
+    if s.b.buffer.scope == "shared":
+        total += warp_rows * n * k * s.b.buffer.dtype.bytes
+    return total
 
 
 def _ragged(r: tir.Region, env: Env) -> str | None:

@@ -430,7 +430,8 @@ static bool tilec_encode_map(CUtensorMap* map, const tilec_map_key& key) {
   for (int d = 0; d < rank; ++d) dims[d] = static_cast<cuuint64_t>(key.v[2 + d]);
   pitch[0] = dims[0] * elem_bytes;
   pitch[1] = pitch[0] * dims[1];
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(key.v[5] & 0xffffffff), static_cast<cuuint32_t>(key.v[5] >> 32), 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(key.v[5] & 0xffffffff),
+                             static_cast<cuuint32_t>(key.v[5] >> 32), 1};
   const cuuint32_t steps[3] = {1, 1, 1};
   const CUtensorMapDataType type = elem_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
                                    : elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
