@@ -146,8 +146,17 @@ def _pairs(a: Mapping[str, Any], b: Mapping[str, Any]):
     return ((k, (a[k], b[k])) for k in a if k in b)
 
 
+BATCH_SECONDS = 1e-3  # a timed batch of back-to-back calls lasts about this long
+QUEUE_CYCLES_PER_CALL = 40_000  # a GPU-side wait queued before a batch, per call in it (20 us at 2 GHz,
+# more than the host spends launching one), so that the host launches the batch ahead
+
+
 def _time(source: str, dims: Mapping[str, int], arch: str, warmup: int, reps: int) -> float:
-    """The median over `reps` CUDA-event timings of one call of every kernel (seconds)."""
+    """Seconds per call of every kernel: the median over `reps` batches, each of enough back-to-back
+    calls to last about BATCH_SECONDS, timed between CUDA events. A wait queued on the GPU before
+    each batch lets the host launch the whole batch ahead, so neither the host's per-call cost nor
+    an idle GPU between calls (a short kernel timed alone measures both, +-20% run to run on the
+    H200) is in the timing."""
     import torch
 
     from tilec import runtime
@@ -156,17 +165,22 @@ def _time(source: str, dims: Mapping[str, int], arch: str, warmup: int, reps: in
     calls = [
         (getattr(mod, k["name"]), _inputs(k, dims)) for k in runtime.parse_abi(source)["kernels"]
     ]  # fmt: skip
-    times = []
-    for i in range(warmup + reps):
+
+    def batch(inner: int) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(QUEUE_CYCLES_PER_CALL * inner * len(calls))
         start.record()
-        for fn, args in calls:
-            fn(*args)
+        for _ in range(inner):
+            for fn, args in calls:
+                fn(*args)
         end.record()
         end.synchronize()
-        if i >= warmup:
-            times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+        return start.elapsed_time(end) / 1e3 / inner
+
+    first = min(batch(1) for _ in range(max(1, warmup)))
+    inner = max(1, min(1000, math.ceil(BATCH_SECONDS / max(first, 1e-7))))
+    return statistics.median(batch(inner) for _ in range(reps))
 
 
 def best_so_far(timings: Sequence[Timing]) -> Timing | None:
