@@ -3,12 +3,12 @@
     TILEC_PREBUILT=.gpu PYTHONPATH=src python3 bench/host_cost.py
 
 Per call, tilec's sm_90a GEMM beside torch.matmul: run.py's back-to-back time, the kernel alone
-(a CUDA graph's replay), and the host's cost of one call (launches only, no sync) through
-tilec.runtime and through the bare ctypes launcher; then what one cuTensorMapEncodeTiled costs."""
+(run.py's graph_ms: a CUDA graph's replay), and the host's cost of one call (launches only, no
+sync) through tilec.runtime and through the bare ctypes launcher; then what one
+cuTensorMapEncodeTiled costs."""
 
 import ctypes
 import os
-import statistics
 import sys
 import time
 
@@ -17,7 +17,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 sys.path.insert(0, HERE)
-from run import bench  # noqa: E402
+from run import bench, graph_ms  # noqa: E402
 
 from tilec import runtime  # noqa: E402
 
@@ -43,30 +43,6 @@ def host_us(fn, n: int = 300) -> float:
         rounds.append((time.perf_counter() - t0) / n * 1e6)
         torch.cuda.synchronize()
     return min(rounds)
-
-
-def graph_us(fn, n: int = 20) -> float:
-    """Microseconds per call of n calls captured into one CUDA graph (median of 30 replays)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(n):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(30):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / n)
-    return statistics.median(times)
 
 
 def bare_launcher(kernel, *tensors):
@@ -108,9 +84,9 @@ def main() -> None:
             torch.matmul(a, b, out=c)
 
         row = [
-            bench([tilec_call])["ms"] * 1000, graph_us(tilec_call), host_us(tilec_call),
+            bench([tilec_call])["ms"] * 1000, graph_ms([tilec_call]) * 1000, host_us(tilec_call),
             host_us(bare_launcher(mod.gemm, a, b, c)),
-            bench([torch_call])["ms"] * 1000, graph_us(torch_call), host_us(torch_call),
+            bench([torch_call])["ms"] * 1000, graph_ms([torch_call]) * 1000, host_us(torch_call),
         ]  # fmt: skip
         print(f"| {variant} | {m}x{n}x{k} | " + " | ".join(f"{x:.1f}" for x in row) + " |", flush=True)
     print(f"\ncuTensorMapEncodeTiled from Python: {encode_us():.2f} us per call")

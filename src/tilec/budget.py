@@ -214,10 +214,15 @@ def _fragment_accesses(s: tir.Stmt, sizes: dict[tir.Buffer, int]) -> tuple[set[t
 def _overwrites(s: tir.Stmt, b: tir.Buffer) -> bool:
     """Whether `s` writes every element of `b` without reading it first (its old value dies)."""
     match s:
-        case tir.Fill(dst=dst) | tir.Copy(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst):
-            return dst.buffer is b
-        case tir.Gemm(c=c):
-            return c.buffer is b
+        case tir.Fill(dst=dst) | tir.Copy(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst) | tir.Gemm(c=dst):
+            return dst.buffer is b and _elements(dst.extents) >= math.prod(b.const_shape)
         case tir.Parallel(extents=extents):
             return math.prod(extents) >= math.prod(b.const_shape)
     return False
+
+
+def _elements(extents: tuple[tir.Expr, ...]) -> int:
+    """Elements of a region whose extents are constants (0 when one is not: not known to cover)."""
+    if not all(isinstance(e, tir.IntImm) for e in extents):
+        return 0
+    return math.prod(e.value for e in extents if isinstance(e, tir.IntImm))

@@ -4,7 +4,8 @@
                        threads_per_sm // threads)
     a wave     W = sms x b blocks; the grid runs in ceil(blocks / W) waves, the last one partial
     per wave   t = max(n x flops / (P x active/sms x e_warps), dram / (BW x e_lat),
-                       n x bytes / (BW_L2 x active/sms), n x operand bytes / (BW_smem x active/sms)) + latency
+                       n x bytes / (BW_L2 x active/sms), n x operand bytes / (BW_smem x active/sms),
+                       trips x LOADED_LATENCY x latency / max(1, stages - 1)) + latency
     total      T = sum over the waves of t
 
 P is the peak of the gemm's instruction (wgmma, warp-level MMA or the CUDA cores) for its operand
@@ -13,8 +14,9 @@ wave that agree on the block variables an access's origin reads (A's tiles: `by`
 data from DRAM once. e_warps = min(1, warps per SM / 4) (one warp per SM sub-partition keeps the
 tensor cores busy); e_lat = min(1, bytes in flight / (BW x latency)), Little's law, where a block
 keeps `max(1, stages - 1)` issues of its loads in flight. Operand bytes are what warp-level gemms
-read from shared memory into registers (work.operand_bytes), BW_smem the banks' rate. docs/tune.md
-has the whole story.
+read from shared memory into registers (work.operand_bytes), BW_smem the banks' rate; trips are
+the serial trips of a block's loads (Access.issues), each waiting for its data unless a pipeline
+keeps later ones in flight. docs/tune.md has the whole story.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Estimate:
     seconds: float
     occupancy: int  # blocks per SM
     waves: float  # blocks / (sms x occupancy)
-    bound: str  # the roof of the first wave: "compute", "DRAM", "L2" or "shared"
+    bound: str  # the roof of the first wave: "compute", "DRAM", "L2", "shared" or "latency"
     dram_bytes: int  # over the whole grid, after L2 reuse
     flops: int  # over the whole grid (matrix and elementwise)
     limit: str  # what bounds the occupancy: "smem", "registers", "threads", "blocks"

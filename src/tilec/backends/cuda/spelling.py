@@ -398,12 +398,15 @@ __device__ __forceinline__ void tilec_setmaxnreg_inc() { asm volatile("setmaxnre
 typedef CUresult (*tilec_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                        const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-struct tilec_map_key {
-  long long v[8];  // base, rank, dims[3], box_inner | box_outer << 32, elem_bytes, swizzle
+struct tilec_map_key {  // every argument a map depends on
+  const void* base;
+  int rank;
+  long long dims[3];  // inner first; 1 past the rank
+  int box_inner, box_outer, elem_bytes, swizzle;
   bool operator==(const tilec_map_key& o) const {
-    for (int i = 0; i < 8; ++i)
-      if (v[i] != o.v[i]) return false;
-    return true;
+    return base == o.base && rank == o.rank && dims[0] == o.dims[0] && dims[1] == o.dims[1] &&
+           dims[2] == o.dims[2] && box_inner == o.box_inner && box_outer == o.box_outer &&
+           elem_bytes == o.elem_bytes && swizzle == o.swizzle;
   }
 };
 static bool tilec_encode_map(CUtensorMap* map, const tilec_map_key& key) {
@@ -424,22 +427,18 @@ static bool tilec_encode_map(CUtensorMap* map, const tilec_map_key& key) {
     return ok ? reinterpret_cast<tilec_encode_tiled>(fn) : nullptr;
   }();
   if (encode == nullptr) return false;
-  const int rank = static_cast<int>(key.v[1]);
-  const long long elem_bytes = key.v[6];
-  cuuint64_t dims[3], pitch[2];
-  for (int d = 0; d < rank; ++d) dims[d] = static_cast<cuuint64_t>(key.v[2 + d]);
-  pitch[0] = dims[0] * elem_bytes;
-  pitch[1] = pitch[0] * dims[1];
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(key.v[5] & 0xffffffff),
-                             static_cast<cuuint32_t>(key.v[5] >> 32), 1};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(key.dims[0]), static_cast<cuuint64_t>(key.dims[1]),
+                              static_cast<cuuint64_t>(key.dims[2])};
+  const cuuint64_t pitch[2] = {dims[0] * key.elem_bytes, dims[0] * key.elem_bytes * dims[1]};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(key.box_inner), static_cast<cuuint32_t>(key.box_outer), 1};
   const cuuint32_t steps[3] = {1, 1, 1};
-  const CUtensorMapDataType type = elem_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
-                                   : elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
-                                                     : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  const CUtensorMapSwizzle sw = key.v[7] == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                                : key.v[7] == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                 : CU_TENSOR_MAP_SWIZZLE_32B;
-  if (encode(map, type, rank, reinterpret_cast<void*>(key.v[0]), dims, pitch, box, steps,
+  const CUtensorMapDataType type = key.elem_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                   : key.elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                                         : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMapSwizzle sw = key.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : key.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                    : CU_TENSOR_MAP_SWIZZLE_32B;
+  if (encode(map, type, key.rank, const_cast<void*>(key.base), dims, pitch, box, steps,
              CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return false;
@@ -453,8 +452,7 @@ static bool tilec_encode_map(CUtensorMap* map, const tilec_map_key& key) {
 static bool tilec_tensor_map_2d(CUtensorMap* map, const void* base, long long inner, long long outer, int box_inner,
                                 int box_outer, int elem_bytes, int swizzle) {
   if (inner <= 0 || outer <= 0 || reinterpret_cast<uintptr_t>(base) % 16 || inner * elem_bytes % 16) return false;
-  const tilec_map_key key = {{static_cast<long long>(reinterpret_cast<uintptr_t>(base)), 2, inner, outer, 1,
-                              box_inner | static_cast<long long>(box_outer) << 32, elem_bytes, swizzle}};
+  const tilec_map_key key = {base, 2, {inner, outer, 1}, box_inner, box_outer, elem_bytes, swizzle};
   return tilec_encode_map(map, key);
 }"""
 HELPER_TYPES["bulk_copy"] = ("CUtensorMap", "uintptr_t")
@@ -508,8 +506,7 @@ static bool tilec_tensor_map_3d(CUtensorMap* map, const void* base, long long in
   (void)&tilec_tensor_map_2d;  // a kernel whose maps are all 3-D calls only this one: no unused-function warning
   if (inner <= 0 || outer <= 0 || batch <= 0 || reinterpret_cast<uintptr_t>(base) % 16 || inner * elem_bytes % 16)
     return false;
-  const tilec_map_key key = {{static_cast<long long>(reinterpret_cast<uintptr_t>(base)), 3, inner, outer, batch,
-                              box_inner | static_cast<long long>(box_outer) << 32, elem_bytes, swizzle}};
+  const tilec_map_key key = {base, 3, {inner, outer, batch}, box_inner, box_outer, elem_bytes, swizzle};
   return tilec_encode_map(map, key);
 }"""
 HELPER_TYPES["bulk_copy_3d"] = ("CUtensorMap", "uintptr_t")
