@@ -201,15 +201,7 @@ def lower_gemm(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
 def _gemm_simt(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
     c = s.c.buffer
     frag = ctx.layouts.buffers[c]
-    out: list[T.Stmt] = []
-    a_region = s.a
-    if s.a.buffer.scope == "fragment":
-        a_region, staging = stage_fragment(ctx, s.a)
-        out += staging
-    if s.b.buffer.scope == "fragment":
-        raise error(
-            s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
-        )
+    a_region, out = staged_operand(ctx, s)
     m, n = frag.shape if len(frag.shape) == 2 else (1, frag.shape[0])
     a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1] or [1]
     k_extent = a_ext[0] if s.transpose_a else a_ext[-1]
@@ -218,18 +210,7 @@ def _gemm_simt(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
     (lm, tm), (ln, tn) = _micro_tile(frag, 0), _micro_tile(frag, 1)
     acc_t = compute_dtype(c.dtype)
     cname = ctx.name(c)
-    if s.clear_accum:
-        i = T.Sym(ctx.fresh("i"), I32)
-        out.append(
-            T.Loop(
-                i,
-                int_(0),
-                int_(frag.local_size),
-                1,
-                True,
-                (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),),
-            )
-        )
+    out += cleared_accumulator(ctx, s)
     kk = tir.Var(ctx.fresh("kk"), I32, "thread")
     ctx.state.bounds[kk] = k_extent - 1
     row_i = T.Sym(ctx.fresh("mi"), I32)
@@ -280,6 +261,25 @@ def operand_index(region: tir.Region, idx2: tuple[tir.Expr, tir.Expr]) -> tuple[
     for d, i in zip(dims, idx2):
         out[d] = simplify(tir.BinOp("+", region.starts[d], i, I32))
     return tuple(out)
+
+
+def staged_operand(ctx: LowerContext, s: tir.Gemm, a_in_registers: bool = False) -> tuple[tir.Region, list[T.Stmt]]:
+    """A's region for a gemm that reads its operands from shared memory, and the code that puts it
+    there: a register tile A is written to a shared scratch tile first, unless the instruction
+    takes A in registers. B is always in shared memory (shapes.py refuses a register B)."""
+    if s.a.buffer.scope == "fragment" and not a_in_registers:
+        return stage_fragment(ctx, s.a)
+    return s.a, []
+
+
+def cleared_accumulator(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
+    """`C = 0` over each thread's accumulator registers when the gemm clears it (clear_accum)."""
+    if not s.clear_accum:
+        return []
+    c = s.c.buffer
+    i = T.Sym(ctx.fresh("i"), I32)
+    zero_c = (T.Assign(T.Subscript(ctx.name(c), (symv(i),), c.dtype), zero(c.dtype)),)
+    return [T.Loop(i, int_(0), int_(ctx.layouts.buffers[c].local_size), 1, True, zero_c)]
 
 
 def stage_fragment(ctx: LowerContext, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:

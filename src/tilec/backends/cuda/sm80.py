@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from tilec import thread_ir as T
 from tilec import tir
-from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, group_threads, types_entry
-from tilec.lower.cexpr import I32, add, const_int, mul, symv, zero
+from tilec.lower.cexpr import I32, add, const_int, mul
 from tilec.lower.context import LowerContext, MmaGemm
 from tilec.lower.exprs import ref_of
-from tilec.lower.ops import operand_index, stage_fragment
+from tilec.lower.ops import cleared_accumulator, operand_index, staged_operand
 from tilec.simplify import int_, simplify
 
 
@@ -51,21 +50,10 @@ def setup(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> tuple[list[T.S
     runs once before the steps (staging of A, clearing of C)."""
     c = s.c.buffer
     frag = ctx.layouts.buffers[c]
-    out: list[T.Stmt] = []
-    a_region = s.a
     a_in_registers = s.a_from_registers
-    if s.a.buffer.scope == "fragment" and not a_in_registers:
-        a_region, staging = stage_fragment(ctx, s.a)
-        out += staging
-    if s.b.buffer.scope == "fragment":
-        raise error(
-            s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer first"
-        )
+    a_region, out = staged_operand(ctx, s, a_in_registers)
     cname = ctx.name(c)
-    if s.clear_accum:
-        i = T.Sym(ctx.fresh("i"), I32)
-        zero_c = (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),)
-        out.append(T.Loop(i, int_(0), int_(frag.local_size), 1, True, zero_c))
+    out += cleared_accumulator(ctx, s)
     mi_n, ni_n = frag.local_parts[0].extent, frag.local_parts[1].extent
     wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
     a_ext = [const_int(e) for e in a_region.extents if const_int(e) != 1]

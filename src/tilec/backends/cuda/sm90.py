@@ -48,10 +48,10 @@ from tilec.backends.cuda.sm80 import gemm as warp_gemm
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
-from tilec.lower.cexpr import I32, add, mul, source_comment, source_line, symv, zero
+from tilec.lower.cexpr import I32, add, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, WarpRoles, shared_bytes, shared_view
 from tilec.lower.exprs import ref_of, value_of
-from tilec.lower.ops import lower_copy
+from tilec.lower.ops import cleared_accumulator, lower_copy
 from tilec.passes.infer_layouts import place_descriptor_operand
 from tilec.passes.plan_pipeline import producers
 from tilec.passes.select import gemm_depth
@@ -92,11 +92,7 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     n = min(width, record.shape[1])
     depth = record.shape[2]
     cname = ctx.name(c)
-    out: list[T.Stmt] = []
-    if s.clear_accum:
-        i = T.Sym(ctx.fresh("i"), I32)
-        zero_c = (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),)
-        out.append(T.Loop(i, int_(0), int_(frag.local_size), 1, True, zero_c))
+    out: list[T.Stmt] = cleared_accumulator(ctx, s)
     group = simplify(tir.BinOp("//", ctx.tx, int_(WARP_GROUP), I32))
     g_n = simplify(tir.BinOp("%", group, int_(gn), I32)) if gn > 1 else int_(0)
     g_m = simplify(tir.BinOp("//", group, int_(gn), I32)) if gm > 1 else int_(0)

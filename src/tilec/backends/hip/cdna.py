@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from tilec import thread_ir as T
 from tilec import tir
-from tilec.diagnostics import error
 from tilec.instructions import Instruction, group_threads, types_entry
-from tilec.lower.cexpr import I32, add, const_int, mul, symv, zero
+from tilec.lower.cexpr import I32, add, const_int, mul
 from tilec.lower.context import LowerContext, MmaGemm
 from tilec.lower.exprs import ref_of
-from tilec.lower.ops import operand_index, stage_fragment
+from tilec.lower.ops import cleared_accumulator, operand_index, staged_operand
 from tilec.simplify import int_, simplify
 
 ASYNC_COPY_BYTES: tuple[int, ...] = ()
@@ -49,18 +48,9 @@ def setup(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> tuple[list[T.S
     """What every k step needs, and the code before the steps (A staged to LDS, C cleared)."""
     c = s.c.buffer
     frag = ctx.layouts.buffers[c]
-    out: list[T.Stmt] = []
-    a_region = s.a
-    if s.a.buffer.scope == "fragment":
-        a_region, staging = stage_fragment(ctx, s.a)
-        out += staging
-    if s.b.buffer.scope == "fragment":
-        raise error(s.b.span, "gemm's B operand must be in shared memory", hint="copy it to an alloc_shared buffer")
+    a_region, out = staged_operand(ctx, s)
     cname = ctx.name(c)
-    if s.clear_accum:
-        i = T.Sym(ctx.fresh("i"), I32)
-        zero_c = (T.Assign(T.Subscript(cname, (symv(i),), c.dtype), zero(c.dtype)),)
-        out.append(T.Loop(i, int_(0), int_(frag.local_size), 1, True, zero_c))
+    out += cleared_accumulator(ctx, s)
     tile = record.shape[0]
     mi_n, ni_n = frag.local_parts[0].extent, frag.local_parts[1].extent
     wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
