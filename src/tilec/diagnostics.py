@@ -49,6 +49,7 @@ class Diagnostic:
 WARNINGS = {
     "lost-pipeline": "a copy of a Pipelined(num_stages >= 2) loop runs in its own iteration, not ahead",
     "simt-gemm": "a gemm whose operand types a tensor core takes runs on CUDA cores (SIMT FMA)",
+    "annotated-operand": "an operand's annotate_layout keeps a gemm off the instruction that lays out its own tiles",
     "register-spill": "a kernel's register estimate passes what a thread has: the rest spills to local memory",
     "bank-conflict": "a gemm's shared-memory operand loads have bank conflicts the tile's layout could not avoid",
 }

@@ -134,6 +134,17 @@ def simt_refusal(g: tir.Gemm, threads: int, target: Target) -> tuple[Instruction
     return (typed[-1], *refused) if refused is not None else None
 
 
+def annotation_refusal(g: tir.Gemm, threads: int, target: Target, annotated: set[tir.Buffer]) -> Instruction | None:
+    """For a gemm that `select` kept off a descriptor record (one that lays out its operand tiles
+    itself, wgmma) only because an operand has a user layout (`annotated`): that record; None
+    otherwise."""
+    chosen = instruction_named(target, g.instruction)
+    if chosen.load == "descriptors" or not ({g.a.buffer, g.b.buffer} & annotated):
+        return None
+    unannotated = choose(g, threads, target)
+    return unannotated if unannotated.load == "descriptors" else None
+
+
 def gemm_depth(g: tir.Gemm) -> int:
     """K of a gemm: A's last non-unit extent (its first when A is transposed)."""
     k_dims = [e.value for e in g.a.extents if isinstance(e, tir.IntImm) and e.value != 1]

@@ -14,6 +14,9 @@ instruction, the layouts, the pipeline plan) and returns warnings
   cannot pipeline (`plan_pipeline.loop_refusal`);
 - simt-gemm: a gemm on SIMT FMA although a tensor-core record of the target takes
   its types (`select.simt_refusal`);
+- annotated-operand: a gemm kept off the target's descriptor instruction (wgmma, which lays
+  out its operand tiles itself) only by an `annotate_layout` of an operand
+  (`select.annotation_refusal`);
 - register-spill: a kernel whose register estimate (budget.register_estimate)
   passes Target.max_registers;
 - bank-conflict: a gemm whose matrix loads of a shared operand (warp matrix loads on CUDA, per-lane
@@ -35,7 +38,7 @@ from tilec.diagnostics import Diagnostic, Note, warning
 from tilec.layout_algebra import Layout, padded, row_major
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import Refusal, loop_refusal, producers, refusals
-from tilec.passes.select import simt_refusal
+from tilec.passes.select import annotation_refusal, simt_refusal
 from tilec.targets import Target, instruction_named
 
 LARGEST_SHOWN = 3  # fragments a register-spill warning points at
@@ -43,7 +46,8 @@ LARGEST_SHOWN = 3  # fragments a register-spill warning points at
 
 def warnings(kernel: tir.Kernel, layouts: Layouts, target: Target) -> tuple[Diagnostic, ...]:
     """Every warning of `kernel`, in source order within each kind."""
-    found = [*lost_pipelines(kernel), *simt_gemms(kernel, target), *register_spill(kernel, layouts, target)]
+    found = [*lost_pipelines(kernel), *simt_gemms(kernel, target), *annotated_operands(kernel, target)]
+    found += register_spill(kernel, layouts, target)
     found += bank_conflicts(kernel, layouts, target)
     return tuple(found)
 
@@ -80,6 +84,29 @@ def simt_gemms(kernel: tir.Kernel, target: Target) -> list[Diagnostic]:
             types = f"{g.a.buffer.dtype.tile_name} -> {g.c.buffer.dtype.tile_name}"
             message = f"gemm runs on CUDA cores (SIMT FMA), not tensor cores: {record.name} takes {types} but {why}"
             out.append(warning(g.span, "simt-gemm", message, hint=hint))
+    return out
+
+
+def annotated_operands(kernel: tir.Kernel, target: Target) -> list[Diagnostic]:
+    stmts = list(tir_walk.stmts(kernel.body, into_parallel=False))
+    annotations = {s.buffer: s for s in stmts if isinstance(s, tir.AnnotateLayout)}
+    out = []
+    for g in stmts:
+        if not isinstance(g, tir.Gemm):
+            continue
+        record = annotation_refusal(g, kernel.threads, target, set(annotations))
+        if record is None:
+            continue
+        named = list(dict.fromkeys(b for b in (g.a.buffer, g.b.buffer) if b in annotations))
+        chosen = instruction_named(target, g.instruction).name
+        which = " and ".join(f"'{b.name}'" for b in named)
+        message = (
+            f"gemm runs on {chosen}, not {record.name}: {record.name} lays out its operand tiles itself, "
+            f"and {which} {'has its own layout' if len(named) == 1 else 'have their own layouts'} (annotate_layout)"
+        )
+        notes = tuple(Note(annotations[b].span, f"'{b.name}' is annotated here") for b in named)
+        hint = f"drop the annotate_layout for {target.arch}: layout inference gives the tiles the swizzle it reads"
+        out.append(warning(g.span, "annotated-operand", message, hint=hint, notes=notes))
     return out
 
 
