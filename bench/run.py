@@ -44,7 +44,15 @@ CANDIDATES = {
     "add": ["elementwise_add", "elementwise_add-bench"],
     "softmax": ["softmax", "softmax-bench", "softmax-bench-t256"],
     "rmsnorm": ["rmsnorm", "rmsnorm-bench", "rmsnorm-bench-t256", "rmsnorm-bench-t1024", "rmsnorm-bench-m2"],
-    "gemm": ["gemm", "gemm-bench-128x128", "gemm-bench-s4", "gemm-bench-k32", "gemm-sm90a", "gemm-sm90a-128x128", "gemm-sm90a-k32"],
+    "gemm": [
+        "gemm",
+        "gemm-bench-128x128",
+        "gemm-bench-s4",
+        "gemm-bench-k32",
+        "gemm-sm90a",
+        "gemm-sm90a-128x128",
+        "gemm-sm90a-k32",
+    ],  # fmt: skip
     "gemm-bf16": ["gemm_bf16-sm90a"],
     "gemm-fp8": ["gemm_fp8-bench-sm90a", "gemm_fp8-bench-sm90a-128x256", "gemm_fp8-bench-sm90a-128x256-k64"],
     "gemm-int8": ["gemm_int8-sm90a", "gemm_int8-bench-sm90a-128x256", "gemm_int8-bench-sm90a-128x256-k64"],

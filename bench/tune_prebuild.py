@@ -32,15 +32,40 @@ class Program:
     name: str
     path: str  # relative to the checkout
     shape: Mapping[str, int]
+    # how tune_all reports the tuned speed: "memory" (bandwidth against the copy bandwidth of the
+    # same run), or the torch operation it is timed against (bench/tune_all.py's PEERS), or "" (none)
+    against: str = "memory"
 
 
-PROGRAMS = (
+# Programs written as a user first would (bench/programs/): issue 16's table.
+USER_PROGRAMS = (
     Program("swiglu", "bench/programs/tune/swiglu.tile", {"M": 4096, "N": 8192}),
     Program("row_lse", "bench/programs/tune/row_lse.tile", {"M": 4096, "N": 8192}),
-    Program("bmm_bias", "bench/programs/bmm_bias.tile", {"Batch": 8, "M": 2048, "N": 2048, "K": 2048}),
-    Program("attention", "bench/programs/tune/attention.tile", {"B": 4, "H": 32, "S": 4096}),
-    Program("gemm", "bench/programs/tune/gemm.tile", {"M": 8192, "N": 8192, "K": 8192}),
+    Program("bmm_bias", "bench/programs/bmm_bias.tile", {"Batch": 8, "M": 2048, "N": 2048, "K": 2048}, "baddbmm"),
+    Program("attention", "bench/programs/tune/attention.tile", {"B": 4, "H": 32, "S": 4096}, "sdpa"),
+    Program("linear", "bench/programs/tune/linear.tile", {"M": 4096, "N": 8192, "K": 8192}, "linear"),
 )
+
+# Every example, at a shape it is meant for.
+EXAMPLES = (
+    Program("gemm", "examples/gemm.tile", {"M": 8192, "N": 8192, "K": 8192}, "matmul"),
+    Program("gemm_relu", "examples/gemm_relu.tile", {"M": 8192, "N": 8192, "K": 8192}, "matmul_relu"),
+    Program("gemm_int8", "examples/gemm_int8.tile", {"M": 8192, "N": 8192, "K": 8192}, "int_mm"),
+    Program("gemm_splitk", "examples/gemm_splitk.tile", {"M": 2048, "N": 2048, "K": 8192}, "matmul"),
+    Program(
+        "dequant_gemm", "examples/dequant_gemm.tile", {"M": 4096, "N": 8192, "K": 8192, "K_packed": 4096}, "dequant"
+    ),
+    Program("flash_attention", "examples/flash_attention.tile", {"B": 4, "H": 32, "S": 4096}, "sdpa"),
+    Program("mla_decode", "examples/mla_decode.tile", {"B": 32, "H": 128, "S": 8192}, ""),
+    Program("softmax", "examples/softmax.tile", {"M": 16384, "N": 8192}),
+    Program("rmsnorm", "examples/rmsnorm.tile", {"M": 16384, "N": 8192}),
+    Program("layernorm", "examples/layernorm.tile", {"M": 16384, "N": 8192}),
+    Program("elementwise_add", "examples/elementwise_add.tile", {"N": 1 << 28}),
+    Program("conv1d_halo", "examples/conv1d_halo.tile", {"B": 8, "L": 8192, "C": 1024}),
+    Program("stencil", "examples/stencil.tile", {"H": 8192, "W": 8192}),
+)
+
+PROGRAMS = USER_PROGRAMS + EXAMPLES
 
 
 def compile_one(path: str, defines: Mapping[str, str], arch: str) -> tuple[str | None, str | None]:
@@ -95,6 +120,7 @@ def build_program(p: Program, root: str, out: str, arch: str, jobs: int) -> dict
     reference = next(e["cu"] for e in entries if e["default"])
     return {
         "name": p.name, "source": p.path, "arch": arch, "shape": dict(p.shape), "reference": reference,
+        "against": p.against,
         "model_choice": ranked[0] if ranked else None, "model_top": ranked[:TOP], "candidates": entries,
     }  # fmt: skip
 

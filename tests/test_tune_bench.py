@@ -80,15 +80,21 @@ def test_tune_all_compares_the_choices_with_the_exhaustive_best(built: tuple[pat
         return run
 
     rows = load("tune_all").run(str(out), set(), [0, 1], runner_for, nvcc_jobs=0)
-    assert sorted(seen) == sorted(times)
+    assert sorted(seen) == sorted(times)  # each candidate timed once,
+    assert set(seen[: len(entry["model_top"])]) == set(entry["model_top"])  # the model's top first, alone
     (row,) = rows
+    assert row["measure_s"] >= 0 and row["default_ratio"] == pytest.approx(1.10)
     assert row["best"] == others[0] and row["timed"] == 3
     assert row["model_ratio"] == pytest.approx(1.10)
     in_top = [t for t in entry["model_top"] if t != others[2]]
     assert row["measure"] == min(in_top, key=times.__getitem__)
     text = load("tune_all").table(rows)
-    assert f"| add | 3 | {others[0]} | 1000.000 |" in text
+    assert f"| add | 3 | 1.100 | {others[0]} | 1000.000 |" in text
     assert "model within 15% of the best: 1/1" in text
+    bound = dict(row, gbs=3800.0, copy_gbs=4400.0, copy_frac=3800 / 4400)
+    text = load("tune_all").table([bound, dict(row, name="mm", peer="matmul", vs_peer=1.02)])
+    assert "| 3800 GB/s, 86% of copy |" in text and "| 1.02x matmul |" in text
+    assert "memory-bound programs at 85% of the copy bandwidth or more: 1/1" in text
 
 
 def test_tune_all_imports_no_compiler() -> None:

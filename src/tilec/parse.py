@@ -14,6 +14,7 @@ names.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import re
 from collections.abc import Iterator
@@ -113,8 +114,16 @@ def _build(cache: bool) -> Lark:
 
 
 def parse(source: SourceFile) -> S.Module:
-    """Parse one file; raise CompileError with one syntax-error diagnostic."""
-    text = source.text if source.text.endswith("\n") else source.text + "\n"
+    """Parse one file; raise CompileError with one syntax-error diagnostic. The syntax tree is
+    immutable, so a text parsed before (`tilec tune` elaborates one file once per candidate) is
+    not parsed again."""
+    return _parse(source.path, source.text)
+
+
+@functools.lru_cache(maxsize=16)
+def _parse(path: str, text: str) -> S.Module:
+    source = SourceFile(path, text)
+    text = text if text.endswith("\n") else text + "\n"
     try:
         tree = _parser().parse(text)
     except _IndentError as e:

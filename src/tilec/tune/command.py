@@ -39,9 +39,11 @@ def run(opts: Options) -> None:
     base = driver.elaborate(opts.path, opts.defines, opts.arch)
     dims = search.dimensions(base)
     cut = [b for s in opts.shapes for b in buckets.expand(search.parse_shape(s, dims))]
-    req = search.Request(opts.path, opts.defines, opts.arch, opts.gpu, [b.shape for b in cut], opts.top, opts.jobs)
-    results = search.tune(req, base)
     gpus = measure.visible_gpus() if opts.measure else []
+    # what is timed goes through the whole pipeline first; the model alone needs only its choice to
+    top = opts.top if gpus else 1
+    req = search.Request(opts.path, opts.defines, opts.arch, opts.gpu, [b.shape for b in cut], top, opts.jobs)
+    results = search.tune(req, base)
     timings: list[dict[str, float] | None] = [_measure(req, r, gpus) if gpus else None for r in results]
     out = sys.stdout
     out.write(report.header(opts.path, opts.arch, gpu_for_arch(opts.arch, opts.gpu), bool(gpus)))

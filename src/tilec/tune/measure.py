@@ -11,12 +11,13 @@ one queue, so N GPUs take about 1/N of the time; the runner is a parameter, whic
 drive N fake GPUs with a stub timing function. The progress display (rich, on a terminal) shows
 the jobs done and the best time so far.
 
-Not yet run on a GPU: the runner below is written against tilec.runtime and torch as the GPU
-checks use them (tests/gpu/harness.py), but this module has only been exercised with fake runners.
+bench/tune_all.py runs it on the H200 over every candidate of the tuning programs (docs/tune.md);
+the tests drive the pool with fake runners.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import queue
 import statistics
@@ -113,7 +114,11 @@ def gpu_runner(reference: str, dims: Mapping[str, int], arch: str, warmup: int =
     return run
 
 
-def _inputs(kernel: Mapping, dims: Mapping[str, int]) -> list[Any]:
+SCALAR_VALUE = 0.5  # every float scalar argument (an eps, a weight); integer ones get 1
+
+
+def inputs(kernel: Mapping, dims: Mapping[str, int]) -> list[Any]:
+    """The kernel's arguments: seeded random tensors of its ABI's shapes, then its scalars."""
     import torch
 
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -126,6 +131,7 @@ def _inputs(kernel: Mapping, dims: Mapping[str, int]) -> list[Any]:
         else:
             x = torch.randint(-4, 4, shape, device="cuda", generator=gen).to(dtype)
         out.append(x)
+    out += [SCALAR_VALUE if s["dtype"].startswith(("float", "bfloat")) else 1 for s in kernel.get("scalars", [])]
     return out
 
 
@@ -136,9 +142,9 @@ def _outputs(source: str, dims: Mapping[str, int], arch: str) -> dict[str, Any]:
     mod = runtime.compile_source(source, arch)
     tensors: dict[str, Any] = {}
     for kernel in runtime.parse_abi(source)["kernels"]:
-        args = _inputs(kernel, dims)
+        args = inputs(kernel, dims)
         getattr(mod, kernel["name"])(*args)
-        tensors |= {f"{kernel['name']}.{t['name']}": a for t, a in zip(kernel["tensors"], args)}
+        tensors |= {f"{kernel['name']}.{t['name']}": a for t, a in zip(kernel["tensors"], args, strict=False)}
     return tensors
 
 
@@ -152,19 +158,24 @@ QUEUE_CYCLES_PER_CALL = 40_000  # a GPU-side wait queued before a batch, per cal
 
 
 def _time(source: str, dims: Mapping[str, int], arch: str, warmup: int, reps: int) -> float:
-    """Seconds per call of every kernel: the median over `reps` batches, each of enough back-to-back
-    calls to last about BATCH_SECONDS, timed between CUDA events. A wait queued on the GPU before
-    each batch lets the host launch the whole batch ahead, so neither the host's per-call cost nor
-    an idle GPU between calls (a short kernel timed alone measures both, +-20% run to run on the
-    H200) is in the timing."""
-    import torch
-
+    """Seconds per call of every kernel of `source` on seeded inputs (`time_calls`)."""
     from tilec import runtime
 
     mod = runtime.compile_source(source, arch)
-    calls = [
-        (getattr(mod, k["name"]), _inputs(k, dims)) for k in runtime.parse_abi(source)["kernels"]
-    ]  # fmt: skip
+    kernels = runtime.parse_abi(source)["kernels"]
+    calls = [functools.partial(getattr(mod, k["name"]), *inputs(k, dims)) for k in kernels]
+    return time_calls(calls, warmup, reps)
+
+
+def time_calls(calls: Sequence[Callable[[], Any]], warmup: int = 3, reps: int = 20) -> float:
+    """Seconds per round of `calls`: the median over `reps` batches, each of enough back-to-back
+    rounds to last about BATCH_SECONDS, timed between CUDA events. A wait queued on the GPU before
+    each batch lets the host launch the whole batch ahead, so neither the host's per-call cost nor
+    an idle GPU between calls (a short kernel timed alone measures both, +-20% run to run on the
+    H200) is in the timing. bench/tune_all.py times torch's operations the same way, so that a
+    kernel and its peer are compared under the same clocks: a GPU that waited before each batch
+    starts it cooler than one kept busy."""
+    import torch
 
     def batch(inner: int) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -172,8 +183,8 @@ def _time(source: str, dims: Mapping[str, int], arch: str, warmup: int, reps: in
             torch.cuda._sleep(QUEUE_CYCLES_PER_CALL * inner * len(calls))
         start.record()
         for _ in range(inner):
-            for fn, args in calls:
-                fn(*args)
+            for call in calls:
+                call()
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3 / inner

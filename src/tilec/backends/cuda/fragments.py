@@ -136,6 +136,7 @@ def ldmatrix_x4_conflicts(smem: Layout, elem_bytes: int, origin: tuple[int, int]
     return [bank_conflicts(p, 16) for p in phases]
 
 
+@functools.lru_cache(maxsize=256)  # a pure count, asked again for every candidate `tilec tune` compiles
 def ldmatrix_conflict_degree(shape: tuple[int, int], smem: Layout, elem_bytes: int, k_inner: bool) -> int:
     """The worst n-way bank conflict (1: conflict free) of the ldmatrix.x4 loads of a gemm operand
     stored as a (rows, cols) tile with layout `smem`: every 16x16 block of b16 words at a multiple
