@@ -8,14 +8,15 @@ are first built with nvcc in parallel (the .so cache of tilec.runtime), then tim
 visible GPU (measure.Pool), each checked against the default configuration first. Per program:
 
     best         the fastest candidate of all (exhaustive measurement)
-    --measure    the fastest of the model's top 4 (what `tilec tune --measure` chooses)
+    --measure    the fastest of the model's contenders (what `tilec tune --measure` times and chooses:
+                 its top 4 and every point modelled within 15% of its best, at most 16)
     model        the model's first (what `tilec tune` without --measure chooses)
 
-Also per program: what `tilec tune --measure` costs on the GPU machine (the model's top 4 built by
+Also per program: what `tilec tune --measure` costs on the GPU machine (the contenders built by
 nvcc and timed, from a cold build cache: "measure s"), and the tuned speed against what it should
 be compared with: memory-bound programs in GB/s (every tensor's bytes once) against the copy
 bandwidth measured in the same run (torch's copy of 1 GiB, read + written), the others against
-their torch operation on the same inputs (PEERS: cuBLAS, cuDNN through SDPA), as a speed ratio
+their torch operation on the same inputs (`_peer_calls`: cuBLAS, cuDNN through SDPA), as a speed ratio
 (torch's time / tilec's).
 
 Done (issue 16) when --measure is within 3% of the best for every program and the model within

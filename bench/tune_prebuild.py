@@ -4,10 +4,10 @@
 
 Runs here, where the compiler is installed (the GPU machine has only torch, nvcc and
 tilec.runtime). Per program of PROGRAMS, at its shape on sm_90a: the model's ranking (what
-`tilec tune` recommends, its top `--top` being what `tilec tune --measure` would time), and every
+`tilec tune` recommends, its contenders being what `tilec tune --measure` would time), and every
 point of the candidate sets compiled through the whole pipeline into `<out>/<program>/<n>.cu`.
 `<out>/manifest.json` lists per program the shape, the default configuration's file (the
-reference every candidate is checked against), the model's choice and top, and per candidate
+reference every candidate is checked against), the model's choice and contenders ("model_top"), and per candidate
 its -D values, its file (or the compile error) and the model's verdict (rank or pruning reason).
 """
 
@@ -79,14 +79,15 @@ def compile_one(path: str, defines: Mapping[str, str], arch: str) -> tuple[str |
         return None, e.diagnostics[0].message
 
 
-def model_ranking(p: Program, path: str, arch: str) -> tuple[list[str], dict[str, str]]:
-    """(the ranked labels, best first; label -> why the model pruned it)."""
+def model_ranking(p: Program, path: str, arch: str) -> tuple[list[str], int, dict[str, str]]:
+    """(the ranked labels, best first; how many of them `tilec tune --measure` would time, its
+    contenders; label -> why the model pruned it)."""
     from tilec import driver
     from tilec.tune import search
 
     base = driver.elaborate(path, {}, arch)
-    r = search.tune(search.Request(path, {}, arch, None, [dict(p.shape)], top=TOP), base)[0]
-    return [c.label for c in r.ranked], {c.label: c.pruned or "" for c in r.pruned}
+    r = search.tune(search.Request(path, {}, arch, None, [dict(p.shape)], top=TOP, band=search.BAND), base)[0]
+    return [c.label for c in r.ranked], r.contenders, {c.label: c.pruned or "" for c in r.pruned}
 
 
 def candidates(path: str, arch: str) -> list[tuple[dict[str, str], bool]]:
@@ -106,7 +107,7 @@ def label(defines: Mapping[str, str]) -> str:
 def build_program(p: Program, root: str, out: str, arch: str, jobs: int) -> dict:
     """Write the program's candidates under `out`; its manifest entry."""
     path = os.path.join(root, p.path)
-    ranked, pruned = model_ranking(p, path, arch)
+    ranked, contenders, pruned = model_ranking(p, path, arch)
     points = candidates(path, arch)
     folder = os.path.join(out, p.name)
     os.makedirs(folder, exist_ok=True)
@@ -121,7 +122,7 @@ def build_program(p: Program, root: str, out: str, arch: str, jobs: int) -> dict
     return {
         "name": p.name, "source": p.path, "arch": arch, "shape": dict(p.shape), "reference": reference,
         "against": p.against,
-        "model_choice": ranked[0] if ranked else None, "model_top": ranked[:TOP], "candidates": entries,
+        "model_choice": ranked[0] if ranked else None, "model_top": ranked[:contenders], "candidates": entries,
     }  # fmt: skip
 
 

@@ -9,6 +9,7 @@ import pathlib
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -29,6 +30,7 @@ def load_bench(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
 
 GEMM = str(HERE / "tune" / "gemm.tile")
 SHAPE = {"M": 8192, "N": 8192, "K": 8192}
@@ -110,6 +112,15 @@ def results(arch: str = "sm_90a", shape: dict[str, int] = SHAPE, **defines: str)
     base = driver.elaborate(GEMM, defines, arch)
     req = search.Request(GEMM, defines, arch, None, [shape], top=2)
     return search.tune(req, base)[0]
+
+
+def test_the_contenders_are_the_top_and_every_point_the_model_cannot_tell_from_the_best() -> None:
+    ranked = [types.SimpleNamespace(seconds=t) for t in (1.0, 1.05, 1.10, 1.14, 1.16, 1.3, 2.0)]
+    assert search.contenders(ranked, top=4, band=0.0) == 4
+    assert search.contenders(ranked, top=2, band=0.15) == 4  # 1.14 is within 15% of 1.0, 1.16 is not
+    assert search.contenders(ranked, top=2, band=0.20) == 5 and search.contenders(ranked, top=6, band=0.15) == 6
+    flat = [types.SimpleNamespace(seconds=1.0)] * 40
+    assert search.contenders(flat, top=4, band=0.15) == search.MAX_CONTENDERS and search.contenders([], 4, 0.15) == 0
 
 
 def test_pruning_gives_a_reason_per_point() -> None:

@@ -614,6 +614,12 @@ def show_reports(reports, ex) -> None:
 @click.option("--measure", is_flag=True, help="Time the best on every visible GPU (else: the model alone).")
 @click.option("--gpu", type=click.Choice(["a100", "h200"]), help="The GPU to model (default: the arch's).")
 @click.option("--top", default=4, show_default=True, help="How many of the best to compile (and measure).")
+@click.option(
+    "--band",
+    default=0.15,  # search.BAND (not imported here: the CLI loads the compiler lazily)
+    show_default=True,
+    help="With --measure, also time every point the model puts within this fraction of its best.",
+)
 @click.option("-j", "--jobs", default=1, show_default=True, help="Processes compiling them (0: one per core).")
 def tune(
     source: str,
@@ -625,13 +631,15 @@ def tune(
     measure: bool,
     gpu: str | None,
     top: int,
+    band: float,
     jobs: int,
 ) -> None:
     """Recommend the tile configuration of a kernel file's candidate sets for shapes."""
     from tilec.tune import command, search
 
     jobs = jobs or search.default_jobs()
-    opts = command.Options(source, shapes, parse_defines(defines), arch, gpu, output, explain, measure, top, jobs)
+    defs = parse_defines(defines)
+    opts = command.Options(source, shapes, defs, arch, gpu, output, explain, measure, top, jobs, band)
     try:
         command.run(opts)
     except BrokenPipeError:

@@ -4,7 +4,8 @@
     the user's mistakes (a bad --shape, a -D naming no param), which the CLI renders
 
 The steps are search.tune (enumerate, prune, rank, compile the best), then with --measure the
-top `--top` of each shape timed on every visible GPU (measure.Pool); without a GPU, or without
+contenders of each shape (the best `--top`, and every point modelled within `--band` of the best)
+timed on every visible GPU (measure.Pool); without a GPU, or without
 --measure, the model's ranking is the recommendation, and the text says so.
 """
 
@@ -32,6 +33,7 @@ class Options:
     measure: bool
     top: int
     jobs: int
+    band: float = search.BAND
 
 
 def run(opts: Options) -> None:
@@ -41,8 +43,9 @@ def run(opts: Options) -> None:
     cut = [b for s in opts.shapes for b in buckets.expand(search.parse_shape(s, dims))]
     gpus = measure.visible_gpus() if opts.measure else []
     # what is timed goes through the whole pipeline first; the model alone needs only its choice to
-    top = opts.top if gpus else 1
-    req = search.Request(opts.path, opts.defines, opts.arch, opts.gpu, [b.shape for b in cut], top, opts.jobs)
+    top, band = (opts.top, opts.band) if gpus else (1, 0.0)
+    shapes = [b.shape for b in cut]
+    req = search.Request(opts.path, opts.defines, opts.arch, opts.gpu, shapes, top, opts.jobs, band)
     results = search.tune(req, base)
     timings: list[dict[str, float] | None] = [_measure(req, r, gpus) if gpus else None for r in results]
     out = sys.stdout
@@ -58,8 +61,8 @@ def run(opts: Options) -> None:
 
 
 def _measure(req: search.Request, r: search.ShapeResult, gpus: list[int]) -> dict[str, float]:
-    """Time the top `req.top` of one shape on `gpus`; label -> seconds of those that passed."""
-    best = r.ranked[: req.top]
+    """Time the contenders of one shape on `gpus`; label -> seconds of those that passed."""
+    best = r.ranked[: r.contenders]
     ref = driver.compile_file(req.path, req.defines, req.arch)
     jobs = [
         measure.Job(c.label, driver.compile_file(req.path, {**req.defines, **dict(c.point)}, req.arch)) for c in best

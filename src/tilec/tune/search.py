@@ -1,13 +1,15 @@
 """`tilec tune`'s search: enumerate, prune, rank by the model, compile the best, optionally measure.
 
     tune(Request("examples/gemm.tile", {}, "sm_90a", None, [{"M": 8192, "N": 8192, "K": 8192}]))
-  -> [ShapeResult(shape, ranked=(Candidate(block_K=32 ...), ...), pruned=(...))]
+  -> [ShapeResult(shape, ranked=(Candidate(block_K=32 ...), ...), contenders=1, pruned=(...))]
 
 Per shape every point of space.points is elaborated with the shape's dimensions fixed and
 analysed (space.analyse), then pruned against the others (space.prune_relative) and ranked by the
-modelled time. The best `top` go through the whole pipeline as `tilec build --tuned` will compile
+modelled time. The contenders go through the whole pipeline as `tilec build --tuned` will compile
 them (dimensions symbolic, lowering and barriers included), in parallel over `jobs` processes; a
-point that fails there is pruned with its error and the next one is compiled in its place.
+point that fails there is pruned with its error and the next one is compiled in its place. The
+contenders are the best `top`, and with a `band` every point the model puts within that fraction
+of its best (at most MAX_CONTENDERS): points it cannot tell apart are all measured.
 """
 
 from __future__ import annotations
@@ -32,14 +34,21 @@ class Request:
     arch: str
     gpu: str | None  # a peaks.GPUS key; None: the arch's
     shapes: Sequence[Mapping[str, int]]
-    top: int = 4  # how many of the best go through the whole pipeline
+    top: int = 4  # how many of the best go through the whole pipeline (at least)
     jobs: int = 1  # processes for that
+    band: float = 0.0  # and every point modelled within (1 + band) x the best's time (module docstring)
+
+
+BAND = 0.15  # tilec tune --measure's default band: points within 15% of the model's best are measured too
+# Contenders at most, however flat the model's ranking: measuring each costs a compile and a timing.
+MAX_CONTENDERS = 16
 
 
 @dataclass(frozen=True, slots=True)
 class ShapeResult:
     shape: Mapping[str, int]
     ranked: tuple[Candidate, ...]  # compiled and modelled, best first
+    contenders: int  # the first this many of `ranked` went through the whole pipeline: what is measured
     pruned: tuple[Candidate, ...]  # in enumeration order, each with its reason
 
     @property
@@ -123,10 +132,19 @@ def _tune_shape(
     alive = sorted(
         (c for c in cands if c.pruned is None), key=lambda c: (c.seconds, not c.default)
     )  # ties: the default
-    ranked = _compile_best(req, alive, compiled)
+    ranked, n = _compile_best(req, alive, compiled, contenders(alive, req.top, req.band))
     verdicts = {c.point: c for c in ranked}
     pruned = [c if c.pruned else replace(c, pruned=compiled[c.point]) for c in cands if c.point not in verdicts]
-    return ShapeResult(shape, tuple(ranked), tuple(c for c in pruned if c.pruned))
+    return ShapeResult(shape, tuple(ranked), n, tuple(c for c in pruned if c.pruned))
+
+
+def contenders(alive: Sequence[Candidate], top: int, band: float) -> int:
+    """How many of `alive` (best first) to compile and measure: `top`, or all that the model puts
+    within (1 + band) x the best's time, at most MAX_CONTENDERS (but never fewer than `top`)."""
+    if not alive:
+        return 0
+    close = sum(1 for c in alive if c.seconds <= alive[0].seconds * (1 + band))
+    return max(top, min(close, MAX_CONTENDERS))
 
 
 def _analysed(req: Request, gpu: GPU, point: Point, default: bool, shape: Mapping[str, int]) -> Candidate:
@@ -138,18 +156,20 @@ def _analysed(req: Request, gpu: GPU, point: Point, default: bool, shape: Mappin
     return space.analyse(program, point, default, req.arch, gpu)
 
 
-def _compile_best(req: Request, alive: list[Candidate], compiled: dict[Point, str | None]) -> list[Candidate]:
-    """The best `req.top` of `alive` that the whole pipeline compiles (verdicts into `compiled`);
-    the rest of `alive` follows, modelled but not compiled."""
+def _compile_best(
+    req: Request, alive: list[Candidate], compiled: dict[Point, str | None], wanted: int
+) -> tuple[list[Candidate], int]:
+    """The best `wanted` of `alive` that the whole pipeline compiles (verdicts into `compiled`), the
+    rest of `alive` following, modelled but not compiled; and how many were compiled."""
     good: list[Candidate] = []
     queue = list(alive)
-    while queue and len(good) < req.top:
-        batch, queue = queue[: req.top - len(good)], queue[req.top - len(good) :]
+    while queue and len(good) < wanted:
+        batch, queue = queue[: wanted - len(good)], queue[wanted - len(good) :]
         todo = [c.point for c in batch if c.point not in compiled]
         for point, verdict in zip(todo, _compile_all(req, todo), strict=True):
             compiled[point] = verdict
         good += [c for c in batch if compiled[c.point] is None]
-    return good + queue
+    return good + queue, len(good)
 
 
 def _compile_all(req: Request, todo: list[Point]) -> list[str | None]:
