@@ -116,7 +116,7 @@ def table(rows: Sequence[Mapping]) -> str:
     ok_measure = sum(1 for r in rows if (r.get("measure_ratio") or 9) <= 1.03)
     ok_model = sum(1 for r in rows if (r.get("model_ratio") or 9) <= 1.15)
     lines.append(f"\n--measure within 3% of the best: {ok_measure}/{len(rows)} (needed: all)")
-    lines.append(f"model within 15% of the best: {ok_model}/{len(rows)} (needed: {0.8 * len(rows):.0f})")
+    lines.append(f"model within 15% of the best: {ok_model}/{len(rows)} (needed: {math.ceil(0.8 * len(rows))})")
     bound = [r for r in rows if "copy_frac" in r]
     if bound:
         ok = sum(1 for r in bound if r["copy_frac"] >= 0.85)
