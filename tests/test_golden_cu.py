@@ -98,3 +98,18 @@ def test_every_target_has_a_directory() -> None:
 def test_case_options() -> None:
     assert case_options("kernel\n") == ("sm_80", {})
     assert case_options("# tilec-args: --arch sm_90a -D a=1 -D b=x\n") == ("sm_90a", {"a": "1", "b": "x"})
+
+
+def test_the_launcher_refuses_tensors_past_32_bit_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One test per set of symbolic factors, with the largest constant beside them; a tensor that is
+    one symbolic dimension needs none (an int argument cannot pass 2^31 - 1)."""
+    from tilec import driver
+
+    monkeypatch.chdir(ROOT)
+    mla = driver.compile_program_text(driver.elaborate("examples/mla_decode.tile"), formatted=False)
+    assert (
+        "if (1LL * B * H * 2048LL > 2147483647LL || 1LL * B * S * 512LL > 2147483647LL) "
+        "return (int)cudaErrorInvalidValue;" in mla
+    )
+    add = driver.compile_file("examples/elementwise_add.tile")
+    assert "2147483647" not in add

@@ -340,6 +340,15 @@ def test_call_refuses_bad_tensors_before_launch(fake_torch: _FakeTorch, tensors:
     assert calls == []
 
 
+def test_call_refuses_a_tensor_too_large_for_32_bit_indices(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(GEMM_ABI)
+    m = 2**16 + 1  # A and C of (2^16 + 1) x 2^15 elements: past 2^31 - 1
+    with pytest.raises(ValueError, match=r"tensor 'A' has 2147516416 elements; .* at most 2\^31 - 1"):
+        kernel(_FakeTensor((m, 2**15)), _FakeTensor((2**15, 8)), _FakeTensor((m, 8)), 1.0)
+    kernel(_FakeTensor((2**16, 2**15 - 1)), _FakeTensor((2**15 - 1, 8)), _FakeTensor((2**16, 8)), 1.0)  # 2^31 - 2^16
+    assert len(calls) == 1
+
+
 def test_call_refuses_unknown_dims_and_wrong_counts(fake_torch: _FakeTorch) -> None:
     kernel, calls = _recording_kernel(GEMM_ABI)
     a, b, c = _FakeTensor((3, 5)), _FakeTensor((5, 7)), _FakeTensor((3, 7))

@@ -249,6 +249,15 @@ class _Elaborator(ProgramScope):
             if not items:
                 raise error(shape_node.span, "a tensor needs at least one dimension")
             dims = tuple(self.dim(d, scope, kx) for d in items)
+            count = math.prod(d.value for d in dims if isinstance(d, tir.IntImm))
+            if count > INT32_MAX:
+                shape = " x ".join(str(d.value) for d in dims if isinstance(d, tir.IntImm))
+                raise error(
+                    shape_node.span,
+                    f"tensor '{p.name}' has {count} elements ({shape}); tilec indexes tensors with 32-bit "
+                    f"integers, so a tensor has at most {INT32_MAX}",
+                    hint="split the tensor, or the work, into parts of fewer than 2^31 elements",
+                )
             dtype = self.dtype_arg(b.args["dtype"], scope, kx)
             buf = tir.Buffer(kx.fresh(p.name), dims, dtype, "global", p.span)
             kx.tensors.append(buf)

@@ -345,6 +345,9 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
         (launch.tiles if k.persistent else launch.grid).format(*grid),
         f"if ({tiles}.x == 0 || {tiles}.y == 0 || {tiles}.z == 0) return 0;  // empty problem: nothing to launch",
     ]
+    if k.too_large is not None:  # lower/kernel.py: a tensor whose 32-bit offsets would wrap
+        out.append("// element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped")
+        out.append(f"if ({expr_text(k.too_large, sp)}) {launch.too_large}")
     if k.tensor_maps:
         out += [sp.tensor_map_decl.format(name=m.name) for m in k.tensor_maps]
         built = " && ".join(_tensor_map_build(m, sp) for m in k.tensor_maps)

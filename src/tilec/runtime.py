@@ -28,6 +28,7 @@ import ast
 import ctypes
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -98,6 +99,21 @@ def parse_abi(text: str) -> dict:
                 raise ValueError("malformed tilec-abi line: no 'kernels' list")
             return abi
     raise ValueError("not a tilec-generated file: no '// tilec-abi:' line near the top")
+
+
+INDEX_LIMIT = 2**31 - 1  # the generated kernels index with 32-bit ints (the launcher refuses more too)
+
+
+def _check_index_range(name: str, specs: Sequence[Mapping], tensors: Sequence[Any]) -> None:
+    """ValueError for a tensor of more than INDEX_LIMIT elements, which the launcher would refuse
+    (and whose dims a C int could not even carry)."""
+    for spec, t in zip(specs, tensors, strict=True):
+        count = math.prod(t.shape)
+        if count > INDEX_LIMIT:
+            raise ValueError(
+                f"{name}: tensor '{spec['name']}' has {count} elements; tilec's kernels index tensors "
+                f"with 32-bit integers, so at most 2^31 - 1 = {INDEX_LIMIT} (split the call)"
+            )
 
 
 def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[str, int] | None = None) -> list[int]:
@@ -371,6 +387,7 @@ class Kernel:
         values = self._dims_of.get(key)
         if values is None:
             values = infer_dims(self.abi, [tuple(t.shape) for t in tensors], given)
+            _check_index_range(self.name, self.tensors, tensors)
             if len(self._dims_of) >= 256:  # a bounded memo: shapes that change every call
                 self._dims_of.clear()
             self._dims_of[key] = values

@@ -77,6 +77,7 @@ class Launch:
     smem_opt_in: tuple[str, ...]  # {name}
     launch: str  # {name}, {threads}, {args}
     status: str  # the launcher's last statement
+    too_large: str  # its refusal of a tensor too large for 32-bit indices (emit.py's size check)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -165,6 +166,7 @@ CUDA_LAUNCH = Launch(
     smem_opt_in=cuda.SMEM_OPT_IN,
     launch=cuda.LAUNCH,
     status=cuda.LAUNCH_STATUS,
+    too_large=cuda.TOO_LARGE,
 )
 CUDA_HEADERS = Headers(cuda.HEADER_ALWAYS, cuda.HEADER_OF_NAME)
 NVCC = Compiler(
@@ -211,6 +213,7 @@ HIP_LAUNCH = Launch(
     smem_opt_in=hip.SMEM_OPT_IN,
     launch=hip.LAUNCH,
     status=hip.LAUNCH_STATUS,
+    too_large=hip.TOO_LARGE,
 )
 HIP_HEADERS = Headers(hip.HEADER_ALWAYS, hip.HEADER_OF_NAME)
 HIPCC = Compiler(

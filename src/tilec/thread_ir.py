@@ -333,6 +333,9 @@ class Kernel:
     # the raster lowering writes (blockIdx's, panels, a persistent kernel's tiles) keeps and
     # the bounds verifier (bounds_verify.py) takes as given
     block_vars: tuple[str, ...] = ()
+    # true when some tensor has 2^31 elements or more (its 32-bit element offsets would wrap): the
+    # launcher then refuses the call (Launch.too_large); None when no count can get there
+    too_large: tir.Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)

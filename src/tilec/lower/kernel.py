@@ -59,7 +59,7 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     helpers = tuple(sorted(state.helpers))
     params = _params(ctx) + (roles.params if roles else ())
     k = T.Kernel(kernel.name, params, threads, grid, smem, tuple(body), _abi(ctx), helpers)
-    k = replace(k, block_vars=tuple(ctx.name(v) for v in kernel.block_vars))
+    k = replace(k, block_vars=tuple(ctx.name(v) for v in kernel.block_vars), too_large=_too_large(ctx))
     if roles is None:
         return k
     return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps, persistent=True)
@@ -300,6 +300,35 @@ def _abi(ctx: LowerContext) -> dict:
         "scalars": [{"name": ctx.name(v), "dtype": v.dtype.tile_name} for v in kernel.scalars],
         "dims": [ctx.name(v) for v in kernel.dims],
     }
+
+
+INDEX_LIMIT = 2**31 - 1  # element offsets are 32-bit ints (a constant shape over it is an elaboration error)
+
+
+def _too_large(ctx: LowerContext) -> tir.Expr | None:
+    """`1LL * M * K > 2147483647LL || ...`: some tensor has more elements than a 32-bit offset
+    reaches. One test per set of symbolic factors, with the largest constant factor any tensor
+    has beside them (B x H x 4 x 512 covers B x H x 512); none for a count that is one symbolic
+    dimension alone (it cannot pass an int argument)."""
+    i64 = DType.int64
+    largest: dict[tuple[str, ...], tuple[int, list[tir.Expr]]] = {}
+    for t in ctx.kernel.tensors:
+        names: dict[tir.Var, tir.Expr] = {
+            v: tir.Var(ctx.name(v), v.dtype, v.kind) for d in t.shape for v in variables(d)
+        }
+        symbolic = [substitute(d, names) for d in t.shape if not isinstance(d, tir.IntImm)]
+        const = math.prod(d.value for d in t.shape if isinstance(d, tir.IntImm))
+        key = tuple(sorted(expr_text(d) for d in symbolic))
+        if symbolic and (len(symbolic) > 1 or const > 1) and const > largest.get(key, (0, []))[0]:
+            largest[key] = (const, symbolic)
+    out: tir.Expr | None = None
+    for const, symbolic in largest.values():
+        count: tir.Expr = tir.IntImm(1, i64)
+        for d in symbolic + ([tir.IntImm(const, i64)] if const > 1 else []):
+            count = tir.BinOp("*", count, d, i64)
+        test = tir.BinOp(">", count, tir.IntImm(INDEX_LIMIT, i64), DType.bool)
+        out = test if out is None else tir.BinOp("or", out, test, DType.bool)
+    return out
 
 
 def _block_index(ctx: LowerContext) -> list[T.Stmt]:

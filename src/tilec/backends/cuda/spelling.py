@@ -190,6 +190,7 @@ SMEM_OPT_IN = (
 )
 LAUNCH = "{name}_kernel<<<grid, {threads}, smem_bytes, stream>>>({args});"
 LAUNCH_STATUS = "return (int)cudaGetLastError();"
+TOO_LARGE = "return (int)cudaErrorInvalidValue;"
 
 # Headers: always the runtime's; the header that declares a name the file
 # prints: a type (dtypes.py's cnames, or an intN_t-style type in C text that

@@ -92,6 +92,7 @@ LDS_BYTES = 64 * 1024  # LDS one workgroup may use on gfx90a and gfx942: all of 
 SMEM_OPT_IN: tuple[str, ...] = ()
 LAUNCH = "{name}_kernel<<<grid, {threads}, smem_bytes, stream>>>({args});"
 LAUNCH_STATUS = "return (int)hipGetLastError();"
+TOO_LARGE = "return (int)hipErrorInvalidValue;"
 
 HEADER_ALWAYS = "hip/hip_runtime.h"
 _STDINT = ("int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t")

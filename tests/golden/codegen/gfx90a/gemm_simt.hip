@@ -160,6 +160,9 @@ extern "C" int gemm_simt(const float* A, const float* B, float* C, int M, int K,
   const dim3 grid((N + 63) / 64, (M + 63) / 64, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  if (1LL * M * K > 2147483647LL || 1LL * N * K > 2147483647LL || 1LL * M * N > 2147483647LL)
+    return (int)hipErrorInvalidValue;
   const int smem_bytes = 8192;
   gemm_simt_kernel<<<grid, 128, smem_bytes, stream>>>(A, B, C, M, K, N);
   return (int)hipGetLastError();

@@ -598,6 +598,10 @@ extern "C" int bmm_warp_roles(const half* A, const half* B, const half* Bias, ha
   const dim3 grid((N + 255) / 256, (M + 127) / 128, Batch);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  if (1LL * Batch * M * K > 2147483647LL || 1LL * Batch * K * N > 2147483647LL ||
+      1LL * Batch * M * N > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 147456;
   cudaError_t err = cudaFuncSetAttribute(bmm_warp_roles_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);

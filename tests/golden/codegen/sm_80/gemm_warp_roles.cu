@@ -562,6 +562,9 @@ extern "C" int gemm_warp_roles(const half* A, const half* B, half* C, int M, int
   const dim3 grid((N + 255) / 256, (M + 127) / 128, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  if (1LL * M * K > 2147483647LL || 1LL * K * N > 2147483647LL || 1LL * M * N > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 147456;
   cudaError_t err = cudaFuncSetAttribute(gemm_warp_roles_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);

@@ -284,6 +284,9 @@ extern "C" int swizzle_wide_vector(const half* A, const half* B, half* C, signed
   const dim3 grid((M + 63) / 64, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  if (1LL * M * 64LL > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 16384;
   swizzle_wide_vector_kernel<<<grid, 128, smem_bytes, stream>>>(A, B, C, Q, M);
   return (int)cudaGetLastError();

@@ -36,6 +36,9 @@ extern "C" int flow(const int* X, int* Y, int N, cudaStream_t stream) {
   const dim3 grid((N + 127) / 128, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  if (1LL * N * 8LL > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 0;
   flow_kernel<<<grid, 128, smem_bytes, stream>>>(X, Y, N);
   return (int)cudaGetLastError();

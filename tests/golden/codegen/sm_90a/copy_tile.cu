@@ -108,6 +108,9 @@ extern "C" int copy_tile(const half* A, half* B, int M, int N, cudaStream_t stre
   const dim3 grid((N + 63) / 64, (M + 31) / 32, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  if (1LL * M * N > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 4096;
   copy_tile_kernel<<<grid, 128, smem_bytes, stream>>>(A, B, M, N);
   return (int)cudaGetLastError();

@@ -86,6 +86,9 @@ extern "C" int row_sum(const float* X, float* S, int M, cudaStream_t stream) {
   const dim3 grid(M, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  if (1LL * M * 2048LL > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 2048;
   row_sum_kernel<<<grid, 256, smem_bytes, stream>>>(X, S, M);
   return (int)cudaGetLastError();
