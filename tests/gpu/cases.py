@@ -166,6 +166,47 @@ def check_rmsnorm(mod, gen, M, N, eps=1e-6):
     return _finish(y, ref)
 
 
+def check_index_limit(mod, gen, N=32768, eps=1e-6):
+    """32-bit offsets at their edge: an X of 2^31 - N elements is normalized whole (every row of Y
+    written; the first and last 64 rows against float64), one of 2^31 + N is refused by
+    tilec.runtime (ValueError) and, called around it, by the launcher itself (cudaErrorInvalidValue,
+    Y left as poisoned)."""
+    import ctypes
+
+    M = 2**31 // N - 1
+    x = torch.randn((M, N), dtype=f16, device=harness.DEVICE, generator=gen)
+    w = randn((N,), f16, gen, shift=1.0)
+    y = torch.full((M, N), math.nan, dtype=f16, device=harness.DEVICE)
+    mod.rmsnorm(x, w, y, eps)
+    sync()
+    problems = [] if not bool(torch.isnan(y).any()) else ["an element of Y below the limit was not written"]
+    rows = torch.cat([torch.arange(64), torch.arange(M - 64, M)]).to(harness.DEVICE)
+    x64 = x[rows].double()
+    ref = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+    res = compare(y[rows], ref, tol_for(y), [])
+    del x, y
+    big = torch.zeros((M + 2, N), dtype=f16, device=harness.DEVICE)
+    out = torch.full((M + 2, N), math.nan, dtype=f16, device=harness.DEVICE)
+    try:
+        mod.rmsnorm(big, w, out, eps)
+        problems.append("tilec.runtime launched on 2^31 + N elements")
+    except ValueError as e:
+        if "32-bit" not in str(e):
+            problems.append(f"runtime refusal without the reason: {e}")
+    kernel = mod.kernels["rmsnorm"]
+    stream = torch.cuda.current_stream().cuda_stream
+    status = kernel._fn(big.data_ptr(), w.data_ptr(), out.data_ptr(), ctypes.c_float(eps), M + 2, N, stream)
+    sync()
+    if status != 1:  # cudaErrorInvalidValue
+        problems.append(f"the launcher returned {status} on 2^31 + N elements, not cudaErrorInvalidValue (1)")
+    if not bool(torch.isnan(out[::4096]).all()):
+        problems.append("the refused launch wrote Y")
+    res["ok"] = res["ok"] and not problems
+    if problems:
+        res["where"] = "; ".join(problems)
+    return res
+
+
 def check_layernorm(mod, gen, M, N, eps=1e-5):
     x = randn((M, N), f16, gen, scale=2.0, shift=1.0)
     w = randn((N,), f16, gen, shift=1.0)
@@ -419,6 +460,7 @@ def _cases() -> list[Case]:
     for v, rows in (("rmsnorm", _ROWS), ("rmsnorm-small", _ROWS_SMALL), ("rmsnorm-bench", _ROWS[:4])):
         for M, N, what in rows:
             add(v, f"{M}x{N} {what}", check_rmsnorm, M=M, N=N)
+    add("rmsnorm", "2^31 - 32768 elements, and 2^31 + 32768 refused", check_index_limit)
     for v, rows in (("layernorm", _ROWS), ("layernorm-small", _ROWS_SMALL)):
         for M, N, what in rows:
             add(v, f"{M}x{N} {what}", check_layernorm, M=M, N=N)
