@@ -1,8 +1,8 @@
-"""Golden warnings: each tests/golden/warnings/NAME.tile compiles, and loses performance in
-one way that tilec warns about; NAME.warn is the exact text tilec prints for it (pytest
---update-golden rewrites). A case may start with `# tilec-args: --arch sm_90a` (as in
-tests/golden/errors). Paths are relative to the repository root, as a user running
-`tilec build tests/golden/warnings/NAME.tile` there would see them.
+"""Golden warnings: each tests/golden/warnings/NAME.tile builds (driver.build, as `tilec build`
+does) and loses performance, or its configuration, in one way that tilec warns about; NAME.warn
+is the exact text tilec prints for it (pytest --update-golden rewrites). A case may start with
+`# tilec-args: --arch sm_90a` (as in tests/golden/errors). Paths are relative to the repository
+root, as a user running `tilec build tests/golden/warnings/NAME.tile` there would see them.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _arch(text: str) -> str:
 def test_warning_golden(path: pathlib.Path, golden, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     arch = _arch(path.read_text())
-    out = compile_with_warnings(elaborate_file(path.relative_to(ROOT).as_posix(), {}, arch=arch), arch)
+    out = driver.build(path.relative_to(ROOT).as_posix(), {}, arch, cache=False)  # as `tilec build` does
     assert out.warnings, f"{path.name} compiles without warnings"
     golden.check(path.with_suffix(".warn"), render_all(list(out.warnings)))
 

@@ -43,6 +43,8 @@ class Diagnostic:
     notes: tuple[Note, ...] = ()
     severity: str = "error"
     name: str | None = None  # a warning's -W name (WARNINGS); kept when -Werror makes it an error
+    limit: str | None = None  # the target's limit an error is over ("shared memory"): a build may
+    # then fit its configuration to the target (tune/fit.py)
 
 
 # The warnings tilec reports, by the name `-Wno-NAME` silences: what each one means.
@@ -51,6 +53,7 @@ WARNINGS = {
     "simt-gemm": "a gemm whose operand types a tensor core takes runs on CUDA cores (SIMT FMA)",
     "annotated-operand": "an operand's annotate_layout keeps a gemm off the instruction that lays out its own tiles",
     "register-spill": "a kernel's register estimate passes what a thread has: the rest spills to local memory",
+    "config-fit": "the default configuration is over a target's limit: the nearest candidate point that fits is built",
     "bank-conflict": "a gemm's shared-memory operand loads have bank conflicts the tile's layout could not avoid",
 }
 
@@ -86,9 +89,17 @@ def _is_error(w: Diagnostic, options: WarningOptions) -> bool:
 class CompileError(Exception):
     """Raised to stop compilation; carries every diagnostic collected so far."""
 
-    def __init__(self, diagnostics: list[Diagnostic]):
+    def __init__(self, diagnostics: list[Diagnostic], candidate_sets: tuple = ()):
         super().__init__("; ".join(d.message for d in diagnostics))
         self.diagnostics = diagnostics
+        # the file's candidate sets (tir.CandidateSet), when elaboration read them: tune/fit.py
+        self.candidate_sets = candidate_sets
+
+    @property
+    def over_limits_only(self) -> bool:
+        """Every error is one of a target's limits (Diagnostic.limit): another configuration may fit."""
+        errors = [d for d in self.diagnostics if d.severity == "error"]
+        return bool(errors) and all(d.limit for d in errors)
 
 
 @dataclass

@@ -160,8 +160,7 @@ def build_many(
                 if hit is not None:
                     outcomes.append(hit)
                     continue
-            program = elaborate(path, defines, arch)
-            out = compile_program_output(program, arch, emit, formatted=False, after=after, bounds=bounds)
+            program, out = _compile_fitted(path, defines, arch, emit, after, bounds)
             result = Result(out.text, tuple(program.files) or (path,), warnings=out.warnings)
         except Exception as exc:  # noqa: BLE001 - reported by the caller, per file
             outcomes.append(exc)
@@ -181,6 +180,30 @@ def build_many(
         if key is not None and not result.warnings:
             _cache_put(key, result)
     return outcomes
+
+
+def _compile_fitted(path: str, defines: dict[str, str], arch: str, emit: str, after: str | None, bounds: bool):
+    """(program, output) of `path`; where its default configuration is over the target's limits,
+    of the nearest point of its candidate sets that fits, with a -Wconfig-fit warning (tune/fit.py)."""
+    from tilec.diagnostics import CompileError
+
+    program = None
+    try:
+        program = elaborate(path, defines, arch)
+        return program, compile_program_output(program, arch, emit, formatted=False, after=after, bounds=bounds)
+    except CompileError as exc:
+        sets = exc.candidate_sets or (program.candidate_sets if program is not None else ())
+        if not sets or not exc.over_limits_only:
+            raise
+        from tilec.tune import fit
+
+        found = fit.nearest(path, defines, arch, sets)
+        if found is None:
+            raise
+        point, program = found
+        out = compile_program_output(program, arch, emit, formatted=False, after=after, bounds=bounds)
+        note = fit.warning(path, arch, exc, point, sets)
+        return program, dataclasses.replace(out, warnings=(note, *out.warnings))
 
 
 # ---------------------------------------------------------------- outputs

@@ -139,7 +139,7 @@ class _Elaborator(ProgramScope):
                     kernels.append(k)
         self.check_defines()
         if self.diags:
-            raise CompileError(self.diags)
+            raise CompileError(self.diags, tuple(self.candidate_sets))
         return tir.Program(tuple(kernels), tuple(self.files), tuple(self.candidate_sets))
 
     # ------------------------------------------------------------ kernels
@@ -193,6 +193,7 @@ class _Elaborator(ProgramScope):
                     f"kernel '{k.name}' uses {total} bytes of shared memory; {self.arch} allows {limit}",
                     hint="use smaller tiles or fewer pipeline stages",
                     notes=tuple(Note(b.span, f"'{b.name}' takes {declared_bytes(b)} bytes") for b in largest),
+                    limit="shared memory",
                 )
             )
 

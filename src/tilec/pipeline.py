@@ -31,7 +31,7 @@ from typing import Literal
 
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
-from tilec.diagnostics import Diagnostic, Note, error
+from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
 from tilec.passes.infer_layouts import Layouts, infer_layouts
@@ -113,13 +113,13 @@ def _check_shared_memory(u: Unit) -> Unit:
     k, target = _lowered(u), u.target
     if k.dynamic_smem <= target.smem_limit:
         return u
-    raise error(
-        u.kernel.span,
+    message = (
         f"kernel '{u.kernel.name}' needs {k.dynamic_smem} bytes of shared memory once its pipelines are "
-        f"multi-buffered; {target.arch} allows {target.smem_limit}",
-        hint="use fewer num_stages, smaller tiles, or a target with more shared memory (--arch sm_90a)",
-        notes=_largest_shared(u.kernel, k),
+        f"multi-buffered; {target.arch} allows {target.smem_limit}"
     )
+    hint = "use fewer num_stages, smaller tiles, or a target with more shared memory (--arch sm_90a)"
+    notes = _largest_shared(u.kernel, k)
+    raise CompileError([Diagnostic(u.kernel.span, message, hint, notes, limit="shared memory")])
 
 
 def _largest_shared(kernel: tir.Kernel, lowered: T.Kernel) -> tuple[Note, ...]:
