@@ -2,8 +2,9 @@
 
 - `load(variant)`: the kernels of one variant as Python callables. With `TILEC_PREBUILT=DIR` set
   (the GPU machine, where the compiler's dependencies are absent) the generated file is
-  `DIR/<variant>.cu`, written by tests/gpu/prebuild.py; otherwise tilec compiles the example here.
-  Either way `tilec.runtime` builds it with nvcc (cached by content hash) and loads it.
+  `DIR/<variant>.cu`, written by tests/gpu/prebuild.py; otherwise tilec compiles the example here
+  (for `TILEC_GPU_ARCH` when set: HIP for an AMD GPU). Either way `tilec.runtime` builds it with
+  nvcc or hipcc (cached by content hash) and loads it.
 - Guarded buffers: a tensor placed in the middle of a larger allocation whose margins hold a
   poison bit pattern, so a write past either end of the tensor is caught afterwards; outputs are
   poisoned inside as well (NaN for floats), so an element the kernel never wrote is caught.
@@ -30,6 +31,9 @@ if os.path.join(ROOT, "src") not in sys.path:
 from variants import BY_NAME, MANIFEST  # noqa: E402
 
 PREBUILT_ENV = "TILEC_PREBUILT"
+# On an AMD GPU (bench/amd_check.sh): the gfx target every portable variant is built for instead
+# of its CUDA arch; the variants pinned to a CUDA-only arch (sm_90a) are then not built.
+ARCH_ENV = "TILEC_GPU_ARCH"
 # "cuda" for real runs; test_harness_cpu.py dry-runs the cases on the CPU with torch stand-ins
 DEVICE = os.environ.get("TILEC_GPU_TEST_DEVICE", "cuda")
 
@@ -94,9 +98,13 @@ def cu_text(name: str) -> str:
             raise NotBuilt(f"{name}: no {path}: {why.strip()[:2000]}")
         with open(path, encoding="utf-8") as f:
             return f.read()
-    from tilec.driver import compile_file
+    arch = os.environ.get(ARCH_ENV) or v.arch
+    if arch != v.arch and v.arch != "sm_80":
+        raise NotBuilt(f"{name}: pinned to {v.arch}, not built for {arch}")
+    from tilec.driver import build
 
-    return compile_file(v.path, dict(v.defines), arch=v.arch)
+    # as `tilec build` writes it: a default over the target's limits takes its nearest fitting point
+    return build(v.path, dict(v.defines), arch, cache=False).text
 
 
 _modules: dict[str, Any] = {}
