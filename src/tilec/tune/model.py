@@ -5,7 +5,9 @@
     a wave     W = sms x b blocks; the grid runs in ceil(blocks / W) waves, the last one partial
     per wave   t = max(n x flops / (P x active/sms x e_warps), dram / (BW x e_lat),
                        n x bytes / (BW_L2 x active/sms), n x operand bytes / (BW_smem x active/sms),
-                       trips x LOADED_LATENCY x latency / max(1, stages - 1)) + latency
+                       chain) + latency
+    chain      trips x LOADED_LATENCY x latency / (stages - 1), or with one stage (nothing in
+               flight under the compute) trips x LOADED_LATENCY x latency + the compute time
     total      T = sum over the waves of t
 
 P is the peak of the gemm's instruction (wgmma, warp-level MMA or the CUDA cores) for its operand
@@ -122,7 +124,10 @@ def _wave_times(work: BlockWork, res: Resources, gpu: GPU, occ: int, n: int, dra
         times["shared"] = n * work.operand_bytes / (gpu.smem_bandwidth * share)
     serial = max((a.issues for a in work.accesses if a.load), default=0)
     if serial > 1:  # a block's chain of dependent trips, each waiting for its loads under load
-        times["latency"] = serial * LOADED_LATENCY * gpu.dram_latency / max(1, work.stages - 1)
+        wait = serial * LOADED_LATENCY * gpu.dram_latency
+        # unpipelined, a trip computes only once its data is in: the waits and the compute add up;
+        # a pipeline of s stages keeps s - 1 trips' loads in flight under the compute
+        times["latency"] = wait + t_compute if work.stages <= 1 else wait / (work.stages - 1)
     return times
 
 
