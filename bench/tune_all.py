@@ -161,9 +161,9 @@ def run(folder: str, only: set[str], gpus: Sequence[int], runner_for: RunnerFor,
     return rows
 
 
-def _peer_calls(t: Mapping[str, Any]) -> dict[str, Callable[[], Any]]:
-    """The torch operation each `against` name of bench/tune_prebuild.py is timed against, on the
-    program's own input tensors `t` (by name)."""
+def _peer_calls(t: Mapping[str, Any]) -> dict[str, Callable[[], Callable[[], Any]]]:
+    """For each `against` name of bench/tune_prebuild.py, what makes the torch operation it is timed
+    against, on the program's own input tensors `t` (by name)."""
     import torch
     import torch.nn.functional as F
 
@@ -180,7 +180,7 @@ def _peer_calls(t: Mapping[str, Any]) -> dict[str, Callable[[], Any]]:
         "sdpa": lambda: lambda: F.scaled_dot_product_attention(t["Q"], t["K"], t["V"]),
         "dequant": dequantized,
     }
-    return {name: make for name, make in table.items()}
+    return table
 
 
 def against(rows: list[dict], folder: str) -> None:

@@ -33,7 +33,7 @@ class Program:
     path: str  # relative to the checkout
     shape: Mapping[str, int]
     # how tune_all reports the tuned speed: "memory" (bandwidth against the copy bandwidth of the
-    # same run), or the torch operation it is timed against (bench/tune_all.py's PEERS), or "" (none)
+    # same run), or the torch operation it is timed against (bench/tune_all.py's `_peer_calls`), or "" (none)
     against: str = "memory"
 
 

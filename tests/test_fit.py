@@ -50,7 +50,8 @@ def test_a_build_over_the_limit_takes_the_nearest_point_that_fits(tmp_path: path
     path.write_text(PROGRAM)
     result = driver.build(str(path), {}, "gfx90a", cache=False)
     (w,) = [w for w in result.warnings if w.name == "config-fit"]
-    assert "taking block_K=32" in w.message and w.notes[1].message == "'block_K' 64 -> 32, a candidate of its set"
+    assert w.message.startswith("the default configuration is over gfx90a's shared memory: taking block_K=32")
+    assert w.notes[1].message == "'block_K' 64 -> 32, a candidate of its set" and "-D block_K=32" in (w.hint or "")
     assert "software pipeline, 3 stages" in result.text and "(K + 31) / 32" in result.text  # 32-wide K steps
     with pytest.raises(CompileError, match="shared memory"):  # -D pins both: nothing left to vary
         driver.build(str(path), {"block_K": "64", "num_stages": "3"}, "gfx90a", cache=False)
@@ -58,15 +59,22 @@ def test_a_build_over_the_limit_takes_the_nearest_point_that_fits(tmp_path: path
 
 
 def test_only_limits_are_fitted(tmp_path: pathlib.Path) -> None:
+    """An error of the program beside a limit error: nothing is fitted, both are reported."""
     path = tmp_path / "bad.tile"
-    path.write_text(PROGRAM.replace("clear(acc)", "clear(acc)\n        x = undefined_name"))
+    wide = PROGRAM.replace("alloc_shared((128, block_K), float16)", "alloc_shared((128, block_K * 8), float16)")
+    path.write_text(wide.replace("clear(acc)", "clear(acc)\n        x = undefined_name"))
     with pytest.raises(CompileError) as e:
         driver.build(str(path), {}, "gfx90a", cache=False)
-    assert any("undefined_name" in d.message for d in e.value.diagnostics)
+    messages = [d.message for d in e.value.diagnostics]
+    assert any("undefined_name" in m for m in messages) and any(d.limit for d in e.value.diagnostics)
 
 
-def test_without_candidate_sets_the_error_stands(tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "fixed.tile"
-    path.write_text(PROGRAM.replace(" in (32, 64)", "").replace(" in (1, 2, 3)", "").replace(" in (128, 256)", ""))
-    with pytest.raises(CompileError, match="shared memory"):
-        driver.build(str(path), {}, "gfx90a", cache=False)
+def test_werror_keeps_the_fit_an_error_and_writes_nothing(tmp_path: pathlib.Path) -> None:
+    from click.testing import CliRunner
+
+    from tilec import cli
+
+    path, out = tmp_path / "g.tile", tmp_path / "g.hip"
+    path.write_text(PROGRAM)
+    result = CliRunner().invoke(cli.cli, ["build", str(path), "--arch", "gfx90a", "-o", str(out), "-Werror"])
+    assert result.exit_code == 1 and "[-Werror=config-fit]" in result.output and not out.exists()

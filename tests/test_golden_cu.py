@@ -104,6 +104,7 @@ def test_the_launcher_refuses_tensors_past_32_bit_offsets(monkeypatch: pytest.Mo
     """One test per set of symbolic factors, with the largest constant beside them; a tensor that is
     one symbolic dimension needs none (an int argument cannot pass 2^31 - 1)."""
     from tilec import driver
+    from tilec.elaborate import elaborate_file
 
     monkeypatch.chdir(ROOT)
     mla = driver.compile_program_text(driver.elaborate("examples/mla_decode.tile"), formatted=False)
@@ -113,3 +114,12 @@ def test_the_launcher_refuses_tensors_past_32_bit_offsets(monkeypatch: pytest.Mo
     )
     add = driver.compile_file("examples/elementwise_add.tile")
     assert "2147483647" not in add
+    text = (  # a 1-D tensor whose one dimension is an expression: M * 4 may pass an int
+        "kernel wide(B: Tensor((M, 8), float16), A: Tensor((M * 4,), float16)):\n"
+        "    with Kernel(ceildiv(M, 128), threads=128) as bx:\n"
+        "        a = alloc_fragment((128,), float16)\n"
+        "        copy(A[bx * 128], a)\n"
+        "        copy(a, A[bx * 128])\n"
+    )
+    wide = driver.compile_program_text(elaborate_file("wide.tile", text=text), formatted=False)
+    assert "1LL * (static_cast<long long>(M) * 4) > 2147483647LL" in wide  # widened before it is evaluated

@@ -613,7 +613,7 @@ def show_reports(reports, ex) -> None:
 @click.option("--explain", is_flag=True, help="Every configuration: the ranked ones and why each pruned one is.")
 @click.option("--measure", is_flag=True, help="Time the best on every visible GPU (else: the model alone).")
 @click.option("--gpu", type=click.Choice(["a100", "h200"]), help="The GPU to model (default: the arch's).")
-@click.option("--top", default=4, show_default=True, help="How many of the best to compile (and measure).")
+@click.option("--top", default=4, show_default=True, help="With --measure, how many of the best to compile and time.")
 @click.option(
     "--band",
     default=0.15,  # search.BAND (not imported here: the CLI loads the compiler lazily)

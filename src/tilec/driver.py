@@ -184,7 +184,9 @@ def build_many(
 
 def _compile_fitted(path: str, defines: dict[str, str], arch: str, emit: str, after: str | None, bounds: bool):
     """(program, output) of `path`; where its default configuration is over the target's limits,
-    of the nearest point of its candidate sets that fits, with a -Wconfig-fit warning (tune/fit.py)."""
+    of the nearest point of its candidate sets that fits, with a -Wconfig-fit warning (tune/fit.py).
+    `--emit tir` and `--after PASS` stop before the lowered shared-memory check: they show the
+    configuration as written unless elaboration's own check already refused it."""
     from tilec.diagnostics import CompileError
 
     program = None
@@ -202,7 +204,7 @@ def _compile_fitted(path: str, defines: dict[str, str], arch: str, emit: str, af
             raise
         point, program = found
         out = compile_program_output(program, arch, emit, formatted=False, after=after, bounds=bounds)
-        note = fit.warning(path, arch, exc, point, sets)
+        note = fit.warning(path, arch, exc, point, sets, defines)
         return program, dataclasses.replace(out, warnings=(note, *out.warnings))
 
 

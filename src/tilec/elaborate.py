@@ -252,11 +252,12 @@ class _Elaborator(ProgramScope):
             dims = tuple(self.dim(d, scope, kx) for d in items)
             count = math.prod(d.value for d in dims if isinstance(d, tir.IntImm))
             if count > INT32_MAX:
-                shape = " x ".join(str(d.value) for d in dims if isinstance(d, tir.IntImm))
+                exact = all(isinstance(d, tir.IntImm) for d in dims)
+                shape = " x ".join(str(d.value) if isinstance(d, tir.IntImm) else "?" for d in dims)
                 raise error(
                     shape_node.span,
-                    f"tensor '{p.name}' has {count} elements ({shape}); tilec indexes tensors with 32-bit "
-                    f"integers, so a tensor has at most {INT32_MAX}",
+                    f"tensor '{p.name}' has {'' if exact else 'at least '}{count} elements ({shape}); tilec "
+                    f"indexes tensors with 32-bit integers, so a tensor has at most {INT32_MAX}",
                     hint="split the tensor, or the work, into parts of fewer than 2^31 elements",
                 )
             dtype = self.dtype_arg(b.args["dtype"], scope, kx)

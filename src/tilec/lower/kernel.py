@@ -308,18 +308,17 @@ INDEX_LIMIT = 2**31 - 1  # element offsets are 32-bit ints (a constant shape ove
 def _too_large(ctx: LowerContext) -> tir.Expr | None:
     """`1LL * M * K > 2147483647LL || ...`: some tensor has more elements than a 32-bit offset
     reaches. One test per set of symbolic factors, with the largest constant factor any tensor
-    has beside them (B x H x 4 x 512 covers B x H x 512); none for a count that is one symbolic
-    dimension alone (it cannot pass an int argument)."""
+    has beside them (B x H x 4 x 512 covers B x H x 512); none for a tensor that is one bare
+    dimension (an int argument cannot pass 2^31 - 1). The dimensions inside an expression
+    (`M * 4`) are widened first, so the expression cannot wrap before the test."""
     i64 = DType.int64
     largest: dict[tuple[str, ...], tuple[int, list[tir.Expr]]] = {}
     for t in ctx.kernel.tensors:
-        names: dict[tir.Var, tir.Expr] = {
-            v: tir.Var(ctx.name(v), v.dtype, v.kind) for d in t.shape for v in variables(d)
-        }
-        symbolic = [substitute(d, names) for d in t.shape if not isinstance(d, tir.IntImm)]
+        symbolic = [_widened(ctx, d) for d in t.shape if not isinstance(d, tir.IntImm)]
         const = math.prod(d.value for d in t.shape if isinstance(d, tir.IntImm))
+        bare = len(symbolic) == 1 and const == 1 and isinstance(t.shape[0], tir.Var)
         key = tuple(sorted(expr_text(d) for d in symbolic))
-        if symbolic and (len(symbolic) > 1 or const > 1) and const > largest.get(key, (0, []))[0]:
+        if symbolic and not bare and const > largest.get(key, (0, []))[0]:
             largest[key] = (const, symbolic)
     out: tir.Expr | None = None
     for const, symbolic in largest.values():
@@ -329,6 +328,17 @@ def _too_large(ctx: LowerContext) -> tir.Expr | None:
         test = tir.BinOp(">", count, tir.IntImm(INDEX_LIMIT, i64), DType.bool)
         out = test if out is None else tir.BinOp("or", out, test, DType.bool)
     return out
+
+
+def _widened(ctx: LowerContext, d: tir.Expr) -> tir.Expr:
+    """A tensor dimension in the launcher's names: a dimension as it is, an expression of them
+    with each dimension cast to 64 bits."""
+    if isinstance(d, tir.Var):
+        return tir.Var(ctx.name(d), d.dtype, d.kind)
+    wide: dict[tir.Var, tir.Expr] = {
+        v: tir.Cast(tir.Var(ctx.name(v), v.dtype, v.kind), DType.int64) for v in variables(d)
+    }
+    return substitute(d, wide)
 
 
 def _block_index(ctx: LowerContext) -> list[T.Stmt]:
