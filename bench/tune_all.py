@@ -26,6 +26,7 @@ Done (issue 16) when --measure is within 3% of the best for every program and th
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -199,10 +200,7 @@ def against(rows: list[dict], folder: str) -> None:
             continue
         abi = runtime.parse_abi(read(folder, entry["reference"]))["kernels"]
         if entry["against"] == "memory":
-            size = sum(
-                math.prod(entry["shape"][d] if isinstance(d, str) else d for d in t["shape"]) * _bytes(t["dtype"])
-                for k in abi for t in k["tensors"]
-            )  # fmt: skip
+            size = sum(_tensor_bytes(t, entry["shape"]) for k in abi for t in k["tensors"])
             row["gbs"] = size / row["best_s"] / 1e9
             row["copy_gbs"], row["copy_frac"] = copy_gbs, row["gbs"] / copy_gbs
         else:
@@ -215,6 +213,13 @@ def against(rows: list[dict], folder: str) -> None:
         torch.cuda.empty_cache()
 
 
+def _tensor_bytes(tensor: Mapping, shape: Mapping[str, int]) -> int:
+    from tilec import runtime
+
+    count = math.prod(shape[d] if isinstance(d, str) else d for d in tensor["shape"])
+    return count * ctypes.sizeof(runtime.DTYPES[tensor["dtype"]][1])
+
+
 def copy_bandwidth() -> float:
     """GB/s of a torch copy of 1 GiB of fp16, bytes read + written (timed as the candidates are)."""
     import torch
@@ -223,10 +228,6 @@ def copy_bandwidth() -> float:
     src = torch.randn(n, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
     return 4 * n / measure.time_calls([lambda: dst.copy_(src)]) / 1e9
-
-
-def _bytes(dtype: str) -> int:
-    return {"float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1}.get(dtype, 1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

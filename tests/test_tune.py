@@ -3,16 +3,15 @@ measurement pool on fake GPUs, and the command's text (a golden for tests/tune/g
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 import threading
 import time
 import types
 
 import pytest
 
+from bench_scripts import load_bench
 from tilec import cli, driver
 from tilec.diagnostics import CompileError, render_all
 from tilec.tune import buckets, measure, model, search, space, tunefile
@@ -20,16 +19,6 @@ from tilec.tune.peaks import GPUS
 from tilec.tune.work import Access, BlockWork
 
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def load_bench(name: str):
-    """A script of bench/ as a module (its dataclasses look their module up in sys.modules)."""
-    spec = importlib.util.spec_from_file_location(name, HERE.parent / "bench" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 GEMM = str(HERE / "tune" / "gemm.tile")

@@ -3,7 +3,6 @@ on the GPU machine), the latter driven by a fake runner: no GPU here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -11,6 +10,7 @@ import sys
 
 import pytest
 
+from bench_scripts import load_bench
 from tilec.tune import measure
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -27,20 +27,11 @@ kernel add(A: Tensor((N,), float16), C: Tensor((N,), float16)):
 """
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, dict]:
     tmp = tmp_path_factory.mktemp("tune")
     (tmp / "add.tile").write_text(PROGRAM)
-    pre = load("tune_prebuild")
+    pre = load_bench("tune_prebuild")
     out = tmp / "out"
     pre.prebuild([pre.Program("add", "add.tile", {"N": 1 << 24})], str(tmp), str(out), "sm_90a", 1)
     return out, json.loads((out / "manifest.json").read_text())
@@ -79,7 +70,7 @@ def test_tune_all_compares_the_choices_with_the_exhaustive_best(built: tuple[pat
 
         return run
 
-    rows = load("tune_all").run(str(out), set(), [0, 1], runner_for, nvcc_jobs=0)
+    rows = load_bench("tune_all").run(str(out), set(), [0, 1], runner_for, nvcc_jobs=0)
     assert sorted(seen) == sorted(times)  # each candidate timed once,
     assert set(seen[: len(entry["model_top"])]) == set(entry["model_top"])  # the model's top first, alone
     (row,) = rows
@@ -88,11 +79,11 @@ def test_tune_all_compares_the_choices_with_the_exhaustive_best(built: tuple[pat
     assert row["model_ratio"] == pytest.approx(1.10)
     in_top = [t for t in entry["model_top"] if t != others[2]]
     assert row["measure"] == min(in_top, key=times.__getitem__)
-    text = load("tune_all").table(rows)
+    text = load_bench("tune_all").table(rows)
     assert f"| add | 3 | 1.100 | {others[0]} | 1000.000 |" in text
     assert "model within 15% of the best: 1/1" in text
     bound = dict(row, gbs=3800.0, copy_gbs=4400.0, copy_frac=3800 / 4400)
-    text = load("tune_all").table([bound, dict(row, name="mm", peer="matmul", vs_peer=1.02)])
+    text = load_bench("tune_all").table([bound, dict(row, name="mm", peer="matmul", vs_peer=1.02)])
     assert "| 3800 GB/s, 86% of copy |" in text and "| 1.02x matmul |" in text
     assert "memory-bound programs at 85% of the copy bandwidth or more: 1/1" in text
 

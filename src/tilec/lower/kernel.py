@@ -10,6 +10,7 @@ from typing import assert_never
 
 from tilec import thread_ir as T
 from tilec import tir
+from tilec.budget import INT32_MAX
 from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.lower.cexpr import I32, all_of, builtin, cast, conjuncts, guarded, source_comment, source_line, symv
@@ -302,15 +303,13 @@ def _abi(ctx: LowerContext) -> dict:
     }
 
 
-INDEX_LIMIT = 2**31 - 1  # element offsets are 32-bit ints (a constant shape over it is an elaboration error)
-
-
 def _too_large(ctx: LowerContext) -> tir.Expr | None:
     """`1LL * M * K > 2147483647LL || ...`: some tensor has more elements than a 32-bit offset
-    reaches. One test per set of symbolic factors, with the largest constant factor any tensor
-    has beside them (B x H x 4 x 512 covers B x H x 512); none for a tensor that is one bare
-    dimension (an int argument cannot pass 2^31 - 1). The dimensions inside an expression
-    (`M * 4`) are widened first, so the expression cannot wrap before the test."""
+    reaches (a constant shape over INT32_MAX is an elaboration error). One test per set of symbolic
+    factors, with the largest constant factor any tensor has beside them (B x H x 4 x 512 covers
+    B x H x 512); none for a tensor that is one bare dimension (an int argument cannot pass
+    2^31 - 1). The dimensions inside an expression (`M * 4`) are widened first, so the expression
+    cannot wrap before the test."""
     i64 = DType.int64
     largest: dict[tuple[str, ...], tuple[int, list[tir.Expr]]] = {}
     for t in ctx.kernel.tensors:
@@ -325,7 +324,7 @@ def _too_large(ctx: LowerContext) -> tir.Expr | None:
         count: tir.Expr = tir.IntImm(1, i64)
         for d in symbolic + ([tir.IntImm(const, i64)] if const > 1 else []):
             count = tir.BinOp("*", count, d, i64)
-        test = tir.BinOp(">", count, tir.IntImm(INDEX_LIMIT, i64), DType.bool)
+        test = tir.BinOp(">", count, tir.IntImm(INT32_MAX, i64), DType.bool)
         out = test if out is None else tir.BinOp("or", out, test, DType.bool)
     return out
 
