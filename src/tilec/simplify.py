@@ -240,6 +240,14 @@ def divides(e: tir.Expr, d: int) -> bool:
     return c % d == 0 and all(coef % d == 0 for coef in terms.values())
 
 
+def residue(e: tir.Expr, d: int) -> int | None:
+    """The r in [0, d) with `e` provably congruent to r modulo `d` (every term a multiple of d), or None."""
+    lin = _linear(simplify(e))
+    if lin is None or any(coef % d for coef in lin[0].values()):
+        return None
+    return lin[1] % d
+
+
 def gcd_of(e: tir.Expr) -> int:
     """The largest constant provably dividing `e` (0 for the constant 0)."""
     lin = _linear(simplify(e))

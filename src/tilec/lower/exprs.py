@@ -106,6 +106,8 @@ def ref_of(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: 
             within = tuple(zip(idx, extents))
             return Access(T.Subscript(name, (flatten(idx, extents),), buf.dtype, within=within), all_of(conds))
         case "shared" | "local":
+            if buf in ctx.layouts.shift:  # column 0 sits `shift` elements into the padded row
+                idx = (*idx[:-1], simplify(tir.BinOp("+", idx[-1], int_(ctx.layouts.shift[buf]), idx[-1].dtype)))
             if buf in ctx.layouts.swizzle:
                 layout = ctx.layouts.swizzle[buf]
                 assert layout.swizzle is not None, "layouts.swizzle holds swizzled layouts"

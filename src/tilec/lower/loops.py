@@ -36,7 +36,7 @@ from tilec.lower.cexpr import (
 )
 from tilec.lower.context import LowerContext, kernel_flag
 from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
-from tilec.simplify import gcd_of, int_, simplify, substitute
+from tilec.simplify import add, gcd_of, int_, simplify, substitute
 
 
 def distributed(
@@ -321,13 +321,13 @@ def _vec_access(
         return None
     if any(v.kind == "let" for i in idx for v in vars_in(i)):
         return None
-    if gcd_of(value_of(ctx, base, None)) % width:
-        return None
+    if gcd_of(add(value_of(ctx, base, None), int_(ctx.layouts.shift.get(buf, 0)))) % width:
+        return None  # not the first of an aligned chunk (a shifted tile's column counts from its shift)
     base_idx = tuple(substitute(i, lane_zero) for i in idx)
     refs = _chunk_refs(ctx, buf, base_idx, width)
     conds: list[tir.Expr] = []
     if buf.scope == "shared":
-        if buf.const_shape[-1] % width:
+        if ctx.layouts.pitch.get(buf, buf.const_shape[-1]) % width:
             return None
     elif buf in ctx.state.interior:  # the whole tile is known inside and aligned: nothing to check
         pass

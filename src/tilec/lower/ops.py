@@ -8,6 +8,8 @@ each `lower_<op>(ctx, s)` and wraps its code in the op's Scope."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
@@ -90,6 +92,7 @@ def _tile_layout(ctx: LowerContext, regions: list[tir.Region], shape: tuple[int,
 
 
 def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
+    s = _widened_to_pitch(ctx, s)
     vars, shape = _tile_domain(ctx, [s.dst, s.src])
     layout = _tile_layout(ctx, [s.src, s.dst], shape)
     src_idx = _region_index(s.src, vars, shape)
@@ -107,6 +110,23 @@ def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     fast = distributed(ctx, layout, vars, body)
     ctx.state.interior.discard(tensor)
     return [T.IfThen(interior, tuple(fast), tuple(general))]
+
+
+def _widened_to_pitch(ctx: LowerContext, s: tir.Copy) -> tir.Copy:
+    """A copy into a tile whose columns infer_layouts shifted to line up with the tensor's 16-byte
+    chunks (`Layouts.shift`), widened to the tile's whole padded row: it starts `shift` columns
+    earlier, so that it moves whole chunks; the extra elements land in the row's pad."""
+    buf = s.dst.buffer
+    shift = ctx.layouts.shift.get(buf)
+    if shift is None or s.src.buffer.scope != "global":
+        return s
+    pitch = int_(ctx.layouts.pitch[buf])
+
+    def widened(r: tir.Region) -> tir.Region:
+        start = simplify(tir.BinOp("-", r.starts[-1], int_(shift), I32))
+        return replace(r, starts=(*r.starts[:-1], start), extents=(*r.extents[:-1], pitch))
+
+    return replace(s, src=widened(s.src), dst=widened(s.dst))
 
 
 def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> tir.Expr | None:

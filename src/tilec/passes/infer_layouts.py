@@ -37,6 +37,7 @@ from tilec.diagnostics import Diagnostic, Note
 from tilec.instructions import Instruction
 from tilec.layout_algebra import Layout, swizzled, swizzled_blocks, widest_swizzle
 from tilec.passes.plan_pipeline import main_loop_gemm
+from tilec.simplify import residue
 from tilec.source import Span
 from tilec.targets import Target, instruction_named
 
@@ -49,6 +50,7 @@ class Layouts:
     buffers: dict[tir.Buffer, L.Fragment] = field(default_factory=dict)
     origin: dict[tir.Buffer, Span] = field(default_factory=dict)  # statement that fixed it
     pitch: dict[tir.Buffer, int] = field(default_factory=dict)  # padded row length of shared tiles
+    shift: dict[tir.Buffer, int] = field(default_factory=dict)  # padded tiles whose column 0 is this far into a row
     swizzle: dict[tir.Buffer, Layout] = field(default_factory=dict)  # XOR-swizzled shared tiles (flat)
     fixed: set[tir.Buffer] = field(default_factory=set)  # shared tiles whose layout the user chose
     tight: set[tir.Buffer] = field(default_factory=set)  # padded, not swizzled, for the registers' sake
@@ -103,6 +105,9 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
         elif record.load == "descriptors":  # select made sure neither is annotated, both fit
             for operand in (g.a.buffer, g.b.buffer):
                 place_descriptor_operand(operand, state.out)
+    for s in stmts:
+        if isinstance(s, tir.Copy):
+            _align_halo_tile(s, stmts, state.out)
 
     def decided(s: tir.Stmt) -> tir.Stmt:
         if isinstance(s, tir.Parallel):
@@ -220,6 +225,38 @@ def place_descriptor_operand(buf: tir.Buffer, out: Layouts) -> None:
         )
     out.swizzle[buf] = layout
     out.align[buf] = 8 * sw
+
+
+def _align_halo_tile(copy: tir.Copy, stmts: list[tir.Stmt], out: Layouts) -> None:
+    """Pad the rows of a shared tile that a copy fills from a tensor window whose columns are not
+    16-byte aligned (a halo: `X[.., bx * 128 - 1:(bx + 1) * 128 + 1]`), so that the window's
+    16-byte chunks land on 16-byte chunks of the tile: column 0 sits `shift` elements into a row
+    of `pitch` elements, both chosen from the window's start modulo a chunk. The copy then moves
+    whole chunks (lower/ops.py widens it to the padded row, the extra elements landing in the
+    pad), instead of one element at a time. Only for a tile that nothing else addresses by
+    itself: written by this one copy, read element by element (not a gemm operand, not annotated)."""
+    buf, src = copy.dst.buffer, copy.src
+    if buf.scope != "shared" or src.buffer.scope != "global" or buf in out.pitch or buf in out.swizzle or buf in out.fixed:
+        return
+    per_chunk = 16 // buf.dtype.bytes
+    shape = buf.const_shape
+    extents = [_const(e) for e in copy.dst.extents]
+    whole = all(_const(st) == 0 for st in copy.dst.starts) and tuple(extents) == shape
+    start = residue(src.starts[-1], per_chunk)
+    if per_chunk < 2 or not whole or start is None or _const(src.extents[-1]) != shape[-1] or shape[-1] < per_chunk:
+        return
+    if start == 0 and shape[-1] % per_chunk == 0:
+        return  # aligned already
+    for s in stmts:
+        named = [r.buffer for r in tir_walk.regions(s)]
+        if buf in named and (s is not copy and (not isinstance(s, tir.Copy) or s.dst.buffer is buf)):
+            return  # another tile op writes it, or a gemm, reduce, ... addresses it itself
+    out.shift[buf] = start
+    out.pitch[buf] = -(-(start + shape[-1]) // per_chunk) * per_chunk
+
+
+def _const(e: tir.Expr) -> int | None:
+    return e.value if isinstance(e, tir.IntImm) else None
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:
