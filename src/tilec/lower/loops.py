@@ -215,20 +215,20 @@ def device_assert(ctx: LowerContext, s: tir.DeviceAssert, loop: ElementLoop | No
 def _vector_path(
     ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
 ) -> tuple[tir.Expr, list[T.Stmt]] | None:
-    """The 16-byte-vector version of a body of plain stores, or None.
+    """The 16-byte-vector version of a body of plain stores and lets, or None.
 
     Each global/shared access whose last index is `base + lane` becomes one
     vector load into registers before the lane loop, or one vector store
-    after it; the rest of the body runs per lane on those registers."""
+    after it; the rest of the body (the lets, in order) runs per lane on those registers."""
     lane_var = next(v for v in ctx.state.bounds if isinstance(v, tir.Var) and v.name == lane.name)
-    if not all(isinstance(s, tir.Store) for s in body):
+    if not all(isinstance(s, (tir.Store, tir.Let)) for s in body):
         return None
     if ctx.state.async_copy:
         return _async_vector(ctx, body, loop, lane_var, width)
     stores = [s for s in body if isinstance(s, tir.Store)]
     accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
     loads: list[tir.Load] = []
-    for s in stores:
+    for s in body:
         loads += tir_walk.loads(s.value)
     vec_loads: dict[tir.Load, tir.Buffer] = {}
     conds: list[tir.Expr] = []
@@ -256,8 +256,11 @@ def _vector_path(
         vec_loads[ld] = reg_buf
         accesses[key] = (reg_buf, ())
     lane_body: list[T.Stmt] = []
-    for s in stores:
+    for s in body:
         value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})
+        if isinstance(s, tir.Let):
+            lane_body.append(let_decl(ctx, s.var, value_of(ctx, value, loop)))
+            continue
         target_plan = None
         if s.buffer.scope in ("global", "shared"):
             target_plan = _vec_access(ctx, s.buffer, s.indices, lane_var, width, lane_zero)
