@@ -4,11 +4,12 @@ included, constant or symbolic (a scalar argument).
 Each case compiles a copy global -> shared -> global whose tiles start at `b * tile + offset`, then
 runs its Thread IR in a small interpreter for every block and thread of the grid, recording each
 element a read or a write of a tensor touches. Every access must lie inside its tensor, and each
-block must write exactly the in-range elements of its tile and read all of them (so a guard that
-is too strict fails too). A read whose columns start at a constant offset off a 16-byte chunk may
-read the rest of the chunks it touches (in the tensor): the shared tile is then shifted so that
-whole chunks land in it (`Layouts.shift`). A tensor index is split into its row and column by evaluating it at two row strides (it is
-`row * N + col`), so a column -1 read as the previous row's last element is caught as column -1.
+block must write exactly the in-range elements of its tile and read all of them (so a guard that is
+too strict fails too). A read whose columns start at a constant offset off a 16-byte chunk may read
+the rest of the chunks it touches (in the tensor): the shared tile is then shifted so that whole
+chunks land in it (`Layouts.shift`). A tensor index is split into its row and column by evaluating
+it at two row strides (it is `row * N + col`), so a column -1 read as the previous row's last
+element is caught as column -1.
 """
 
 from __future__ import annotations

@@ -465,7 +465,8 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ..
                 size = math.prod(buf.const_shape[:-1]) * pitch * buf.dtype.bytes
                 why = f"conflict-free {words['matrices']}"
                 if buf in layouts.shift:
-                    why = f"column 0 at element {layouts.shift[buf]}: the copy's 16-byte chunks line up with the tensor's"
+                    shift = layouts.shift[buf]
+                    why = f"column 0 at element {shift}: the copy's 16-byte chunks line up with the tensor's"
                 if buf in layouts.tight:
                     why += f"; not swizzled: fragments take {fragment_registers(layouts)} registers per thread"
                 return head + (f"row-major, rows padded to {pitch} ({why})", f"{size} B shared")

@@ -76,6 +76,10 @@ class LowerState:
     # declares such a variable (kernel.py, loops.py, pipelined.py, the backends' warp roles);
     # read by exprs.nonnegative: an index it cannot prove nonnegative is checked against 0.
     nonneg: set[str]
+    # The value range [lo, hi] of integer lets, by C name, where lowering could bound it
+    # (exprs.int_range): a 4-bit code unpacked from a byte is in [0, 15]. Written by
+    # exprs.let_decl; read by exprs.int_range for the exact small-integer conversions.
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     # The block's dynamic shared memory, one view per tile, each after the last. Appended by
     # `shared_view` (shared allocations, a fragment operand staged for a gemm, the reductions'
     # scratch); read at the end for the kernel's head and its shared-memory size (the

@@ -10,6 +10,7 @@ from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import error
+from tilec.dtypes import DType
 from tilec.lower.cexpr import (
     F32,
     I32,
@@ -70,6 +71,10 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
             )
         case tir.Cast(v, d):
             inner = value_of(ctx, v, loop)
+            if d.is_float and inner.dtype.is_int:
+                exact = _small_int_to_float(ctx, inner, d)
+                if exact is not None:
+                    return exact
             if d.is_low_precision:  # round through the narrow type, keep computing in float
                 return tir.Cast(cast(inner, d) if inner.dtype == F32 else tir.Cast(cast(inner, F32), d), F32)
             return cast(inner, d)
@@ -149,10 +154,12 @@ def _slot(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: E
 
 def let_decl(ctx: LowerContext, var: tir.Var, value: tir.Expr) -> T.Decl:
     """`const T name = value;` of a let whose C value is `value`; the name is known nonnegative
-    when the value is."""
+    when the value is, and its range recorded when it can be bounded."""
     name = ctx.name(var)
     if var.dtype.is_int and nonnegative(ctx, simplify(value)):
         ctx.state.nonneg.add(name)
+    if var.dtype.is_int and (r := int_range(ctx, value)) is not None:
+        ctx.state.ranges[name] = r
     return T.Decl(name, var.dtype, init=let_init(value, var.dtype), const=True)
 
 
@@ -197,3 +204,95 @@ def below(ctx: LowerContext, i: tir.Expr, d: tir.Expr) -> bool:
         return False
     hi = upper_bound(i, ctx.state.bounds)
     return hi is not None and hi < d.value
+
+
+# The largest integer each float type holds exactly, with every integer below it: 2^(mantissa bits + 1).
+_EXACT_INTS = {DType.float32: 1 << 24, DType.float16: 1 << 11, DType.bfloat16: 1 << 8}
+_MANTISSA = 1 << 23  # float32: 0x4B000000 | v is the float 2^23 + v for 0 <= v < 2^23
+
+
+def _small_int_to_float(ctx: LowerContext, v: tir.Expr, d: DType) -> tir.Expr | None:
+    """The float32 value of the integer `v` cast to float type `d`, without a conversion
+    instruction (the int-to-float conversion runs at an eighth of the float adds' rate on
+    sm_80 and sm_90), when `v`'s range is known and narrow: the helper puts `v - lo` in the
+    mantissa of 2^23 and subtracts 2^23 - lo (exact). Rounding through `d` is then left out
+    where `d` holds every integer of the range exactly (float16 up to 2048), as the program's
+    cast to a 16-bit float is followed by arithmetic in float32 anyway. None: the usual cast."""
+    if not _from_data(ctx, v):
+        return None  # an index (a counter, the thread index): converted once, and reads better as a cast
+    r = int_range(ctx, v)
+    limit = _EXACT_INTS.get(d)
+    if r is None or limit is None or r[1] - r[0] >= _MANTISSA or max(-r[0], r[1]) > limit:
+        return None
+    lo = r[0]
+    ctx.state.helpers.add("small_int_to_float")
+    offset = simplify(tir.BinOp("-", v, int_(lo), I32)) if lo else v
+    return T.Intrin("tilec_small_int_to_float", (offset, int_(lo)), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
+
+
+def _from_data(ctx: LowerContext, e: tir.Expr) -> bool:
+    """Whether an integer expression reads a loaded element or a bounded let (data, converted
+    once per element), not only indices."""
+    match e:
+        case T.Subscript():  # a Thread IR leaf: a loaded element
+            return True
+        case tir.Var(name):
+            return name in ctx.state.ranges
+        case tir.Cast(v) | tir.UnaryOp(a=v):
+            return _from_data(ctx, v)
+        case tir.BinOp(a=a, b=b):
+            return _from_data(ctx, a) or _from_data(ctx, b)
+    return False
+
+
+_INT_RANGES = {
+    DType.int8: (-(1 << 7), (1 << 7) - 1),
+    DType.uint8: (0, (1 << 8) - 1),
+    DType.int16: (-(1 << 15), (1 << 15) - 1),
+    DType.uint16: (0, (1 << 16) - 1),
+}
+
+
+def int_range(ctx: LowerContext, e: tir.Expr) -> tuple[int, int] | None:
+    """Bounds [lo, hi] of a C integer expression, or None: constants, counters and thread
+    indices (`LowerState.bounds`), lets bounded before (`LowerState.ranges`), narrow integer
+    loads (their type's range), and +, -, *, & with a nonnegative mask, >>, % and // of
+    nonnegative values by those."""
+    match e:
+        case tir.IntImm(v):
+            return v, v
+        case tir.Var(name):
+            if name in ctx.state.ranges:
+                return ctx.state.ranges[name]
+            hi = upper_bound(e, ctx.state.bounds)
+            return None if hi is None else (0, hi)
+        case T.Subscript(dtype=d):  # a Thread IR leaf: a loaded element
+            return _INT_RANGES.get(d)
+        case tir.Cast(v, d) if d.is_int and v.dtype.is_int:
+            r = int_range(ctx, v)
+            full = _INT_RANGES.get(d)
+            return r if r is not None and (full is None or full[0] <= r[0] <= r[1] <= full[1]) else None
+        case tir.BinOp(op, a, b) if op in ("+", "-", "*", "&", ">>", "%", "//"):
+            ra, rb = int_range(ctx, a), int_range(ctx, b)
+            if op == "&":  # either side a nonnegative range bounds the result
+                bounds = [r for r in (ra, rb) if r is not None and r[0] >= 0]
+                return (0, min(r[1] for r in bounds)) if bounds else None
+            if ra is None or rb is None:
+                return None
+            if op == "+":
+                return ra[0] + rb[0], ra[1] + rb[1]
+            if op == "-":
+                return ra[0] - rb[1], ra[1] - rb[0]
+            if op == "*":
+                products = [x * y for x in ra for y in rb]
+                return min(products), max(products)
+            if ra[0] < 0 or rb[0] < 0:
+                return None
+            if op == ">>":
+                return ra[0] >> rb[1], ra[1] >> rb[0]
+            if rb[0] == 0:
+                return None  # a divisor that may be 0
+            if op == "%":
+                return 0, min(ra[1], rb[1] - 1)
+            return ra[0] // rb[1], ra[1] // rb[0]
+    return None

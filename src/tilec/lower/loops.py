@@ -225,10 +225,11 @@ def _vector_path(
         return None
     if ctx.state.async_copy:
         return _async_vector(ctx, body, loop, lane_var, width)
-    stores = [s for s in body if isinstance(s, tir.Store)]
+    steps = [s for s in body if isinstance(s, (tir.Store, tir.Let))]
+    stores = [s for s in steps if isinstance(s, tir.Store)]
     accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
     loads: list[tir.Load] = []
-    for s in body:
+    for s in steps:
         loads += tir_walk.loads(s.value)
     vec_loads: dict[tir.Load, tir.Buffer] = {}
     conds: list[tir.Expr] = []
@@ -256,7 +257,7 @@ def _vector_path(
         vec_loads[ld] = reg_buf
         accesses[key] = (reg_buf, ())
     lane_body: list[T.Stmt] = []
-    for s in body:
+    for s in steps:
         value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})
         if isinstance(s, tir.Let):
             lane_body.append(let_decl(ctx, s.var, value_of(ctx, value, loop)))

@@ -236,7 +236,9 @@ def _align_halo_tile(copy: tir.Copy, stmts: list[tir.Stmt], out: Layouts) -> Non
     pad), instead of one element at a time. Only for a tile that nothing else addresses by
     itself: written by this one copy, read element by element (not a gemm operand, not annotated)."""
     buf, src = copy.dst.buffer, copy.src
-    if buf.scope != "shared" or src.buffer.scope != "global" or buf in out.pitch or buf in out.swizzle or buf in out.fixed:
+    if buf.scope != "shared" or src.buffer.scope != "global":
+        return
+    if buf in out.pitch or buf in out.swizzle or buf in out.fixed:
         return
     per_chunk = 16 // buf.dtype.bytes
     shape = buf.const_shape
