@@ -29,6 +29,7 @@ from tilec.lower.cexpr import (
     conjuncts,
     counter_var,
     guarded,
+    lower_bound,
     lt,
     printf,
     upper_bound,
@@ -36,7 +37,7 @@ from tilec.lower.cexpr import (
 )
 from tilec.lower.context import LowerContext, kernel_flag
 from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
-from tilec.simplify import add, gcd_of, int_, simplify, substitute
+from tilec.simplify import add, gcd_of, int_, residue, simplify, substitute
 
 
 def distributed(
@@ -231,7 +232,7 @@ def _vector_path(
     loads: list[tir.Load] = []
     for s in steps:
         loads += tir_walk.loads(s.value)
-    vec_loads: dict[tir.Load, tir.Buffer] = {}
+    vec_loads: dict[tir.Load, tir.Buffer | tuple[tir.Buffer, int]] = {}
     conds: list[tir.Expr] = []
     pre: list[T.Stmt] = []
     post: list[T.Stmt] = []
@@ -242,6 +243,10 @@ def _vector_path(
             continue
         plan = _vec_access(ctx, ld.buffer, ld.indices, lane_var, width, lane_zero)
         if plan is None:
+            window = _window(ctx, ld, lane_var, width, lane_zero)
+            if window is not None:
+                pre += window[0]
+                vec_loads[ld] = window[1]
             continue
         key = (ld.buffer, ld.indices)
         if key in accesses:
@@ -258,7 +263,7 @@ def _vector_path(
         accesses[key] = (reg_buf, ())
     lane_body: list[T.Stmt] = []
     for s in steps:
-        value = replace_loads(s.value, {ld: tir.Load(r, (lane_var,)) for ld, r in vec_loads.items()})
+        value = replace_loads(s.value, {ld: _lane_load(r, lane_var) for ld, r in vec_loads.items()})
         if isinstance(s, tir.Let):
             lane_body.append(let_decl(ctx, s.var, value_of(ctx, value, loop)))
             continue
@@ -287,6 +292,48 @@ def _vector_path(
         return None
     body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
     return all_of(conds), body_out
+
+
+def _window(
+    ctx: LowerContext, ld: tir.Load, lane: tir.Var, width: int, lane_zero: dict
+) -> tuple[list[T.Stmt], tuple[tir.Buffer, int]] | None:
+    """A shared-tile read `width` lanes wide that starts `r` elements past a 16-byte chunk (a
+    stencil's left or right neighbour, `X_s[i, j + 1]`), as the two aligned chunks around it
+    read into registers (`(registers, r)`: lane e reads register r + e), instead of one
+    element at a time; None where the chunks are not provably inside the tile's rows."""
+    buf, idx = ld.buffer, ld.indices
+    if buf.scope != "shared" or buf in ctx.layouts.swizzle or width * buf.dtype.bytes != 16:
+        return None
+    if any(lane in vars_in(i) for i in idx[:-1]) or any(v.kind == "let" for i in idx for v in vars_in(i)):
+        return None
+    last = simplify(idx[-1])
+    base = simplify(substitute(last, lane_zero))
+    if simplify(tir.BinOp("-", last, base, I32)) != lane:
+        return None
+    shift = ctx.layouts.shift.get(buf, 0)
+    pitch = ctx.layouts.pitch.get(buf, buf.const_shape[-1])
+    r = residue(add(value_of(ctx, base, None), int_(shift)), width)
+    if not r or pitch % width:
+        return None
+    first = simplify(tir.BinOp("-", base, int_(r), I32))
+    column = simplify(add(value_of(ctx, first, None), int_(shift)))  # of the first chunk, in the padded row
+    hi, lo = upper_bound(column, ctx.state.bounds), lower_bound(column, ctx.state.bounds, ctx.state.nonneg)
+    if hi is None or lo is None or lo < 0 or hi + 2 * width > pitch:
+        return None
+    reg = ctx.fresh(f"{ctx.name(buf)}_w")
+    refs = _chunk_refs(ctx, buf, (*idx[:-1], first), 2 * width)
+    decl = T.Decl(reg, buf.dtype, (2 * width,), align=16)
+    moves = vec_moves(T.Subscript(reg, (int_(0),), buf.dtype), refs, 2 * width, to_registers=True)
+    reg_buf = tir.Buffer(reg, (int_(2 * width),), buf.dtype, "local")
+    ctx.state.names.given[reg_buf] = reg
+    return [decl, *moves], (reg_buf, r)
+
+
+def _lane_load(reg: tir.Buffer | tuple[tir.Buffer, int], lane: tir.Var) -> tir.Load:
+    """Lane `lane`'s element of a vector load's registers (a window's: `r` further on)."""
+    if isinstance(reg, tuple):
+        return tir.Load(reg[0], (simplify(tir.BinOp("+", lane, int_(reg[1]), I32)),))
+    return tir.Load(reg, (lane,))
 
 
 def _async_vector(
