@@ -233,6 +233,7 @@ def _vector_path(
     for s in steps:
         loads += tir_walk.loads(s.value)
     vec_loads: dict[tir.Load, tir.Buffer | tuple[tir.Buffer, int]] = {}
+    windows: dict[tuple, tir.Buffer] = {}  # (tile, row indices, first chunk's column) -> registers
     conds: list[tir.Expr] = []
     pre: list[T.Stmt] = []
     post: list[T.Stmt] = []
@@ -243,7 +244,7 @@ def _vector_path(
             continue
         plan = _vec_access(ctx, ld.buffer, ld.indices, lane_var, width, lane_zero)
         if plan is None:
-            window = _window(ctx, ld, lane_var, width, lane_zero)
+            window = _window(ctx, ld, lane_var, width, lane_zero, windows)
             if window is not None:
                 pre += window[0]
                 vec_loads[ld] = window[1]
@@ -295,38 +296,53 @@ def _vector_path(
 
 
 def _window(
-    ctx: LowerContext, ld: tir.Load, lane: tir.Var, width: int, lane_zero: dict
+    ctx: LowerContext, ld: tir.Load, lane: tir.Var, width: int, lane_zero: dict, windows: dict[tuple, tir.Buffer]
 ) -> tuple[list[T.Stmt], tuple[tir.Buffer, int]] | None:
     """A shared-tile read `width` lanes wide that starts `r` elements past a 16-byte chunk (a
     stencil's left or right neighbour, `X_s[i, j + 1]`), as the two aligned chunks around it
     read into registers (`(registers, r)`: lane e reads register r + e), instead of one
-    element at a time; None where the chunks are not provably inside the tile's rows."""
+    element at a time; None where the chunks are not provably inside the tile's rows. Reads
+    whose chunks are the same share one window (`windows`)."""
     buf, idx = ld.buffer, ld.indices
+    # one 16-byte chunk per `width` lanes: the window's two chunks are then 16-byte aligned
     if buf.scope != "shared" or buf in ctx.layouts.swizzle or width * buf.dtype.bytes != 16:
         return None
-    if any(lane in vars_in(i) for i in idx[:-1]) or any(v.kind == "let" for i in idx for v in vars_in(i)):
-        return None
-    last = simplify(idx[-1])
-    base = simplify(substitute(last, lane_zero))
-    if simplify(tir.BinOp("-", last, base, I32)) != lane:
-        return None
-    shift = ctx.layouts.shift.get(buf, 0)
+    base = _lane_base(idx, lane, lane_zero)
     pitch = ctx.layouts.pitch.get(buf, buf.const_shape[-1])
-    r = residue(add(value_of(ctx, base, None), int_(shift)), width)
-    if not r or pitch % width:
+    r = None if base is None else residue(_column(ctx, buf, base), width)
+    if base is None or not r or pitch % width:
         return None
     first = simplify(tir.BinOp("-", base, int_(r), I32))
-    column = simplify(add(value_of(ctx, first, None), int_(shift)))  # of the first chunk, in the padded row
+    column = simplify(_column(ctx, buf, first))  # of the first chunk, in the padded row
     hi, lo = upper_bound(column, ctx.state.bounds), lower_bound(column, ctx.state.bounds, ctx.state.nonneg)
     if hi is None or lo is None or lo < 0 or hi + 2 * width > pitch:
         return None
+    key = (buf, idx[:-1], first)
+    if key in windows:
+        return [], (windows[key], r)
     reg = ctx.fresh(f"{ctx.name(buf)}_w")
     refs = _chunk_refs(ctx, buf, (*idx[:-1], first), 2 * width)
     decl = T.Decl(reg, buf.dtype, (2 * width,), align=16)
     moves = vec_moves(T.Subscript(reg, (int_(0),), buf.dtype), refs, 2 * width, to_registers=True)
     reg_buf = tir.Buffer(reg, (int_(2 * width),), buf.dtype, "local")
     ctx.state.names.given[reg_buf] = reg
+    windows[key] = reg_buf
     return [decl, *moves], (reg_buf, r)
+
+
+def _lane_base(idx: tuple[tir.Expr, ...], lane: tir.Var, lane_zero: dict) -> tir.Expr | None:
+    """`base` of an access whose last index is `base + lane` and whose other indices and `base`
+    are the same in every lane (no lane, no let), or None."""
+    if any(lane in vars_in(i) for i in idx[:-1]) or any(v.kind == "let" for i in idx for v in vars_in(i)):
+        return None
+    last = simplify(idx[-1])
+    base = simplify(substitute(last, lane_zero))
+    return base if simplify(tir.BinOp("-", last, base, I32)) == lane else None
+
+
+def _column(ctx: LowerContext, buf: tir.Buffer, index: tir.Expr) -> tir.Expr:
+    """The C value of a last-dimension index, counted in the padded row of a shifted tile."""
+    return add(value_of(ctx, index, None), int_(ctx.layouts.shift.get(buf, 0)))
 
 
 def _lane_load(reg: tir.Buffer | tuple[tir.Buffer, int], lane: tir.Var) -> tir.Load:
@@ -364,16 +380,9 @@ def _vec_access(
         return None
     if (width * buf.dtype.bytes) & (width * buf.dtype.bytes - 1):
         return None
-    if any(lane in vars_in(i) for i in idx[:-1]):
-        return None
-    last = simplify(idx[-1])
-    base = simplify(substitute(last, lane_zero))
-    if simplify(tir.BinOp("-", last, base, I32)) != lane:
-        return None
-    if any(v.kind == "let" for i in idx for v in vars_in(i)):
-        return None
-    if gcd_of(add(value_of(ctx, base, None), int_(ctx.layouts.shift.get(buf, 0)))) % width:
-        return None  # not the first of an aligned chunk (a shifted tile's column counts from its shift)
+    base = _lane_base(idx, lane, lane_zero)
+    if base is None or gcd_of(_column(ctx, buf, base)) % width:
+        return None  # not `base + lane`, or base not the first of an aligned chunk
     base_idx = tuple(substitute(i, lane_zero) for i in idx)
     refs = _chunk_refs(ctx, buf, base_idx, width)
     conds: list[tir.Expr] = []

@@ -37,7 +37,7 @@ from tilec.diagnostics import Diagnostic, Note
 from tilec.instructions import Instruction
 from tilec.layout_algebra import Layout, swizzled, swizzled_blocks, widest_swizzle
 from tilec.passes.plan_pipeline import main_loop_gemm
-from tilec.simplify import residue
+from tilec.simplify import const, residue
 from tilec.source import Span
 from tilec.targets import Target, instruction_named
 
@@ -233,8 +233,9 @@ def _align_halo_tile(copy: tir.Copy, stmts: list[tir.Stmt], out: Layouts) -> Non
     16-byte chunks land on 16-byte chunks of the tile: column 0 sits `shift` elements into a row
     of `pitch` elements, both chosen from the window's start modulo a chunk. The copy then moves
     whole chunks (lower/ops.py widens it to the padded row, the extra elements landing in the
-    pad), instead of one element at a time. Only for a tile that nothing else addresses by
-    itself: written by this one copy, read element by element (not a gemm operand, not annotated)."""
+    pad), instead of one element at a time. Only for a tile that every other statement addresses
+    element by element (through lower/exprs.ref_of, which adds the shift): no other tile op writes
+    it, and no gemm, reduce, ... reads it."""
     buf, src = copy.dst.buffer, copy.src
     if buf.scope != "shared" or src.buffer.scope != "global":
         return
@@ -242,23 +243,17 @@ def _align_halo_tile(copy: tir.Copy, stmts: list[tir.Stmt], out: Layouts) -> Non
         return
     per_chunk = 16 // buf.dtype.bytes
     shape = buf.const_shape
-    extents = [_const(e) for e in copy.dst.extents]
-    whole = all(_const(st) == 0 for st in copy.dst.starts) and tuple(extents) == shape
+    whole = all(const(st) == 0 for st in copy.dst.starts) and tuple(map(const, copy.dst.extents)) == shape
     start = residue(src.starts[-1], per_chunk)
-    if per_chunk < 2 or not whole or start is None or _const(src.extents[-1]) != shape[-1] or shape[-1] < per_chunk:
+    if not whole or start is None or const(src.extents[-1]) != shape[-1] or shape[-1] < per_chunk:
         return
     if start == 0 and shape[-1] % per_chunk == 0:
         return  # aligned already
-    for s in stmts:
-        named = [r.buffer for r in tir_walk.regions(s)]
-        if buf in named and (s is not copy and (not isinstance(s, tir.Copy) or s.dst.buffer is buf)):
-            return  # another tile op writes it, or a gemm, reduce, ... addresses it itself
+    others = [s for s in stmts if s is not copy and buf in (r.buffer for r in tir_walk.regions(s))]
+    if any(not isinstance(s, tir.Copy) or s.dst.buffer is buf for s in others):
+        return
     out.shift[buf] = start
     out.pitch[buf] = -(-(start + shape[-1]) // per_chunk) * per_chunk
-
-
-def _const(e: tir.Expr) -> int | None:
-    return e.value if isinstance(e, tir.IntImm) else None
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:
