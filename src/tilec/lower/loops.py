@@ -366,8 +366,8 @@ def _async_vector(
     zero_lane = {lane: int_(0)}
     src = _vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
     dst = _vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
-    if src is None or dst is None:
-        return None
+    if src is None or dst is None or len(src[1]) != 1 or len(dst[1]) != 1:
+        return None  # one asynchronous copy moves the whole vector: one piece on each side
     copy = ctx.backend.async_copy(ctx, dst[1][0], src[1][0], nbytes)  # the target's instruction
     return all_of([src[0], dst[0], _replica_zero(ctx, loop.layout)]), [copy]
 
@@ -387,8 +387,8 @@ def _vec_access(
     refs = _chunk_refs(ctx, buf, base_idx, width)
     conds: list[tir.Expr] = []
     if buf.scope == "shared":
-        if ctx.layouts.pitch.get(buf, buf.const_shape[-1]) % width:
-            return None
+        if _piece(ctx, buf, width) * buf.dtype.bytes < 4:
+            return None  # rows too unevenly padded for moves wider than one element
     elif buf in ctx.state.interior:  # the whole tile is known inside and aligned: nothing to check
         pass
     else:
@@ -409,11 +409,22 @@ def _vec_access(
     return all_of(conds), refs
 
 
+def _piece(ctx: LowerContext, buf: tir.Buffer, width: int) -> int:
+    """Elements per move of a `width`-element vector of `buf`: at most 16 bytes, and in a shared
+    tile no more than its rows' alignment allows (rows padded to 20 halfs, as HIP's MFMA operand
+    tiles are, start 8 bytes apart: 8-byte moves)."""
+    per = min(width, 16 // buf.dtype.bytes)
+    if buf.scope == "shared" and buf not in ctx.layouts.swizzle:
+        while ctx.layouts.pitch.get(buf, buf.const_shape[-1]) % per:
+            per //= 2
+    return per
+
+
 def _chunk_refs(ctx: LowerContext, buf: tir.Buffer, base_idx: tuple[tir.Expr, ...], width: int) -> list[T.Subscript]:
-    """The subscript of each 16-byte piece of a `width`-element vector at `base_idx`: consecutive
+    """The subscript of each piece (`_piece`) of a `width`-element vector at `base_idx`: consecutive
     elements, except in a swizzled tile, where each piece's column goes through the swizzle."""
     first = ref_of(ctx, buf, base_idx, None).ref
-    per = min(width, 16 // buf.dtype.bytes)
+    per = _piece(ctx, buf, width)
     if buf not in ctx.layouts.swizzle:
         return [offset(first, k * per) for k in range(width // per)]
     last = base_idx[-1]

@@ -50,10 +50,15 @@ extern "C" __global__ void __launch_bounds__(64)
         alignas(16) half Q_v_1[8];
         *reinterpret_cast<uint4*>(&Q_v_1[0]) =
             *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+        alignas(16) half Q_s_v_1[8];
 #pragma unroll
         for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8 + e1_1] = Q_v_1[e1_1];
+          Q_s_v_1[e1_1] = Q_v_1[e1_1];
         }
+        *reinterpret_cast<uint2*>(&Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8]) =
+            *reinterpret_cast<const uint2*>(&Q_s_v_1[0]);
+        *reinterpret_cast<uint2*>(&Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+            *reinterpret_cast<const uint2*>(&Q_s_v_1[4]);
       }
     } else {
 #pragma unroll
@@ -62,10 +67,15 @@ extern "C" __global__ void __launch_bounds__(64)
           alignas(16) half Q_v[8];
           *reinterpret_cast<uint4*>(&Q_v[0]) =
               *reinterpret_cast<const uint4*>(&Q[bx * 1024 + g0 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+          alignas(16) half Q_s_v[8];
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
-            Q_s[g0 * 16 + tx / 4][tx % 4 * 8 + e1] = Q_v[e1];
+            Q_s_v[e1] = Q_v[e1];
           }
+          *reinterpret_cast<uint2*>(&Q_s[g0 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint2*>(&Q_s_v[0]);
+          *reinterpret_cast<uint2*>(&Q_s[g0 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+              *reinterpret_cast<const uint2*>(&Q_s_v[4]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
@@ -101,10 +111,15 @@ extern "C" __global__ void __launch_bounds__(64)
             alignas(16) half K_v_1[8];
             *reinterpret_cast<uint4*>(&K_v_1[0]) = *reinterpret_cast<const uint4*>(
                 &K[stage * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            alignas(16) half K_s_v_1[8];
 #pragma unroll
             for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8 + e1_3] = K_v_1[e1_3];
+              K_s_v_1[e1_3] = K_v_1[e1_3];
             }
+            *reinterpret_cast<uint2*>(&K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint2*>(&K_s_v_1[0]);
+            *reinterpret_cast<uint2*>(&K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                *reinterpret_cast<const uint2*>(&K_s_v_1[4]);
           }
         } else {
 #pragma unroll
@@ -113,10 +128,15 @@ extern "C" __global__ void __launch_bounds__(64)
               alignas(16) half K_v[8];
               *reinterpret_cast<uint4*>(&K_v[0]) = *reinterpret_cast<const uint4*>(
                   &K[stage * 1024 + g0_3 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+              alignas(16) half K_s_v[8];
 #pragma unroll
               for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-                K_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8 + e1_2] = K_v[e1_2];
+                K_s_v[e1_2] = K_v[e1_2];
               }
+              *reinterpret_cast<uint2*>(&K_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint2*>(&K_s_v[0]);
+              *reinterpret_cast<uint2*>(&K_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                  *reinterpret_cast<const uint2*>(&K_s_v[4]);
             } else {
 #pragma unroll
               for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
@@ -138,10 +158,15 @@ extern "C" __global__ void __launch_bounds__(64)
             alignas(16) half V_v_1[8];
             *reinterpret_cast<uint4*>(&V_v_1[0]) = *reinterpret_cast<const uint4*>(
                 &V[stage * 1024 + g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+            alignas(16) half V_s_v_1[8];
 #pragma unroll
             for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-              V_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8 + e1_5] = V_v_1[e1_5];
+              V_s_v_1[e1_5] = V_v_1[e1_5];
             }
+            *reinterpret_cast<uint2*>(&V_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint2*>(&V_s_v_1[0]);
+            *reinterpret_cast<uint2*>(&V_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                *reinterpret_cast<const uint2*>(&V_s_v_1[4]);
           }
         } else {
 #pragma unroll
@@ -150,10 +175,15 @@ extern "C" __global__ void __launch_bounds__(64)
               alignas(16) half V_v[8];
               *reinterpret_cast<uint4*>(&V_v[0]) = *reinterpret_cast<const uint4*>(
                   &V[stage * 1024 + g0_5 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+              alignas(16) half V_s_v[8];
 #pragma unroll
               for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-                V_s[stage][g0_5 * 16 + tx / 4][tx % 4 * 8 + e1_4] = V_v[e1_4];
+                V_s_v[e1_4] = V_v[e1_4];
               }
+              *reinterpret_cast<uint2*>(&V_s[stage][g0_5 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint2*>(&V_s_v[0]);
+              *reinterpret_cast<uint2*>(&V_s[stage][g0_5 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                  *reinterpret_cast<const uint2*>(&V_s_v[4]);
             } else {
 #pragma unroll
               for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
@@ -590,24 +620,30 @@ extern "C" __global__ void __launch_bounds__(64)
       {
 #pragma unroll
         for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+          alignas(16) half K_s_v_2[8];
 #pragma unroll
           for (int e1_8 = 0; e1_8 < 8; ++e1_8) {
-            const int i_9 = g0_9 * 16 + tx / 4;
-            const int j_9 = tx % 4 * 8 + e1_8;
-            K_s[write_stage][i_9][j_9] = K_s_next[g0_9 * 8 + e1_8];
+            K_s_v_2[e1_8] = K_s_next[g0_9 * 8 + e1_8];
           }
+          *reinterpret_cast<uint2*>(&K_s[write_stage][g0_9 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint2*>(&K_s_v_2[0]);
+          *reinterpret_cast<uint2*>(&K_s[write_stage][g0_9 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+              *reinterpret_cast<const uint2*>(&K_s_v_2[4]);
         }
       }
       // attention_step.tile:19: copy(V[k * 32, 0], V_s) (registers -> LDS)
       {
 #pragma unroll
         for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+          alignas(16) half V_s_v_2[8];
 #pragma unroll
           for (int e1_11 = 0; e1_11 < 8; ++e1_11) {
-            const int i_12 = g0_12 * 16 + tx / 4;
-            const int j_12 = tx % 4 * 8 + e1_11;
-            V_s[write_stage][i_12][j_12] = V_s_next[g0_12 * 8 + e1_11];
+            V_s_v_2[e1_11] = V_s_next[g0_12 * 8 + e1_11];
           }
+          *reinterpret_cast<uint2*>(&V_s[write_stage][g0_12 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint2*>(&V_s_v_2[0]);
+          *reinterpret_cast<uint2*>(&V_s[write_stage][g0_12 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+              *reinterpret_cast<const uint2*>(&V_s_v_2[4]);
         }
       }
     }

@@ -54,10 +54,19 @@ extern "C" __global__ void __launch_bounds__(64)
             alignas(16) signed char A_v_1[16];
             *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
                 &A[(by * 32 + g0_2 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+            alignas(16) signed char A_s_v_1[16];
 #pragma unroll
             for (int e1_1 = 0; e1_1 < 16; ++e1_1) {
-              A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 16 + e1_1] = A_v_1[e1_1];
+              A_s_v_1[e1_1] = A_v_1[e1_1];
             }
+            *reinterpret_cast<unsigned int*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 16]) =
+                *reinterpret_cast<const unsigned int*>(&A_s_v_1[0]);
+            *reinterpret_cast<unsigned int*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 16 + 4]) =
+                *reinterpret_cast<const unsigned int*>(&A_s_v_1[4]);
+            *reinterpret_cast<unsigned int*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 16 + 8]) =
+                *reinterpret_cast<const unsigned int*>(&A_s_v_1[8]);
+            *reinterpret_cast<unsigned int*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 16 + 12]) =
+                *reinterpret_cast<const unsigned int*>(&A_s_v_1[12]);
           }
         } else {
 #pragma unroll
@@ -66,10 +75,19 @@ extern "C" __global__ void __launch_bounds__(64)
               alignas(16) signed char A_v[16];
               *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
                   &A[(by * 32 + g0_1 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+              alignas(16) signed char A_s_v[16];
 #pragma unroll
               for (int e1 = 0; e1 < 16; ++e1) {
-                A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 16 + e1] = A_v[e1];
+                A_s_v[e1] = A_v[e1];
               }
+              *reinterpret_cast<unsigned int*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 16]) =
+                  *reinterpret_cast<const unsigned int*>(&A_s_v[0]);
+              *reinterpret_cast<unsigned int*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 16 + 4]) =
+                  *reinterpret_cast<const unsigned int*>(&A_s_v[4]);
+              *reinterpret_cast<unsigned int*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 16 + 8]) =
+                  *reinterpret_cast<const unsigned int*>(&A_s_v[8]);
+              *reinterpret_cast<unsigned int*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 16 + 12]) =
+                  *reinterpret_cast<const unsigned int*>(&A_s_v[12]);
             } else {
 #pragma unroll
               for (int e1 = 0; e1 < 16; ++e1) {
@@ -91,10 +109,19 @@ extern "C" __global__ void __launch_bounds__(64)
             alignas(16) signed char B_v_1[16];
             *reinterpret_cast<uint4*>(&B_v_1[0]) = *reinterpret_cast<const uint4*>(
                 &B[(bx * 32 + g0_4 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+            alignas(16) signed char B_s_v_1[16];
 #pragma unroll
             for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
-              B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 16 + e1_3] = B_v_1[e1_3];
+              B_s_v_1[e1_3] = B_v_1[e1_3];
             }
+            *reinterpret_cast<unsigned int*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 16]) =
+                *reinterpret_cast<const unsigned int*>(&B_s_v_1[0]);
+            *reinterpret_cast<unsigned int*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 16 + 4]) =
+                *reinterpret_cast<const unsigned int*>(&B_s_v_1[4]);
+            *reinterpret_cast<unsigned int*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 16 + 8]) =
+                *reinterpret_cast<const unsigned int*>(&B_s_v_1[8]);
+            *reinterpret_cast<unsigned int*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 16 + 12]) =
+                *reinterpret_cast<const unsigned int*>(&B_s_v_1[12]);
           }
         } else {
 #pragma unroll
@@ -103,10 +130,19 @@ extern "C" __global__ void __launch_bounds__(64)
               alignas(16) signed char B_v[16];
               *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
                   &B[(bx * 32 + g0_3 * 16 + tx / 4) * K + stage * 64 + tx % 4 * 16]);
+              alignas(16) signed char B_s_v[16];
 #pragma unroll
               for (int e1_2 = 0; e1_2 < 16; ++e1_2) {
-                B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 16 + e1_2] = B_v[e1_2];
+                B_s_v[e1_2] = B_v[e1_2];
               }
+              *reinterpret_cast<unsigned int*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 16]) =
+                  *reinterpret_cast<const unsigned int*>(&B_s_v[0]);
+              *reinterpret_cast<unsigned int*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 16 + 4]) =
+                  *reinterpret_cast<const unsigned int*>(&B_s_v[4]);
+              *reinterpret_cast<unsigned int*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 16 + 8]) =
+                  *reinterpret_cast<const unsigned int*>(&B_s_v[8]);
+              *reinterpret_cast<unsigned int*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 16 + 12]) =
+                  *reinterpret_cast<const unsigned int*>(&B_s_v[12]);
             } else {
 #pragma unroll
               for (int e1_2 = 0; e1_2 < 16; ++e1_2) {
@@ -260,24 +296,42 @@ extern "C" __global__ void __launch_bounds__(64)
       {
 #pragma unroll
         for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          alignas(16) signed char A_s_v_2[16];
 #pragma unroll
           for (int e1_6 = 0; e1_6 < 16; ++e1_6) {
-            const int i_7 = g0_7 * 16 + tx / 4;
-            const int j_7 = tx % 4 * 16 + e1_6;
-            A_s[write_stage][i_7][j_7] = A_s_next[g0_7 * 16 + e1_6];
+            A_s_v_2[e1_6] = A_s_next[g0_7 * 16 + e1_6];
           }
+          *reinterpret_cast<unsigned int*>(&A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 16]) =
+              *reinterpret_cast<const unsigned int*>(&A_s_v_2[0]);
+          *reinterpret_cast<unsigned int*>(&A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 16 + 4]) =
+              *reinterpret_cast<const unsigned int*>(&A_s_v_2[4]);
+          *reinterpret_cast<unsigned int*>(&A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 16 + 8]) =
+              *reinterpret_cast<const unsigned int*>(&A_s_v_2[8]);
+          *reinterpret_cast<unsigned int*>(
+              &A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 16 + 12]) =
+              *reinterpret_cast<const unsigned int*>(&A_s_v_2[12]);
         }
       }
       // gemm_int8.tile:11: copy(B[bx * 32, k * 64], B_s) (registers -> LDS)
       {
 #pragma unroll
         for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+          alignas(16) signed char B_s_v_2[16];
 #pragma unroll
           for (int e1_9 = 0; e1_9 < 16; ++e1_9) {
-            const int i_10 = g0_10 * 16 + tx / 4;
-            const int j_10 = tx % 4 * 16 + e1_9;
-            B_s[write_stage][i_10][j_10] = B_s_next[g0_10 * 16 + e1_9];
+            B_s_v_2[e1_9] = B_s_next[g0_10 * 16 + e1_9];
           }
+          *reinterpret_cast<unsigned int*>(&B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 16]) =
+              *reinterpret_cast<const unsigned int*>(&B_s_v_2[0]);
+          *reinterpret_cast<unsigned int*>(
+              &B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 16 + 4]) =
+              *reinterpret_cast<const unsigned int*>(&B_s_v_2[4]);
+          *reinterpret_cast<unsigned int*>(
+              &B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 16 + 8]) =
+              *reinterpret_cast<const unsigned int*>(&B_s_v_2[8]);
+          *reinterpret_cast<unsigned int*>(
+              &B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 16 + 12]) =
+              *reinterpret_cast<const unsigned int*>(&B_s_v_2[12]);
         }
       }
     }

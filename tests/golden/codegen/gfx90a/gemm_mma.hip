@@ -52,18 +52,28 @@ extern "C" __global__ void __launch_bounds__(128)
         alignas(16) half A_v_1[8];
         *reinterpret_cast<uint4*>(&A_v_1[0]) =
             *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
+        alignas(16) half A_s_v_1[8];
 #pragma unroll
         for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          A_s[tx / 2][tx % 2 * 8 + e1_1] = A_v_1[e1_1];
+          A_s_v_1[e1_1] = A_v_1[e1_1];
         }
+        *reinterpret_cast<uint2*>(&A_s[tx / 2][tx % 2 * 8]) =
+            *reinterpret_cast<const uint2*>(&A_s_v_1[0]);
+        *reinterpret_cast<uint2*>(&A_s[tx / 2][tx % 2 * 8 + 4]) =
+            *reinterpret_cast<const uint2*>(&A_s_v_1[4]);
       } else if (A_vec8 && by * 64 + tx / 2 < M && k * 16 + tx % 2 * 8 + 8 <= K) {
         alignas(16) half A_v[8];
         *reinterpret_cast<uint4*>(&A_v[0]) =
             *reinterpret_cast<const uint4*>(&A[(by * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
+        alignas(16) half A_s_v[8];
 #pragma unroll
         for (int e1 = 0; e1 < 8; ++e1) {
-          A_s[tx / 2][tx % 2 * 8 + e1] = A_v[e1];
+          A_s_v[e1] = A_v[e1];
         }
+        *reinterpret_cast<uint2*>(&A_s[tx / 2][tx % 2 * 8]) =
+            *reinterpret_cast<const uint2*>(&A_s_v[0]);
+        *reinterpret_cast<uint2*>(&A_s[tx / 2][tx % 2 * 8 + 4]) =
+            *reinterpret_cast<const uint2*>(&A_s_v[4]);
       } else {
 #pragma unroll
         for (int e1 = 0; e1 < 8; ++e1) {
@@ -82,18 +92,28 @@ extern "C" __global__ void __launch_bounds__(128)
         alignas(16) half B_v_1[8];
         *reinterpret_cast<uint4*>(&B_v_1[0]) =
             *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
+        alignas(16) half B_s_v_1[8];
 #pragma unroll
         for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-          B_s[tx / 2][tx % 2 * 8 + e1_3] = B_v_1[e1_3];
+          B_s_v_1[e1_3] = B_v_1[e1_3];
         }
+        *reinterpret_cast<uint2*>(&B_s[tx / 2][tx % 2 * 8]) =
+            *reinterpret_cast<const uint2*>(&B_s_v_1[0]);
+        *reinterpret_cast<uint2*>(&B_s[tx / 2][tx % 2 * 8 + 4]) =
+            *reinterpret_cast<const uint2*>(&B_s_v_1[4]);
       } else if (B_vec8 && bx * 64 + tx / 2 < N && k * 16 + tx % 2 * 8 + 8 <= K) {
         alignas(16) half B_v[8];
         *reinterpret_cast<uint4*>(&B_v[0]) =
             *reinterpret_cast<const uint4*>(&B[(bx * 64 + tx / 2) * K + k * 16 + tx % 2 * 8]);
+        alignas(16) half B_s_v[8];
 #pragma unroll
         for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-          B_s[tx / 2][tx % 2 * 8 + e1_2] = B_v[e1_2];
+          B_s_v[e1_2] = B_v[e1_2];
         }
+        *reinterpret_cast<uint2*>(&B_s[tx / 2][tx % 2 * 8]) =
+            *reinterpret_cast<const uint2*>(&B_s_v[0]);
+        *reinterpret_cast<uint2*>(&B_s[tx / 2][tx % 2 * 8 + 4]) =
+            *reinterpret_cast<const uint2*>(&B_s_v[4]);
       } else {
 #pragma unroll
         for (int e1_2 = 0; e1_2 < 8; ++e1_2) {

@@ -54,10 +54,15 @@ extern "C" __global__ void __launch_bounds__(64)
             alignas(16) half A_v_1[8];
             *reinterpret_cast<uint4*>(&A_v_1[0]) = *reinterpret_cast<const uint4*>(
                 &A[(by * 32 + g0_2 * 16 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
+            alignas(16) half A_s_v_1[8];
 #pragma unroll
             for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-              A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8 + e1_1] = A_v_1[e1_1];
+              A_s_v_1[e1_1] = A_v_1[e1_1];
             }
+            *reinterpret_cast<uint2*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint2*>(&A_s_v_1[0]);
+            *reinterpret_cast<uint2*>(&A_s[stage][g0_2 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                *reinterpret_cast<const uint2*>(&A_s_v_1[4]);
           }
         } else {
 #pragma unroll
@@ -66,10 +71,15 @@ extern "C" __global__ void __launch_bounds__(64)
               alignas(16) half A_v[8];
               *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
                   &A[(by * 32 + g0_1 * 16 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
+              alignas(16) half A_s_v[8];
 #pragma unroll
               for (int e1 = 0; e1 < 8; ++e1) {
-                A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 8 + e1] = A_v[e1];
+                A_s_v[e1] = A_v[e1];
               }
+              *reinterpret_cast<uint2*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint2*>(&A_s_v[0]);
+              *reinterpret_cast<uint2*>(&A_s[stage][g0_1 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                  *reinterpret_cast<const uint2*>(&A_s_v[4]);
             } else {
 #pragma unroll
               for (int e1 = 0; e1 < 8; ++e1) {
@@ -92,10 +102,15 @@ extern "C" __global__ void __launch_bounds__(64)
             alignas(16) half B_v_1[8];
             *reinterpret_cast<uint4*>(&B_v_1[0]) = *reinterpret_cast<const uint4*>(
                 &B[(stage * 32 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+            alignas(16) half B_s_v_1[8];
 #pragma unroll
             for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8 + e1_3] = B_v_1[e1_3];
+              B_s_v_1[e1_3] = B_v_1[e1_3];
             }
+            *reinterpret_cast<uint2*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8]) =
+                *reinterpret_cast<const uint2*>(&B_s_v_1[0]);
+            *reinterpret_cast<uint2*>(&B_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                *reinterpret_cast<const uint2*>(&B_s_v_1[4]);
           }
         } else {
 #pragma unroll
@@ -104,10 +119,15 @@ extern "C" __global__ void __launch_bounds__(64)
               alignas(16) half B_v[8];
               *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
                   &B[(stage * 32 + g0_3 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+              alignas(16) half B_s_v[8];
 #pragma unroll
               for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-                B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8 + e1_2] = B_v[e1_2];
+                B_s_v[e1_2] = B_v[e1_2];
               }
+              *reinterpret_cast<uint2*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8]) =
+                  *reinterpret_cast<const uint2*>(&B_s_v[0]);
+              *reinterpret_cast<uint2*>(&B_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+                  *reinterpret_cast<const uint2*>(&B_s_v[4]);
             } else {
 #pragma unroll
               for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
@@ -252,24 +272,30 @@ extern "C" __global__ void __launch_bounds__(64)
       {
 #pragma unroll
         for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          alignas(16) half A_s_v_2[8];
 #pragma unroll
           for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-            const int i_7 = g0_7 * 16 + tx / 4;
-            const int j_7 = tx % 4 * 8 + e1_6;
-            A_s[write_stage][i_7][j_7] = A_s_next[g0_7 * 8 + e1_6];
+            A_s_v_2[e1_6] = A_s_next[g0_7 * 8 + e1_6];
           }
+          *reinterpret_cast<uint2*>(&A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint2*>(&A_s_v_2[0]);
+          *reinterpret_cast<uint2*>(&A_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+              *reinterpret_cast<const uint2*>(&A_s_v_2[4]);
         }
       }
       // gemm_pipelined.tile:10: copy(B[k * 32, bx * 32], B_s) (registers -> LDS)
       {
 #pragma unroll
         for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+          alignas(16) half B_s_v_2[8];
 #pragma unroll
           for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-            const int i_10 = g0_10 * 16 + tx / 4;
-            const int j_10 = tx % 4 * 8 + e1_9;
-            B_s[write_stage][i_10][j_10] = B_s_next[g0_10 * 8 + e1_9];
+            B_s_v_2[e1_9] = B_s_next[g0_10 * 8 + e1_9];
           }
+          *reinterpret_cast<uint2*>(&B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 8]) =
+              *reinterpret_cast<const uint2*>(&B_s_v_2[0]);
+          *reinterpret_cast<uint2*>(&B_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 8 + 4]) =
+              *reinterpret_cast<const uint2*>(&B_s_v_2[4]);
         }
       }
     }

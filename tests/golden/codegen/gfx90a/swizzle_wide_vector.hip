@@ -41,10 +41,15 @@ extern "C" __global__ void __launch_bounds__(128)
         alignas(16) half A_v_1[8];
         *reinterpret_cast<uint4*>(&A_v_1[0]) =
             *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0_1 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
+        alignas(16) half A_s_v_1[8];
 #pragma unroll
         for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          A_s[g0_1 * 16 + tx / 8][tx % 8 * 8 + e1_1] = A_v_1[e1_1];
+          A_s_v_1[e1_1] = A_v_1[e1_1];
         }
+        *reinterpret_cast<uint2*>(&A_s[g0_1 * 16 + tx / 8][tx % 8 * 8]) =
+            *reinterpret_cast<const uint2*>(&A_s_v_1[0]);
+        *reinterpret_cast<uint2*>(&A_s[g0_1 * 16 + tx / 8][tx % 8 * 8 + 4]) =
+            *reinterpret_cast<const uint2*>(&A_s_v_1[4]);
       }
     } else {
 #pragma unroll
@@ -53,10 +58,15 @@ extern "C" __global__ void __launch_bounds__(128)
           alignas(16) half A_v[8];
           *reinterpret_cast<uint4*>(&A_v[0]) =
               *reinterpret_cast<const uint4*>(&A[bx * 4096 + g0 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
+          alignas(16) half A_s_v[8];
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
-            A_s[g0 * 16 + tx / 8][tx % 8 * 8 + e1] = A_v[e1];
+            A_s_v[e1] = A_v[e1];
           }
+          *reinterpret_cast<uint2*>(&A_s[g0 * 16 + tx / 8][tx % 8 * 8]) =
+              *reinterpret_cast<const uint2*>(&A_s_v[0]);
+          *reinterpret_cast<uint2*>(&A_s[g0 * 16 + tx / 8][tx % 8 * 8 + 4]) =
+              *reinterpret_cast<const uint2*>(&A_s_v[4]);
         } else {
 #pragma unroll
           for (int e1 = 0; e1 < 8; ++e1) {
@@ -77,10 +87,15 @@ extern "C" __global__ void __launch_bounds__(128)
         alignas(16) half B_v[8];
         *reinterpret_cast<uint4*>(&B_v[0]) =
             *reinterpret_cast<const uint4*>(&B[g0_2 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
+        alignas(16) half B_s_v[8];
 #pragma unroll
         for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-          B_s[g0_2 * 16 + tx / 8][tx % 8 * 8 + e1_2] = B_v[e1_2];
+          B_s_v[e1_2] = B_v[e1_2];
         }
+        *reinterpret_cast<uint2*>(&B_s[g0_2 * 16 + tx / 8][tx % 8 * 8]) =
+            *reinterpret_cast<const uint2*>(&B_s_v[0]);
+        *reinterpret_cast<uint2*>(&B_s[g0_2 * 16 + tx / 8][tx % 8 * 8 + 4]) =
+            *reinterpret_cast<const uint2*>(&B_s_v[4]);
       } else {
 #pragma unroll
         for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
@@ -129,11 +144,18 @@ extern "C" __global__ void __launch_bounds__(128)
   {
 #pragma unroll
     for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+      alignas(16) half A_s_v_2[16];
+      *reinterpret_cast<uint2*>(&A_s_v_2[0]) =
+          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16]);
+      *reinterpret_cast<uint2*>(&A_s_v_2[4]) =
+          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16 + 4]);
+      *reinterpret_cast<uint2*>(&A_s_v_2[8]) =
+          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16 + 8]);
+      *reinterpret_cast<uint2*>(&A_s_v_2[12]) =
+          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16 + 12]);
 #pragma unroll
       for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
-        const int i_4 = g0_4 * 32 + tx / 4;
-        const int j_4 = tx % 4 * 16 + e1_3;
-        a[g0_4 * 16 + e1_3] = A_s[i_4][j_4];
+        a[g0_4 * 16 + e1_3] = A_s_v_2[e1_3];
       }
     }
   }
