@@ -163,6 +163,21 @@ def test_l2_reuse_counts_each_tile_once_per_wave() -> None:
     assert model.dram_bytes((a, c), blocks) == 2 * 1000 + 8 * 10
 
 
+def test_a_halo_overlapping_its_neighbours_is_read_from_dram_once() -> None:
+    """The stencil's tile of (block_H + 2) x (block_W + 2) moves by block_H x block_W per block:
+    its neighbours read the overlap too (L2 serves it), so DRAM sees only the part that moves."""
+    from tilec.pipeline import run_passes, tile_ir_passes
+    from tilec.tune.work import block_work
+
+    defines = {"block_H": "8", "block_W": "256", "H": "8192", "W": "8192"}
+    (unit,) = run_passes(driver.elaborate("examples/stencil.tile", defines, "sm_90a"), "sm_90a", tile_ir_passes())
+    x, y = block_work(unit.kernel, 32).accesses
+    assert x.load and x.bytes == 10 * 258 * 2 and x.new == pytest.approx((8 / 10) * (256 / 258))
+    assert not y.load and y.new == 1.0
+    blocks = [(bx, by) for by in range(2) for bx in range(4)]
+    assert model.dram_bytes((x, y), blocks) == round(8 * x.bytes * x.new) + 8 * y.bytes
+
+
 def test_panels_follow_the_lowering() -> None:
     order = [model.panels((4, 4), 2, "row", i) for i in range(8)]
     assert order == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)]

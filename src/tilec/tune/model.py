@@ -13,9 +13,10 @@
 P is the peak of the gemm's instruction (wgmma, warp-level MMA or the CUDA cores) for its operand
 width, BW the copy bandwidth. dram counts the L2 reuse of the rasterization: blocks of the
 wave that agree on the block variables an access's origin reads (A's tiles: `by` only) read its
-data from DRAM once. e_warps = min(1, warps per SM / 4) (one warp per SM sub-partition keeps the
-tensor cores busy); e_lat = min(1, bytes in flight / (BW x latency)), Little's law, where a block
-keeps `max(1, stages - 1)` issues of its loads in flight. Operand bytes are what warp-level gemms
+data from DRAM once, and of a halo only the part its neighbour does not read too (Access.new).
+e_warps = min(1, warps per SM / 4) (one warp per SM sub-partition keeps the tensor cores busy);
+e_lat = min(1, bytes in flight / (BW x latency)), Little's law, where a block keeps
+`max(1, stages - 1)` issues of its loads in flight. Operand bytes are what warp-level gemms
 read from shared memory into registers (work.operand_bytes), BW_smem the banks' rate; trips are
 the serial trips of a block's loads (Access.issues), each waiting for its data unless a pipeline
 keeps later ones in flight. docs/tune.md has the whole story.
@@ -138,7 +139,7 @@ def dram_bytes(accesses: tuple[Access, ...], blocks: list[tuple[int, ...]]) -> i
     for a in accesses:
         if a.load:
             distinct = {tuple(b[d] for d in a.depends) for b in blocks}
-            total += len(distinct) * a.bytes
+            total += round(len(distinct) * a.bytes * a.new)
         else:
             total += len(blocks) * a.bytes
     return total

@@ -35,6 +35,7 @@ class Access:
     depends: tuple[int, ...]  # the block variables (0 = x, 1 = y, 2 = z) its origin reads
     ragged: str | None = None  # "1000 is not a multiple of 64" when the tiles overhang the tensor
     issues: int = 1  # executions one after another: the trips of the serial loops around it
+    new: float = 1.0  # the fraction of `bytes` its neighbour blocks do not also read (a halo's overlap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +158,10 @@ class _Walker:
         elems = math.prod(evaluate(x, env) for x in r.extents)
         issue = elems * r.buffer.dtype.bytes
         ragged = _ragged(r, env)
-        self.accesses.append(Access(r.buffer.name, load, trips * issue, issue, self.depends(r.starts), ragged, trips))
+        new = _unshared(r, env, self.block_vars) if load else 1.0
+        self.accesses.append(
+            Access(r.buffer.name, load, trips * issue, issue, self.depends(r.starts), ragged, trips, new)
+        )
 
     def depends(self, exprs: tuple[tir.Expr, ...]) -> tuple[int, ...]:
         used = set().union(*(tir_walk.variables(e) for e in exprs)) if exprs else set()
@@ -202,6 +206,22 @@ def operand_bytes(s: tir.Gemm, env: Env, warp_rows: int, warp_cols: int) -> int:
     if s.b.buffer.scope == "shared":
         total += warp_rows * n * k * s.b.buffer.dtype.bytes
     return total
+
+
+def _unshared(r: tir.Region, env: Env, block_vars: tuple[tir.Var, ...]) -> float:
+    """The fraction of a region the block next to it along each block variable does not read too:
+    a window that moves by `step` per block but spans `extent > step` elements (a stencil's halo)
+    overlaps its neighbour's by `extent - step`, which L2 serves."""
+    frac = 1.0
+    for start, extent in zip(r.starts, r.extents):
+        n = evaluate(extent, env)
+        for v in block_vars:
+            if v not in tir_walk.variables(start):
+                continue
+            step = evaluate(start, {**env, v: env[v] + 1}) - evaluate(start, env)
+            if 0 < step < n:
+                frac *= step / n
+    return frac
 
 
 def _ragged(r: tir.Region, env: Env) -> str | None:
