@@ -99,7 +99,10 @@ def estimate(work: BlockWork, res: Resources, gpu: GPU, raster: Raster | None = 
     for start, n, count in ((0, per_wave, full), (full * per_wave, tail, 1)):
         if not n or not count:
             continue
-        wave_dram = dram_bytes(work.accesses, [raster(i) for i in range(start, start + n)])
+        shared = any(a.load and len(a.depends) < len(work.grid) for a in work.accesses)
+        # the wave's coordinates matter only to a load some of its blocks share (else: any n)
+        blocks = [raster(i) for i in range(start, start + n)] if shared else [(0,) * len(work.grid)] * n
+        wave_dram = dram_bytes(work.accesses, blocks)
         times = _wave_times(work, res, gpu, occ, n, wave_dram)
         seconds += count * (max(times.values()) + gpu.dram_latency)
         dram += count * wave_dram
@@ -138,8 +141,9 @@ def dram_bytes(accesses: tuple[Access, ...], blocks: list[tuple[int, ...]]) -> i
     total = 0
     for a in accesses:
         if a.load:
-            distinct = {tuple(b[d] for d in a.depends) for b in blocks}
-            total += round(len(distinct) * a.bytes * a.new)
+            every = blocks and len(a.depends) == len(blocks[0])  # each block its own origin
+            distinct = len(blocks) if every else len({tuple(b[d] for d in a.depends) for b in blocks})
+            total += round(distinct * a.bytes * a.new)
         else:
             total += len(blocks) * a.bytes
     return total
