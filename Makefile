@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tilec-installed
 ARCH   ?= sm_80
 
-.PHONY: all setup demo lint format test fast clean
+.PHONY: all setup demo lint format test fast fuzz clean
 
 all: demo
 
@@ -46,6 +46,11 @@ test: lint
 # The fast path for local iteration: no nvcc, Make/CMake or tilec subprocesses, on both cores.
 fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not toolchain"
+
+# 10,000 mutants of the examples built for sm_80, sm_90a and gfx90a (10 s each at most), then 300
+# of the compiled CUDA ones through nvcc; failures land in build/fuzz (bench/fuzz.py).
+fuzz: $(STAMP)
+	$(BIN)/python bench/fuzz.py --mutants 10000 --nvcc 300
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache .mypy_cache
