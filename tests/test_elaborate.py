@@ -321,8 +321,8 @@ def test_reduce_and_cumsum() -> None:
 def test_atomic_add_forms() -> None:
     stmts = kbody("X = alloc_fragment((64, 64), float32)\natomic_add(C[bx * 64, 0], X)\natomic_add(C[bx, 1], 1)")
     tile, elem = stmts[1], stmts[2]
-    assert isinstance(tile, tir.AtomicAdd) and tile.src is not None and tile.value is None
-    assert isinstance(elem, tir.AtomicAdd) and elem.src is None and elem.value == tir.FloatImm(1.0, DType.float32)
+    assert isinstance(tile, tir.Atomic) and tile.src is not None and tile.value is None
+    assert isinstance(elem, tir.Atomic) and elem.src is None and elem.value == tir.FloatImm(1.0, DType.float32)
 
 
 def test_misc_ops() -> None:

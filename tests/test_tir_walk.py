@@ -56,7 +56,7 @@ def _body() -> tuple[tir.Stmt, ...]:
         tir.Fill(_region(f), tir.FloatImm(0.0)),
         loop,
         tir.CumSum(_region(f), _region(f), 0, False),
-        tir.AtomicAdd(_region(g), _region(f), None),
+        tir.Atomic(_region(g), _region(f), None),
         tir.SyncThreads(),
         tir.While(tir.BoolImm(True), (tir.Break(),)),
     )
@@ -85,7 +85,7 @@ def test_every_statement_kind_is_visited_pre_order() -> None:
         "Store",
         "DeviceAssert",
         "CumSum",
-        "AtomicAdd",
+        "Atomic",
         "SyncThreads",
         "While",
         "Break",
@@ -164,7 +164,7 @@ def _with_inits() -> tuple[tir.Stmt, ...]:
     return (
         *_body(),
         tir.Alloc(v, init=tir.FloatImm(5.0)),
-        tir.AtomicAdd(element, None, tir.FloatImm(6.0)),
+        tir.Atomic(element, None, tir.FloatImm(6.0)),
         tir.Print(_region(g), "tile"),
     )
 
@@ -203,7 +203,7 @@ def test_map_stmt_exprs_rewrites_every_expression_and_keeps_unchanged_statements
 def test_written_is_each_statements_destination() -> None:
     written = {type(s).__name__: tir_walk.written(s) for s in tir_walk.stmts(_body())}
     assert [b.name for b in written["Copy"]] == ["S"] and [b.name for b in written["Gemm"]] == ["C"]
-    assert [b.name for b in written["Store"]] == ["F"] and [b.name for b in written["AtomicAdd"]] == ["G"]
+    assert [b.name for b in written["Store"]] == ["F"] and [b.name for b in written["Atomic"]] == ["G"]
     assert written["Alloc"] == () and written["For"] == () and written["Print"] == ()
     alloc_var = _with_inits()[-3]
     assert [b.name for b in tir_walk.written(alloc_var)] == ["v"]  # given its first value

@@ -725,11 +725,11 @@ class _Elaborator(ProgramScope):
                 return shapes.fill(opnd("buf"), self.scalar(args["value"], scope, kx), span)
             case "clear":
                 return shapes.fill(opnd("buf"), fold.literal(0, span), span)
-            case "cumsum":
+            case "cumsum" | "cummax" | "cummin":
                 dim = self.const_int(args.get("dim"), scope, kx, "dim", 0)
-                return shapes.cumsum(opnd("src"), opnd("dst"), dim, flag("reverse"), span)
-            case "atomic_add":
-                return self.atomic_add(args["dst"], args["value"], span, scope, kx)
+                return shapes.cumsum(name.removeprefix("cum"), opnd("src"), opnd("dst"), dim, flag("reverse"), span)
+            case "atomic_add" | "atomic_max" | "atomic_min":
+                return self.atomic(name.removeprefix("atomic_"), args["dst"], args["value"], span, scope, kx)
             case "use_swizzle":
                 return self.use_swizzle(args, span, scope, kx)
             case "annotate_layout":
@@ -759,32 +759,37 @@ class _Elaborator(ProgramScope):
             )
         return shapes.Pad(value, node.span)
 
-    def atomic_add(self, dst_node: S.Expr, value_node: S.Expr, span: Span, scope: Scope, kx: _KernelState) -> tir.Stmt:
+    def atomic(
+        self, op: str, dst_node: S.Expr, value_node: S.Expr, span: Span, scope: Scope, kx: _KernelState
+    ) -> tir.Stmt:
+        """`atomic_add`, `atomic_max` or `atomic_min` (`op`) of a tile or of one element."""
+        name = f"atomic_{op}"
         dst = self.ev_value(dst_node, scope, kx)
-        self.check_atomic_type(dst, dst_node.span)
+        self.check_atomic_type(op, dst, dst_node.span)
         value = self.ev_value(value_node, scope, kx)
         if self.is_tile(value):
-            src = shapes.operand(value, value_node.span, "atomic_add", "value")
-            return shapes.atomic_add_tile(shapes.operand(dst, dst_node.span, "atomic_add", "dst"), src, span)
+            src = shapes.operand(value, value_node.span, name, "value")
+            return shapes.atomic_tile(op, shapes.operand(dst, dst_node.span, name, "dst"), src, span)
         if not (isinstance(dst, SubVal) and dst.is_element):
             raise error(
                 dst_node.span,
-                "atomic_add() of a scalar value needs a single element as destination",
-                hint="index the destination: atomic_add(C[i, j], value)",
+                f"{name}() of a scalar value needs a single element as destination",
+                hint=f"index the destination: {name}(C[i, j], value)",
             )
-        return shapes.atomic_add_element(dst, self.as_val(value, value_node.span), span)
+        return shapes.atomic_element(op, dst, self.as_val(value, value_node.span), span)
 
-    def check_atomic_type(self, dst: Value, span: Span) -> None:
+    def check_atomic_type(self, op: str, dst: Value, span: Span) -> None:
         if not isinstance(dst, (BufVal, SubVal)) or dst.buffer.scope != "global":
             return  # shapes.py reports a destination that is not a global tensor
-        dtype, kinds = dst.buffer.dtype, self.target.atomic_add_types
+        dtype = dst.buffer.dtype
+        kinds = self.target.atomic_add_types if op == "add" else self.target.atomic_minmax_types
         if dtype not in kinds:
             names = ", ".join(d.tile_name for d in DTYPES.values() if d in kinds)
             raise error(
                 span,
-                f"atomic_add() into '{dst.buffer.name}' ({dtype.tile_name}): {self.arch} has no atomic add for "
+                f"atomic_{op}() into '{dst.buffer.name}' ({dtype.tile_name}): {self.arch} has no atomic {op} for "
                 f"{dtype.tile_name}",
-                hint=f"accumulate into a tensor of one of: {names}",
+                hint=f"{'accumulate into' if op == 'add' else 'use'} a tensor of one of: {names}",
             )
 
     @staticmethod

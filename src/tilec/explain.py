@@ -354,8 +354,10 @@ def instruction(
         case tir.CumSum():
             lines = math.prod(e for d, e in enumerate(_squeezed(s.src)) if d != s.dim) if len(s.src.extents) > 1 else 1
             return f"one thread per line ({lines} lines over {kernel.threads} threads), serial scan"
-        case tir.AtomicAdd():
-            atomic = target.spelling.explain["atomic_add"]
+        case tir.Atomic():
+            atomic = target.spelling.explain[f"atomic_{s.op}"]
+            if s.op != "add" and s.dst.buffer.dtype.is_float:
+                atomic = "compare-and-swap loop (atomicCAS)"
             return f"{atomic} per element" if s.src is not None else f"{atomic} by thread 0"
         case tir.Print():
             return "printf"
@@ -384,7 +386,7 @@ def layout_of_op(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> L.Fragmen
             return op_layout(kernel, layouts, [src, dst])
         case tir.Fill(dst=dst) if dst.buffer.scope != "var":
             return op_layout(kernel, layouts, [dst])
-        case tir.AtomicAdd(src=src) if src is not None:
+        case tir.Atomic(src=src) if src is not None:
             return op_layout(kernel, layouts, [src])
         case tir.Gemm(c=c):
             return layouts.buffers[c.buffer]
@@ -394,7 +396,7 @@ def layout_of_op(kernel: tir.Kernel, layouts: Layouts, s: tir.Stmt) -> L.Fragmen
             return s.layout
         case (
             tir.Fill()
-            | tir.AtomicAdd()
+            | tir.Atomic()
             | tir.Alloc()
             | tir.Let()
             | tir.Store()

@@ -296,6 +296,12 @@ def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: S
     _need_scope(src, ("fragment",), op, "source", hint)
     _need_scope(dst, ("fragment",), op, "destination", "allocate it with alloc_fragment")
     assert src.extents is not None and dst.extents is not None
+    if kind.startswith("bit") and not src.buffer.dtype.is_int:
+        raise error(
+            src.span,
+            f"{op}() needs an integer fragment; '{src.name}' is {src.buffer.dtype.tile_name}",
+            hint="bitwise reductions combine the bits of integers: reduce_max and reduce_sum take floats",
+        )
     axis = _axis(dim, len(src.extents), op, span)
     expected = src.extents[:axis] + src.extents[axis + 1 :]
     if squeeze(expected) != squeeze(dst.extents):
@@ -314,19 +320,21 @@ def _axis(dim: int, rank: int, op: str, span: Span) -> int:
     return axis
 
 
-def cumsum(src: Operand, dst: Operand, dim: int, reverse: bool, span: Span) -> tir.CumSum:
-    _need_extents(src, "cumsum", "src")
-    dst = with_extents(dst, src, "cumsum")
-    hint = "cumsum on fragments is not supported yet: copy the tile into alloc_shared memory first"
-    _need_scope(src, ("shared",), "cumsum", "source", hint)
-    _need_scope(dst, ("shared",), "cumsum", "destination", hint)
+def cumsum(op: str, src: Operand, dst: Operand, dim: int, reverse: bool, span: Span) -> tir.CumSum:
+    """`cumsum`, `cummax` or `cummin` (`op`: "sum", "max", "min") of a shared tile along `dim`."""
+    name = f"cum{op}"
+    _need_extents(src, name, "src")
+    dst = with_extents(dst, src, name)
+    hint = f"{name} on fragments is not supported yet: copy the tile into alloc_shared memory first"
+    _need_scope(src, ("shared",), name, "source", hint)
+    _need_scope(dst, ("shared",), name, "destination", hint)
     assert src.extents is not None and dst.extents is not None
-    axis = _axis(dim, len(src.extents), "cumsum", span)
+    axis = _axis(dim, len(src.extents), name, span)
     if squeeze(src.extents) != squeeze(dst.extents):
         raise error(
-            span, f"cumsum() shapes differ: the source is {fmt(src.extents)}, the destination {fmt(dst.extents)}"
+            span, f"{name}() shapes differ: the source is {fmt(src.extents)}, the destination {fmt(dst.extents)}"
         )
-    return tir.CumSum(region(src), region(dst), axis, reverse, span)
+    return tir.CumSum(region(src), region(dst), axis, reverse, span, op)  # type: ignore[arg-type]  # op: from an op name
 
 
 def fill(dst: Operand, value: Val, span: Span) -> tir.Fill:
@@ -341,25 +349,28 @@ def fill(dst: Operand, value: Val, span: Span) -> tir.Fill:
     return tir.Fill(region(dst), convert(value, dst.buffer.dtype, span), span)
 
 
-def atomic_add_tile(dst: Operand, src: Operand, span: Span) -> tir.AtomicAdd:
-    _need_extents(src, "atomic_add", "value")
-    _need_scope(dst, ("global",), "atomic_add", "destination")
-    dst = with_extents(dst, src, "atomic_add")
+def atomic_tile(op: str, dst: Operand, src: Operand, span: Span) -> tir.Atomic:
+    """`atomic_{op}(dst, src)` of a whole tile, element by element."""
+    name = f"atomic_{op}"
+    _need_extents(src, name, "value")
+    _need_scope(dst, ("global",), name, "destination")
+    dst = with_extents(dst, src, name)
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
         raise error(
-            span, f"atomic_add() shapes differ: the destination is {fmt(dst.extents)}, the value {fmt(src.extents)}"
+            span, f"{name}() shapes differ: the destination is {fmt(dst.extents)}, the value {fmt(src.extents)}"
         )
-    return tir.AtomicAdd(region(dst), region(src), None, span)
+    return tir.Atomic(region(dst), region(src), None, span, op)  # type: ignore[arg-type]  # op: from an op name
 
 
-def atomic_add_element(dst: SubVal, value: Val, span: Span) -> tir.AtomicAdd:
+def atomic_element(op: str, dst: SubVal, value: Val, span: Span) -> tir.Atomic:
+    """`atomic_{op}(dst, value)` of one element by one thread."""
     if dst.buffer.scope != "global":
         raise error(
             dst.span,
-            f"atomic_add() destination '{dst.buffer.name}' must be a global tensor, not "
+            f"atomic_{op}() destination '{dst.buffer.name}' must be a global tensor, not "
             f"{SCOPE_WORDS[dst.buffer.scope]}",
         )
     ones = tuple(tir.IntImm(1, DType.int32, span) for _ in dst.items)
     reg = tir.Region(dst.buffer, tuple(dst.items), ones, dst.span)  # type: ignore[arg-type]  # the caller checks it is an element
-    return tir.AtomicAdd(reg, None, convert(value, dst.buffer.dtype, span), span)
+    return tir.Atomic(reg, None, convert(value, dst.buffer.dtype, span), span, op)  # type: ignore[arg-type]  # op: from an op name

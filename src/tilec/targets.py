@@ -123,6 +123,7 @@ class Target:
     max_threads: int = 1024  # threads one block may have
     max_registers: int = 255  # 32-bit registers one thread may have (more spill to local memory)
     atomic_add_types: frozenset[DType] = frozenset()  # element types with a hardware atomic add
+    atomic_minmax_types: frozenset[DType] = frozenset()  # with atomic max / min (floats: a CAS loop)
     # bulk tensor copies (TMA) into swizzled tiles, completing on mbarriers, and warp groups that
     # trade registers: GEMM main loops on warp-group instructions get warp roles (plan_pipeline)
     bulk_copies: bool = False
@@ -234,6 +235,8 @@ HIPCC = Compiler(
 _ATOMIC_ADD_CUDA = frozenset(
     {DType.float16, DType.bfloat16, DType.float32, DType.float64, DType.int32, DType.uint32, DType.uint64}
 )
+# atomicMax/atomicMin of int, unsigned, long long and unsigned long long; floats by tilec's CAS loop
+_ATOMIC_MINMAX_CUDA = frozenset({DType.float32, DType.float64, DType.int32, DType.uint32, DType.int64, DType.uint64})
 
 
 def _cuda(
@@ -249,12 +252,14 @@ def _cuda(
     return Target(
         arch, "cuda", backend, capability, f"arch=compute_{num},code=sm_{num}", smem_limit, instructions,
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
+        atomic_minmax_types=_ATOMIC_MINMAX_CUDA,
         bulk_copies=bulk_copies,
     )  # fmt: skip
 
 
 # the element types of HIP's atomic add on CDNA2/3 (no 16-bit floats in ROCm 5.2's headers)
 _ATOMIC_ADD_HIP = frozenset({DType.float32, DType.float64, DType.int32, DType.uint32, DType.uint64})
+_ATOMIC_MINMAX_HIP = _ATOMIC_ADD_HIP  # atomicMax/atomicMin of int, unsigned, unsigned long long; floats by CAS
 
 
 def _hip(arch: str, capability: tuple[int, int], instructions: tuple[Instruction, ...]) -> Target:
@@ -262,7 +267,8 @@ def _hip(arch: str, capability: tuple[int, int], instructions: tuple[Instruction
     is the gfx number as (major, minor) (gfx90a -> (9, 0x0a)), ordering the records' `since`."""
     return Target(
         arch, "hip", "hip.cdna", capability, arch, hip.LDS_BYTES, instructions, HIP_SPELLING, HIP_LAUNCH, HIPCC,
-        hip.HEADER_ORDER, HIP_HEADERS, WAVE_SIZE, atomic_add_types=_ATOMIC_ADD_HIP, missing_types=hip.MISSING_TYPES,
+        hip.HEADER_ORDER, HIP_HEADERS, WAVE_SIZE, atomic_add_types=_ATOMIC_ADD_HIP,
+        atomic_minmax_types=_ATOMIC_MINMAX_HIP, missing_types=hip.MISSING_TYPES,
     )  # fmt: skip
 
 

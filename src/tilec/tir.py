@@ -276,7 +276,7 @@ class Fill:
     span: Span = field(default=NO_SPAN, compare=False)
 
 
-ReduceKind = Literal["max", "min", "sum", "abssum", "absmax"]
+ReduceKind = Literal["max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,23 +294,31 @@ class Reduce:
 
 @dataclass(frozen=True, slots=True)
 class CumSum:
+    """`cumsum(src, dst, dim, reverse)`: dst[..., k, ...] = the sum of src along `dim` up to k (from
+    the end when `reverse`); `cummax` and `cummin` (`op`) keep the running max or min instead."""
+
     src: Region
     dst: Region
     dim: int
     reverse: bool
     span: Span = field(default=NO_SPAN, compare=False)
+    op: Literal["sum", "max", "min"] = "sum"
+
+
+AtomicOp = Literal["add", "max", "min"]
 
 
 @dataclass(frozen=True, slots=True)
-class AtomicAdd:
-    """`atomic_add(dst, value)`: dst a region (whole tile) with value a region
-    of the same shape, or dst a single element (extents all 1) with value an
+class Atomic:
+    """`atomic_add(dst, value)` (or `atomic_max`, `atomic_min`: `op`): dst a region (whole tile)
+    with value a region of the same shape, or dst a single element (extents all 1) with value an
     expression (`src` is None then)."""
 
     dst: Region
     src: Region | None
     value: Expr | None
     span: Span = field(default=NO_SPAN, compare=False)
+    op: AtomicOp = "add"
 
 
 ForKind = Literal["serial", "unroll", "pipelined"]
@@ -422,7 +430,7 @@ Stmt: TypeAlias = (
     | Fill
     | Reduce
     | CumSum
-    | AtomicAdd
+    | Atomic
     | For
     | While
     | Break

@@ -118,11 +118,12 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             return [f"{pad}fill {_region(dst)} = {expr_text(value)}"]
         case tir.Reduce(kind, src, dst, dim, clear):
             return [f"{pad}reduce_{kind} {_region(src)} -> {_region(dst)} dim={dim} clear={clear}"]
-        case tir.CumSum(src, dst, dim, reverse):
-            return [f"{pad}cumsum {_region(src)} -> {_region(dst)} dim={dim} reverse={reverse}"]
-        case tir.AtomicAdd(dst, src, value):
+        case tir.CumSum(src, dst, dim, reverse, _, op):
+            return [f"{pad}cum{op} {_region(src)} -> {_region(dst)} dim={dim} reverse={reverse}"]
+        case tir.Atomic(dst, src, value, _, op):
             what = _region(src) if src is not None else expr_text(value) if value is not None else ""
-            return [f"{pad}atomic_add {_region(dst)} += {what}"]
+            sign = {"add": "+=", "max": "max=", "min": "min="}[op]
+            return [f"{pad}atomic_{op} {_region(dst)} {sign} {what}"]
         case tir.For(var, start, stop, step, kind, body, stages):
             extra = f", stages={stages}" if kind == "pipelined" else ""
             head = f"{pad}for {var.name} in {kind}({expr_text(start)}, {expr_text(stop)}, {expr_text(step)}{extra}):"
@@ -223,7 +224,7 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
                     raise VerifyError(f"{where}: store to {buf.name} has {len(idx)} indices")
             case (
                 tir.Let()
-                | tir.AtomicAdd()
+                | tir.Atomic()
                 | tir.For()
                 | tir.While()
                 | tir.Break()

@@ -92,7 +92,7 @@ def bodies(s: tir.Stmt) -> tuple[Body, ...]:
             | tir.Fill()
             | tir.Reduce()
             | tir.CumSum()
-            | tir.AtomicAdd()
+            | tir.Atomic()
             | tir.Print()
             | tir.DeviceAssert()
             | tir.UseSwizzle()
@@ -114,7 +114,7 @@ def regions(s: tir.Stmt) -> tuple[tir.Region, ...]:
             return (dst,)
         case tir.Reduce(src=src, dst=dst) | tir.CumSum(src=src, dst=dst):
             return (src, dst)
-        case tir.AtomicAdd(dst, src):
+        case tir.Atomic(dst, src):
             return (dst,) if src is None else (dst, src)
         case tir.Print(value=value):
             return (value,) if isinstance(value, tir.Region) else ()
@@ -147,7 +147,7 @@ def stmt_exprs(s: tir.Stmt) -> tuple[tir.Expr, ...]:
             own = (value,)
         case tir.Store(_, indices, value):
             own = (*indices, value)
-        case tir.AtomicAdd(value=value):
+        case tir.Atomic(value=value):
             own = () if value is None else (value,)
         case tir.For(start=start, stop=stop, step=step):
             own = (start, stop, step)
@@ -190,7 +190,7 @@ def map_stmt_exprs(s: tir.Stmt, fn: Callable[[tir.Expr], tir.Expr]) -> tir.Stmt:
             out = dataclasses.replace(s, dst=region(dst), value=fn(value))
         case tir.Store(_, indices, value):
             out = dataclasses.replace(s, indices=tuple(map(fn, indices)), value=fn(value))
-        case tir.AtomicAdd(dst, src, value):
+        case tir.Atomic(dst, src, value):
             out = dataclasses.replace(
                 s,
                 dst=region(dst),
@@ -221,7 +221,7 @@ def written(s: tir.Stmt) -> tuple[tir.Buffer, ...]:
     """The buffers `s` itself writes (not its bodies' statements): a tile op's destination,
     a store's buffer, an alloc_var given its first value."""
     match s:
-        case tir.Copy(dst=dst) | tir.Fill(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst) | tir.AtomicAdd(dst=dst):
+        case tir.Copy(dst=dst) | tir.Fill(dst=dst) | tir.Reduce(dst=dst) | tir.CumSum(dst=dst) | tir.Atomic(dst=dst):
             return (dst.buffer,)
         case tir.Gemm(c=c):
             return (c.buffer,)

@@ -127,7 +127,7 @@ class _Spread:
                 | tir.Fill()
                 | tir.Reduce()
                 | tir.CumSum()
-                | tir.AtomicAdd()
+                | tir.Atomic()
                 | tir.Break()
                 | tir.Print()
                 | tir.DeviceAssert()

@@ -253,6 +253,59 @@ def check_stencil(mod, gen, H, W, alpha=0.5, beta=0.25):
     return _finish(y, stencil_ref(x, alpha, beta))
 
 
+def check_row_bits(mod, gen, M):
+    """reduce_bitand/bitor/bitxor along rows of random 32-bit patterns (some rows all ones in
+    their low bits, so that AND is not always 0)."""
+    import functools
+
+    x = torch.randint(-(2**31), 2**31 - 1, (M, 256), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    x[::3] |= 0x0F0F  # AND keeps these bits in every third row
+    outs = [guarded_output((M,), torch.int32) for _ in range(3)]
+    mod.row_bits(guarded_input(x).tensor, *(o.tensor for o in outs))
+    refs = [functools.reduce(op, x.unbind(1)) for op in (torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor)]
+    sync()
+    results = [compare(o.tensor, r, 0.0, [o]) for o, r in zip(outs, refs)]
+    return next((r for r in results if not r["ok"]), results[0])
+
+
+def check_atomic_minmax(mod, gen, M):
+    """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
+    then element form) and int32 (element form), each destination starting at the identity."""
+    x = randn((M, 64), f32, gen)
+    i = torch.randint(-(2**31), 2**31 - 1, (M, 64), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    outs = {
+        "mx": (guarded_output((64,), f32), -math.inf, x.amax(0)),
+        "mn": (guarded_output((64,), f32), math.inf, x.amin(0)),
+        "imax": (guarded_output((64,), torch.int32), -(2**31), i.amax(0)),
+        "imin": (guarded_output((64,), torch.int32), 2**31 - 1, i.amin(0)),
+    }
+    for g, start, _ in outs.values():
+        g.tensor.fill_(start)
+    xg, ig = guarded_input(x), guarded_input(i)
+    mod.col_max(xg.tensor, outs["mx"][0].tensor)
+    mod.col_min(xg.tensor, outs["mn"][0].tensor, ig.tensor, outs["imax"][0].tensor, outs["imin"][0].tensor)
+    sync()
+    results = [compare(g.tensor, ref, 0.0, [g]) for g, _, ref in outs.values()]
+    return next((r for r in results if not r["ok"]), results[0])
+
+
+def check_row_scan(mod, gen, M):
+    """cumsum, cummax, cummin and a reversed cummax along the rows of a float16 tile in shared memory."""
+    x = randn((M, 64), f16, gen)
+    outs = [guarded_output((M, 64), f16) for _ in range(4)]
+    mod.row_scan(guarded_input(x).tensor, *(o.tensor for o in outs))
+    xd = x.double()
+    refs = [
+        xd.cumsum(1),
+        xd.cummax(1).values,
+        xd.cummin(1).values,
+        xd.flip(1).cummax(1).values.flip(1),
+    ]
+    sync()
+    results = [compare(o.tensor, r, tol_for(o.tensor), [o]) for o, r in zip(outs, refs)]
+    return next((r for r in results if not r["ok"]), results[0])
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -499,6 +552,16 @@ def _cases() -> list[Case]:
     for v in ("stencil", "stencil-sm90a"):
         for H, W, what in stencil_sizes:
             add(v, f"{H}x{W} {what}", check_stencil, H=H, W=W)
+
+    for v in ("atomic_minmax", "atomic_minmax-sm90a"):
+        for M, what in ((256, "16 blocks"), (1000, "ragged"), (5, "one ragged block")):
+            add(v, f"M={M} {what}", check_atomic_minmax, M=M)
+    for v in ("row_scan", "row_scan-sm90a"):
+        for M, what in ((128, "2 blocks"), (100, "ragged"), (1, "one row")):
+            add(v, f"M={M} {what}", check_row_scan, M=M)
+    for v in ("row_bits", "row_bits-sm90a"):
+        for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
+            add(v, f"M={M} {what}", check_row_bits, M=M)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

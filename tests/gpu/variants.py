@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 PROGRAMS = "bench/programs"  # the GEMM table's layouts (transposed A, transposed B, batched + bias)
+PRIMITIVES = "tests/gpu/programs"  # one small kernel per primitive the examples do not use
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,12 @@ VARIANTS: list[Variant] = [
     Variant("gemm_tn", "gemm_tn", folder=PROGRAMS),
     Variant("gemm_nt", "gemm_nt", folder=PROGRAMS),
     Variant("bmm_bias", "bmm_bias", folder=PROGRAMS),
+    Variant("row_bits", "row_bits", folder=PRIMITIVES),
+    Variant("row_bits-sm90a", "row_bits", arch="sm_90a", folder=PRIMITIVES),
+    Variant("atomic_minmax", "atomic_minmax", folder=PRIMITIVES),
+    Variant("row_scan", "row_scan", folder=PRIMITIVES),
+    Variant("row_scan-sm90a", "row_scan", arch="sm_90a", folder=PRIMITIVES),
+    Variant("atomic_minmax-sm90a", "atomic_minmax", arch="sm_90a", folder=PRIMITIVES),
     # skinny M (a few rows, wide N and K, memory-bound): the -D values a user would pick so that
     # the grid has enough blocks to stream B from every SM (64-wide N tiles) with deep k steps
     Variant("gemm-sm90a-skinny", "gemm", _SKINNY, arch="sm_90a", bench=True),

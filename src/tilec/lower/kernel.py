@@ -154,9 +154,9 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
             return as_scope(ctx, s, lower_reduce(ctx, s))
         case tir.CumSum():
             return as_scope(ctx, s, lower_cumsum(ctx, s))
-        case tir.AtomicAdd() if s.src is not None:
+        case tir.Atomic() if s.src is not None:
             return as_scope(ctx, s, lower_atomic_region(ctx, s))
-        case tir.AtomicAdd():
+        case tir.Atomic():
             return as_scope(ctx, s, lower_atomic_element(ctx, s))
         case tir.For() if s.warp_specialized:
             return ctx.backend.warp_specialized(ctx, s)

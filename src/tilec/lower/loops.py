@@ -160,17 +160,17 @@ def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) 
                 value = cast(value_of(ctx, init, loop), buf.dtype) if init is not None else None
                 out.append(T.Decl(ctx.name(buf), buf.dtype, (), init=value))
             case tir.If(cond, then, orelse):
-                out.append(
-                    T.IfThen(
-                        value_of(ctx, cond, loop),
-                        tuple(_elements(ctx, then, loop)),
-                        tuple(_elements(ctx, orelse, loop)),
-                    )
-                )
+                c = value_of(ctx, cond, loop)
+                outer = ctx.state.assumed
+                if not tir_walk.loads(cond):  # of values the body cannot change: it holds throughout `then`
+                    ctx.state.assumed = [*outer, *conjuncts(c)]
+                taken = tuple(_elements(ctx, then, loop))
+                ctx.state.assumed = outer
+                out.append(T.IfThen(c, taken, tuple(_elements(ctx, orelse, loop))))
             case tir.For():
                 out.append(_element_loop(ctx, s, loop))
-            case tir.AtomicAdd(dst=dst, value=value) if value is not None:
-                out += guarded(_replica_zero(ctx, loop.layout), atomic(ctx, dst.buffer, dst.starts, value, loop))
+            case tir.Atomic(dst=dst, value=value, op=op) if value is not None:
+                out += guarded(_replica_zero(ctx, loop.layout), atomic(ctx, op, dst.buffer, dst.starts, value, loop))
             case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
                 out.append(printf(msg, value_of(ctx, value, loop)))
             case tir.DeviceAssert():
@@ -194,13 +194,19 @@ def _element_loop(ctx: LowerContext, s: tir.For, loop: ElementLoop) -> T.Loop:
 
 
 def atomic(
-    ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
+    ctx: LowerContext, op: str, buf: tir.Buffer, idx: tuple[tir.Expr, ...], value: tir.Expr, loop: ElementLoop | None
 ) -> list[T.Stmt]:
+    """`atomic_{op}` of `value` into element `idx` of `buf`: the hardware's atomic, or for a
+    float max or min the backend's compare-and-swap loop (`tilec_atomic_max`)."""
     acc = ref_of(ctx, buf, idx, loop)
     if buf.scope == "global":
         ctx.state.written.add(acc.ref.array)
     v = cast(value_of(ctx, value, loop), buf.dtype)
-    call = T.Call(T.Intrin("atomic_add", (T.AddressOf(acc.ref), v), buf.dtype))
+    name = f"atomic_{op}"
+    if op != "add" and buf.dtype.is_float:
+        ctx.state.helpers.add("atomic_float_minmax")
+        name = f"tilec_{name}"
+    call = T.Call(T.Intrin(name, (T.AddressOf(acc.ref), v), buf.dtype))
     return guarded(acc.inbounds, [call])
 
 

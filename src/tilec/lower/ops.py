@@ -183,30 +183,31 @@ def lower_fill(ctx: LowerContext, s: tir.Fill) -> list[T.Stmt]:
     return distributed(ctx, layout, vars, body)
 
 
-def lower_atomic_region(ctx: LowerContext, s: tir.AtomicAdd) -> list[T.Stmt]:
+def lower_atomic_region(ctx: LowerContext, s: tir.Atomic) -> list[T.Stmt]:
     assert s.src is not None
     vars, shape = _tile_domain(ctx, [s.src])
     layout = _tile_layout(ctx, [s.src], shape)
     src_idx = _region_index(s.src, vars, shape)
     dst_idx = _region_index(s.dst, vars, shape)
     body = (
-        tir.AtomicAdd(
+        tir.Atomic(
             tir.Region(s.dst.buffer, dst_idx, tuple(int_(1) for _ in dst_idx)),
             None,
             tir.Load(s.src.buffer, src_idx),
             s.span,
+            s.op,
         ),
     )
     out = distributed(ctx, layout, vars, body, vectorize=False)
     return out
 
 
-def lower_atomic_element(ctx: LowerContext, s: tir.AtomicAdd) -> list[T.Stmt]:
+def lower_atomic_element(ctx: LowerContext, s: tir.Atomic) -> list[T.Stmt]:
     assert s.value is not None
     return [
         T.IfThen(
             tir.BinOp("==", ctx.tx, int_(0), DType.bool),
-            tuple(atomic(ctx, s.dst.buffer, s.dst.starts, s.value, None)),
+            tuple(atomic(ctx, s.op, s.dst.buffer, s.dst.starts, s.value, None)),
         )
     ]
 
@@ -422,7 +423,8 @@ def _red_scratch(ctx: LowerContext) -> str:
 
 
 def lower_cumsum(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
-    """One thread per line along `dim`, scanning it serially (in place is fine)."""
+    """One thread per line along `dim`, scanning it serially (in place is fine); the running
+    value starts at the op's identity (0, or -inf / +inf for cummax / cummin)."""
     src, dst = s.src, s.dst
     ext = tuple(const_int(e) for e in src.extents)
     n = ext[s.dim]
@@ -436,10 +438,11 @@ def lower_cumsum(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
     src_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(src.starts, full))
     dst_i = tuple(simplify(tir.BinOp("+", st, i, I32)) for st, i in zip(dst.starts, full))
     step = (
-        tir.Store(running, (), tir.BinOp("+", tir.Load(running, ()), tir.Load(src.buffer, src_i), running.dtype)),
+        tir.Store(running, (), combine(s.op, tir.Load(running, ()), tir.Load(src.buffer, src_i))),
         tir.Store(dst.buffer, dst_i, tir.Load(running, ())),
     )
-    body = (tir.Alloc(running, zero(running.dtype)), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
+    start = identity(s.op, running.dtype)
+    body = (tir.Alloc(running, start), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
     return distributed(ctx, layout, vars, body, vectorize=False)
 
 
@@ -462,8 +465,13 @@ def lower_print(ctx: LowerContext, s: tir.Print) -> list[T.Stmt]:
     return [T.IfThen(tir.BinOp("==", ctx.tx, int_(0), DType.bool), (printf(s.msg, value_of(ctx, s.value, None)),))]
 
 
+BITWISE: dict[str, tir.BinOpName] = {"bitand": "&", "bitor": "|", "bitxor": "^"}  # the bitwise reductions' operators
+
+
 def identity(kind: str, d: DType) -> tir.Expr:
     inf = float("inf")
+    if kind == "bitand":  # every bit set
+        return tir.IntImm(-1 if d.kind == "int" else 2**d.bits - 1, d)
     if kind == "max":
         return tir.FloatImm(-inf, d) if d.is_float else tir.IntImm(-(2 ** (d.bits - 1)), d)
     if kind == "min":
@@ -477,7 +485,7 @@ def combine(kind: str, a: tir.Expr, b: tir.Expr) -> tir.Expr:
         return tir.Call("max", (a, b), d)
     if kind == "min":
         return tir.Call("min", (a, b), d)
-    return tir.BinOp("+", a, b, d)
+    return tir.BinOp(BITWISE.get(kind, "+"), a, b, d)
 
 
 def vec_width(last: int, regions: list[tir.Region]) -> int:

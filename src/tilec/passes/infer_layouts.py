@@ -298,7 +298,7 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
                 expr(cond)
             case tir.Print(value=value) if not isinstance(value, tir.Region):
                 expr(value)
-            case tir.AtomicAdd(dst=dst, value=value) if value is not None:
+            case tir.Atomic(dst=dst, value=value) if value is not None:
                 expr(value)
                 for i in dst.starts:
                     expr(i)
@@ -308,7 +308,7 @@ def fragment_accesses(loop: tir.Parallel) -> list[tuple[tir.Buffer, tuple[tir.Ex
                 | tir.Break()
                 | tir.SyncThreads()
                 | tir.Print()
-                | tir.AtomicAdd()
+                | tir.Atomic()
                 | tir.Alloc()
                 | tir.Copy()
                 | tir.Gemm()
@@ -402,7 +402,7 @@ class _State:
                 | tir.Gemm()  # the strict level placed its accumulator
                 | tir.Fill()
                 | tir.CumSum()
-                | tir.AtomicAdd()
+                | tir.Atomic()
                 | tir.For()
                 | tir.While()
                 | tir.Break()

@@ -135,7 +135,7 @@ class _Walker:
                 for region, load in ((src, True), (dst, False)):
                     if region.buffer.scope == "global":
                         self.region(region, load, env, trips)
-            case tir.AtomicAdd(dst=dst) if dst.buffer.scope == "global":
+            case tir.Atomic(dst=dst) if dst.buffer.scope == "global":
                 self.region(dst, False, env, trips)
             case tir.Gemm():
                 self.flops += trips * gemm_flops(s, env)

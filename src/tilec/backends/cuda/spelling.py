@@ -16,6 +16,8 @@ here (the runtime reads the target registry on the GPU machine).
 
 from __future__ import annotations
 
+from tilec.backends import SHARED_HELPERS
+
 LANGUAGE = "cuda"
 
 # T.Builtin names -> the registers that hold them.
@@ -74,6 +76,8 @@ INTRINSICS: dict[str, str] = {
     "shfl_xor": "__shfl_xor_sync(0xffffffffu, {0}, {1})",
     "shfl_down": "__shfl_down_sync(0xffffffffu, {0}, {1})",
     "atomic_add": "atomicAdd({0}, {1})",
+    "atomic_max": "atomicMax({0}, {1})",
+    "atomic_min": "atomicMin({0}, {1})",
     "printf": "printf({args})",
     "trap": "__trap()",
     "address": "reinterpret_cast<uintptr_t>({0})",  # the address a pointer holds, as an integer
@@ -157,6 +161,8 @@ EXPLAIN: dict[str, str] = {
     "descriptors": "shared-memory descriptors",
     "shuffle": "shfl.xor",
     "atomic_add": "atomicAdd",
+    "atomic_max": "atomicMax",
+    "atomic_min": "atomicMin",
     "bulk_copy": "TMA (cp.async.bulk.tensor)",
     "bulk_store": "TMA stores",
     "ring_barrier": "mbarrier",
@@ -216,6 +222,7 @@ HELPER_TYPES: dict[str, tuple[str, ...]] = {"pack": ("half", "__nv_bfloat16")}
 
 # Inline-PTX helpers, emitted once per file and only when a kernel calls them.
 HELPERS: dict[str, str] = {
+    **SHARED_HELPERS,
     "cp_async": """
 // cp.async: global -> shared copies that bypass registers, in commit groups; wait<N> returns once
 // at most N groups are still in flight (this thread's; a barrier then publishes them).

@@ -15,6 +15,7 @@ hip/hip_fp16.h, hip/hip_bfloat16.h). Only the standard library is imported here.
 
 from __future__ import annotations
 
+from tilec.backends import SHARED_HELPERS
 from tilec.dtypes import DType
 
 LANGUAGE = "hip"
@@ -41,6 +42,8 @@ INTRINSICS: dict[str, str] = {
     "shfl_xor": "__shfl_xor({0}, {1})",
     "shfl_down": "__shfl_down({0}, {1})",
     "atomic_add": "atomicAdd({0}, {1})",
+    "atomic_max": "atomicMax({0}, {1})",
+    "atomic_min": "atomicMin({0}, {1})",
     "printf": "printf({args})",
     "trap": "__builtin_trap()",
     "address": "reinterpret_cast<uintptr_t>({0})",
@@ -70,6 +73,8 @@ EXPLAIN: dict[str, str] = {
     "descriptors": "shared-memory descriptors",
     "shuffle": "__shfl_xor (wave64: DPP / ds_swizzle / ds_bpermute)",
     "atomic_add": "atomicAdd",
+    "atomic_max": "atomicMax",
+    "atomic_min": "atomicMin",
     "warps": "waves",
     "warp": "wave",
     "warp_width": "wave64",  # the header: "256 threads = 4 x wave64"
@@ -113,6 +118,7 @@ HELPER_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 HELPERS: dict[str, str] = {
+    **SHARED_HELPERS,
     "small_int_to_float": """
 // float(v + lo) for a small v >= 0: a plain conversion here (the CUDA spelling's mantissa trick
 // pays for NVIDIA's slow I2F; AMD's conversion rate was not measured).
