@@ -20,6 +20,7 @@ from tilec import arith, driver, pipeline, tir
 from tilec import thread_ir as T
 from tilec.cli import cli
 from tilec.diagnostics import CompileError, Diagnostic
+from tilec.dtypes import DType
 from tilec.source import NO_SPAN
 
 pytestmark = pytest.mark.skipif(not arith.available(), reason="apache-tvm is not installed")
@@ -237,3 +238,20 @@ def test_a_counter_that_may_go_negative_is_found() -> None:
 
     found = failures(planted(module, down))
     assert any("counter 'filled' may become negative" in d.message for d in found)
+
+
+def test_an_integer_accumulator_is_data_until_an_index_reads_it() -> None:
+    """reduce_bitand's accumulator starts at -1: data, not a counter, so row_bits verifies; made
+    the index of the fragment it is stored into, it is a counter that may be negative."""
+    module = lowered(ROOT / "tests" / "gpu" / "programs" / "row_bits.tile", "sm_80")
+    assert module is not None
+    assert failures(module) == []
+    i32 = DType.int32
+
+    def indexed_by_red(e: Any) -> Any:
+        if isinstance(e, T.Subscript) and e.array == "a" and e.indices == (tir.IntImm(0, i32),):
+            return dataclasses.replace(e, indices=(T.Sym("red", i32),))
+        return None
+
+    found = failures(planted(module, indexed_by_red))
+    assert any("counter 'red' may become negative (red = -1)" in d.message for d in found)

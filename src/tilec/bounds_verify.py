@@ -12,8 +12,9 @@ hold for every thread and every iteration. The walk binds the thread index to [0
 block index to [0, its grid extent) (the grid size to the grid; a persistent kernel's is only
 >= 1), each loop counter to [start, stop), tensor dimensions to >= 0; substitutes every
 `const` scalar by its value; and assumes each enclosing condition (an `if`'s, a `?:`'s, the left
-side of an `&&`). A mutable integer with an initial value is a counter (`filled += k_tiles`):
-each read some value >= 0, each update checked to keep it so. Anything else (a loaded value, an
+side of an `&&`). A mutable integer with an initial value that some index or loop bound reads is
+a counter (`filled += k_tiles`): each read some value >= 0, each update checked to keep it so; one
+no index reads (a reduction's integer accumulator) is data. Anything else (a loaded value, an
 intrinsic's result, a float) is an unknown of its type; an integer constant the same in every
 thread of the block (`k_begin = bz * chunk`) a variable in the bounds the analyzer finds for it.
 Division and remainder are C's, rounding toward zero, in the analyzer as in enumeration. Each conjunct of
@@ -41,6 +42,7 @@ instructions' operands, register arrays and tiles whose extents lowering sizes b
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -93,6 +95,7 @@ class _Walker:
     ranges: dict[tir.Var, tuple[int, int]] = field(default_factory=dict)  # constant [lo, hi) per variable
     assumed: list[tir.Expr] = field(default_factory=list)
     counters: dict[str, tir.Var] = field(default_factory=dict)  # counter_read's variable per counter
+    indexing: frozenset[str] = frozenset()  # the names some index or loop bound reads (_index_names)
     epochs: dict[str, int] = field(default_factory=dict)  # assignments so far, per alloc_var
     scalars: dict[tuple[str, int], tir.Var] = field(default_factory=dict)  # scalar_read's variables
     span: Span = NO_SPAN
@@ -189,7 +192,7 @@ class _Walker:
             return _Array(dims, dtype)
         if const and init is not None:
             return self.constant(name, dtype, self.value(init))
-        if dtype.is_int and init is not None:
+        if dtype.is_int and init is not None and name in self.indexing:
             self.update(name, init, "=")
             return COUNTER
         return None
@@ -573,6 +576,56 @@ def _assigned_vars(body: tuple[T.Stmt, ...]) -> set[str]:
     return out
 
 
+def _indexing(body: tuple[T.Stmt, ...]) -> set[str]:
+    """The names an index or a loop bound reads, directly or through the values of other names
+    (`const int stage = filled % 3` makes `filled` one when `stage` indexes)."""
+    reads: dict[str, set[str]] = {}
+    for s in _stmts(body):
+        match s:
+            case T.Decl(name, _, _, init) if init is not None:
+                reads.setdefault(name, set()).update(_index_names(init, True))
+            case T.Assign(T.Sym(name), value):
+                reads.setdefault(name, set()).update(_index_names(value, True))
+    out, todo = set(), list(_index_names(body))
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo += reads.get(name, ())
+    return out
+
+
+def _stmts(body: tuple[T.Stmt, ...]) -> Iterator[T.Stmt]:
+    """Every statement of `body`, nested ones included."""
+    for s in body:
+        yield s
+        match s:
+            case T.Loop() | T.Scope() | T.While():
+                yield from _stmts(s.body)
+            case T.IfThen(_, then, orelse):
+                yield from _stmts(then)
+                yield from _stmts(orelse)
+
+
+def _index_names(node: object, inside: bool = False) -> set[str]:
+    """The names read in an index (a subscript's indices and per-dimension ones) or a loop's bounds
+    anywhere in `node` (a Thread IR tree): the scalars whose values decide where memory is accessed."""
+    if isinstance(node, (tuple, list)):
+        return set().union(*(_index_names(x, inside) for x in node)) if node else set()
+    if isinstance(node, (tir.Var, T.Sym)):
+        return {node.name} if inside else set()
+    if not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return set()
+    out: set[str] = set()
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        indexes = (isinstance(node, T.Subscript) and f.name in ("indices", "within")) or (
+            isinstance(node, T.Loop) and f.name in ("start", "stop")
+        )
+        out |= _index_names(value, inside or indexes)
+    return out
+
+
 def _flat(idx: tuple[tir.Expr, ...], extents: tuple[tir.Expr, ...]) -> tir.Expr:
     """Row-major flattening, in the analyzer's terms (lowering's own `flatten` simplifies too)."""
     return flatten(idx, extents)
@@ -615,7 +668,7 @@ def verify_bounds(k: T.Kernel) -> list[Diagnostic]:
     """Every index of `k` (and of its fallback kernel) proven inside its buffer; the failures."""
     from tilec.arith import Prover
 
-    walker = _Walker(k, Prover())
+    walker = _Walker(k, Prover(), indexing=frozenset(_indexing(k.body)))
     facts = _start(walker, k)
     with _assumed_all(walker, facts):
         walker.block(k.body)

@@ -107,6 +107,27 @@ class Fake:
         near = xp[:-2, 1:-1] + xp[2:, 1:-1] + xp[1:-1, :-2] + xp[1:-1, 2:]
         self._store(y, alpha * xp[1:-1, 1:-1] + beta * near)
 
+    def row_bits(self, x, a, o, y):
+        import functools
+
+        for out, op in ((a, torch.bitwise_and), (o, torch.bitwise_or), (y, torch.bitwise_xor)):
+            self._store(out, functools.reduce(op, x.unbind(1)))
+
+    def col_max(self, x, mx):
+        self._store(mx, torch.maximum(mx, x.amax(0)))
+
+    def col_min(self, x, mn, i, imax, imin):
+        mn.copy_(torch.minimum(mn, x.amin(0)))
+        imax.copy_(torch.maximum(imax, i.amax(0)))
+        self._store(imin, torch.minimum(imin, i.amin(0)))
+
+    def row_scan(self, x, s, mx, mn, r):
+        xf = x.float()
+        self._store(s, xf.cumsum(1))
+        self._store(mx, xf.cummax(1).values)
+        self._store(mn, xf.cummin(1).values)
+        self._store(r, xf.flip(1).cummax(1).values.flip(1))
+
     # MLA: the tile algorithm itself (splits of whole tiles, exp2 domain), in float32
     def mla_decode_partial(self, q, q_pe, kv, k_pe, lse, o_part):
         dim, pe_dim = q.shape[-1], q_pe.shape[-1]
