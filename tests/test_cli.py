@@ -493,3 +493,43 @@ def test_warning_flags_are_read_in_order() -> None:
     assert cli.parse_warning_flags(["error"]).werror
     assert not cli.parse_warning_flags(["error", "no-error"]).werror
     assert cli.parse_warning_flags(["no-lost-pipeline", "lost-pipeline"]).disabled == frozenset()
+
+
+EXTERN_TILE = ROOT / "tests" / "gpu" / "programs" / "extern_gelu.tile"
+EXTERN_HEADER = ROOT / "tests" / "gpu" / "programs" / "extern_ops.cuh"
+
+
+@pytest.mark.toolchain
+@needs_nvcc
+def test_include_puts_the_header_relative_to_the_output_and_nvcc_finds_it(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--include: `#include "HEADER"` after the generated includes, its path from the output's
+    folder; the depfile lists it; the cubin builds (nvcc resolves it beside the .cu)."""
+    out = tmp_path / "build" / "k.cu"
+    out.parent.mkdir()
+    monkeypatch.chdir(ROOT)
+    code = run("build", str(EXTERN_TILE), "--include", str(EXTERN_HEADER.relative_to(ROOT)), "-o", str(out),
+               "--cubin", str(tmp_path / "k.cubin"), "-MD")  # fmt: skip
+    assert code == 0
+    text = out.read_text()
+    rel = os.path.relpath(EXTERN_HEADER, out.parent)
+    assert f'#include <stdint.h>\n#include "{rel}"\n' in text
+    assert "user_gelu(t)" in text and "user_axpb(3, " in text
+    assert str(EXTERN_HEADER) in (tmp_path / "build" / "k.d").read_text()
+    assert (tmp_path / "k.cubin").stat().st_size > 0
+
+
+def test_include_needs_cuda_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("build", str(EXTERN_TILE), "--include", "x.h", "--emit", "tir") == 1
+    assert "--include needs --emit cuda" in capsys.readouterr().err
+
+
+def test_runtime_finds_the_headers_of_a_file_and_keys_its_cache_on_them(tmp_path: pathlib.Path) -> None:
+    from tilec import runtime
+
+    (tmp_path / "ops.cuh").write_text("// v1\n")
+    source = '#include <stdint.h>\n#include "ops.cuh"\n'
+    flags, texts = runtime.user_headers(source, str(tmp_path))
+    assert flags == ("-I", str(tmp_path)) and "// v1" in texts
+    assert runtime.user_headers("#include <stdint.h>\n", str(tmp_path)) == ((), "")

@@ -118,6 +118,7 @@ FUNCS: dict[str, Sig] = {
     "warp_index": Sig(()),
     "shfl_xor": Sig(("x", "mask")),
     "shfl_down": Sig(("x", "delta")),
+    "call_extern": Sig((), {}, required=2, variadic=True),  # (dtype, "name", args...)
     **{f: Sig(("x",)) for f in MATH_FUNCS},
 }
 

@@ -226,6 +226,7 @@ class BuildOptions:
     werror: bool  # nvcc's warnings are errors (--werror, or -Werror)
     phony: bool
     warnings: WarningOptions = WarningOptions()
+    includes: tuple[str, ...] = ()  # --include: headers of call_extern's device functions
 
 
 @cli.command()
@@ -254,6 +255,13 @@ class BuildOptions:
 @click.option("--time", "show_time", is_flag=True, help="Print the time spent per phase on stderr.")
 @click.option("--tuned", metavar="FILE.tune.json", help="Apply the configuration `tilec tune` chose (one input).")
 @click.option("--verify", "verify_bounds", is_flag=True, help="Prove every index in bounds (TVM's analyzer; slower).")
+@click.option(
+    "--include",
+    "includes",
+    multiple=True,
+    metavar="HEADER",
+    help="#include HEADER in the output (call_extern's device functions), relative to the output's folder.",
+)
 def build(
     inputs: tuple[str, ...],
     output: str | None,
@@ -278,6 +286,7 @@ def build(
     show_time: bool,
     tuned: str | None,
     verify_bounds: bool,
+    includes: tuple[str, ...],
 ) -> None:
     """Compile .tile files to CUDA C++ (and optionally with nvcc)."""
     paths = {"-o": output, "--out-dir": out_dir, "--header": header, "-MF": depfile}
@@ -298,7 +307,9 @@ def build(
     if tuned is not None:
         parsed = tuned_defines(tuned, inputs, parsed, arch)
         jobs = [dataclass_replace(job, tuned=tuned) for job in jobs]
-    opts = BuildOptions(parsed, arch, emit, after, check, not no_cache, nvcc_werror, phony, warns)
+    if includes and emit != "cuda":
+        raise click.UsageError("--include needs --emit cuda")
+    opts = BuildOptions(parsed, arch, emit, after, check, not no_cache, nvcc_werror, phony, warns, includes)
     outcomes = driver.build_many(
         [job.source for job in jobs],
         opts.defines,
@@ -396,7 +407,7 @@ def finish_job(job: Job, outcome: driver.Result | Exception, opts: BuildOptions)
     try:
         if isinstance(outcome, Exception):
             raise outcome
-        result = outcome
+        result = driver.with_includes(outcome, opts.includes, job.cu)
         report_warnings(result.warnings, opts.warnings)
         if opts.check:
             return check_output(job, result.text)
@@ -444,12 +455,13 @@ def compile_binary(job: Job, text: str, opts: BuildOptions) -> None:
     with timing.phase("nvcc"):
         if job.cu is not None:
             warnings = toolchain.run_nvcc(kind, job.cu, out, opts.arch, opts.werror)
-        else:
+        else:  # a temporary source: its --include paths are the command line's, from here
+            here = ["-I", os.getcwd()] if opts.includes else []
             with tempfile.TemporaryDirectory(prefix="tilec-") as tmp:
                 suffix = toolchain.target_of(opts.arch).compiler.source_suffix
                 cu = os.path.join(tmp, os.path.splitext(os.path.basename(job.source))[0] + suffix)
                 driver.write_atomic(cu, text)
-                warnings = toolchain.run_nvcc(kind, cu, out, opts.arch, opts.werror)
+                warnings = toolchain.run_nvcc(kind, cu, out, opts.arch, opts.werror, here)
     report(warnings)
 
 

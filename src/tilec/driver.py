@@ -100,6 +100,21 @@ def compile_program_output(
     return out
 
 
+def with_includes(result: Result, headers: Sequence[str], out: str | None) -> Result:
+    """`result` with `#include "HEADER"` after the generated includes for each of `headers`
+    (`--include`), each path relative to the folder of `out` (as given without one), and the
+    headers among the files the depfile lists."""
+    if not headers:
+        return result
+    lines = result.text.split("\n")
+    at = max((i for i, line in enumerate(lines) if line.startswith("#include")), default=-1) + 1
+    where = os.path.dirname(os.path.abspath(out)) if out is not None else None
+    paths = [os.path.relpath(h, where) if where is not None else h for h in headers]
+    added = [f'#include "{p}"' for p in paths]
+    text = "\n".join(lines[:at] + added + lines[at:])
+    return dataclasses.replace(result, text=text, files=(*result.files, *headers))
+
+
 def format_texts(texts: Sequence[str]) -> list[str]:
     from tilec.format import format_many
 

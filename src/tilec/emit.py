@@ -169,8 +169,8 @@ def _intrin(name: str, args: tuple[T.Expr | str, ...], sp: Spelling) -> str:
     """A neutral intrinsic through the record's template; any other name as written."""
     texts = [a if isinstance(a, str) else expr_text(a, sp) for a in args]
     template = sp.intrinsics.get(name)
-    if template is None:
-        return f"{name}({', '.join(texts)})"
+    if template is None:  # a helper of the file, a C function, or the user's (call_extern)
+        return f"{name.removeprefix(tir.EXTERN)}({', '.join(texts)})"
     return template.format(*texts, args=", ".join(texts))
 
 

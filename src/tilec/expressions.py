@@ -10,6 +10,7 @@ and folding are fold.py's, built-in signatures builtins.py's.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tilec import fold, tir
@@ -19,6 +20,7 @@ from tilec.diagnostics import CompileError, error
 from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.source import Span
+from tilec.tir import EXTERN
 from tilec.values import (
     Abandon,
     BufVal,
@@ -36,6 +38,7 @@ from tilec.values import (
 )
 
 # what shfl_xor() / shfl_down() move as they are (low-precision floats move as float32)
+_C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")  # `my_fn`, `ops::gelu`
 _SHUFFLED = frozenset({DType.int32, DType.uint32, DType.int64, DType.uint64, DType.float32, DType.float64})
 
 
@@ -279,7 +282,24 @@ class ExprElaborator:
             case "shfl_xor" | "shfl_down":
                 self.in_block(name, span, kx)
                 return self.shuffle(name, arg("x"), a["mask" if name == "shfl_xor" else "delta"], span, scope, kx)
+            case "call_extern":
+                self.in_block(name, span, kx)
+                return self.call_extern(b.rest, span, scope, kx)
         return fold.math_call(name, arg("x"), span)
+
+    def call_extern(self, rest: list[S.Expr], span: Span, scope: Scope, kx: Any) -> Val:
+        """`call_extern(dtype, "name", args...)`: a device function of a header given with
+        `--include`, returning `dtype`; taken to be a pure function of its arguments."""
+        dtype = self.dtype_arg(rest[0], scope, kx)
+        fname = self.string(rest[1], scope, kx, "call_extern()'s function name")
+        if not _C_NAME.fullmatch(fname) or fname.startswith(EXTERN):
+            raise error(
+                rest[1].span,
+                f"call_extern(): '{fname}' is not a C function name",
+                hint='name a device function of a header given with --include: call_extern(float32, "my_fn", x)',
+            )
+        args = tuple(self.scalar(x, scope, kx).expr for x in rest[2:])
+        return Val(tir.Call(EXTERN + fname, args, dtype, span), False)
 
     @staticmethod
     def in_block(name: str, span: Span, kx: Any) -> None:

@@ -292,13 +292,16 @@ def cache_dir() -> str:
     return os.path.join(root, "so")
 
 
-def build_shared(source: str, arch: str, extra_flags: Sequence[str] = (), name: str = "kernel") -> str:
-    """Compile `source` to a cached shared library with `arch`'s compiler; returns its path."""
+def build_shared(
+    source: str, arch: str, extra_flags: Sequence[str] = (), name: str = "kernel", headers: str = ""
+) -> str:
+    """Compile `source` to a cached shared library with `arch`'s compiler; returns its path.
+    `headers`: the text of the user headers it includes (`--include`), part of the cache key."""
     if arch not in file_arches(source):
         raise ValueError(f"{name} was generated for {', '.join(file_arches(source))}, not {arch}")
     compiler = find_compiler(arch)
     flags = nvcc_flags(arch, extra_flags)
-    key = cache_key(source, flags, compiler_version(compiler))
+    key = cache_key(source + headers, flags, compiler_version(compiler))
     out = os.path.join(cache_dir(), f"{_safe(name)}-{key[:24]}.so")
     if os.path.exists(out):
         return out
@@ -459,11 +462,11 @@ def cuda_error_name(code: int) -> str:
 
 
 def compile_source(
-    source: str, arch: str | None = None, extra_flags: Sequence[str] = (), name: str = "kernel"
+    source: str, arch: str | None = None, extra_flags: Sequence[str] = (), name: str = "kernel", headers: str = ""
 ) -> Module:
     """Build and load tilec-generated CUDA or HIP text (file_arches: the compiler it takes)."""
     abi = parse_abi(source)
-    so = build_shared(source, arch or gpu_arch(), extra_flags, name)
+    so = build_shared(source, arch or gpu_arch(), extra_flags, name, headers)
     return Module(so, abi)
 
 
@@ -475,4 +478,21 @@ def load(cu_path_or_source: str | os.PathLike, arch: str | None = None, extra_fl
     path = os.fspath(cu_path_or_source)
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    return compile_source(source, arch, extra_flags, os.path.splitext(os.path.basename(path))[0])
+    name = os.path.splitext(os.path.basename(path))[0]
+    flags, headers = user_headers(source, os.path.dirname(os.path.abspath(path)))
+    return compile_source(source, arch, (*extra_flags, *flags), name, headers)
+
+
+def user_headers(source: str, folder: str) -> tuple[tuple[str, ...], str]:
+    """(compiler flags, their texts) for the headers a generated file includes by quoted paths
+    relative to its `folder` (`tilec build --include`), which the compiler, run on a copy
+    elsewhere, must find there: `-I folder`, and their texts for the cache key; ((), "") for a
+    file without any."""
+    paths = re.findall(r'^#include "([^"]+)"', source, flags=re.M)
+    if not paths:
+        return (), ""
+    texts = []
+    for p in paths:
+        with open(os.path.join(folder, p), encoding="utf-8") as f:
+            texts.append(f"// {p}\n{f.read()}")
+    return ("-I", folder), "".join(texts)

@@ -55,7 +55,8 @@ class Subscript:
 
 @dataclass(frozen=True, slots=True)
 class Intrin:
-    """A call of a CUDA function or a helper emitted into the file."""
+    """A call of a CUDA function or a helper emitted into the file (`tir.EXTERN + name`: a
+    device function of the user's, call_extern)."""
 
     name: str
     args: tuple[Expr | str, ...]

@@ -101,6 +101,10 @@ BinOpName = Literal[
 ]
 
 
+# `Call.func` of call_extern's device functions: EXTERN + the C name (tir.Call("extern:my_fn", ...))
+EXTERN = "extern:"
+
+
 @dataclass(frozen=True, slots=True)
 class BinOp:
     op: BinOpName

@@ -306,6 +306,15 @@ def check_row_scan(mod, gen, M):
     return next((r for r in results if not r["ok"]), results[0])
 
 
+def check_extern_gelu(mod, gen, N):
+    """call_extern: Y = gelu(3 X + 0.5) through the device functions of extern_ops.cuh."""
+    x = randn((N,), f16, gen)
+    y = guarded_output((N,), f16)
+    mod.extern_gelu(guarded_input(x).tensor, y.tensor)
+    t = 3 * x.double() + 0.5
+    return _finish(y, 0.5 * t * (1 + torch.tanh(0.7978845608028654 * (t + 0.044715 * t**3))))
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -556,6 +565,8 @@ def _cases() -> list[Case]:
     for v in ("atomic_minmax", "atomic_minmax-sm90a"):
         for M, what in ((256, "16 blocks"), (1000, "ragged"), (5, "one ragged block")):
             add(v, f"M={M} {what}", check_atomic_minmax, M=M)
+    for N, what in ((4096, "tile multiple"), (1000, "ragged"), (3, "N=3")):
+        add("extern_gelu", f"N={N} {what}", check_extern_gelu, N=N)
     for v in ("row_scan", "row_scan-sm90a"):
         for M, what in ((128, "2 blocks"), (100, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_scan, M=M)

@@ -101,10 +101,12 @@ def cu_text(name: str) -> str:
     arch = os.environ.get(ARCH_ENV) or v.arch
     if arch != v.arch and v.arch != "sm_80":
         raise NotBuilt(f"{name}: pinned to {v.arch}, not built for {arch}")
-    from tilec.driver import build
+    from tilec import driver
 
     # as `tilec build` writes it: a default over the target's limits takes its nearest fitting point
-    return build(v.path, dict(v.defines), arch, cache=False).text
+    result = driver.build(v.path, dict(v.defines), arch, cache=False)
+    includes = [os.path.join(ROOT, h) for h in v.includes]
+    return driver.with_includes(result, includes, os.path.join(ROOT, f"{name}.cu")).text
 
 
 _modules: dict[str, Any] = {}
@@ -115,7 +117,9 @@ def load(name: str) -> Any:
     if name not in _modules:
         from tilec import runtime
 
-        _modules[name] = runtime.compile_source(cu_text(name), name=name)
+        text = cu_text(name)
+        flags, headers = runtime.user_headers(text, prebuilt_dir() or ROOT)
+        _modules[name] = runtime.compile_source(text, extra_flags=flags, name=name, headers=headers)
     return _modules[name]
 
 
@@ -128,7 +132,9 @@ def build_all(names: list[str], jobs: int = 16) -> dict[str, str | None]:
 
     def one(name: str) -> str | None:
         try:
-            runtime.build_shared(cu_text(name), arch, name=name)
+            text = cu_text(name)
+            flags, headers = runtime.user_headers(text, prebuilt_dir() or ROOT)
+            runtime.build_shared(text, arch, flags, name=name, headers=headers)
             return None
         except NotBuilt as e:
             return f"not built: {e}"

@@ -28,17 +28,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "src"))
 
-from variants import MANIFEST, VARIANTS, Variant  # noqa: E402
+from variants import MANIFEST, ROOT, VARIANTS, Variant  # noqa: E402
 
 
-def generate(v: Variant) -> tuple[str | None, str | None, float]:
-    """(cuda text, error, seconds)."""
+def generate(v: Variant, out: str) -> tuple[str | None, str | None, float]:
+    """(cuda text, error, seconds): the text as `tilec build -o out` writes it (its --include
+    headers relative to out's folder)."""
+    from tilec import driver
     from tilec.diagnostics import CompileError
-    from tilec.driver import compile_file
 
     t0 = time.perf_counter()
     try:
-        text = compile_file(v.path, dict(v.defines), arch=v.arch)
+        text = driver.compile_file(v.path, dict(v.defines), arch=v.arch)
+        headers = [os.path.join(ROOT, h) for h in v.includes]
+        text = driver.with_includes(driver.Result(text, ()), headers, out).text
         return text, None, time.perf_counter() - t0
     except CompileError as e:
         return None, _render(e), time.perf_counter() - t0
@@ -116,8 +119,8 @@ def main() -> int:
 
     failed = []
     for v in chosen:
-        text, err, secs = generate(v)
         cu = os.path.join(args.out, f"{v.name}.cu")
+        text, err, secs = generate(v, cu)
         entry = {
             "example": v.example,
             "defines": v.defines,

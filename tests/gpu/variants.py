@@ -27,6 +27,7 @@ class Variant:
     arch: str = "sm_80"  # the arch tilec generates code for (nvcc then builds for the GPU at hand)
     bench: bool = False  # a configuration for bench/run.py (still checked by the GPU tests)
     folder: str = "examples"  # where the .tile file is, relative to the repository root
+    includes: tuple[str, ...] = ()  # `tilec build --include` headers, relative to the repository root
 
     @property
     def path(self) -> str:
@@ -119,6 +120,7 @@ VARIANTS: list[Variant] = [
     Variant("row_bits-sm90a", "row_bits", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax", "atomic_minmax", folder=PRIMITIVES),
     Variant("row_scan", "row_scan", folder=PRIMITIVES),
+    Variant("extern_gelu", "extern_gelu", folder=PRIMITIVES, includes=(f"{PRIMITIVES}/extern_ops.cuh",)),
     Variant("row_scan-sm90a", "row_scan", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax-sm90a", "atomic_minmax", arch="sm_90a", folder=PRIMITIVES),
     # skinny M (a few rows, wide N and K, memory-bound): the -D values a user would pick so that
