@@ -779,8 +779,8 @@ class _Elaborator(ProgramScope):
         return shapes.atomic_element(op, dst, self.as_val(value, value_node.span), span)
 
     def check_atomic_type(self, op: str, dst: Value, span: Span) -> None:
-        if not isinstance(dst, (BufVal, SubVal)) or dst.buffer.scope != "global":
-            return  # shapes.py reports a destination that is not a global tensor
+        if not isinstance(dst, (BufVal, SubVal)) or dst.buffer.scope not in ("global", "shared"):
+            return  # shapes.py reports a destination that is neither a global tensor nor shared memory
         dtype = dst.buffer.dtype
         kinds = self.target.atomic_add_types if op == "add" else self.target.atomic_minmax_types
         if dtype not in kinds:

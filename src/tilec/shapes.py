@@ -353,7 +353,7 @@ def atomic_tile(op: str, dst: Operand, src: Operand, span: Span) -> tir.Atomic:
     """`atomic_{op}(dst, src)` of a whole tile, element by element."""
     name = f"atomic_{op}"
     _need_extents(src, name, "value")
-    _need_scope(dst, ("global",), name, "destination")
+    _need_scope(dst, ("global", "shared"), name, "destination")
     dst = with_extents(dst, src, name)
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
@@ -365,10 +365,10 @@ def atomic_tile(op: str, dst: Operand, src: Operand, span: Span) -> tir.Atomic:
 
 def atomic_element(op: str, dst: SubVal, value: Val, span: Span) -> tir.Atomic:
     """`atomic_{op}(dst, value)` of one element by one thread."""
-    if dst.buffer.scope != "global":
+    if dst.buffer.scope not in ("global", "shared"):
         raise error(
             dst.span,
-            f"atomic_{op}() destination '{dst.buffer.name}' must be a global tensor, not "
+            f"atomic_{op}() destination '{dst.buffer.name}' must be a global tensor or shared memory, not "
             f"{SCOPE_WORDS[dst.buffer.scope]}",
         )
     ones = tuple(tir.IntImm(1, DType.int32, span) for _ in dst.items)

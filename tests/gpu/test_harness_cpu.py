@@ -107,6 +107,10 @@ class Fake:
         near = xp[:-2, 1:-1] + xp[2:, 1:-1] + xp[1:-1, :-2] + xp[1:-1, 2:]
         self._store(y, alpha * xp[1:-1, 1:-1] + beta * near)
 
+    def block_histogram(self, codes, hist, top):
+        hist.copy_(hist + torch.bincount(codes.long(), minlength=256).to(hist.dtype))
+        self._store(top, torch.maximum(top, codes.amax().reshape(1)))
+
     def extern_gelu(self, x, y):
         t = 3 * x.float() + 0.5
         self._store(y, 0.5 * t * (1 + torch.tanh(0.7978845608028654 * (t + 0.044715 * t**3))))

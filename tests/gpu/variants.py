@@ -120,6 +120,7 @@ VARIANTS: list[Variant] = [
     Variant("row_bits-sm90a", "row_bits", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax", "atomic_minmax", folder=PRIMITIVES),
     Variant("row_scan", "row_scan", folder=PRIMITIVES),
+    Variant("block_histogram", "block_histogram", folder=PRIMITIVES),
     Variant("extern_gelu", "extern_gelu", folder=PRIMITIVES, includes=(f"{PRIMITIVES}/extern_ops.cuh",)),
     Variant("row_scan-sm90a", "row_scan", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax-sm90a", "atomic_minmax", arch="sm_90a", folder=PRIMITIVES),
