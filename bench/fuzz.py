@@ -10,7 +10,7 @@ elaborated, every pass, the emitter, clang-format. Each mutant ends as one of
 
     compiled     the build produced its text
     diagnostic   a CompileError whose diagnostics render (what a user should see)
-    internal     any other exception: the traceback a user would see
+    internal     any other exception (the traceback a user would see), or a crash of the build
     over budget  still running after --budget seconds, or past --memory GiB
 
 The builds run in worker processes (`--jobs`, one per core by default), each under an address-space
@@ -164,17 +164,23 @@ def build(m: Mutant) -> tuple[str, str]:
 
 
 def worker(start: int, stop: int, step: int, seed: str, memory_gib: float) -> int:
-    """Build mutants start, start + step, ... < stop, printing a mark before and a result after each."""
+    """Build mutants start, start + step, ... < stop, writing a mark line before and a result line
+    after each to the original stdout; whatever a build prints goes to stderr instead."""
     import resource
 
     limit = int(memory_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.chdir(ROOT)
+    marks = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # a build's own prints cannot run into a mark line
+    sys.stdout = sys.stderr
     for i in range(start, stop, step):
-        print(MARK + json.dumps({"start": i}), flush=True)
+        marks.write(MARK + json.dumps({"start": i}) + "\n")
+        marks.flush()
         outcome, detail = build(mutant(i, seed))
         keep = detail if outcome in ("internal", "over budget") else ""
-        print(MARK + json.dumps({"done": i, "outcome": outcome, "detail": keep[-4000:]}), flush=True)
+        marks.write(MARK + json.dumps({"done": i, "outcome": outcome, "detail": keep[-4000:]}) + "\n")
+        marks.flush()
     return 0
 
 
@@ -197,7 +203,10 @@ def run_lane(lane: int, lanes: int, n: int, seed: str, budget: float, memory: fl
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{nxt}:{n}:{lanes}", "--seed", seed]
         cmd += ["--memory", str(memory)]
         env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        # its own session: killing the group takes a hung clang-format child with it
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True
+        )
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_pump, args=(proc, lines), daemon=True).start()
         current, started, began = None, time.monotonic(), False
@@ -208,11 +217,13 @@ def run_lane(lane: int, lanes: int, n: int, seed: str, budget: float, memory: fl
             except queue.Empty:
                 line = "overrun"
             if line == "overrun" or line is None:
-                proc.kill()
-                proc.wait()
-                if current is not None:  # it overran or died on `current`: record it, go on after it
-                    why = f"over {budget:g} s" if line == "overrun" else f"the worker died (exit {proc.returncode})"
-                    results.append(Result(current, "over budget", why, time.monotonic() - started))
+                _kill(proc)
+                if current is not None:  # it overran or crashed on `current`: record it, go on after it
+                    if line == "overrun":
+                        results.append(Result(current, "over budget", f"over {budget:g} s", time.monotonic() - started))
+                    else:  # a crash a user would see (a signal, or an exit without a result)
+                        why = f"the worker died (exit {proc.returncode})"
+                        results.append(Result(current, "internal", why, time.monotonic() - started))
                     nxt = current + lanes
                 elif not began and nxt < n:
                     raise RuntimeError(f"a fuzz worker ended before its first mutant: {' '.join(cmd)}")
@@ -224,6 +235,17 @@ def run_lane(lane: int, lanes: int, n: int, seed: str, budget: float, memory: fl
                 results.append(Result(msg["done"], msg["outcome"], msg["detail"], time.monotonic() - started))
                 current, nxt = None, msg["done"] + lanes
     return results
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the worker and every process it started."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _pump(proc: subprocess.Popen, lines: queue.Queue) -> None:
@@ -322,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         start, stop, step = map(int, args.worker.split(":"))
         return worker(start, stop, step, args.seed, args.memory)
+    os.chdir(ROOT)  # mutants import their examples' neighbours by relative paths
     t0 = time.monotonic()
     results = run(args.mutants, max(1, args.jobs), args.seed, args.budget, args.memory)
     print(f"{len(results)} mutants built in {time.monotonic() - t0:.0f} s on {args.jobs} workers", flush=True)

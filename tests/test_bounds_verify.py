@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tilec import arith, driver, pipeline, tir
+from tilec import arith, bounds_verify, driver, pipeline, tir
 from tilec import thread_ir as T
 from tilec.cli import cli
 from tilec.diagnostics import CompileError, Diagnostic
@@ -255,3 +255,25 @@ def test_an_integer_accumulator_is_data_until_an_index_reads_it() -> None:
 
     found = failures(planted(module, indexed_by_red))
     assert any("counter 'red' may become negative (red = -1)" in d.message for d in found)
+
+
+def test_a_condition_on_a_counter_says_nothing_after_it_changes() -> None:
+    """`int c = 0; if (c < 1) { c += 1; arr[c] = 0; }` indexes arr[1] of a one-element array: the
+    condition held for c's old value, not for its new one (and a loop's reads see any iteration's)."""
+    module = lowered(ROOT / "tests" / "gpu" / "programs" / "row_bits.tile", "sm_80")
+    assert module is not None
+    i32 = DType.int32
+    c = T.Sym("c", i32)
+
+    def kernel(stmts: tuple[Any, ...]) -> T.Kernel:
+        body = (T.Decl("arr", i32, (1,)), T.Decl("c", i32, (), init=tir.IntImm(0, i32)), *stmts)
+        return dataclasses.replace(module.kernels[0], body=body, fallback=None)
+
+    store = T.Assign(T.Subscript("arr", (c,), i32), tir.IntImm(0, i32))
+    below_one = tir.BinOp("<", c, tir.IntImm(1, i32), DType.bool)
+    after = T.IfThen(below_one, (T.Assign(c, tir.IntImm(1, i32), "+="), store), ())
+    assert any("'arr'" in d.message for d in bounds_verify.verify_bounds(kernel((after,))))
+    before = T.IfThen(below_one, (store, T.Assign(c, tir.IntImm(1, i32), "+=")), ())
+    assert bounds_verify.verify_bounds(kernel((before,))) == []  # read before the update: c < 1 holds
+    looped = T.Loop(T.Sym("k", i32), tir.IntImm(0, i32), tir.IntImm(4, i32), body=(before,))
+    assert bounds_verify.verify_bounds(kernel((looped,))) == []  # each trip tests c again

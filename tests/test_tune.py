@@ -178,6 +178,29 @@ def test_a_halo_overlapping_its_neighbours_is_read_from_dram_once() -> None:
     assert model.dram_bytes((x, y), blocks) == round(8 * x.bytes * x.new) + 8 * y.bytes
 
 
+def test_a_halo_through_a_let_and_a_gathered_origin(tmp_path: pathlib.Path) -> None:
+    """The origin `r0 = by * 8 - 1` still reads `by` (its halo overlaps), and an origin read from
+    a tensor (a gather) is modelled whole instead of failing the shape."""
+    from tilec.pipeline import run_passes, tile_ir_passes
+    from tilec.tune.work import block_work
+
+    path = tmp_path / "k.tile"
+    path.write_text(
+        "kernel k(X: Tensor((M, 64), float16), Idx: Tensor((M,), int32), Y: Tensor((M, 64), float16)):\n"
+        "    with Kernel(ceildiv(M, 8), threads=128) as by:\n"
+        "        h = alloc_shared((10, 64), float16)\n"
+        "        g = alloc_shared((8, 64), float16)\n"
+        "        r0 = by * 8 - 1\n"
+        "        copy(X[r0:r0 + 10, 0:64], h)\n"
+        "        copy(X[Idx[by] + by * 8, 0], g)\n"
+        "        copy(g, Y[by * 8, 0])\n"
+    )
+    (unit,) = run_passes(driver.elaborate(str(path), {"M": "4096"}, "sm_90a"), "sm_90a", tile_ir_passes())
+    halo, gathered, _ = block_work(unit.kernel, 32).accesses
+    assert halo.depends == (0,) and halo.new == pytest.approx(8 / 10)
+    assert gathered.depends == (0,) and gathered.new == 1.0
+
+
 def test_panels_follow_the_lowering() -> None:
     order = [model.panels((4, 4), 2, "row", i) for i in range(8)]
     assert order == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)]

@@ -94,7 +94,7 @@ class _Walker:
     scopes: list[dict[str, tir.Expr | _Array | _Counter | None]] = field(default_factory=list)
     ranges: dict[tir.Var, tuple[int, int]] = field(default_factory=dict)  # constant [lo, hi) per variable
     assumed: list[tir.Expr] = field(default_factory=list)
-    counters: dict[str, tir.Var] = field(default_factory=dict)  # counter_read's variable per counter
+    counters: dict[str, tir.Var] = field(default_factory=dict)  # counter_read's variable per counter and epoch
     indexing: frozenset[str] = frozenset()  # the names some index or loop bound reads (_index_names)
     epochs: dict[str, int] = field(default_factory=dict)  # assignments so far, per alloc_var
     scalars: dict[tuple[str, int], tir.Var] = field(default_factory=dict)  # scalar_read's variables
@@ -202,6 +202,7 @@ class _Walker:
         v = self.value(value) if not isinstance(value, T.VecRef) else self.unknown(I32)
         if op not in ("=", "+=") or not self.proves(_op("<=", tir.IntImm(0), v, BOOL)):
             self.fail(f"counter '{name}' may become negative ({name} {op} {expr_text(v)})")
+        self.epochs[name] = self.epochs.get(name, 0) + 1  # later reads: a new value, no old facts
 
     def constant(self, name: str, dtype: DType, v: tir.Expr) -> tir.Expr:
         """A constant's value as used: substituted, except an integer the same in every thread
@@ -225,8 +226,9 @@ class _Walker:
         return _op("<", var, self.value(self.kernel.grid[self.kernel.block_vars.index(name)]), BOOL)
 
     def new_epochs(self, body: tuple[T.Stmt, ...]) -> None:
-        """Before a loop: the alloc_vars its body assigns hold a value of some iteration, not the
-        one they held before the loop (scalar_read then gives new variables)."""
+        """Before a loop: the alloc_vars and counters its body assigns hold a value of some
+        iteration, not the one they held before the loop (scalar_read and counter_read then give
+        new variables)."""
         for s in _assigned_vars(body):
             self.epochs[s] = self.epochs.get(s, 0) + 1
 
@@ -412,13 +414,16 @@ class _Walker:
                 return self.unknown(e.dtype)
 
     def counter_read(self, name: str) -> tir.Var:
-        """A counter's value: some integer at least 0, one variable per counter (so that two
-        reads in one access, its flat index and its per-dimension one, are the same value; only
-        the range is assumed, which holds for every value it takes)."""
-        if name not in self.counters:
-            self.counters[name] = tir.Var(name, I32, "scalar")
-            self.bind(self.counters[name], 0, INT_MAX)
-        return self.counters[name]
+        """A counter's value: some integer at least 0, one variable per counter and epoch (so
+        that two reads in one access, its flat index and its per-dimension one, are the same
+        value, while a condition on it before an update says nothing after; only the range is
+        assumed, which holds for every value it takes)."""
+        epoch = self.epochs.get(name, 0)
+        key = name if epoch <= 1 else f"{name}_{epoch}"  # epoch 1: the declaration's value
+        if key not in self.counters:
+            self.counters[key] = tir.Var(key, I32, "scalar")
+            self.bind(self.counters[key], 0, INT_MAX)
+        return self.counters[key]
 
     def binop(self, op: tir.BinOpName, a: T.Expr, b: T.Expr, d: DType) -> tir.Expr:
         if op in ("/", "**") or not (_tracked(a.dtype) and _tracked(b.dtype) and _tracked(d)):
@@ -563,11 +568,12 @@ def _conjuncts(c: tir.Expr) -> list[tir.Expr]:
 
 
 def _assigned_vars(body: tuple[T.Stmt, ...]) -> set[str]:
-    """The alloc_vars (scalars assigned through a subscript without indices) `body` assigns."""
+    """The alloc_vars (scalars assigned through a subscript without indices) and the counters
+    (mutable integers) `body` assigns."""
     out: set[str] = set()
     for s in body:
         match s:
-            case T.Assign(T.Subscript(name, ())):
+            case T.Assign(T.Subscript(name, ())) | T.Assign(T.Sym(name)):
                 out.add(name)
             case T.Loop() | T.Scope() | T.While():
                 out |= _assigned_vars(s.body)

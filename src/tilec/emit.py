@@ -124,6 +124,8 @@ def _int_literal(v: int, d: DType) -> str:
     suffix = {DType.int64: "LL", DType.uint64: "ULL", DType.uint32: "u"}.get(d, "")
     if d == DType.int32 and v == -(2**31):
         return "(-2147483647 - 1)"
+    if d == DType.int64 and v == -(2**63):  # the literal 9223372036854775808 has no signed type
+        return "(-9223372036854775807LL - 1)"
     return f"{v}{suffix}"
 
 

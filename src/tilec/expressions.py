@@ -20,6 +20,7 @@ from tilec.diagnostics import CompileError, error
 from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.source import Span
+from tilec.targets import RESERVED_NAMES
 from tilec.tir import EXTERN
 from tilec.values import (
     Abandon,
@@ -297,6 +298,12 @@ class ExprElaborator:
                 rest[1].span,
                 f"call_extern(): '{fname}' is not a C function name",
                 hint='name a device function of a header given with --include: call_extern(float32, "my_fn", x)',
+            )
+        if fname in RESERVED_NAMES:
+            raise error(
+                rest[1].span,
+                f"call_extern(): '{fname}' is a C++ keyword or a name the generated code uses",
+                hint="give your device function a name of its own (tilec's math functions need no call_extern)",
             )
         args = tuple(self.scalar(x, scope, kx).expr for x in rest[2:])
         return Val(tir.Call(EXTERN + fname, args, dtype, span), False)

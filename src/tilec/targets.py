@@ -272,6 +272,9 @@ def _hip(arch: str, capability: tuple[int, int], instructions: tuple[Instruction
     )  # fmt: skip
 
 
+# what no user name in generated code may be, whatever the target (call_extern's function names)
+RESERVED_NAMES: frozenset[str] = CUDA_SPELLING.reserved | HIP_SPELLING.reserved
+
 TARGETS: dict[str, Target] = {
     t.arch: t
     for t in (

@@ -306,19 +306,19 @@ def check_row_scan(mod, gen, M):
     return next((r for r in results if not r["ok"]), results[0])
 
 
-def check_block_histogram(mod, gen, N):
-    """Atomics into shared memory, then into global memory: the histogram of N codes in 0..255 and
-    their maximum (the maximum below 255 in some runs: codes drawn from 0..199 for every third N)."""
-    high = 200 if N % 3 == 0 else 256
-    codes = torch.randint(0, high, (N,), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+def check_block_histogram(mod, gen, N, lo, hi):
+    """Atomics into shared memory, then into global memory: the histogram of N codes drawn from
+    [lo, hi) (the kernel clamps them to 0..255) and their maximum."""
+    codes = torch.randint(lo, hi, (N,), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    kept = codes.clamp(0, 255)
     hist, top = guarded_output((256,), torch.int32), guarded_output((1,), torch.int32)
     hist.tensor.zero_()
     top.tensor.fill_(-1)
     mod.block_histogram(guarded_input(codes).tensor, hist.tensor, top.tensor)
     sync()
     results = [
-        compare(hist.tensor, torch.bincount(codes.long(), minlength=256).to(torch.int32), 0.0, [hist]),
-        compare(top.tensor, codes.amax().reshape(1), 0.0, [top]),
+        compare(hist.tensor, torch.bincount(kept.long(), minlength=256).to(torch.int32), 0.0, [hist]),
+        compare(top.tensor, kept.amax().reshape(1), 0.0, [top]),
     ]
     return next((r for r in results if not r["ok"]), results[0])
 
@@ -582,8 +582,8 @@ def _cases() -> list[Case]:
     for v in ("atomic_minmax", "atomic_minmax-sm90a"):
         for M, what in ((256, "16 blocks"), (1000, "ragged"), (5, "one ragged block")):
             add(v, f"M={M} {what}", check_atomic_minmax, M=M)
-    for N, what in ((65536, "16 blocks"), (10001, "ragged"), (7, "N=7")):
-        add("block_histogram", f"N={N} {what}", check_block_histogram, N=N)
+    for N, lo, hi, what in ((65536, 0, 256, "16 blocks"), (10001, -10, 266, "ragged, clamped"), (7, 0, 200, "N=7")):
+        add("block_histogram", f"N={N} {what}", check_block_histogram, N=N, lo=lo, hi=hi)
     for N, what in ((4096, "tile multiple"), (1000, "ragged"), (3, "N=3")):
         add("extern_gelu", f"N={N} {what}", check_extern_gelu, N=N)
     for v in ("row_scan", "row_scan-sm90a"):

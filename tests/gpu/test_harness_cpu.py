@@ -108,8 +108,9 @@ class Fake:
         self._store(y, alpha * xp[1:-1, 1:-1] + beta * near)
 
     def block_histogram(self, codes, hist, top):
-        hist.copy_(hist + torch.bincount(codes.long(), minlength=256).to(hist.dtype))
-        self._store(top, torch.maximum(top, codes.amax().reshape(1)))
+        kept = codes.clamp(0, 255)
+        hist.copy_(hist + torch.bincount(kept.long(), minlength=256).to(hist.dtype))
+        self._store(top, torch.maximum(top, kept.amax().reshape(1)))
 
     def extern_gelu(self, x, y):
         t = 3 * x.float() + 0.5

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tilec import tir, tir_walk
+from tilec.simplify import substitute
 
 Env = Mapping[tir.Var, int]
 
@@ -115,6 +116,7 @@ class _Walker:
         self.flops = self.simt = self.operand_bytes = 0
         self.stages = 1
         self.accesses: list[Access] = []
+        self.lets: dict[tir.Var, tir.Expr] = {}  # each let's value in terms of what it reads (no lets)
 
     def body(self, stmts: tuple[tir.Stmt, ...], env: dict[tir.Var, int], trips: int) -> None:
         for s in stmts:
@@ -127,6 +129,7 @@ class _Walker:
             case tir.If(then=then):
                 self.body(then, env, trips)  # the branch taken when the condition holds
             case tir.Let(var=v, value=value):
+                self.lets[v] = substitute(value, self.lets)
                 try:
                     env[v] = evaluate(value, env)
                 except NotConstant:
@@ -158,12 +161,14 @@ class _Walker:
         elems = math.prod(evaluate(x, env) for x in r.extents)
         issue = elems * r.buffer.dtype.bytes
         ragged = _ragged(r, env)
-        new = _unshared(r, env, self.block_vars) if load else 1.0
-        self.accesses.append(
-            Access(r.buffer.name, load, trips * issue, issue, self.depends(r.starts), ragged, trips, new)
-        )
+        starts = tuple(substitute(x, self.lets) for x in r.starts)  # `r0 = by * 32 - 1` reads `by`
+        new = _unshared(starts, r.extents, env, self.block_vars) if load else 1.0
+        depends = self.depends(starts)
+        self.accesses.append(Access(r.buffer.name, load, trips * issue, issue, depends, ragged, trips, new))
 
     def depends(self, exprs: tuple[tir.Expr, ...]) -> tuple[int, ...]:
+        """The block variables `exprs` read, through the lets they read too."""
+        exprs = tuple(substitute(x, self.lets) for x in exprs)
         used = set().union(*(tir_walk.variables(e) for e in exprs)) if exprs else set()
         return tuple(i for i, v in enumerate(self.block_vars) if v in used)
 
@@ -208,17 +213,23 @@ def operand_bytes(s: tir.Gemm, env: Env, warp_rows: int, warp_cols: int) -> int:
     return total
 
 
-def _unshared(r: tir.Region, env: Env, block_vars: tuple[tir.Var, ...]) -> float:
-    """The fraction of a region the block next to it along each block variable does not read too:
-    a window that moves by `step` per block but spans `extent > step` elements (a stencil's halo)
-    overlaps its neighbour's by `extent - step`, which L2 serves."""
+def _unshared(
+    starts: tuple[tir.Expr, ...], extents: tuple[tir.Expr, ...], env: Env, block_vars: tuple[tir.Var, ...]
+) -> float:
+    """The fraction of a region (origin `starts`, lets substituted) the block next to it along each
+    block variable does not read too: a window that moves by `step` per block but spans
+    `extent > step` elements (a stencil's halo) overlaps its neighbour's by `extent - step`, which
+    L2 serves. An origin the shape does not fix (read from a tensor: a gather) counts whole."""
     frac = 1.0
-    for start, extent in zip(r.starts, r.extents):
-        n = evaluate(extent, env)
+    for start, extent in zip(starts, extents):
         for v in block_vars:
             if v not in tir_walk.variables(start):
                 continue
-            step = evaluate(start, {**env, v: env[v] + 1}) - evaluate(start, env)
+            try:
+                n = evaluate(extent, env)
+                step = evaluate(start, {**env, v: env[v] + 1}) - evaluate(start, env)
+            except NotConstant:
+                continue
             if 0 < step < n:
                 frac *= step / n
     return frac
