@@ -486,7 +486,8 @@ def load(cu_path_or_source: str | os.PathLike, arch: str | None = None, extra_fl
 def user_headers(source: str, folder: str) -> tuple[tuple[str, ...], str]:
     """(compiler flags, their texts) for the headers a generated file includes by quoted paths
     relative to its `folder` (`tilec build --include`), which the compiler, run on a copy
-    elsewhere, must find there: `-I folder`, and their texts for the cache key; ((), "") for a
+    elsewhere, must find there: `-I folder`, and their texts for the cache key (only of the
+    headers the file includes itself: a change in one they include is not seen); ((), "") for a
     file without any."""
     paths = re.findall(r'^#include "([^"]+)"', source, flags=re.M)
     if not paths:
