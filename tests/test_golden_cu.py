@@ -102,18 +102,22 @@ def test_case_options() -> None:
 
 def test_the_launcher_refuses_tensors_past_32_bit_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
     """One test per set of symbolic factors, with the largest constant beside them; a tensor that is
-    one symbolic dimension needs none (an int argument cannot pass 2^31 - 1)."""
+    one symbolic dimension needs none (an int argument cannot pass 2^31 - 1); a grid extent
+    `(N + c) / t` needs N <= 2^31 - 1 - c (its sum and the last block's indices), unless N's own
+    count test has a constant factor; all before the grid is computed."""
     from tilec import driver
     from tilec.elaborate import elaborate_file
 
     monkeypatch.chdir(ROOT)
     mla = driver.compile_program_text(driver.elaborate("examples/mla_decode.tile"), formatted=False)
     assert (
-        "if (1LL * B * H * 2048LL > 2147483647LL || 1LL * B * S * 512LL > 2147483647LL) "
+        "if (1LL * B * H * 2048LL > 2147483647LL || 1LL * B * S * 512LL > 2147483647LL || H > 2147483616) "
         "return (int)cudaErrorInvalidValue;" in mla
     )
     add = driver.compile_file("examples/elementwise_add.tile")
-    assert "2147483647" not in add
+    assert "2147483647" not in add  # N is an int: no count test
+    refusal, grid = add.index("if (N > 2147481600)"), add.index("const dim3 grid((N + 2047) / 2048")
+    assert refusal < grid  # (N + 2047) is computed only once it cannot wrap
     text = (  # a 1-D tensor whose one dimension is an expression: M * 4 may pass an int
         "kernel wide(B: Tensor((M, 8), float16), A: Tensor((M * 4,), float16)):\n"
         "    with Kernel(ceildiv(M, 128), threads=128) as bx:\n"

@@ -341,15 +341,15 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
     params = [_param(p, sp) for p in k.params if not p.tensor_map] + [launch.stream_param]
     grid = [expr_text(g, sp) for g in k.grid] + ["1"] * (3 - len(k.grid))
     tiles = "tiles" if k.persistent else "grid"
-    out = [
-        launch.doc.format(name=k.name),
-        f"{linkage} int {k.name}({', '.join(params)}) {{",
+    out = [launch.doc.format(name=k.name), f"{linkage} int {k.name}({', '.join(params)}) {{"]
+    if k.too_large is not None:  # lower/kernel.py: a tensor whose 32-bit offsets would wrap
+        out.append("// element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension")
+        out.append("// whose last block would index past 2^31 - 1, is refused, not wrapped")
+        out.append(f"if ({expr_text(k.too_large, sp)}) {launch.too_large}")
+    out += [
         (launch.tiles if k.persistent else launch.grid).format(*grid),
         f"if ({tiles}.x == 0 || {tiles}.y == 0 || {tiles}.z == 0) return 0;  // empty problem: nothing to launch",
     ]
-    if k.too_large is not None:  # lower/kernel.py: a tensor whose 32-bit offsets would wrap
-        out.append("// element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped")
-        out.append(f"if ({expr_text(k.too_large, sp)}) {launch.too_large}")
     if k.tensor_maps:
         out += [sp.tensor_map_decl.format(name=m.name) for m in k.tensor_maps]
         built = " && ".join(_tensor_map_build(m, sp) for m in k.tensor_maps)

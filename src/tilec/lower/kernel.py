@@ -60,7 +60,8 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     helpers = tuple(sorted(state.helpers))
     params = _params(ctx) + (roles.params if roles else ())
     k = T.Kernel(kernel.name, params, threads, grid, smem, tuple(body), _abi(ctx), helpers)
-    k = replace(k, block_vars=tuple(ctx.name(v) for v in kernel.block_vars), too_large=_too_large(ctx))
+    too_large = _too_large(ctx, grid)
+    k = replace(k, block_vars=tuple(ctx.name(v) for v in kernel.block_vars), too_large=too_large)
     if roles is None:
         return k
     return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps, persistent=True)
@@ -303,13 +304,14 @@ def _abi(ctx: LowerContext) -> dict:
     }
 
 
-def _too_large(ctx: LowerContext) -> tir.Expr | None:
+def _too_large(ctx: LowerContext, grid: tuple[tir.Expr, ...]) -> tir.Expr | None:
     """`1LL * M * K > 2147483647LL || ...`: some tensor has more elements than a 32-bit offset
     reaches (a constant shape over INT32_MAX is an elaboration error). One test per set of symbolic
     factors, with the largest constant factor any tensor has beside them (B x H x 4 x 512 covers
     B x H x 512); none for a tensor that is one bare dimension (an int argument cannot pass
     2^31 - 1). The dimensions inside an expression (`M * 4`) are widened first, so the expression
-    cannot wrap before the test."""
+    cannot wrap before the test. Then `N > 2147481600` for a grid extent `(N + 2047) / 2048`: the
+    launcher's sum, and the last block's indices, which reach N + 2046, stay within 32 bits."""
     i64 = DType.int64
     largest: dict[tuple[str, ...], tuple[int, list[tir.Expr]]] = {}
     for t in ctx.kernel.tensors:
@@ -326,6 +328,23 @@ def _too_large(ctx: LowerContext) -> tir.Expr | None:
             count = tir.BinOp("*", count, d, i64)
         test = tir.BinOp(">", count, tir.IntImm(INT32_MAX, i64), DType.bool)
         out = test if out is None else tir.BinOp("or", out, test, DType.bool)
+    # a dimension whose own count test has a constant factor (M x 64 <= 2^31 - 1) needs no other
+    covered = {s[0].name for c, s in largest.values() if c > 1 and len(s) == 1 and isinstance(s[0], tir.Var)}
+    for dim, overhang in _grid_overhangs(grid).items():
+        if dim.name in covered and overhang < INT32_MAX // 2:
+            continue
+        test = tir.BinOp(">", dim, tir.IntImm(INT32_MAX - overhang, I32), DType.bool)
+        out = test if out is None else tir.BinOp("or", out, test, DType.bool)
+    return out
+
+
+def _grid_overhangs(grid: tuple[tir.Expr, ...]) -> dict[tir.Var, int]:
+    """Per dimension N of a grid extent `(N + c) / t` (a ceildiv of a bare dimension), the largest c."""
+    out: dict[tir.Var, int] = {}
+    for g in grid:
+        match g:
+            case tir.BinOp("//", tir.BinOp("+", tir.Var() as dim, tir.IntImm(c)), tir.IntImm()) if c > 0:
+                out[dim] = max(out.get(dim, 0), c)
     return out
 
 

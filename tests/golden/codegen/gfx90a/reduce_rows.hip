@@ -84,12 +84,13 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // Launches row_sum_kernel on `stream`; returns the launch's hipError_t (0 on success).
 extern "C" int row_sum(const float* X, float* S, int M, hipStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * M * 2048LL > 2147483647LL)
+    return (int)hipErrorInvalidValue;
   const dim3 grid(M, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * M * 2048LL > 2147483647LL)
-    return (int)hipErrorInvalidValue;
   const int smem_bytes = 2048;
   row_sum_kernel<<<grid, 256, smem_bytes, stream>>>(X, S, M);
   return (int)hipGetLastError();

@@ -14,6 +14,10 @@ extern "C" __global__ void __launch_bounds__(128)
 
 // Launches scale_kernel on `stream`; returns the launch's hipError_t (0 on success).
 extern "C" int scale(const float* A, float* B, int N, hipStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (N > 2147483520)
+    return (int)hipErrorInvalidValue;
   const dim3 grid((N + 127) / 128, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch

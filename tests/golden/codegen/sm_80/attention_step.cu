@@ -465,12 +465,13 @@ extern "C" __global__ void __launch_bounds__(64)
 // Launches attention_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int attention(const half* Q, const half* K, const half* V, half* O, int S,
                          cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * S * 32LL > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((S + 31) / 32, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * S * 32LL > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 12800;
   attention_kernel<<<grid, 64, smem_bytes, stream>>>(Q, K, V, O, S);
   return (int)cudaGetLastError();

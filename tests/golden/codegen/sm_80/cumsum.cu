@@ -126,12 +126,13 @@ extern "C" __global__ void __launch_bounds__(64)
 
 // Launches prefix_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int prefix(const float* X, float* Y, int M, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * M * 128LL > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((M + 7) / 8, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * M * 128LL > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 4096;
   prefix_kernel<<<grid, 64, smem_bytes, stream>>>(X, Y, M);
   return (int)cudaGetLastError();

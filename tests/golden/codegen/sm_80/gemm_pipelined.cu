@@ -307,12 +307,14 @@ extern "C" __global__ void __launch_bounds__(64)
 // Launches gemm_pipelined_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int gemm_pipelined(const half* A, const half* B, half* C, int M, int K, int N,
                               cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * M * K > 2147483647LL || 1LL * K * N > 2147483647LL || 1LL * M * N > 2147483647LL ||
+      N > 2147483616 || M > 2147483616)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((N + 31) / 32, (M + 31) / 32, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * M * K > 2147483647LL || 1LL * K * N > 2147483647LL || 1LL * M * N > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 15360;
   gemm_pipelined_kernel<<<grid, 64, smem_bytes, stream>>>(A, B, C, M, K, N);
   return (int)cudaGetLastError();

@@ -113,12 +113,13 @@ extern "C" __global__ void __launch_bounds__(128)
 
 // Launches halo_shifted_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int halo_shifted(const half* X, half* Y, int H, int W, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * H * W > 2147483647LL || W > 2147483520 || H > 2147483644)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((W + 127) / 128, (H + 3) / 4, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * H * W > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 1152;
   halo_shifted_kernel<<<grid, 128, smem_bytes, stream>>>(X, Y, H, W);
   return (int)cudaGetLastError();

@@ -27,6 +27,10 @@ extern "C" __global__ void __launch_bounds__(128)
 
 // Launches warp_shuffle_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int warp_shuffle(const float* A, float* B, int* L, int M, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (M > 2147483520)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((M + 127) / 128, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch

@@ -540,13 +540,14 @@ extern "C" __global__ void __launch_bounds__(256)
 // Launches bmm_warp_roles_fallback_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 static int bmm_warp_roles_fallback(const half* A, const half* B, const half* Bias, half* C,
                                    int Batch, int M, int K, int N, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * Batch * M * K > 2147483647LL || 1LL * Batch * K * N > 2147483647LL ||
+      1LL * Batch * M * N > 2147483647LL || N > 2147483392 || M > 2147483520)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((N + 255) / 256, (M + 127) / 128, Batch);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * Batch * M * K > 2147483647LL || 1LL * Batch * K * N > 2147483647LL ||
-      1LL * Batch * M * N > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 147456;
   cudaError_t err = cudaFuncSetAttribute(bmm_warp_roles_fallback_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
@@ -760,13 +761,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 // Launches bmm_warp_roles_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int bmm_warp_roles(const half* A, const half* B, const half* Bias, half* C, int Batch,
                               int M, int K, int N, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * Batch * M * K > 2147483647LL || 1LL * Batch * K * N > 2147483647LL ||
+      1LL * Batch * M * N > 2147483647LL || N > 2147483392 || M > 2147483520)
+    return (int)cudaErrorInvalidValue;
   const dim3 tiles((N + 255) / 256, (M + 127) / 128, Batch);
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * Batch * M * K > 2147483647LL || 1LL * Batch * K * N > 2147483647LL ||
-      1LL * Batch * M * N > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   CUtensorMap A_map;
   CUtensorMap B_map;
   const bool bulk_copies = tilec_tensor_map_3d(&A_map, A, K, M, Batch, 64, 128, 2, 128) &&

@@ -238,13 +238,14 @@ extern "C" __global__ void __launch_bounds__(128)
 // Launches gemm_fp8_wgmma_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int gemm_fp8_wgmma(const __nv_fp8_e4m3* A, const __nv_fp8_e4m3* B, half* C, int M, int N,
                               cudaStream_t stream) {
-  const dim3 grid((N + 63) / 64, (M + 63) / 64, 1);
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0)
-    return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
   if (1LL * M * 128LL > 2147483647LL || 1LL * N * 128LL > 2147483647LL ||
       1LL * M * N > 2147483647LL)
     return (int)cudaErrorInvalidValue;
+  const dim3 grid((N + 63) / 64, (M + 63) / 64, 1);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+    return 0;  // empty problem: nothing to launch
   const int smem_bytes = 16384;
   gemm_fp8_wgmma_kernel<<<grid, 128, smem_bytes, stream>>>(A, B, C, M, N);
   return (int)cudaGetLastError();

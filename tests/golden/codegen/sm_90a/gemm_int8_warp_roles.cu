@@ -502,12 +502,14 @@ extern "C" __global__ void __launch_bounds__(128)
 // Launches gemm_int8_warp_roles_fallback_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 static int gemm_int8_warp_roles_fallback(const signed char* A, const signed char* B, int* C, int M,
                                          int K, int N, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * M * K > 2147483647LL || 1LL * N * K > 2147483647LL || 1LL * M * N > 2147483647LL ||
+      N > 2147483520 || M > 2147483520)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((N + 127) / 128, (M + 127) / 128, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * M * K > 2147483647LL || 1LL * N * K > 2147483647LL || 1LL * M * N > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 49152;
   gemm_int8_warp_roles_fallback_kernel<<<grid, 128, smem_bytes, stream>>>(A, B, C, M, K, N);
   return (int)cudaGetLastError();
@@ -675,12 +677,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 // Launches gemm_int8_warp_roles_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int gemm_int8_warp_roles(const signed char* A, const signed char* B, int* C, int M,
                                     int K, int N, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * M * K > 2147483647LL || 1LL * N * K > 2147483647LL || 1LL * M * N > 2147483647LL ||
+      N > 2147483520 || M > 2147483520)
+    return (int)cudaErrorInvalidValue;
   const dim3 tiles((N + 127) / 128, (M + 127) / 128, 1);
   if (tiles.x == 0 || tiles.y == 0 || tiles.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * M * K > 2147483647LL || 1LL * N * K > 2147483647LL || 1LL * M * N > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   CUtensorMap A_map;
   CUtensorMap B_map;
   CUtensorMap C_map;

@@ -121,12 +121,13 @@ extern "C" __global__ void __launch_bounds__(128)
 
 // Launches unpack_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int unpack(const unsigned char* P, const half* S, half* Y, int N, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * N * 32LL > 2147483647LL)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((N + 63) / 64, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * N * 32LL > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 5120;
   unpack_kernel<<<grid, 128, smem_bytes, stream>>>(P, S, Y, N);
   return (int)cudaGetLastError();

@@ -52,12 +52,13 @@ extern "C" __global__ void __launch_bounds__(32) tiles_kernel(float* __restrict_
 
 // Launches tiles_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int tiles(float* A, int M, int N, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (1LL * M * N > 2147483647LL || N > 2147483616 || M > 2147483616)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((N + 31) / 32, (M + 31) / 32, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
-  // element offsets are 32-bit ints: a tensor of 2^31 elements or more is refused, not wrapped
-  if (1LL * M * N > 2147483647LL)
-    return (int)cudaErrorInvalidValue;
   const int smem_bytes = 0;
   tiles_kernel<<<grid, 32, smem_bytes, stream>>>(A, M, N);
   return (int)cudaGetLastError();

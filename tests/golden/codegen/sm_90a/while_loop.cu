@@ -30,6 +30,10 @@ extern "C" __global__ void __launch_bounds__(128)
 
 // Launches walk_kernel on `stream`; returns the launch's cudaError_t (0 on success).
 extern "C" int walk(const float* A, float* B, int M, cudaStream_t stream) {
+  // element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension
+  // whose last block would index past 2^31 - 1, is refused, not wrapped
+  if (M > 2147483136)
+    return (int)cudaErrorInvalidValue;
   const dim3 grid((M + 511) / 512, 1, 1);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0)
     return 0;  // empty problem: nothing to launch
