@@ -152,6 +152,13 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
     ),
     "im2col": ("im2col is not supported yet", "copy the input window of each tile with copy() of a region"),
     "alloc_barrier": ("alloc_barrier (explicit mbarriers) is not supported yet", "Pipelined places the barriers"),
+    **{
+        f"reduce_arg{kind}": (
+            f"reduce_arg{kind} (the index of the {kind}imum) is not supported yet",
+            f"reduce_{kind} into m, then reduce_min over if_then_else(x[i, j] == m[i], j, n) in a Parallel loop",
+        )
+        for kind in ("max", "min")
+    },
 }
 
 
