@@ -37,7 +37,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,16 +77,7 @@ def mutate(text: str, rng: random.Random) -> str:
     meaning), or one to three token edits."""
     if rng.random() < 0.3:
         lines = text.split("\n")
-        i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
-        match rng.randrange(4):
-            case 0:
-                del lines[i]
-            case 1:
-                lines.insert(i, lines[j])
-            case 2:
-                lines[i], lines[j] = lines[j], lines[i]
-            case _:
-                lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
+        _edit(lines, rng, lambda s: s[: rng.randrange(len(s) + 1)])  # or cut a line short
         return "\n".join(lines)
     toks = tokens(text)
     if rng.random() < 0.4:
@@ -94,17 +85,23 @@ def mutate(text: str, rng: random.Random) -> str:
     for _ in range(rng.randint(1, 3)):
         if not toks:
             break
-        i, j = rng.randrange(len(toks)), rng.randrange(len(toks))
-        match rng.randrange(4):
-            case 0:
-                del toks[i]
-            case 1:
-                toks.insert(i, toks[j])
-            case 2:
-                toks[i], toks[j] = toks[j], toks[i]
-            case _:
-                toks[i] = rng.choice(SPARE)
+        _edit(toks, rng, lambda _: rng.choice(SPARE))  # or replace a token
     return "".join(toks)
+
+
+def _edit(items: list[str], rng: random.Random, replaced: Callable[[str], str]) -> None:
+    """One edit of `items` at a random place: delete, duplicate another, swap with another, or
+    replace by `replaced` of it."""
+    i, j = rng.randrange(len(items)), rng.randrange(len(items))
+    match rng.randrange(4):
+        case 0:
+            del items[i]
+        case 1:
+            items.insert(i, items[j])
+        case 2:
+            items[i], items[j] = items[j], items[i]
+        case _:
+            items[i] = replaced(items[i])
 
 
 def _retarget(toks: list[str], rng: random.Random) -> str:

@@ -586,7 +586,7 @@ def _indexing(body: tuple[T.Stmt, ...]) -> set[str]:
     """The names an index or a loop bound reads, directly or through the values of other names
     (`const int stage = filled % 3` makes `filled` one when `stage` indexes)."""
     reads: dict[str, set[str]] = {}
-    for s in _stmts(body):
+    for s in T.all_stmts(body):
         match s:
             case T.Decl(name, _, _, init) if init is not None:
                 reads.setdefault(name, set()).update(_index_names(init, True))
@@ -599,18 +599,6 @@ def _indexing(body: tuple[T.Stmt, ...]) -> set[str]:
             out.add(name)
             todo += reads.get(name, ())
     return out
-
-
-def _stmts(body: tuple[T.Stmt, ...]) -> Iterator[T.Stmt]:
-    """Every statement of `body`, nested ones included."""
-    for s in body:
-        yield s
-        match s:
-            case T.Loop() | T.Scope() | T.While():
-                yield from _stmts(s.body)
-            case T.IfThen(_, then, orelse):
-                yield from _stmts(then)
-                yield from _stmts(orelse)
 
 
 def _index_names(node: object, inside: bool = False) -> set[str]:

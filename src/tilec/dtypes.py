@@ -42,6 +42,14 @@ class DType(enum.Enum):
         return self.kind in ("int", "uint")
 
     @property
+    def int_bounds(self) -> tuple[int, int]:
+        """The smallest and largest value of an integer type (0 and 2^bits - 1 unsigned)."""
+        assert self.is_int, f"{self.tile_name} is not an integer type"
+        if self.kind == "uint":
+            return 0, 2**self.bits - 1
+        return -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
+
+    @property
     def is_low_precision(self) -> builtins.bool:
         """Types CUDA computes in float32 (f16, bf16, fp8)."""
         return self.is_float and self.bits < 32

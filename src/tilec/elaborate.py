@@ -779,7 +779,7 @@ class _Elaborator(ProgramScope):
         return shapes.atomic_element(op, dst, self.as_val(value, value_node.span), span)
 
     def check_atomic_type(self, op: str, dst: Value, span: Span) -> None:
-        if not isinstance(dst, (BufVal, SubVal)) or dst.buffer.scope not in ("global", "shared"):
+        if not isinstance(dst, (BufVal, SubVal)) or dst.buffer.scope not in shapes.ATOMIC_SCOPES:
             return  # shapes.py reports a destination that is neither a global tensor nor shared memory
         dtype = dst.buffer.dtype
         kinds = self.target.atomic_add_types if op == "add" else self.target.atomic_minmax_types

@@ -592,8 +592,7 @@ def declared_smem(kernel: tir.Kernel, layouts: Layouts) -> int:
     for s in _walk(kernel.body):
         if isinstance(s, tir.Alloc) and s.buffer.scope == "shared":
             shape = s.buffer.const_shape
-            row = layouts.pitch.get(s.buffer, shape[-1])
-            declared += s.stages * math.prod(shape[:-1]) * row * s.buffer.dtype.bytes
+            declared += s.stages * math.prod(shape[:-1]) * layouts.row(s.buffer) * s.buffer.dtype.bytes
     return declared
 
 

@@ -403,9 +403,8 @@ def limit(func: str, dtype: DType, span: Span) -> Val:
         return Val(tir.FloatImm(sign * _LIMITS[dtype], dtype, span))
     if dtype == DType.bool:
         return Val(tir.BoolImm(sign > 0, dtype, span))
-    if dtype.kind == "uint":
-        return Val(tir.IntImm(2**dtype.bits - 1 if sign > 0 else 0, dtype, span))
-    return Val(tir.IntImm(2 ** (dtype.bits - 1) - 1 if sign > 0 else -(2 ** (dtype.bits - 1)), dtype, span))
+    lo, hi = dtype.int_bounds
+    return Val(tir.IntImm(hi if sign > 0 else lo, dtype, span))
 
 
 # ---------------------------------------------------------------- linear forms

@@ -349,11 +349,14 @@ def fill(dst: Operand, value: Val, span: Span) -> tir.Fill:
     return tir.Fill(region(dst), convert(value, dst.buffer.dtype, span), span)
 
 
+ATOMIC_SCOPES = ("global", "shared")  # where atomic_add/max/min may write
+
+
 def atomic_tile(op: str, dst: Operand, src: Operand, span: Span) -> tir.Atomic:
     """`atomic_{op}(dst, src)` of a whole tile, element by element."""
     name = f"atomic_{op}"
     _need_extents(src, name, "value")
-    _need_scope(dst, ("global", "shared"), name, "destination")
+    _need_scope(dst, ATOMIC_SCOPES, name, "destination")
     dst = with_extents(dst, src, name)
     assert src.extents is not None and dst.extents is not None
     if squeeze(src.extents) != squeeze(dst.extents):
@@ -365,7 +368,7 @@ def atomic_tile(op: str, dst: Operand, src: Operand, span: Span) -> tir.Atomic:
 
 def atomic_element(op: str, dst: SubVal, value: Val, span: Span) -> tir.Atomic:
     """`atomic_{op}(dst, value)` of one element by one thread."""
-    if dst.buffer.scope not in ("global", "shared"):
+    if dst.buffer.scope not in ATOMIC_SCOPES:
         raise error(
             dst.span,
             f"atomic_{op}() destination '{dst.buffer.name}' must be a global tensor or shared memory, not "

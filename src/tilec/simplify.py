@@ -233,11 +233,7 @@ def _compare(op: str, a: int, b: int) -> bool:
 
 def divides(e: tir.Expr, d: int) -> bool:
     """True if `e` is provably a multiple of `d` (every term and the constant)."""
-    lin = _linear(simplify(e))
-    if lin is None:
-        return False
-    terms, c = lin
-    return c % d == 0 and all(coef % d == 0 for coef in terms.values())
+    return residue(e, d) == 0
 
 
 def residue(e: tir.Expr, d: int) -> int | None:

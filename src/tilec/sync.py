@@ -86,7 +86,7 @@ def place_barriers(kernel: T.Kernel) -> T.Kernel:
     visible to those reads (the writers fence: a barrier alone orders only ordinary accesses)."""
     placement = _Placement(_shared_arrays(kernel.body), aliases(kernel.body))
     body = tuple(placement.block(kernel.body, _State()))
-    if any(isinstance(s, T.Scope) and s.access.proxy_reads for s in _all_stmts(body)):
+    if any(isinstance(s, T.Scope) and s.access.proxy_reads for s in T.all_stmts(body)):
         body = _fenced(body)
     if kernel.consumer_threads:  # warp roles: only the consumers run the body's barriers
         body = _among(
@@ -109,25 +109,6 @@ def _among(body: tuple[T.Stmt, ...], named: T.Barrier) -> tuple[T.Stmt, ...]:
             case _:
                 out.append(s)
     return tuple(out)
-
-
-def _all_stmts(body: tuple[T.Stmt, ...]) -> Iterator[T.Stmt]:
-    for s in body:
-        yield s
-        for inner in _bodies(s):
-            yield from _all_stmts(inner)
-
-
-def _bodies(s: T.Stmt) -> tuple[tuple[T.Stmt, ...], ...]:
-    match s:
-        case T.Loop() | T.While() | T.Scope():
-            return (s.body,)
-        case T.IfThen():
-            return (s.then, s.orelse)
-        case T.Decl() | T.SharedView() | T.Assign() | T.Call() | T.Barrier() | T.Comment() | T.Break():
-            return ()
-        case _:
-            assert_never(s)
 
 
 def _fenced(body: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:

@@ -15,8 +15,9 @@ shape (times stages), fragments and locals are per-thread register arrays.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, assert_never
 
 from tilec import tir
 from tilec.dtypes import DType
@@ -345,3 +346,24 @@ class Module:
     helpers: tuple[str, ...]  # names of inline helpers the kernels use
     headers: tuple[str, ...]
     source_name: str
+
+
+def all_stmts(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement of `body`, those nested in loops, branches and scopes included (preorder)."""
+    for s in body:
+        yield s
+        for inner in bodies(s):
+            yield from all_stmts(inner)
+
+
+def bodies(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
+    """The statement lists directly inside `s`."""
+    match s:
+        case Loop() | While() | Scope():
+            return (s.body,)
+        case IfThen():
+            return (s.then, s.orelse)
+        case Decl() | SharedView() | Assign() | Call() | Barrier() | Comment() | Break():
+            return ()
+        case _:
+            assert_never(s)

@@ -117,10 +117,18 @@ def load(name: str) -> Any:
     if name not in _modules:
         from tilec import runtime
 
-        text = cu_text(name)
-        flags, headers = runtime.user_headers(text, prebuilt_dir() or ROOT)
+        text, flags, headers = _build_input(name)
         _modules[name] = runtime.compile_source(text, extra_flags=flags, name=name, headers=headers)
     return _modules[name]
+
+
+def _build_input(name: str) -> tuple[str, tuple[str, ...], str]:
+    """Variant `name`'s generated text, with the flags and header texts its --include headers
+    need (found from the prebuilt folder, or the checkout when built here)."""
+    from tilec import runtime
+
+    text = cu_text(name)
+    return (text, *runtime.user_headers(text, prebuilt_dir() or ROOT))
 
 
 def build_all(names: list[str], jobs: int = 16) -> dict[str, str | None]:
@@ -132,8 +140,7 @@ def build_all(names: list[str], jobs: int = 16) -> dict[str, str | None]:
 
     def one(name: str) -> str | None:
         try:
-            text = cu_text(name)
-            flags, headers = runtime.user_headers(text, prebuilt_dir() or ROOT)
+            text, flags, headers = _build_input(name)
             runtime.build_shared(text, arch, flags, name=name, headers=headers)
             return None
         except NotBuilt as e:

@@ -248,12 +248,7 @@ def _from_data(ctx: LowerContext, e: tir.Expr) -> bool:
     return False
 
 
-_INT_RANGES = {
-    DType.int8: (-(1 << 7), (1 << 7) - 1),
-    DType.uint8: (0, (1 << 8) - 1),
-    DType.int16: (-(1 << 15), (1 << 15) - 1),
-    DType.uint16: (0, (1 << 16) - 1),
-}
+_INT_RANGES = {d: d.int_bounds for d in (DType.int8, DType.uint8, DType.int16, DType.uint16)}  # narrow loads
 
 
 def int_range(ctx: LowerContext, e: tir.Expr) -> tuple[int, int] | None:

@@ -314,7 +314,7 @@ def _window(
     if buf.scope != "shared" or buf in ctx.layouts.swizzle or width * buf.dtype.bytes != 16:
         return None
     base = _lane_base(idx, lane, lane_zero)
-    pitch = ctx.layouts.pitch.get(buf, buf.const_shape[-1])
+    pitch = ctx.layouts.row(buf)
     r = None if base is None else residue(_column(ctx, buf, base), width)
     if base is None or not r or pitch % width:
         return None
@@ -421,7 +421,7 @@ def _piece(ctx: LowerContext, buf: tir.Buffer, width: int) -> int:
     tiles are, start 8 bytes apart: 8-byte moves)."""
     per = min(width, 16 // buf.dtype.bytes)
     if buf.scope == "shared" and buf not in ctx.layouts.swizzle:
-        while ctx.layouts.pitch.get(buf, buf.const_shape[-1]) % per:
+        while ctx.layouts.row(buf) % per:
             per //= 2
     return per
 

@@ -471,12 +471,11 @@ BITWISE: dict[str, tir.BinOpName] = {"bitand": "&", "bitor": "|", "bitxor": "^"}
 def identity(kind: str, d: DType) -> tir.Expr:
     inf = float("inf")
     if kind == "bitand":  # every bit set
-        return tir.IntImm(-1 if d.kind == "int" else 2**d.bits - 1, d)
-    lo, hi = (0, 2**d.bits - 1) if d.kind == "uint" else (-(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1)
+        return tir.IntImm(-1 if d.kind == "int" else d.int_bounds[1], d)
     if kind == "max":
-        return tir.FloatImm(-inf, d) if d.is_float else tir.IntImm(lo, d)
+        return tir.FloatImm(-inf, d) if d.is_float else tir.IntImm(d.int_bounds[0], d)
     if kind == "min":
-        return tir.FloatImm(inf, d) if d.is_float else tir.IntImm(hi, d)
+        return tir.FloatImm(inf, d) if d.is_float else tir.IntImm(d.int_bounds[1], d)
     return zero(d)
 
 

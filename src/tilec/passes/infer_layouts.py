@@ -56,6 +56,10 @@ class Layouts:
     tight: set[tir.Buffer] = field(default_factory=set)  # padded, not swizzled, for the registers' sake
     align: dict[tir.Buffer, int] = field(default_factory=dict)  # bytes, where more than 16 (descriptor swizzles)
 
+    def row(self, buf: tir.Buffer) -> int:
+        """Elements from one row of a shared tile to the next: its pitch, or its last extent."""
+        return self.pitch.get(buf, buf.const_shape[-1])
+
 
 class _Conflict(Exception):
     def __init__(self, diag: Diagnostic):
