@@ -50,6 +50,7 @@ class Diagnostic:
 # The warnings tilec reports, by the name `-Wno-NAME` silences: what each one means.
 WARNINGS = {
     "lost-pipeline": "a copy of a Pipelined(num_stages >= 2) loop runs in its own iteration, not ahead",
+    "single-buffer": "a register-staged pipeline keeps one LDS buffer per tile: num_stages of them do not fit",
     "simt-gemm": "a gemm whose operand types a tensor core takes runs on CUDA cores (SIMT FMA)",
     "annotated-operand": "an operand's annotate_layout keeps a gemm off the instruction that lays out its own tiles",
     "register-spill": "a kernel's register estimate passes what a thread has: the rest spills to local memory",

@@ -13,6 +13,10 @@ class DType(enum.Enum):
     float64 = ("float64", "double", 64, "float")
     float8_e4m3 = ("float8_e4m3", "__nv_fp8_e4m3", 8, "float")
     float8_e5m2 = ("float8_e5m2", "__nv_fp8_e5m2", 8, "float")
+    # AMD CDNA3's fp8 formats (gfx942's matrix cores): no infinities, no negative zero, 0x80 is NaN,
+    # exponent biases 8 and 16 (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz); no CUDA type
+    float8_e4m3fnuz = ("float8_e4m3fnuz", "tilec_fp8_e4m3fnuz", 8, "float")
+    float8_e5m2fnuz = ("float8_e5m2fnuz", "tilec_fp8_e5m2fnuz", 8, "float")
     int8 = ("int8", "signed char", 8, "int")
     int16 = ("int16", "short", 16, "int")
     int32 = ("int32", "int", 32, "int")
@@ -36,6 +40,10 @@ class DType(enum.Enum):
     @property
     def is_float(self) -> builtins.bool:  # builtins.: `bool` names the member DType.bool here
         return self.kind == "float"
+
+    @property
+    def is_fp8(self) -> builtins.bool:
+        return self.is_float and self.bits == 8
 
     @property
     def is_int(self) -> builtins.bool:

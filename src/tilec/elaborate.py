@@ -199,17 +199,13 @@ class _Elaborator(ProgramScope):
 
     def check_types(self, tensors: list[tir.Buffer], body: tuple[tir.Stmt, ...]) -> None:
         """Each tensor or allocation of an element type the target's language has no type for
-        (Target.missing_types: float8 on HIP's gfx90a) is reported once, where it is declared."""
+        (Target.missing_types: AMD's FNUZ fp8 on CUDA) is reported once, where it is declared."""
         allocs = [s.buffer for s in tir_walk.stmts(body) if isinstance(s, tir.Alloc)]
         for buf in (*tensors, *allocs):
-            if buf.dtype in self.target.missing_types:
-                self.diags.append(
-                    Diagnostic(
-                        buf.span,
-                        f"'{buf.name}' is {buf.dtype.tile_name}, which {self.arch} does not support",
-                        hint=f"{self.arch}'s compiler has no {buf.dtype.tile_name} type; use float16 or bfloat16",
-                    )
-                )
+            hint = self.target.missing_types.get(buf.dtype)
+            if hint is not None:
+                message = f"'{buf.name}' is {buf.dtype.tile_name}, which {self.arch} does not support"
+                self.diags.append(Diagnostic(buf.span, message, hint=hint))
 
     def check_registers(self, k: S.KernelDef, kx: _KernelState) -> None:
         limit = register_limit(self.target.max_registers)
@@ -436,14 +432,9 @@ class _Elaborator(ProgramScope):
         b = bind(call, "Kernel", ALL_SIGS["Kernel"])
         grid = tuple(self.int_expr(g, scope, kx, "a grid extent") for g in b.rest)
         threads = self.const_int(b.args.get("threads"), scope, kx, "threads", 128)
-        warp, most = self.target.warp_size, self.target.max_threads
-        if threads <= 0 or threads % warp or threads > most:
+        if not self.target.block_size_ok(threads):
             node = b.args.get("threads") or call
-            raise error(
-                node.span,
-                f"threads must be a positive multiple of {warp}, at most {most}; got {threads}",
-                hint="use 128 or 256 threads",
-            )
+            raise error(node.span, f"{self.target.block_size_rule()}; got {threads}", hint="use 128 or 256 threads")
         if len(s.targets) != len(grid):
             raise error(
                 s.span,

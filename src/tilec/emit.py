@@ -384,7 +384,11 @@ def _tensor_map_build(m: T.TensorMap, sp: Spelling) -> str:
 
 def _helper_lines(m: T.Module, sp: Spelling, uses: _Uses) -> list[str]:
     names = _helpers(m, sp, uses)
-    lines = sp.smem_addr_helper.split("\n") if set(names) & sp.shared_address_helpers else []
+    printed = uses.names | {t for h in names for t in sp.helper_types.get(h, ())}
+    defined = [text for name, text in sp.type_definitions.items() if name in printed]
+    lines = (sp.type_prelude.split("\n") + defined) if defined else []
+    if set(names) & sp.shared_address_helpers:
+        lines += sp.smem_addr_helper.split("\n")
     for name in names:
         lines += sp.helpers[name].split("\n")
     return lines

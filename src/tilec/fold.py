@@ -387,6 +387,8 @@ _LIMITS = {
     DType.float64: 1.7976931348623157e308,
     DType.float8_e4m3: 448.0,
     DType.float8_e5m2: 57344.0,
+    DType.float8_e4m3fnuz: 240.0,
+    DType.float8_e5m2fnuz: 57344.0,
 }
 
 

@@ -51,6 +51,8 @@ DTYPES: dict[str, tuple[str, Any]] = {
     "float64": ("float64", ctypes.c_double),
     "float8_e4m3": ("float8_e4m3fn", ctypes.c_uint8),
     "float8_e5m2": ("float8_e5m2", ctypes.c_uint8),
+    "float8_e4m3fnuz": ("float8_e4m3fnuz", ctypes.c_uint8),
+    "float8_e5m2fnuz": ("float8_e5m2fnuz", ctypes.c_uint8),
     "int8": ("int8", ctypes.c_int8),
     "int16": ("int16", ctypes.c_int16),
     "int32": ("int32", ctypes.c_int32),

@@ -273,7 +273,7 @@ def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool]
     if transpose_b:
         kb, n = n, kb
     mc, nc = _matrix(c, "gemm", "C")
-    if c.buffer.dtype in (DType.float8_e4m3, DType.float8_e5m2):
+    if c.buffer.dtype.is_fp8:
         raise error(
             c.span,
             f"gemm() accumulator '{c.name}' is {c.buffer.dtype.tile_name}: fp8 cannot accumulate (no arithmetic, "

@@ -61,6 +61,10 @@ class Spelling:
     fallback: str = ""
     type_names: Mapping[DType, str] = field(default_factory=dict)  # element types the language names its own way
     explicit_types: frozenset[DType] = frozenset()  # element types a float converts to only by a cast
+    # element types the file defines itself (HIP's fp8): C name -> its definition, emitted after
+    # `type_prelude` (once) where the file prints the name
+    type_definitions: Mapping[str, str] = field(default_factory=dict)
+    type_prelude: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -127,7 +131,22 @@ class Target:
     # bulk tensor copies (TMA) into swizzled tiles, completing on mbarriers, and warp groups that
     # trade registers: GEMM main loops on warp-group instructions get warp roles (plan_pipeline)
     bulk_copies: bool = False
-    missing_types: frozenset[DType] = frozenset()  # element types the language has no type for (elaborate rejects them)
+    # no asynchronous copies into shared memory: a pipeline stages its next tiles through registers
+    # (the backend's ASYNC_COPY_BYTES is empty; lower/pipelined.py)
+    register_staged: bool = False
+    # element types the language has no type for (elaborate rejects them), each with its hint
+    missing_types: Mapping[DType, str] = field(default_factory=dict)
+
+    def block_size_ok(self, threads: int) -> bool:
+        """Whether a block may have `threads` threads: whole warps (waves), or one wave's lanes
+        partly (32 of a wave64: the lanes past 32 idle, and an MFMA, which needs the whole wave,
+        gives way to SIMT FMAs)."""
+        whole = threads % self.warp_size == 0 or (threads >= 32 and self.warp_size % threads == 0)
+        return 0 < threads <= self.max_threads and whole
+
+    def block_size_rule(self) -> str:
+        partial = "32 or " if self.warp_size > 32 else ""
+        return f"threads must be {partial}a positive multiple of {self.warp_size}, at most {self.max_threads}"
 
 
 CUDA_SPELLING = Spelling(
@@ -202,6 +221,8 @@ HIP_SPELLING = Spelling(
     explain=hip.EXPLAIN,
     type_names=hip.TYPE_NAMES,
     explicit_types=hip.EXPLICIT_TYPES,
+    type_definitions=hip.FP8_TYPEDEFS,
+    type_prelude=hip.FP8_TYPE,
 )
 HIP_LAUNCH = Launch(
     stream_param=hip.STREAM_PARAM,
@@ -253,7 +274,7 @@ def _cuda(
         arch, "cuda", backend, capability, f"arch=compute_{num},code=sm_{num}", smem_limit, instructions,
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
         atomic_minmax_types=_ATOMIC_MINMAX_CUDA,
-        bulk_copies=bulk_copies,
+        bulk_copies=bulk_copies, missing_types=cuda.MISSING_TYPES,
     )  # fmt: skip
 
 
@@ -268,7 +289,7 @@ def _hip(arch: str, capability: tuple[int, int], instructions: tuple[Instruction
     return Target(
         arch, "hip", "hip.cdna", capability, arch, hip.LDS_BYTES, instructions, HIP_SPELLING, HIP_LAUNCH, HIPCC,
         hip.HEADER_ORDER, HIP_HEADERS, WAVE_SIZE, atomic_add_types=_ATOMIC_ADD_HIP,
-        atomic_minmax_types=_ATOMIC_MINMAX_HIP, missing_types=hip.MISSING_TYPES,
+        atomic_minmax_types=_ATOMIC_MINMAX_HIP, register_staged=True,
     )  # fmt: skip
 
 
@@ -283,7 +304,7 @@ TARGETS: dict[str, Target] = {
         _cuda("sm_89", (8, 9), 101376),  # fp8 matrix instructions (the records' `since`)
         _cuda("sm_90a", (9, 0), 232448, HOPPER_SPELLING, "cuda.sm90", SM90A_INSTRUCTIONS, True),  # the `a`: wgmma
         _hip("gfx90a", (9, 0x0A), GFX90A_INSTRUCTIONS),  # MI200 (CDNA2)
-        _hip("gfx942", (9, 0x42), GFX942_INSTRUCTIONS),  # MI300 (CDNA3): fp8 MFMA; Debian's ROCm 5.2 hipcc predates it
+        _hip("gfx942", (9, 0x42), GFX942_INSTRUCTIONS),  # MI300 (CDNA3): fp8 (FNUZ) MFMA, 8-bit forms twice as deep
     )
 }
 ARCHES: tuple[str, ...] = tuple(TARGETS)  # --arch choices, in registry order

@@ -341,6 +341,9 @@ class For:
     # a GEMM main loop run by warp roles: a producer warp group loads tiles by bulk copies into
     # a ring of stages on barriers, the block's own threads consume them (passes/plan_pipeline.py)
     warp_specialized: bool = False
+    # a register-staged pipeline (a target without asynchronous copies) whose tiles keep one
+    # buffer each: num_stages of them are over the target's shared memory (passes/plan_pipeline.py)
+    single_buffered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

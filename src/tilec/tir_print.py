@@ -189,7 +189,7 @@ def verify(p: tir.Program, target: Target | None = None) -> None:
     size is checked against `target` (the first arch's record by default)."""
     t = target or TARGETS[ARCHES[0]]
     for k in p.kernels:
-        if not 0 < k.threads <= t.max_threads or k.threads % t.warp_size:
+        if not t.block_size_ok(k.threads):
             raise VerifyError(f"{k.name}: threads {k.threads}")
         if not 1 <= len(k.grid) <= 3 or len(k.block_vars) != len(k.grid):
             raise VerifyError(f"{k.name}: grid/block vars mismatch")

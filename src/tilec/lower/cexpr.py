@@ -64,20 +64,25 @@ def compute_dtype(d: DType) -> DType:
     return F32 if d.is_low_precision else d
 
 
-# Computed in float like the other narrow floats, but with no implicit conversion
-# back from float in CUDA C++: a let of one needs an explicit conversion.
-_EXPLICIT_FROM_FLOAT = frozenset({DType.float8_e4m3, DType.float8_e5m2})
-
-
+# The fp8 types are computed in float like the other narrow floats, but with no implicit
+# conversion back from float in CUDA C++ (or tilec's HIP types): a let of one needs a cast.
 def let_init(value: tir.Expr, d: DType) -> tir.Expr:
     """The initializer of a `const d` let whose value, lowered, is `value`."""
-    return cast(value, d) if d in _EXPLICIT_FROM_FLOAT else value
+    return cast(value, d) if d.is_fp8 else value
 
 
 def cast(e: tir.Expr, d: DType) -> tir.Expr:
     if isinstance(e, tir.Cast) and e.value.dtype == d and e.dtype == F32:
         return e.value  # half -> float -> half is the identity
+    if d.is_fp8 and isinstance(e, tir.Select) and isinstance(e.b, tir.FloatImm) and _widened_from(e.a, d):
+        # a guarded fp8 load (`c ? float(x) : 0.0f` back to fp8) moves the bits: `c ? x : fp8(0.0f)`,
+        # no conversion of x (HIP's fp8 conversions are software)
+        return tir.Select(e.cond, cast(e.a, d), tir.Cast(e.b, d), d)
     return e if e.dtype == d else tir.Cast(e, d)
+
+
+def _widened_from(e: tir.Expr, d: DType) -> bool:
+    return isinstance(e, tir.Cast) and e.value.dtype == d and e.dtype == F32
 
 
 @dataclass

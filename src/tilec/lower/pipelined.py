@@ -95,6 +95,8 @@ def _wait(pending: int) -> T.Barrier:
 
 def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> list[T.Stmt]:
     """A loop with producers (passes/plan_pipeline.py); `lower_stmt` lowers its consumers (kernel.py)."""
+    if s.single_buffered:
+        return _single_buffered(ctx, s, lower_stmt)
     stages = s.num_stages
     producers = plan_pipeline.producers(s)
     consumers = tuple(x for x in s.body if not (isinstance(x, tir.Copy) and x.pipeline == "producer"))
@@ -282,14 +284,15 @@ def _staged(
     producers: list[tir.Copy],
     start: tir.Expr,
     iteration: tir.Expr,
-    stage: tir.Expr,
+    stage: tir.Expr | None,
     count: tir.Expr,
 ) -> tuple[list[T.Stmt], list[T.Stmt], list[T.Stmt]]:
     """The copies of `iteration` into `stage` staged through registers, for a target without
     asynchronous copies: (the registers' declarations, the global loads into them and a commit,
     in `_produce`'s form, the guarded stores from them to LDS). The loads are issued where an
     asynchronous copy would be, before this stage's consumers; the stores go after them, before
-    the next wait + barrier (nothing reads `stage` until then: `stage_writes`)."""
+    the next wait + barrier (nothing reads `stage` until then: `stage_writes`). `stage` None: the
+    tiles' one buffer (`_single_buffered`), whose stores are ordinary writes."""
     ctx.state.cvars[var] = simplify(add(start, iteration))
     decls: list[T.Stmt] = []
     loads: list[T.Stmt] = []
@@ -300,14 +303,63 @@ def _staged(
         whole = tir.Region(reg, tuple(int_(0) for _ in reg.shape), reg.shape, prod.span)
         load = tir.Copy(prod.src, whole, pad=prod.pad, span=prod.span)
         loads.append(T.Scope(source_comment(prod), tuple(lower_copy(ctx, load)), prod.span, T.SharedAccess()))
-        reads, writes = shared_reads_writes(prod)
-        access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
-        ctx.state.stage_of[prod.dst.buffer] = stage
-        code = lower_copy(ctx, tir.Copy(whole, prod.dst, span=prod.span))
-        del ctx.state.stage_of[prod.dst.buffer]
+        if stage is None:
+            access = _writes(ctx, prod)
+            code = lower_copy(ctx, tir.Copy(whole, prod.dst, span=prod.span))
+        else:
+            reads, writes = shared_reads_writes(prod)
+            access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
+            ctx.state.stage_of[prod.dst.buffer] = stage
+            code = lower_copy(ctx, tir.Copy(whole, prod.dst, span=prod.span))
+            del ctx.state.stage_of[prod.dst.buffer]
         stores.append(T.Scope(f"{source_comment(prod)} (registers -> LDS)", tuple(code), prod.span, access))
     guard = lt(iteration, count)
     return decls, [T.IfThen(guard, tuple(loads)), COMMIT], [T.IfThen(guard, tuple(stores))]
+
+
+def _single_buffered(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> list[T.Stmt]:
+    """A register-staged loop whose tiles keep one buffer each (plan_pipeline: num_stages of them
+    do not fit): while the consumers read iteration k's tiles, iteration k + 1's global loads go
+    to registers; a second barrier lets every thread finish reading before the stores overwrite
+    the tiles, and the next iteration's first barrier publishes them:
+
+        tiles = the copies of iteration 0
+        for (k = 0; k < n; ++k) {
+          block barrier                                 // iteration k's tiles are in LDS
+          if (k + 1 < n) A_next = A[.., (k + 1) * 32]   // global loads into registers
+          consumers (read A_shared)
+          block barrier                                 // every read of them is done
+          if (k + 1 < n) A_shared = A_next              // LDS stores
+        }
+    """
+    producers = plan_pipeline.producers(s)
+    consumers = tuple(x for x in s.body if not (isinstance(x, tir.Copy) and x.pipeline == "producer"))
+    start = simplify(value_of(ctx, s.start, None))
+    count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
+    out: list[T.Stmt] = [
+        T.Comment(source_comment(s, words=6)),
+        T.Comment(f"software pipeline, one buffer per tile ({s.num_stages} stages are over the LDS):"),
+        T.Comment("the next iteration's copies wait in registers until this one's reads are done"),
+    ]
+    ctx.state.cvars[s.var] = start
+    first = [T.Scope(source_comment(p), tuple(lower_copy(ctx, p)), p.span, _writes(ctx, p)) for p in producers]
+    out.append(T.IfThen(lt(int_(0), count), tuple(first)))
+    it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
+    ctx.state.nonneg.add(it.name)
+    staging, loads, stores = _staged(ctx, s.var, producers, start, add(it, int_(1)), None, count)
+    ctx.state.cvars[s.var] = simplify(add(start, it))
+    out += staging
+    body: list[T.Stmt] = [BLOCK, *(x for x in loads if x is not COMMIT)]  # no group: nothing waits
+    for c in consumers:
+        body += lower_stmt(ctx, c)
+    body += [BLOCK, *stores]
+    out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
+    return out
+
+
+def _writes(ctx: LowerContext, prod: tir.Copy) -> T.SharedAccess:
+    reads, writes = shared_reads_writes(prod)
+    return T.SharedAccess(reads=shared_names(ctx, reads), writes=shared_names(ctx, writes))
 
 
 def _staging_buffer(ctx: LowerContext, prod: tir.Copy) -> tir.Buffer:

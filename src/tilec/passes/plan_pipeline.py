@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from tilec import tir, tir_walk
 from tilec.passes.select import gemm_depth
+from tilec.shared_plan import declared_bytes
 from tilec.simplify import const
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
@@ -55,6 +56,7 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
     issue: dict[int, tuple[tir.Buffer, ...]] = {}  # gemm -> the tiles of the producers issued after it
     stages: dict[tir.Buffer, int] = {}
     specialized: set[int] = set()  # loops run by warp roles
+    single_ids: set[int] = set()  # register-staged loops whose tiles keep one buffer
     for loop in tir_walk.stmts(kernel.body):
         if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
             continue
@@ -62,10 +64,13 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
         if found:
             pipelined.add(id(loop))
             producer_ids |= {id(c) for c in found}
+            single = _single_buffered(kernel, loop, found, target)
             for c in found:
-                stages[c.dst.buffer] = loop.num_stages
+                stages[c.dst.buffer] = 1 if single else loop.num_stages
             gemm = main_loop_gemm(loop, target)
-            if _warp_specialized(kernel, loop, found, target):
+            if single:
+                single_ids.add(id(loop))
+            elif _warp_specialized(kernel, loop, found, target):
                 specialized.add(id(loop))
             elif gemm is not None:
                 ahead.add(id(gemm))
@@ -90,11 +95,26 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
                 return replace(s, stages=stages[s.buffer])
             case tir.For() if id(s) in specialized:
                 return replace(s, warp_specialized=True)
+            case tir.For() if id(s) in single_ids:
+                return replace(s, single_buffered=True)
             case tir.Gemm() if id(s) in ahead or id(s) in issue:
                 return replace(s, fragments_ahead=id(s) in ahead, then_issue=issue.get(id(s), ()))
         return s
 
     return tir_walk.map_kernel(kernel, decided)
+
+
+def _single_buffered(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:
+    """Whether `loop`'s tiles keep one buffer each (tir.For.single_buffered): on a target that
+    stages copies through registers, where the kernel's shared tiles, `loop`'s producers' tiles
+    num_stages times, come to more than the target's shared memory as declared (padding aside).
+    The next iteration's tiles then wait in registers until this iteration's reads are done."""
+    if not target.register_staged:
+        return False
+    tiles = {c.dst.buffer for c in found}
+    allocs = [s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]
+    total = sum(declared_bytes(b) * (loop.num_stages if b in tiles else 1) for b in allocs)
+    return total > target.smem_limit
 
 
 def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:

@@ -12,6 +12,8 @@ instruction, the layouts, the pipeline plan) and returns warnings
 - lost-pipeline: a global -> shared copy of a Pipelined(num_stages >= 2) loop that
   plan_pipeline leaves in its iteration (`plan_pipeline.refusals`), or a whole loop it
   cannot pipeline (`plan_pipeline.loop_refusal`);
+- single-buffer: a register-staged Pipelined loop (HIP) whose tiles keep one LDS buffer each,
+  num_stages of them being over the target's LDS (`plan_pipeline._single_buffered`);
 - simt-gemm: a gemm on SIMT FMA although a tensor-core record of the target takes
   its types (`select.simt_refusal`);
 - annotated-operand: a gemm kept off the target's descriptor instruction (wgmma, which lays
@@ -46,7 +48,8 @@ LARGEST_SHOWN = 3  # fragments a register-spill warning points at
 
 def warnings(kernel: tir.Kernel, layouts: Layouts, target: Target) -> tuple[Diagnostic, ...]:
     """Every warning of `kernel`, in source order within each kind."""
-    found = [*lost_pipelines(kernel), *simt_gemms(kernel, target), *annotated_operands(kernel, target)]
+    found = [*lost_pipelines(kernel), *single_buffers(kernel, target)]
+    found += [*simt_gemms(kernel, target), *annotated_operands(kernel, target)]
     found += register_spill(kernel, layouts, target)
     found += bank_conflicts(kernel, layouts, target)
     return tuple(found)
@@ -57,6 +60,21 @@ def lost_pipelines(kernel: tir.Kernel) -> list[Diagnostic]:
     for loop in tir_walk.stmts(kernel.body, into_parallel=False):
         if isinstance(loop, tir.For) and loop.kind == "pipelined" and loop.num_stages >= 2:
             out += _lost_pipeline(loop)
+    return out
+
+
+def single_buffers(kernel: tir.Kernel, target: Target) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for loop in tir_walk.stmts(kernel.body, into_parallel=False):
+        if isinstance(loop, tir.For) and loop.single_buffered:
+            tiles = ", ".join(f"'{c.dst.buffer.name}'" for c in producers(loop))
+            message = (
+                f"Pipelined loop with num_stages={loop.num_stages} keeps one LDS buffer of {tiles}: "
+                f"{loop.num_stages} of them are over {target.arch}'s {target.smem_limit} bytes, so the next "
+                "iteration's copies wait in registers"
+            )
+            hint = "smaller tiles fit more stages; the single buffer costs a second barrier per iteration"
+            out.append(warning(loop.span, "single-buffer", message, hint=hint))
     return out
 
 

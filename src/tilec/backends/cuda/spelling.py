@@ -17,6 +17,7 @@ here (the runtime reads the target registry on the GPU machine).
 from __future__ import annotations
 
 from tilec.backends import SHARED_HELPERS
+from tilec.dtypes import DType
 
 LANGUAGE = "cuda"
 
@@ -203,6 +204,12 @@ TOO_LARGE = "return (int)cudaErrorInvalidValue;"
 # lowering writes) or a function.
 HEADER_ALWAYS = "cuda_runtime.h"
 _STDINT = ("int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t")
+# Element types CUDA has no type for, with the hint elaborate gives (AMD's FNUZ fp8 formats).
+MISSING_TYPES: dict[DType, str] = {
+    DType.float8_e4m3fnuz: "float8_e4m3fnuz is AMD's fp8 (gfx942); NVIDIA GPUs use float8_e4m3 (OCP, bias 7)",
+    DType.float8_e5m2fnuz: "float8_e5m2fnuz is AMD's fp8 (gfx942); NVIDIA GPUs use float8_e5m2 (OCP, bias 15)",
+}
+
 HEADER_OF_NAME: dict[str, str] = {
     "half": "cuda_fp16.h",
     "__half2": "cuda_fp16.h",

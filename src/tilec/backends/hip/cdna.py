@@ -133,9 +133,9 @@ def products(ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.
 
 
 def _per_lane(mma: MmaGemm) -> int:
-    """K elements of one operand a lane holds per MFMA: 4 for every form here."""
+    """K elements of one operand a lane holds per MFMA: 4, or 8 for gfx942's k-deep 8-bit forms."""
     tile, k = mma.record.shape[0], mma.record.shape[2]
-    return tile * k // 64 if tile == 16 else k // 2
+    return tile * k // 64
 
 
 def _lanes(ctx: LowerContext, record: Instruction) -> int:

@@ -9,7 +9,10 @@ lane l holds A[l % 16][4 (l / 16) + i] and B[4 (l / 16) + i][l % 16], i = 0..3 (
 v_mfma_f32_32x32x8{f16,bf16_1k} A[l % 32][4 (l / 32) + i], B[4 (l / 32) + i][l % 32] and
 D[8 (i / 4) + 4 (l / 32) + i % 4][l % 32], i = 0..15. The integer forms
 (v_mfma_i32_16x16x16i8, 32x32x8i8 on gfx90a) have the same maps with four int8 in one
-32-bit register; gfx942's 8-bit forms are twice as deep (16x16x32: eight per lane).
+32-bit register; gfx942's 8-bit forms (int8, FNUZ fp8 and bf8) are twice as deep, eight
+K-consecutive elements per lane in one 64-bit register: v_mfma_*_16x16x32 lane l holds
+A[l % 16][8 (l / 16) + i], v_mfma_*_32x32x16 A[l % 32][8 (l / 32) + i], i = 0..7 (the same
+mfma_a map at twice the depth), with the accumulators of the shallow forms.
 Every map is one wave's: WAVE_SIZE lanes, also the HIP targets' Target.warp_size.
 """
 
@@ -89,6 +92,14 @@ def mfma_16x16x32_a() -> FragmentMap:
 
 def mfma_16x16x32_b() -> FragmentMap:
     return mfma_b(16, 32)
+
+
+def mfma_32x32x16_a() -> FragmentMap:
+    return mfma_a(32, 16)
+
+
+def mfma_32x32x16_b() -> FragmentMap:
+    return mfma_b(32, 16)
 
 
 # LDS has 32 banks of 4 bytes and serves one access a bank a clock (ROCm blog "Avoiding LDS Bank

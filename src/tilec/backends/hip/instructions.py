@@ -1,17 +1,21 @@
 """The CDNA targets' instruction records (instructions.py has the record type).
 
-    MFMA_32X32X8    v_mfma_f32_32x32x8{f16,bf16_1k}, v_mfma_i32_32x32x8i8: one wave64 computes
-                    C[32, 32] += A[32, 8] B[8, 32]; taken where every wave's tile is whole 32x32s
+    MFMA_32X32X8    v_mfma_f32_32x32x8{f16,bf16_1k}, v_mfma_i32_32x32x8i8 (gfx90a): one wave64
+                    computes C[32, 32] += A[32, 8] B[8, 32]; taken where every wave's tile is whole 32x32s
     MFMA_16X16X16   v_mfma_f32_16x16x16{f16,bf16_1k}, v_mfma_i32_16x16x16i8 (gfx90a): C[16, 16]
                     += A[16, 16] B[16, 16]; any wave tile of whole 16x16s
+    MFMA_32X32X16   gfx942's 8-bit forms, twice as deep: v_mfma_i32_32x32x16_i8 and
+    MFMA_16X16X32   v_mfma_f32_32x32x16_{fp8_fp8,bf8_bf8} (16x16x32 alike), for int8 and AMD's
+                    FNUZ fp8 (float8_e4m3fnuz, float8_e5m2fnuz); gfx942 has no 8-bit form of the
+                    shallow shapes, and OCP fp8 (float8_e4m3) gemms, which its matrix cores do
+                    not read, take SIMT FMAs (as every fp8 gemm on gfx90a)
     SIMT_FMA        one thread, fused multiply-adds: any types
 
-Both MFMA records read their operands from LDS by per-lane loads (no ldmatrix on AMD: a lane
-reads its four K-consecutive elements with one ds_read when the tile is stored K-contiguous, 8
-bytes for 16-bit types and 4 for int8, else four single-element ones), from rows padded so that
-those reads are conflict-free (`operand_pitch`), and are lowered by cdna.py; their fragments are
-fragments.py's. gfx942 drops the 16x16x16 and 32x32x8 int8 forms (its 8-bit MFMAs are twice as
-deep, not done yet): int8 gemms take SIMT FMAs there.
+The MFMA records read their operands from LDS by per-lane loads (no ldmatrix on AMD: a lane
+reads its K-consecutive elements, 4 of them or 8 of an 8-bit k-deep form, with one ds_read when
+the tile is stored K-contiguous, else element by element), from rows padded so that those reads
+are conflict-free (`operand_pitch`), and are lowered by cdna.py; their fragments are
+fragments.py's.
 """
 
 from __future__ import annotations
@@ -24,13 +28,12 @@ from tilec.instructions import Instruction, OperandTypes, simt_fma
 from tilec.layout_algebra import Layout
 
 F32 = DType.float32
-_PER_LANE = 4  # the K elements one lane reads a k step (both records, every operand type)
 _LDS_ROW_BYTES = 128  # 32 banks x 4 bytes: the bytes LDS serves per clock
 
 
-def _mfma(operand: DType, accumulator: DType, suffix: str, m: int) -> OperandTypes:
-    k = 16 if m == 16 else 8
-    return OperandTypes(operand, accumulator, f"mfma_{m}_{suffix}", f"tilec_mfma_{m}x{m}x{k}_{suffix}")
+def _mfma(operand: DType, accumulator: DType, suffix: str, m: int, k: int) -> OperandTypes:
+    name = f"mfma_{m}x{m}x{k}_{suffix}"
+    return OperandTypes(operand, accumulator, name, f"tilec_{name}")
 
 
 def _warp_grid(
@@ -75,21 +78,22 @@ def _accumulator(tile: int):  # noqa: ANN202 - returns an instructions.Accumulat
     return layout
 
 
-def operand_pitch(buf: tir.Buffer, tile: int) -> int:
-    """The row length (elements) of a shared operand of a tile x tile MFMA, padded so that one LDS
-    phase of its K-contiguous per-lane reads is conflict-free. LDS serves 32 banks x 4 bytes a
-    clock, so a phase is 128 / read-bytes lanes (AMD's CK-Tile guide, "Understanding AMD GPU LDS
-    and Bank Conflicts", rocm.docs.amd.com/projects/composable_kernel: the hardware splits a wave's
-    access into phases by instruction width, 8 lanes each for b128; the ROCm blog "Avoiding LDS
-    Bank Conflicts on AMD GPUs Using CK-Tile": 32 banks of one 4-byte access per clock). Those
-    lanes read min(phase, tile) rows (lane % tile), 128 / rows bytes of each, so rows must start
-    an odd multiple of that apart modulo 128:
-      16-bit (8-byte ds_read_b64, 16 lanes): 16 rows, 8 bytes -> row bytes = 16 j + 8
+def operand_pitch(buf: tir.Buffer, tile: int, per_lane: int) -> int:
+    """The row length (elements) of a shared operand of a tile x tile MFMA whose lanes read
+    `per_lane` K-consecutive elements, padded so that one LDS phase of those reads is
+    conflict-free. LDS serves 32 banks x 4 bytes a clock, so a phase is 128 / read-bytes lanes
+    (AMD's CK-Tile guide, "Understanding AMD GPU LDS and Bank Conflicts",
+    rocm.docs.amd.com/projects/composable_kernel: the hardware splits a wave's access into phases
+    by instruction width, 8 lanes each for b128; the ROCm blog "Avoiding LDS Bank Conflicts on AMD
+    GPUs Using CK-Tile": 32 banks of one 4-byte access per clock). Those lanes read min(phase,
+    tile) rows (lane % tile), 128 / rows bytes of each, so rows must start an odd multiple of that
+    apart modulo 128:
+      16-bit, and gfx942's k-deep 8-bit (8-byte ds_read_b64, 16 lanes): 16 rows, 8 bytes -> 16 j + 8
       int8 16x16x16 (4-byte ds_read_b32, 32 lanes): 16 rows x 2 K groups, 8 -> 16 j + 8
       int8 32x32x8 (4-byte reads, 32 lanes): 32 rows, 4 bytes -> 8 j + 4
     The K-strided reads (one element each) of those pitches are conflict-free as well."""
     row = buf.const_shape[-1] * buf.dtype.bytes
-    rows = min(_LDS_ROW_BYTES // (_PER_LANE * buf.dtype.bytes), tile)  # the rows of one phase
+    rows = min(_LDS_ROW_BYTES // (per_lane * buf.dtype.bytes), tile)  # the rows of one phase
     pad = _LDS_ROW_BYTES // rows
     padded = -(-row // (2 * pad)) * 2 * pad + pad
     return padded // buf.dtype.bytes
@@ -110,10 +114,10 @@ def _lane_read_conflicts(a):  # noqa: ANN001, ANN202 - a fragment maker; returns
     return count
 
 
-def _record(name: str, tile: int, operands: tuple[OperandTypes, ...], a, b, c) -> Instruction:  # noqa: ANN001
-    k = 16 if tile == 16 else 8
+def _record(tile: int, k: int, operands: tuple[OperandTypes, ...], a, b, c) -> Instruction:  # noqa: ANN001
+    per_lane = tile * k // amd.WAVE_SIZE  # the K elements one lane holds of each operand
     return Instruction(
-        name=name,
+        name=f"mfma_{tile}x{tile}x{k}",
         shape=(tile, tile, k),
         operands=operands,
         group="warp",
@@ -126,22 +130,35 @@ def _record(name: str, tile: int, operands: tuple[OperandTypes, ...], a, b, c) -
         fragments=(a, b, c),
         explain=f"MFMA {tile}x{tile}x{k} {{a}} -> {{c}} (matrix cores, wave64)",
         operands_fit=_fits,
-        operand_pitch=lambda buf: operand_pitch(buf, tile),
+        operand_pitch=lambda buf: operand_pitch(buf, tile, per_lane),
         load_conflicts=_lane_read_conflicts(a),
     )
 
 
-_16 = (_mfma(DType.float16, F32, "f16", 16), _mfma(DType.bfloat16, F32, "bf16", 16))
-_32 = (_mfma(DType.float16, F32, "f16", 32), _mfma(DType.bfloat16, F32, "bf16", 32))
-_I8_16 = _mfma(DType.int8, DType.int32, "i8", 16)
-_I8_32 = _mfma(DType.int8, DType.int32, "i8", 32)
+def _16bit(m: int, k: int) -> tuple[OperandTypes, ...]:
+    return (_mfma(DType.float16, F32, "f16", m, k), _mfma(DType.bfloat16, F32, "bf16", m, k))
 
-MFMA_32X32X8 = _record("mfma_32x32x8", 32, (*_32, _I8_32), amd.mfma_32x32x8_a, amd.mfma_32x32x8_b, amd.mfma_32x32_c)
-MFMA_16X16X16 = _record("mfma_16x16x16", 16, (*_16, _I8_16), amd.mfma_16x16x16_a, amd.mfma_16x16x16_b, amd.mfma_16x16_c)
-MFMA_32X32X8_942 = _record("mfma_32x32x8", 32, _32, amd.mfma_32x32x8_a, amd.mfma_32x32x8_b, amd.mfma_32x32_c)
-MFMA_16X16X16_942 = _record("mfma_16x16x16", 16, _16, amd.mfma_16x16x16_a, amd.mfma_16x16x16_b, amd.mfma_16x16_c)
+
+def _8bit_deep(m: int, k: int) -> tuple[OperandTypes, ...]:
+    """gfx942's k-deep 8-bit forms: int8 -> int32, FNUZ e4m3 (fp8) and e5m2 (bf8) -> float32."""
+    return (
+        _mfma(DType.int8, DType.int32, "i8", m, k),
+        _mfma(DType.float8_e4m3fnuz, F32, "fp8", m, k),
+        _mfma(DType.float8_e5m2fnuz, F32, "bf8", m, k),
+    )
+
+
+_I8_16 = _mfma(DType.int8, DType.int32, "i8", 16, 16)
+_I8_32 = _mfma(DType.int8, DType.int32, "i8", 32, 8)
+
+MFMA_32X32X8 = _record(32, 8, (*_16bit(32, 8), _I8_32), amd.mfma_32x32x8_a, amd.mfma_32x32x8_b, amd.mfma_32x32_c)
+MFMA_16X16X16 = _record(16, 16, (*_16bit(16, 16), _I8_16), amd.mfma_16x16x16_a, amd.mfma_16x16x16_b, amd.mfma_16x16_c)
+MFMA_32X32X8_942 = _record(32, 8, _16bit(32, 8), amd.mfma_32x32x8_a, amd.mfma_32x32x8_b, amd.mfma_32x32_c)
+MFMA_16X16X16_942 = _record(16, 16, _16bit(16, 16), amd.mfma_16x16x16_a, amd.mfma_16x16x16_b, amd.mfma_16x16_c)
+MFMA_32X32X16 = _record(32, 16, _8bit_deep(32, 16), amd.mfma_32x32x16_a, amd.mfma_32x32x16_b, amd.mfma_32x32_c)
+MFMA_16X16X32 = _record(16, 32, _8bit_deep(16, 32), amd.mfma_16x16x32_a, amd.mfma_16x16x32_b, amd.mfma_16x16_c)
 
 SIMT_FMA = simt_fma("SIMT FMA (vector ALU)")
 
 GFX90A_INSTRUCTIONS = (MFMA_32X32X8, MFMA_16X16X16, SIMT_FMA)
-GFX942_INSTRUCTIONS = (MFMA_32X32X8_942, MFMA_16X16X16_942, SIMT_FMA)
+GFX942_INSTRUCTIONS = (MFMA_32X32X8_942, MFMA_32X32X16, MFMA_16X16X16_942, MFMA_16X16X32, SIMT_FMA)
