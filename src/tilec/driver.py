@@ -36,6 +36,7 @@ import tilec
 from tilec.timing import phase
 
 if TYPE_CHECKING:
+    from tilec import tir
     from tilec.diagnostics import Diagnostic
     from tilec.pipeline import Output
     from tilec.targets import Launch
@@ -215,12 +216,29 @@ def _compile_fitted(path: str, defines: dict[str, str], arch: str, emit: str, af
         from tilec.tune import fit
 
         found = fit.nearest(path, defines, arch, sets)
+        if found is None and program is not None and program.candidate_sets:
+            return program, _single_buffered(program, arch, emit, after, bounds, exc)
         if found is None:
             raise
         point, program = found
         out = compile_program_output(program, arch, emit, formatted=False, after=after, bounds=bounds)
         note = fit.warning(path, arch, exc, point, sets, defines)
         return program, dataclasses.replace(out, warnings=(note, *out.warnings))
+
+
+def _single_buffered(
+    program: tir.Program, arch: str, emit: str, after: str | None, bounds: bool, exc: Exception
+) -> Output:
+    """`program` as written with its sets set aside, so that a register-staged pipeline over the
+    target's shared memory keeps one buffer per tile (Target.single_buffer); `exc` (the error as
+    written) stands where that does not fit either."""
+    from tilec.diagnostics import CompileError
+
+    try:
+        plain = dataclasses.replace(program, candidate_sets=())
+        return compile_program_output(plain, arch, emit, formatted=False, after=after, bounds=bounds)
+    except CompileError:
+        raise exc from None
 
 
 # ---------------------------------------------------------------- outputs

@@ -231,8 +231,12 @@ _IR_NAMES = {"tir": "Tile IR", "thread": "Thread IR"}
 
 
 def run_passes(program: tir.Program, arch: str, passes: tuple[Pass, ...] = PASSES, verify: bool = False) -> list[Unit]:
-    """Each kernel through `passes`, one kernel after the other (errors in source order)."""
+    """Each kernel through `passes`, one kernel after the other (errors in source order). A
+    program with candidate sets keeps its pipelines' buffers (Target.single_buffer): where they
+    are over the target's limit, the nearest fitting point of its sets is built instead."""
     target = get_target(arch)
+    if program.candidate_sets:
+        target = replace(target, single_buffer=False)
     units = []
     for kernel in program.kernels:
         u = _through(passes, Unit(kernel, target), verify)

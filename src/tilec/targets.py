@@ -134,6 +134,10 @@ class Target:
     # no asynchronous copies into shared memory: a pipeline stages its next tiles through registers
     # (the backend's ASYNC_COPY_BYTES is empty; lower/pipelined.py)
     register_staged: bool = False
+    # a register-staged pipeline whose num_stages are over the shared memory keeps one buffer per
+    # tile (plan_pipeline); off for a program with candidate sets, whose nearest fitting point is
+    # taken first (driver._compile_fitted)
+    single_buffer: bool = False
     # element types the language has no type for (elaborate rejects them), each with its hint
     missing_types: Mapping[DType, str] = field(default_factory=dict)
 
@@ -289,7 +293,7 @@ def _hip(arch: str, capability: tuple[int, int], instructions: tuple[Instruction
     return Target(
         arch, "hip", "hip.cdna", capability, arch, hip.LDS_BYTES, instructions, HIP_SPELLING, HIP_LAUNCH, HIPCC,
         hip.HEADER_ORDER, HIP_HEADERS, WAVE_SIZE, atomic_add_types=_ATOMIC_ADD_HIP,
-        atomic_minmax_types=_ATOMIC_MINMAX_HIP, register_staged=True,
+        atomic_minmax_types=_ATOMIC_MINMAX_HIP, register_staged=True, single_buffer=True,
     )  # fmt: skip
 
 

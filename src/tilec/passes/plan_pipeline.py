@@ -109,7 +109,7 @@ def _single_buffered(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], t
     stages copies through registers, where the kernel's shared tiles, `loop`'s producers' tiles
     num_stages times, come to more than the target's shared memory as declared (padding aside).
     The next iteration's tiles then wait in registers until this iteration's reads are done."""
-    if not target.register_staged:
+    if not (target.register_staged and target.single_buffer):
         return False
     tiles = {c.dst.buffer for c in found}
     allocs = [s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]

@@ -191,6 +191,14 @@ def _mfma_helper(m: int, k: int, suffix: str, ctype: str, builtin: str, operand:
     regs, per_lane = m * m // 64, m * k // 64
     vec = f"tilec_{acc}{regs}"
     inputs = ", ".join(f"c[{i}]" for i in range(regs))
+    if operand == "long":  # eight 8-bit elements (tilec's fp8 types too): copied, not type-punned
+        operands = f"""  operand_t a8, b8;
+  __builtin_memcpy(&a8, a, 8);
+  __builtin_memcpy(&b8, b, 8);
+  d = __builtin_amdgcn_{builtin}(a8, b8, d, 0, 0, 0);"""
+    else:
+        operands = f"""  d = __builtin_amdgcn_{builtin}(*reinterpret_cast<const operand_t*>(a), *reinterpret_cast<const operand_t*>(b), d,
+                                 0, 0, 0);"""
     return f"""
 // c[0..{regs - 1}] += A ({m}x{k}) * B ({k}x{m}) by one wave64 on the matrix cores ({builtin}); lane l
 // gives A row l % {m} and B column l % {m}, K elements {per_lane} (l / {m}) .. +{per_lane - 1} of each.
@@ -198,8 +206,7 @@ __device__ __forceinline__ void tilec_mfma_{m}x{m}x{k}_{suffix}({acc}* c, const 
   typedef {operand} operand_t;
   typedef {acc} {vec} __attribute__((ext_vector_type({regs})));
   {vec} d = {{{inputs}}};
-  d = __builtin_amdgcn_{builtin}(*reinterpret_cast<const operand_t*>(a), *reinterpret_cast<const operand_t*>(b), d,
-                                 0, 0, 0);
+{operands}
 #pragma unroll
   for (int i = 0; i < {regs}; ++i) c[i] = d[i];
 }}"""

@@ -120,8 +120,9 @@ extern "C" __global__ void __launch_bounds__(128)
           for (int e1_1 = 0; e1_1 < 16; ++e1_1) {
             const int i_1 = g0_1 * 16 + tx / 8;
             const int j_1 = tx % 8 * 16 + e1_1;
-            A_s[i_1 * 128 ^ i_1 % 8 * 16 ^ j_1] = static_cast<__nv_fp8_e4m3>(
-                by * 64 + i_1 < M ? static_cast<float>(A[by * 8192 + i_1 * 128 + j_1]) : 0.0f);
+            A_s[i_1 * 128 ^ i_1 % 8 * 16 ^ j_1] = by * 64 + i_1 < M
+                                                      ? A[by * 8192 + i_1 * 128 + j_1]
+                                                      : static_cast<__nv_fp8_e4m3>(0.0f);
           }
         }
       }
@@ -164,8 +165,9 @@ extern "C" __global__ void __launch_bounds__(128)
           for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
             const int i_3 = g0_3 * 16 + tx / 8;
             const int j_3 = tx % 8 * 16 + e1_3;
-            B_s[i_3 * 128 ^ i_3 % 8 * 16 ^ j_3] = static_cast<__nv_fp8_e4m3>(
-                bx * 64 + i_3 < N ? static_cast<float>(B[bx * 8192 + i_3 * 128 + j_3]) : 0.0f);
+            B_s[i_3 * 128 ^ i_3 % 8 * 16 ^ j_3] = bx * 64 + i_3 < N
+                                                      ? B[bx * 8192 + i_3 * 128 + j_3]
+                                                      : static_cast<__nv_fp8_e4m3>(0.0f);
           }
         }
       }
