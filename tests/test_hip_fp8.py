@@ -129,13 +129,13 @@ def test_the_typedefs_name_the_formats() -> None:
 @pytest.mark.parametrize("name", FORMATS)
 def test_every_code_decodes_to_its_value(results: list[str], name: str) -> None:
     fmt = FORMATS[name]
-    decoded = {int(c): from_bits(int(u, 16)) for n, kind, c, u in (r.split() for r in results) if (n, kind) == (name, "d")}
+    rows = (r.split() for r in results)
+    decoded = {int(c): from_bits(int(u, 16)) for n, kind, c, u in rows if (n, kind) == (name, "d")}
     assert len(decoded) == 256
     for code, got in decoded.items():
         want = decode(code, *fmt)
-        assert (math.isnan(got) and math.isnan(want)) or (got == want and math.copysign(1, got) == math.copysign(1, want)), (
-            f"{name} code {code:#04x}: {got} != {want}"
-        )
+        same = got == want and math.copysign(1, got) == math.copysign(1, want)
+        assert (math.isnan(got) and math.isnan(want)) or same, f"{name} code {code:#04x}: {got} != {want}"
 
 
 @pytest.mark.parametrize("name", FORMATS)

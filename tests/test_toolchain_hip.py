@@ -82,12 +82,9 @@ def test_what_gfx90a_lacks_is_a_diagnostic(monkeypatch: pytest.MonkeyPatch) -> N
 
 def _compiles_for(arch: str) -> bool:
     src = "#include <hip/hip_runtime.h>\n__global__ void k(int* p) { p[threadIdx.x] = 1; }\n"
-    with subprocess.Popen(
-        ["hipcc", "--genco", f"--offload-arch={arch}", "-x", "hip", "-", "-o", os.devnull],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HIP_PLATFORM": "amd"},
-    ) as proc:  # fmt: skip
-        proc.communicate(src.encode())
-    return proc.returncode == 0
+    cmd = ["hipcc", "--genco", f"--offload-arch={arch}", "-x", "hip", "-", "-o", os.devnull]
+    env = {**os.environ, "HIP_PLATFORM": "amd"}
+    return subprocess.run(cmd, input=src.encode(), capture_output=True, env=env).returncode == 0
 
 
 @pytest.fixture(scope="module")

@@ -92,7 +92,8 @@ struct tilec_fp8 {
     const unsigned char sign = (u >> 24) & 0x80;
     if (a > 0x7F800000u) return FNUZ ? 0x80 : 0x7F;  // NaN (one canonical encoding)
     if (a < ((128u - B) << 23)) {  // below the smallest normal: a multiple of 2^(1 - B - M)
-      const unsigned char q = static_cast<unsigned char>(rintf(__uint_as_float(a) * __uint_as_float((126u + B + M) << 23)));
+      const float scaled = __uint_as_float(a) * __uint_as_float((126u + B + M) << 23);  // exact
+      const unsigned char q = static_cast<unsigned char>(rintf(scaled));
       return FNUZ && q == 0 ? 0 : (sign | q);
     }
     constexpr unsigned shift = 23 - M;
@@ -197,7 +198,8 @@ def _mfma_helper(m: int, k: int, suffix: str, ctype: str, builtin: str, operand:
   __builtin_memcpy(&b8, b, 8);
   d = __builtin_amdgcn_{builtin}(a8, b8, d, 0, 0, 0);"""
     else:
-        operands = f"""  d = __builtin_amdgcn_{builtin}(*reinterpret_cast<const operand_t*>(a), *reinterpret_cast<const operand_t*>(b), d,
+        punned = "*reinterpret_cast<const operand_t*>(a), *reinterpret_cast<const operand_t*>(b)"
+        operands = f"""  d = __builtin_amdgcn_{builtin}({punned}, d,
                                  0, 0, 0);"""
     return f"""
 // c[0..{regs - 1}] += A ({m}x{k}) * B ({k}x{m}) by one wave64 on the matrix cores ({builtin}); lane l

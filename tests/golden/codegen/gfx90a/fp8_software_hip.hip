@@ -32,8 +32,8 @@ struct tilec_fp8 {
     if (a > 0x7F800000u)
       return FNUZ ? 0x80 : 0x7F;   // NaN (one canonical encoding)
     if (a < ((128u - B) << 23)) {  // below the smallest normal: a multiple of 2^(1 - B - M)
-      const unsigned char q = static_cast<unsigned char>(
-          rintf(__uint_as_float(a) * __uint_as_float((126u + B + M) << 23)));
+      const float scaled = __uint_as_float(a) * __uint_as_float((126u + B + M) << 23);  // exact
+      const unsigned char q = static_cast<unsigned char>(rintf(scaled));
       return FNUZ && q == 0 ? 0 : (sign | q);
     }
     constexpr unsigned shift = 23 - M;
