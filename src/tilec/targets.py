@@ -138,6 +138,7 @@ class Target:
     # tile (plan_pipeline); off for a program with candidate sets, whose nearest fitting point is
     # taken first (driver._compile_fitted)
     single_buffer: bool = False
+    partial_wave: int = 0  # a block size below warp_size that is allowed: half a wave64 (HIP)
     # element types the language has no type for (elaborate rejects them), each with its hint
     missing_types: Mapping[DType, str] = field(default_factory=dict)
 
@@ -145,11 +146,11 @@ class Target:
         """Whether a block may have `threads` threads: whole warps (waves), or one wave's lanes
         partly (32 of a wave64: the lanes past 32 idle, and an MFMA, which needs the whole wave,
         gives way to SIMT FMAs)."""
-        whole = threads % self.warp_size == 0 or (threads >= 32 and self.warp_size % threads == 0)
+        whole = threads % self.warp_size == 0 or threads == self.partial_wave
         return 0 < threads <= self.max_threads and whole
 
     def block_size_rule(self) -> str:
-        partial = "32 or " if self.warp_size > 32 else ""
+        partial = f"{self.partial_wave} or " if self.partial_wave else ""
         return f"threads must be {partial}a positive multiple of {self.warp_size}, at most {self.max_threads}"
 
 
@@ -294,6 +295,7 @@ def _hip(arch: str, capability: tuple[int, int], instructions: tuple[Instruction
         arch, "hip", "hip.cdna", capability, arch, hip.LDS_BYTES, instructions, HIP_SPELLING, HIP_LAUNCH, HIPCC,
         hip.HEADER_ORDER, HIP_HEADERS, WAVE_SIZE, atomic_add_types=_ATOMIC_ADD_HIP,
         atomic_minmax_types=_ATOMIC_MINMAX_HIP, register_staged=True, single_buffer=True,
+        partial_wave=WAVE_SIZE // 2,
     )  # fmt: skip
 
 
