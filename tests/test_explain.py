@@ -53,6 +53,16 @@ def test_explain_on_gfx90a_speaks_of_waves_and_mfma_tiles() -> None:
     assert "2x1 waves, 1x32 MFMA tiles per wave" in explain.render_text(explain.explain_program(mla, arch="gfx90a"))
 
 
+def test_explain_shows_gfx942_8bit_mfma_and_a_single_buffered_pipeline() -> None:
+    fp8 = ROOT / "tests" / "golden" / "codegen" / "gemm_fp8_fnuz.tile"
+    text = explain.render_text(explain.explain_program(elaborate(str(fp8), arch="gfx942"), arch="gfx942"))
+    assert "MFMA 32x32x16 float8_e4m3fnuz -> float32 (matrix cores, wave64)" in text
+    roles = ROOT / "tests" / "golden" / "codegen" / "gemm_warp_roles.tile"
+    text = explain.render_text(explain.explain_program(elaborate(str(roles), arch="gfx90a"), arch="gfx90a"))
+    assert "num_stages=3, one buffer per tile (3 are over the shared memory)" in text
+    assert text.count("k + 1 (registers)") == 2 and "copies of their tiles" not in text
+
+
 def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
     assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x4 warps, 4x8 mma tiles per warp" in text

@@ -514,6 +514,12 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
             ahead_copies = producers(s)
             if s.warp_specialized:
                 caption = _warp_roles_caption(s, words)
+            elif s.single_buffered:
+                caption = (
+                    f"num_stages={s.num_stages}, one buffer per tile ({s.num_stages} are over the shared memory): "
+                    "iteration k + 1's copies are loaded into registers while the rest reads the tiles of "
+                    "iteration k, and stored after a second barrier, once every read of them is done"
+                )
             elif ahead_copies:
                 ahead = s.num_stages - 1
                 issue = words["async_copy"]
@@ -572,6 +578,8 @@ def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
         return "k" if pipelined else "-"
     if loop.warp_specialized:
         return f"producer (up to k + {loop.num_stages})"
+    if loop.single_buffered:
+        return "k + 1 (registers)"
     label = f"k + {loop.num_stages - 1}"
     tile = t.dst.buffer
     gemm = next((g for g in loop.body if isinstance(g, tir.Gemm) and tile in g.then_issue), None)
