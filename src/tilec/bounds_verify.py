@@ -457,7 +457,9 @@ def enumerate_holds(
     where = np.ones(max(1, _product(sizes)), dtype=bool)
     for a in assumed:
         if _variables(a) <= set(names):
-            where &= np.broadcast_to(_evaluate(a, env), where.shape)
+            holds = np.asarray(_evaluate(a, env))
+            if holds.dtype == bool:  # else it reads data (an arg-reduction's running value): left out
+                where &= np.broadcast_to(holds, where.shape)
     bad = where & ~np.broadcast_to(_evaluate(cond, env), where.shape)
     if not bad.any():
         return True

@@ -49,6 +49,7 @@ def _show(v: object) -> str:
 
 
 _REDUCE = Sig(("src", "dst"), {"dim": -1, "clear": True})
+_ARG_REDUCE = Sig(("src", "dst"), {"dim": -1, "values": None})  # values: a fragment for the max / min too
 
 TILE_OPS: dict[str, Sig] = {
     "copy": Sig(("src", "dst"), {"pad": 0}, keyword_only=True),
@@ -65,6 +66,8 @@ TILE_OPS: dict[str, Sig] = {
     "reduce_bitand": _REDUCE,
     "reduce_bitor": _REDUCE,
     "reduce_bitxor": _REDUCE,
+    "reduce_argmax": _ARG_REDUCE,
+    "reduce_argmin": _ARG_REDUCE,
     "cumsum": Sig(("src", "dst"), {"dim": 0, "reverse": False}),
     "cummax": Sig(("src", "dst"), {"dim": 0, "reverse": False}),
     "cummin": Sig(("src", "dst"), {"dim": 0, "reverse": False}),
@@ -152,13 +155,6 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
     ),
     "im2col": ("im2col is not supported yet", "copy the input window of each tile with copy() of a region"),
     "alloc_barrier": ("alloc_barrier (explicit mbarriers) is not supported yet", "Pipelined places the barriers"),
-    **{
-        f"reduce_arg{kind}": (
-            f"reduce_arg{kind} (the index of the {kind}imum) is not supported yet",
-            f"reduce_{kind} into m, then reduce_min over if_then_else(x[i, j] == m[i], j, n) in a Parallel loop",
-        )
-        for kind in ("max", "min")
-    },
 }
 
 

@@ -656,7 +656,8 @@ class _Elaborator(ProgramScope):
             return self.inline(f, e, scope, kx)
         if isinstance(f, BuiltinVal) and f.name in TILE_OPS:
             self.need_block(f"{f.name}()", e.span, kx)
-            return [self.tile_op(f.name, e, scope, kx)]
+            op = self.tile_op(f.name, e, scope, kx)
+            return list(op) if isinstance(op, tuple) else [op]
         if isinstance(f, BuiltinVal) and f.name in ALLOCS:
             raise error(e.span, f"the buffer of {f.name}() must be given a name", hint=f"write x = {f.name}(...)")
         if isinstance(f, BuiltinVal) and f.name in FUNCS:
@@ -688,7 +689,7 @@ class _Elaborator(ProgramScope):
         finally:
             kx.macros.pop()
 
-    def tile_op(self, name: str, call: S.Call, scope: Scope, kx: _KernelState) -> tir.Stmt:
+    def tile_op(self, name: str, call: S.Call, scope: Scope, kx: _KernelState) -> tir.Stmt | tuple[tir.Stmt, ...]:
         b = bind(call, name, TILE_OPS[name])
         args = b.args
         span = call.span
@@ -735,6 +736,13 @@ class _Elaborator(ProgramScope):
                 return tir.SyncThreads(span)
         kind = name.removeprefix("reduce_")
         dim = self.const_int(args.get("dim"), scope, kx, "dim", -1)
+        if kind in ("argmax", "argmin"):
+            index = shapes.arg_reduce(kind, opnd("src"), opnd("dst"), dim, span)
+            if args.get("values") is None:
+                return index
+            # the values too: a reduce_max (reduce_min) of the same source beside it
+            values = shapes.reduce(kind.removeprefix("arg"), opnd("src"), opnd("values"), dim, True, span)
+            return (values, index)
         return shapes.reduce(kind, opnd("src"), opnd("dst"), dim, flag("clear"), span)
 
     def pad(self, node: S.Expr | None, scope: Scope, kx: _KernelState) -> shapes.Pad | None:

@@ -288,6 +288,24 @@ def gemm(a: Operand, b: Operand, c: Operand, flags: tuple[bool, bool, str, bool]
     return tir.Gemm(region(a), region(b), region(c), transpose_a, transpose_b, policy, clear_accum, span=span)  # type: ignore[arg-type]  # policy: checked by the caller
 
 
+def arg_reduce(kind: str, src: Operand, dst: Operand, dim: int, span: Span) -> tir.Reduce:
+    """reduce_argmax / reduce_argmin: `reduce`'s checks, and an index needs an int32 destination
+    and a source of at most 32 bits (a value and its index share a cross-warp scratch slot)."""
+    op = f"reduce_{kind}"
+    if dst.buffer.dtype != DType.int32:
+        raise error(
+            dst.span,
+            f"{op}() writes indices: '{dst.name}' must be int32, not {dst.buffer.dtype.tile_name}",
+            hint=f"allocate it with alloc_fragment(..., int32); pass values= a fragment of {src.buffer.dtype.tile_name} "
+            "for the values",
+        )
+    if src.buffer.dtype.bits > 32:
+        raise error(src.span, f"{op}() of {src.buffer.dtype.tile_name} values is not supported (32 bits at most)")
+    if src.buffer.dtype == DType.bool:
+        raise error(src.span, f"{op}() needs numbers; '{src.name}' is bool")
+    return reduce(kind, src, dst, dim, True, span)
+
+
 def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: Span) -> tir.Reduce:
     op = f"reduce_{kind}"
     _need_extents(src, op, "src")

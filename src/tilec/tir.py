@@ -280,13 +280,14 @@ class Fill:
     span: Span = field(default=NO_SPAN, compare=False)
 
 
-ReduceKind = Literal["max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor"]
+ReduceKind = Literal["max", "min", "sum", "abssum", "absmax", "bitand", "bitor", "bitxor", "argmax", "argmin"]
 
 
 @dataclass(frozen=True, slots=True)
 class Reduce:
     """dst = reduce(src) along `dim` (normalized to >= 0); dst has src's
-    shape with `dim` removed. With clear=False the old dst is folded in."""
+    shape with `dim` removed. With clear=False the old dst is folded in. `argmax` and `argmin`
+    write the index along `dim` of the largest (smallest) element, the first of equal ones."""
 
     kind: ReduceKind
     src: Region

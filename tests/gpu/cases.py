@@ -268,6 +268,24 @@ def check_row_bits(mod, gen, M):
     return next((r for r in results if not r["ok"]), results[0])
 
 
+def check_row_argmax(mod, gen, M):
+    """reduce_argmax / reduce_argmin along rows with many ties (values on a grid of quarters): the
+    first index of the largest (smallest) value, as torch.argmax / argmin give it, and the values."""
+    x = (torch.randint(-8, 8, (M, 1000), device=harness.DEVICE, generator=gen) / 4).to(f16)
+    k = torch.randint(-50, 50, (M, 96), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    i, v, j = guarded_output((M,), torch.int32), guarded_output((M,), f32), guarded_output((M,), torch.int32)
+    ki, kw = guarded_output((M,), torch.int32), guarded_output((M,), torch.int32)
+    mod.row_argmax(guarded_input(x).tensor, i.tensor, v.tensor, j.tensor)
+    mod.int_argmin(guarded_input(k).tensor, ki.tensor, kw.tensor)
+    sync()
+    refs = [
+        (i, x.argmax(1).int()), (v, x.float().amax(1)), (j, x.argmin(1).int()),
+        (ki, k.argmin(1).int()), (kw, k.amin(1)),
+    ]  # fmt: skip
+    results = [compare(o.tensor, r, 0.0, [o]) for o, r in refs]
+    return next((r for r in results if not r["ok"]), results[0])
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -592,6 +610,9 @@ def _cases() -> list[Case]:
     for v in ("row_bits", "row_bits-sm90a"):
         for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_bits, M=M)
+    for v in ("row_argmax", "row_argmax-sm90a"):
+        for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
+            add(v, f"M={M} {what}", check_row_argmax, M=M)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

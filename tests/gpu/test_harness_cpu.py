@@ -122,6 +122,16 @@ class Fake:
         for out, op in ((a, torch.bitwise_and), (o, torch.bitwise_or), (y, torch.bitwise_xor)):
             self._store(out, functools.reduce(op, x.unbind(1)))
 
+    def row_argmax(self, x, i, v, j):
+        xf = x.float()
+        self._store(i, xf.argmax(1).int())
+        self._store(v, xf.amax(1))
+        self._store(j, xf.argmin(1).int())
+
+    def int_argmin(self, x, j, w):
+        self._store(j, x.argmin(1).int())
+        self._store(w, x.amin(1))
+
     def col_max(self, x, mx):
         self._store(mx, torch.maximum(mx, x.amax(0)))
 

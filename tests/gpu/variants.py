@@ -118,6 +118,8 @@ VARIANTS: list[Variant] = [
     Variant("bmm_bias", "bmm_bias", folder=PROGRAMS),
     Variant("row_bits", "row_bits", folder=PRIMITIVES),
     Variant("row_bits-sm90a", "row_bits", arch="sm_90a", folder=PRIMITIVES),
+    Variant("row_argmax", "row_argmax", folder=PRIMITIVES),
+    Variant("row_argmax-sm90a", "row_argmax", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax", "atomic_minmax", folder=PRIMITIVES),
     Variant("row_scan", "row_scan", folder=PRIMITIVES),
     Variant("block_histogram", "block_histogram", folder=PRIMITIVES),

@@ -324,6 +324,8 @@ def stage_fragment(ctx: LowerContext, region: tir.Region) -> tuple[tir.Region, l
 def lower_reduce(ctx: LowerContext, s: tir.Reduce) -> list[T.Stmt]:
     """Fold the registers along `dim` in each thread, then across the
     threads sharing a row: warp shuffles, then shared memory across warps."""
+    if s.kind in ("argmax", "argmin"):
+        return lower_arg_reduce(ctx, s)
     src, dst = s.src.buffer, s.dst.buffer
     sf = ctx.layouts.buffers[src]
     df = ctx.layouts.buffers[dst]
@@ -410,6 +412,115 @@ def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: l
     for off in offsets[1:]:
         other_ref = scratch_at(simplify(add(base, int_(off))))
         out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+    return out
+
+
+def lower_arg_reduce(ctx: LowerContext, s: tir.Reduce) -> list[T.Stmt]:
+    """reduce_argmax / reduce_argmin: lower_reduce's plan on (value, index) pairs. Each thread
+    keeps the best value it has seen and its index along `dim`, then the pairs are combined
+    across lanes (both shuffled) and warps (values, then indices, in the scratch row):
+
+        best = -inf; at = INT_MAX;                     // per destination element
+        if (x[0] > best || x[0] == best && 0 < at) { best = x[0]; at = 0; }   ... in-thread
+        other = shfl_xor(best, 16); other_at = shfl_xor(at, 16);  if (better) take it  ...
+
+    The first of equal values wins (the smallest index); NaNs are never taken, and a row of
+    NaNs only gets index 0."""
+    src, dst = s.src.buffer, s.dst.buffer
+    sf, df = ctx.layouts.buffers[src], ctx.layouts.buffers[dst]
+    if not L.same_placement(df, L.reduced(sf, s.dim)):
+        raise error(
+            s.span,
+            f"'{dst.name}' is not laid out as a reduction of '{src.name}'",
+            hint="use a fresh alloc_fragment for the result",
+        )
+    acc_t, kind = compute_dtype(src.dtype), s.kind.removeprefix("arg")
+    coords = L.thread_coords(sf, ctx.tx)
+    kept = [k for k, p in enumerate(sf.local_parts) if p.dim != s.dim]
+    padded = [d for d in range(len(sf.shape)) if sf.padded(d)]
+    across = [(p.extent, sf.thread_stride(k)) for k, p in enumerate(sf.thread_parts) if p.dim == s.dim and p.extent > 1]
+    by_dst: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    for digits in L.local_digits(sf):
+        by_dst.setdefault(tuple(digits[k] for k in kept), []).append(digits)
+    out: list[T.Stmt] = []
+    none = int_(DType.int32.int_bounds[1])  # no index yet: loses every tie
+    for dslot, group in enumerate(by_dst.values()):
+        pair = _Pair(ctx.fresh("best"), ctx.fresh("at"), acc_t, kind)
+        out += [T.Decl(pair.value, acc_t, (), init=identity(kind, acc_t)), T.Decl(pair.index, I32, (), init=none)]
+        for digits in group:
+            reg = T.Subscript(ctx.name(src), (L.slot(sf, digits),), src.dtype)
+            idx = L.tile_index(sf, coords, digits)
+            x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+            take = pair.take(x, simplify(idx[s.dim]))
+            out += guarded(all_of([lt(idx[d], int_(sf.shape[d])) for d in padded]), take)
+        out += _cross_thread_pairs(ctx, pair, across)
+        at = tir.Var(pair.index, I32, "let")
+        found = tir.Select(tir.BinOp("==", at, none, DType.bool), int_(0), at, I32)
+        out.append(T.Assign(T.Subscript(ctx.name(dst), (int_(dslot),), dst.dtype), found))
+    return out
+
+
+class _Pair:
+    """A running (value, index) of an arg-reduction: C names, value type, "max" or "min"."""
+
+    def __init__(self, value: str, index: str, dtype: DType, kind: str):
+        self.value, self.index, self.dtype, self.kind = value, index, dtype, kind
+
+    def better(self, x: tir.Expr, i: tir.Expr) -> tir.Expr:
+        """(x, i) beats the pair held: a larger (smaller) value, or an equal one at a smaller index."""
+        best, at = tir.Var(self.value, self.dtype, "let"), tir.Var(self.index, I32, "let")
+        b = DType.bool
+        strictly = tir.BinOp(">" if self.kind == "max" else "<", x, best, b)
+        tie = tir.BinOp("and", tir.BinOp("==", x, best, b), tir.BinOp("<", i, at, b), b)
+        return tir.BinOp("or", strictly, tie, b)
+
+    def take(self, x: tir.Expr, i: tir.Expr) -> list[T.Stmt]:
+        sets = (T.Assign(T.Sym(self.value, self.dtype), x), T.Assign(T.Sym(self.index, I32), i))
+        return [T.IfThen(self.better(x, i), sets)]
+
+
+def _cross_thread_pairs(ctx: LowerContext, pair: _Pair, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+    """`_cross_thread` for a (value, index) pair: each xor shuffle moves both, the better is
+    kept; across warps the values go to the scratch row's first `threads` slots as the value
+    type and the indices to the next `threads` as int32."""
+    out: list[T.Stmt] = []
+    value, index = tir.Var(pair.value, pair.dtype, "let"), tir.Var(pair.index, I32, "let")
+    outer: list[tuple[int, int]] = []
+    for extent, stride in parts:
+        inner = 1
+        while inner < extent and stride * inner * 2 <= ctx.target.warp_size:
+            inner *= 2
+        mask = stride * inner // 2
+        while mask >= stride and inner > 1:
+            other, other_at = ctx.fresh("other"), ctx.fresh("other_at")
+            out.append(T.Decl(other, pair.dtype, (), init=T.Intrin("shfl_xor", (value, int_(mask)), pair.dtype)))  # type: ignore[arg-type]
+            out.append(T.Decl(other_at, I32, (), init=T.Intrin("shfl_xor", (index, int_(mask)), I32)))  # type: ignore[arg-type]
+            out += pair.take(tir.Var(other, pair.dtype, "let"), tir.Var(other_at, I32, "let"))
+            mask //= 2
+        if extent // inner > 1:
+            outer.append((extent // inner, stride * inner))
+    if not outer:
+        return out
+    red, threads = _red_scratch(ctx), ctx.kernel.threads
+
+    def values_at(i: tir.Expr) -> T.Subscript:
+        return T.Subscript(red, (i,), pair.dtype, reinterpret=True)
+
+    def indices_at(i: tir.Expr) -> T.Subscript:  # 8 bytes a thread: room for both at 4 bytes each
+        return T.Subscript(red, (simplify(add(i, int_(threads))),), I32, reinterpret=True)
+
+    base: tir.Expr = ctx.tx
+    for extent, step in outer:
+        digit = tir.BinOp("%", tir.BinOp("//", ctx.tx, int_(step), I32), int_(extent), I32)
+        base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
+    base = simplify(base)
+    out += [BLOCK, T.Assign(values_at(ctx.tx), value), T.Assign(indices_at(ctx.tx), index), BLOCK]
+    offsets = [0]
+    for extent, step in outer:
+        offsets = [o + c * step for o in offsets for c in range(extent)]
+    for off in offsets:
+        at = simplify(add(base, int_(off)))
+        out += pair.take(values_at(at), indices_at(at))  # type: ignore[arg-type]  # Thread IR leaves
     return out
 
 
