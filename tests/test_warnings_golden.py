@@ -59,7 +59,7 @@ def test_explain_gives_the_real_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     (report,) = explain_program(elaborate_file("tests/golden/warnings/lost_pipeline_loaded_index.tile", {}))
     (caption,) = [t.caption for t in report.tables if t.title.startswith("Pipeline")]
     assert caption == (
-        "num_stages=2: plain loop: the copy into 'A_shared' (line 13) cannot run ahead: "
+        "num_stages=2: plain loop: the copy into 'A_shared' (line 15) cannot run ahead: "
         "its indices use 'row', loaded in the loop body"
     )
 

@@ -98,6 +98,8 @@ class _Walker:
     indexing: frozenset[str] = frozenset()  # the names some index or loop bound reads (_index_names)
     epochs: dict[str, int] = field(default_factory=dict)  # assignments so far, per alloc_var
     scalars: dict[tuple[str, int], tir.Var] = field(default_factory=dict)  # scalar_read's variables
+    read_only: frozenset[str] = frozenset()  # the tensors the kernel only reads (const parameters)
+    elements: dict[tuple[str, tuple[tir.Expr, ...]], tir.Var] = field(default_factory=dict)  # element_read's
     span: Span = NO_SPAN
     failures: list[Diagnostic] = field(default_factory=list)
     proven: set[tuple[tir.Expr, tuple[tir.Expr, ...]]] = field(default_factory=set)
@@ -393,6 +395,8 @@ class _Walker:
                 return e
             case T.Subscript(name, ()) if _tracked(e.dtype):  # an alloc_var
                 return self.scalar_read(name)
+            case T.Subscript(name, idx) if _tracked(e.dtype) and name in self.read_only and not e.reinterpret:
+                return self.element_read(name, tuple(self.value(i) for i in idx))
             case tir.Var(name) | T.Sym(name):
                 bound = self.lookup(name)
                 if bound is COUNTER:
@@ -412,6 +416,15 @@ class _Walker:
                 return tir.Call(f, (self.value(a), self.value(b)), I32)
             case _:
                 return self.unknown(e.dtype)
+
+    def element_read(self, name: str, idx: tuple[tir.Expr, ...]) -> tir.Var:
+        """An element of a tensor the kernel only reads (a `const` parameter: a page table): one
+        variable per element read, unbounded, so that two reads of it (a gathered copy's flat
+        index and its per-dimension one, `Table[bx * T + k]` in both) are the same value."""
+        key = (name, idx)
+        if key not in self.elements:
+            self.elements[key] = tir.Var(f"{name}[{len(self.elements)}]", I32, "scalar")
+        return self.elements[key]
 
     def counter_read(self, name: str) -> tir.Var:
         """A counter's value: some integer at least 0, one variable per counter and epoch (so
@@ -664,7 +677,8 @@ def verify_bounds(k: T.Kernel) -> list[Diagnostic]:
     """Every index of `k` (and of its fallback kernel) proven inside its buffer; the failures."""
     from tilec.arith import Prover
 
-    walker = _Walker(k, Prover(), indexing=frozenset(_indexing(k.body)))
+    read_only = frozenset(p.name for p in k.params if p.pointer and p.const)
+    walker = _Walker(k, Prover(), indexing=frozenset(_indexing(k.body)), read_only=read_only)
     facts = _start(walker, k)
     with _assumed_all(walker, facts):
         walker.block(k.body)

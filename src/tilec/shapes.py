@@ -296,8 +296,8 @@ def arg_reduce(kind: str, src: Operand, dst: Operand, dim: int, span: Span) -> t
         raise error(
             dst.span,
             f"{op}() writes indices: '{dst.name}' must be int32, not {dst.buffer.dtype.tile_name}",
-            hint=f"allocate it with alloc_fragment(..., int32); pass values= a fragment of {src.buffer.dtype.tile_name} "
-            "for the values",
+            hint=f"allocate it with alloc_fragment(..., int32); values= takes a {src.buffer.dtype.tile_name} "
+            "fragment for the values",
         )
     if src.buffer.dtype.bits > 32:
         raise error(src.span, f"{op}() of {src.buffer.dtype.tile_name} values is not supported (32 bits at most)")

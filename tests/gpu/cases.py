@@ -286,6 +286,17 @@ def check_row_argmax(mod, gen, M):
     return next((r for r in results if not r["ok"]), results[0])
 
 
+def check_paged_gather(mod, gen, P, NB, T):
+    """A pipelined loop through a page table: C[b] = sum over k of A[Table[b, k]] @ B, the pages
+    drawn at random (repeats included), T from below the stage count to several times it."""
+    a, b = randn((P, 16, 64), f16, gen), randn((64, 64), f16, gen)
+    table = torch.randint(0, P, (NB, T), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    c = guarded_output((NB, 16, 64), f32)
+    mod.paged_gather(guarded_input(a).tensor, guarded_input(table).tensor, guarded_input(b).tensor, c.tensor)
+    ref = torch.einsum("btij,jk->bik", a.double()[table.long()], b.double())
+    return _finish(c, ref)
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -610,6 +621,9 @@ def _cases() -> list[Case]:
     for v in ("row_bits", "row_bits-sm90a"):
         for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_bits, M=M)
+    for v in ("paged_gather", "paged_gather-sm90a"):
+        for P, NB, T, what in ((40, 5, 7, "7 pages a block"), (9, 3, 1, "one page: below the stages"), (64, 2, 33, "")):
+            add(v, f"P={P} NB={NB} T={T} {what}", check_paged_gather, P=P, NB=NB, T=T)
     for v in ("row_argmax", "row_argmax-sm90a"):
         for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_argmax, M=M)

@@ -122,6 +122,9 @@ class Fake:
         for out, op in ((a, torch.bitwise_and), (o, torch.bitwise_or), (y, torch.bitwise_xor)):
             self._store(out, functools.reduce(op, x.unbind(1)))
 
+    def paged_gather(self, a, table, b, c):
+        self._store(c, torch.einsum("btij,jk->bik", a.float()[table.long()], b.float()))
+
     def row_argmax(self, x, i, v, j):
         xf = x.float()
         self._store(i, xf.argmax(1).int())

@@ -9,10 +9,14 @@ the rest of the body (the consumers) reads the copy of iteration k.
         copy(A[.., k * 32], A_shared)    ->    A_shared: float16[3][128, 32], producer
         gemm(A_shared, B_shared, C)            consumer, reads stage k % 3
 
-A copy is not a producer when its source indices use a value computed in
-the loop body or read a buffer the body writes, when anything else in the
-loop writes its tile, or when it is not at the top level of the body;
-`refusals` says which copies and why (-Wlost-pipeline and explain print it).
+A name the body binds before a copy (`page = block_table[b, k]`) is written
+into the copy's indices when the copy can evaluate it for a later iteration
+itself: it uses the loop variable, names bound outside the loop and tables
+the loop does not write (`_indices_through_lets`). A copy is not a producer
+when its source indices use any other value computed in the loop body or read
+a buffer the body writes, when anything else in the loop writes its tile, or
+when it is not at the top level of the body; `refusals` says which copies and
+why (-Wlost-pipeline and explain print it).
 
 A global -> shared copy that comes before a pipelined loop in the same block,
 with nothing between them touching its tile and nothing in the loop writing
@@ -40,16 +44,16 @@ from dataclasses import dataclass, replace
 from tilec import tir, tir_walk
 from tilec.passes.select import gemm_depth
 from tilec.shared_plan import declared_bytes
-from tilec.simplify import const
+from tilec.simplify import const, substitute
 from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
-from tilec.tir_print import expr_text
 
 
 def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
     """`kernel` with the plan on its nodes: each producer and early copy's `pipeline`, each
     multi-buffered tile's `Alloc.stages`, a main-loop gemm's `fragments_ahead`, and the producers
     a gemm is followed by (`then_issue`). `target`: the records of the gemms' instructions."""
+    kernel = tir_walk.map_kernel(kernel, _indices_through_lets)
     producer_ids: set[int] = set()  # ids, like the others below, of statements of `kernel`
     pipelined: set[int] = set()  # loops with producers
     ahead: set[int] = set()
@@ -277,6 +281,42 @@ def _top_level_candidates(loop: tir.For) -> list[tir.Copy]:
     return _copies_into_shared(loop.body)
 
 
+def _indices_through_lets(s: tir.Stmt) -> tir.Stmt:
+    """A Pipelined loop whose copies' indices use names bound earlier in its body to values the
+    copy can evaluate for a later iteration itself (`_ahead_value`: a page table's entry
+    `page = block_table[b, k]`), with those values written into the indices: the copy can then
+    run ahead (its indices are evaluated for the iteration it fetches). The names stay for the
+    body's other uses."""
+    if not (isinstance(s, tir.For) and s.kind == "pipelined" and s.num_stages >= 2):
+        return s
+    values: dict[tir.Var, tir.Expr] = {}
+    body: list[tir.Stmt] = []
+    for t in s.body:
+        if isinstance(t, tir.Let):
+            value = _ahead_value(s, substitute(t.value, values))
+            if value is not None:
+                values[t.var] = value
+        if isinstance(t, tir.Copy) and t.src.buffer.scope == "global" and _vars(t.src) & set(values):
+            src = t.src
+            src = replace(src, starts=tuple(substitute(e, values) for e in src.starts))
+            t = replace(t, src=replace(src, extents=tuple(substitute(e, values) for e in src.extents)))
+        body.append(t)
+    return replace(s, body=tuple(body))
+
+
+def _ahead_value(loop: tir.For, value: tir.Expr) -> tir.Expr | None:
+    """`value` (lets before it already substituted) when a copy may evaluate it for a later
+    iteration: it uses no name the loop body binds other than the loop's own variable, and reads
+    only buffers the loop does not write. None otherwise."""
+    bound = {t.var for t in tir_walk.stmts(loop.body) if isinstance(t, tir.Let)}
+    allocated = {t.buffer for t in tir_walk.stmts(loop.body) if isinstance(t, tir.Alloc)}
+    if any(v in bound for v in tir_walk.variables(value)):
+        return None
+    if any(ld.buffer in allocated or _writer(loop, ld.buffer, None) is not None for ld in tir_walk.loads(value)):
+        return None
+    return value
+
+
 def _refusal(loop: tir.For, c: tir.Copy) -> Refusal | None:
     """Why `c`, a global -> shared copy at the top of `loop`'s body, cannot run ahead (None: it can):
     its indices use a value of the iteration, or the loop writes its tile or an index's table."""
@@ -284,10 +324,11 @@ def _refusal(loop: tir.For, c: tir.Copy) -> Refusal | None:
     if lets:
         let = lets[0]
         how = "loaded" if tir_walk.loads(let.value) else "computed"
-        note = f"'{let.var.name}' is {how} here, in the iteration the copy would run ahead of"
+        note = f"'{let.var.name}' is {how} here, from a value of the iteration the copy would run ahead of"
         hint = (
-            f"write {expr_text(let.value)} into the copy's indices in place of '{let.var.name}': a pipelined "
-            f"copy evaluates its indices for the iteration it fetches ({loop.var.name} + {loop.num_stages - 1})"
+            f"a pipelined copy evaluates its indices for the iteration it fetches ({loop.var.name} + "
+            f"{loop.num_stages - 1}): compute '{let.var.name}' from {loop.var.name} and tables the loop does not "
+            f"write (a page table's entry, table[b, {loop.var.name}], is fine)"
         )
         return Refusal(f"its indices use '{let.var.name}', {how} in the loop body", hint, let, note)
     tile = c.dst.buffer.name
