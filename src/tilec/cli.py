@@ -1,4 +1,5 @@
-"""The command line: `tilec build`, `tilec check`, `tilec explain`, `tilec --version`, `tilec --cmake-dir`.
+"""The command line: `tilec build`, `tilec check`, `tilec explain`, `tilec import-tilelang`, `tilec --version`,
+`tilec --cmake-dir`.
 
     tilec build examples/gemm.tile -o build/gemm.cu --arch sm_90a --cubin build/gemm.cubin
     tilec build a.tile b.tile --out-dir gen/ -MD          # gen/a.cu gen/a.d gen/b.cu gen/b.d
@@ -657,6 +658,34 @@ def tune(
     except BrokenPipeError:
         raise  # `tilec tune ... | head`: main() exits quietly
     except Exception as exc:  # noqa: BLE001
+        raise SystemExit(report_exception(exc, source)) from None
+    raise SystemExit(OK)
+
+
+# ---------------------------------------------------------------- import-tilelang
+
+
+@cli.command("import-tilelang")
+@click.argument("source", metavar="PROG.py")
+@click.option("-o", "--output", metavar="OUT.tile", help="Output file; stdout if omitted.")
+@click.option("--function", metavar="NAME", help="Convert only this kernel function (default: every one).")
+@click.option("--source-commit", metavar="COMMIT", help="The commit the source was read at (for the header).")
+@define_option
+def import_tilelang(
+    source: str, output: str | None, function: str | None, source_commit: str | None, defines: tuple[str, ...]
+) -> None:
+    """Convert a TileLang Python program to a .tile file (docs/import-tilelang.md)."""
+    parsed = parse_defines(defines)
+    try:
+        from tilec.import_tilelang import convert, read_source
+
+        text = convert(read_source(source), source, function, source_commit, parsed)
+        if output:
+            driver.write_atomic(output, text)
+        else:
+            sys.stdout.write(text)
+    except Exception as exc:  # noqa: BLE001
+        driver.remove_output(output)  # no stale .tile left behind, as for build
         raise SystemExit(report_exception(exc, source)) from None
     raise SystemExit(OK)
 
