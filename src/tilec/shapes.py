@@ -339,13 +339,13 @@ def _axis(dim: int, rank: int, op: str, span: Span) -> int:
 
 
 def cumsum(op: str, src: Operand, dst: Operand, dim: int, reverse: bool, span: Span) -> tir.CumSum:
-    """`cumsum`, `cummax` or `cummin` (`op`: "sum", "max", "min") of a shared tile along `dim`."""
+    """`cumsum`, `cummax` or `cummin` (`op`: "sum", "max", "min") of a shared tile or a fragment along `dim`."""
     name = f"cum{op}"
     _need_extents(src, name, "src")
     dst = with_extents(dst, src, name)
-    hint = f"{name} on fragments is not supported yet: copy the tile into alloc_shared memory first"
-    _need_scope(src, ("shared",), name, "source", hint)
-    _need_scope(dst, ("shared",), name, "destination", hint)
+    hint = "scan a fragment or a tile in shared memory"
+    _need_scope(src, ("shared", "fragment"), name, "source", hint)
+    _need_scope(dst, ("shared", "fragment"), name, "destination", hint)
     assert src.extents is not None and dst.extents is not None
     axis = _axis(dim, len(src.extents), name, span)
     if squeeze(src.extents) != squeeze(dst.extents):

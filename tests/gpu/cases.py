@@ -286,6 +286,21 @@ def check_row_argmax(mod, gen, M):
     return next((r for r in results if not r["ok"]), results[0])
 
 
+def check_frag_scan(mod, gen, M):
+    """Scans of fragments: cumsum (then doubled in registers) and a reversed cummax along rows, a
+    cummin down each block's 4 rows (rows past M are zeros in the tile, and only those before a
+    row count for it)."""
+    x = randn((M, 64), f16, gen)
+    s, r, c = (guarded_output((M, 64), f32) for _ in range(3))
+    mod.frag_scan(guarded_input(x).tensor, s.tensor, r.tensor, c.tensor)
+    xd = x.double()
+    blocks = torch.cat([xd, xd.new_zeros((-M % 4, 64))]).reshape(-1, 4, 64)
+    refs = [2 * xd.cumsum(1), xd.flip(1).cummax(1).values.flip(1), blocks.cummin(1).values.reshape(-1, 64)[:M]]
+    sync()
+    results = [compare(o.tensor, ref, tol_for(o.tensor), [o]) for o, ref in zip((s, r, c), refs)]
+    return next((res for res in results if not res["ok"]), results[0])
+
+
 def check_paged_gather(mod, gen, P, NB, T):
     """A pipelined loop through a page table: C[b] = sum over k of A[Table[b, k]] @ B, the pages
     drawn at random (repeats included), T from below the stage count to several times it."""
@@ -621,6 +636,8 @@ def _cases() -> list[Case]:
     for v in ("row_bits", "row_bits-sm90a"):
         for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_bits, M=M)
+    for M, what in ((64, "16 blocks"), (37, "ragged"), (1, "one row")):
+        add("frag_scan", f"M={M} {what}", check_frag_scan, M=M)
     for v in ("paged_gather", "paged_gather-sm90a"):
         for P, NB, T, what in ((40, 5, 7, "7 pages a block"), (9, 3, 1, "one page: below the stages"), (64, 2, 33, "")):
             add(v, f"P={P} NB={NB} T={T} {what}", check_paged_gather, P=P, NB=NB, T=T)

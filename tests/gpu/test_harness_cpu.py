@@ -122,6 +122,14 @@ class Fake:
         for out, op in ((a, torch.bitwise_and), (o, torch.bitwise_or), (y, torch.bitwise_xor)):
             self._store(out, functools.reduce(op, x.unbind(1)))
 
+    def frag_scan(self, x, s, r, c):
+        xf = x.float()
+        M = x.shape[0]
+        blocks = torch.cat([xf, xf.new_zeros((-M % 4, 64))]).reshape(-1, 4, 64)
+        self._store(s, 2 * xf.cumsum(1))
+        self._store(r, xf.flip(1).cummax(1).values.flip(1))
+        self._store(c, blocks.cummin(1).values.reshape(-1, 64)[:M])
+
     def paged_gather(self, a, table, b, c):
         self._store(c, torch.einsum("btij,jk->bik", a.float()[table.long()], b.float()))
 

@@ -120,6 +120,7 @@ VARIANTS: list[Variant] = [
     Variant("row_bits-sm90a", "row_bits", arch="sm_90a", folder=PRIMITIVES),
     Variant("row_argmax", "row_argmax", folder=PRIMITIVES),
     Variant("paged_gather", "paged_gather", folder=PRIMITIVES),
+    Variant("frag_scan", "frag_scan", folder=PRIMITIVES),
     Variant("paged_gather-sm90a", "paged_gather", arch="sm_90a", folder=PRIMITIVES),
     Variant("row_argmax-sm90a", "row_argmax", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax", "atomic_minmax", folder=PRIMITIVES),

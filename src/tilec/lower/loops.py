@@ -84,7 +84,7 @@ def distributed(
     return nest
 
 
-def _replica_zero(ctx: LowerContext, layout: L.Fragment) -> tir.Expr:
+def replica_zero(ctx: LowerContext, layout: L.Fragment) -> tir.Expr:
     """True in the threads that hold replica 0 of a replicated layout."""
     coords = L.thread_coords(layout, ctx.tx)
     conds = [
@@ -152,8 +152,8 @@ def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) 
                 ctx.state.assumed = outer
                 cond = acc.inbounds
                 if buf.scope in ("global", "shared"):  # memory all threads see: one replica writes
-                    cond = all_of([_replica_zero(ctx, loop.layout), cond])
-                out += guarded(cond, [assign])
+                    cond = all_of([replica_zero(ctx, loop.layout), cond])
+                out += guarded(all_of([c for c in conjuncts(cond) if c not in ctx.state.assumed]), [assign])
             case tir.Let(var, value):
                 out.append(let_decl(ctx, var, value_of(ctx, value, loop)))
             case tir.Alloc(buf, init) if buf.scope == "var":
@@ -170,7 +170,7 @@ def _elements(ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop) 
             case tir.For():
                 out.append(_element_loop(ctx, s, loop))
             case tir.Atomic(dst=dst, value=value, op=op) if value is not None:
-                out += guarded(_replica_zero(ctx, loop.layout), atomic(ctx, op, dst.buffer, dst.starts, value, loop))
+                out += guarded(replica_zero(ctx, loop.layout), atomic(ctx, op, dst.buffer, dst.starts, value, loop))
             case tir.Print(value=value, msg=msg) if not isinstance(value, tir.Region):
                 out.append(printf(msg, value_of(ctx, value, loop)))
             case tir.DeviceAssert():
@@ -283,7 +283,7 @@ def _vector_path(
             lane_body += _elements(ctx, (tir.Store(s.buffer, s.indices, value, s.span),), loop)
             continue
         cond, refs = target_plan
-        conds += [cond, _replica_zero(ctx, loop.layout)]
+        conds += [cond, replica_zero(ctx, loop.layout)]
         reg = ctx.fresh(f"{ctx.name(s.buffer)}_v")
         pre.append(T.Decl(reg, s.buffer.dtype, (width,), align=16))
         lane_body.append(
@@ -375,7 +375,7 @@ def _async_vector(
     if src is None or dst is None or len(src[1]) != 1 or len(dst[1]) != 1:
         return None  # one asynchronous copy moves the whole vector: one piece on each side
     copy = ctx.backend.async_copy(ctx, dst[1][0], src[1][0], nbytes)  # the target's instruction
-    return all_of([src[0], dst[0], _replica_zero(ctx, loop.layout)]), [copy]
+    return all_of([src[0], dst[0], replica_zero(ctx, loop.layout)]), [copy]
 
 
 def _vec_access(

@@ -22,6 +22,7 @@ from tilec.lower.cexpr import (
     at_least_zero,
     cast,
     compute_dtype,
+    conjuncts,
     const_int,
     counter_var,
     guarded,
@@ -34,7 +35,7 @@ from tilec.lower.cexpr import (
 )
 from tilec.lower.context import LowerContext, kernel_flag, shared_view
 from tilec.lower.exprs import nonnegative, value_of
-from tilec.lower.loops import aligned, atomic, distributed
+from tilec.lower.loops import aligned, atomic, distributed, replica_zero
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
 from tilec.targets import instruction_named
@@ -535,7 +536,10 @@ def _red_scratch(ctx: LowerContext) -> str:
 
 def lower_cumsum(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
     """One thread per line along `dim`, scanning it serially (in place is fine); the running
-    value starts at the op's identity (0, or -inf / +inf for cummax / cummin)."""
+    value starts at the op's identity (0, or -inf / +inf for cummax / cummin). A fragment's scan
+    goes through a shared tile of its own (`_fragment_scan`)."""
+    if "fragment" in (s.src.buffer.scope, s.dst.buffer.scope):
+        return _fragment_scan(ctx, s)
     src, dst = s.src, s.dst
     ext = tuple(const_int(e) for e in src.extents)
     n = ext[s.dim]
@@ -554,7 +558,29 @@ def lower_cumsum(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
     )
     start = identity(s.op, running.dtype)
     body = (tir.Alloc(running, start), tir.For(k, int_(0), int_(n), int_(1), "serial", step))
-    return distributed(ctx, layout, vars, body, vectorize=False)
+    # fewer lines than threads: only the threads of replica 0 scan (the others would read the
+    # elements the scan is overwriting, a race even if their sums are dropped)
+    owner = replica_zero(ctx, layout)
+    outer = ctx.state.assumed
+    ctx.state.assumed = [*outer, *conjuncts(owner)]  # the stores under it need no guard of their own
+    code = distributed(ctx, layout, vars, body, vectorize=False)
+    ctx.state.assumed = outer
+    return guarded(owner, code)
+
+
+def _fragment_scan(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
+    """A scan whose source or destination is a fragment: the source copied into a shared tile
+    of the destination's type (the tile's own view, `NAME_scan`), scanned there in place by
+    lines, copied to the destination; block barriers between the three, since each has its
+    own thread layout."""
+    extents = tuple(e for e in s.src.extents if const_int(e) != 1) or (int_(1),)
+    tile = tir.Buffer(f"{s.dst.buffer.name}_scan", extents, s.dst.buffer.dtype, "shared", s.span)
+    shared_view(ctx, ctx.name(tile), tile.dtype, tile.const_shape)
+    whole = tir.Region(tile, tuple(int_(0) for _ in extents), extents, s.span)
+    dim = s.dim - sum(1 for d, e in enumerate(s.src.extents) if d < s.dim and const_int(e) == 1)
+    scan = tir.CumSum(whole, whole, dim, s.reverse, s.span, s.op)
+    into, out_of = tir.Copy(s.src, whole, span=s.span), tir.Copy(whole, s.dst, span=s.span)
+    return [*lower_copy(ctx, into), BLOCK, *lower_cumsum(ctx, scan), BLOCK, *lower_copy(ctx, out_of)]
 
 
 def lower_print(ctx: LowerContext, s: tir.Print) -> list[T.Stmt]:

@@ -55,11 +55,11 @@ extern "C" __global__ void __launch_bounds__(64)
   __syncthreads();
   // cumsum.tile:6: cumsum(s, s, dim=1)
   {
-    const int i_2 = tx % 8;
-    float running = 0.0f;
-    for (int k = 0; k < 128; ++k) {
-      running = running + s[i_2][k];
-      if (tx / 8 == 0) {
+    if (tx / 8 == 0) {
+      const int i_2 = tx % 8;
+      float running = 0.0f;
+      for (int k = 0; k < 128; ++k) {
+        running = running + s[i_2][k];
         s[i_2][k] = running;
       }
     }
@@ -67,11 +67,11 @@ extern "C" __global__ void __launch_bounds__(64)
   __syncthreads();
   // cumsum.tile:7: cumsum(s, s, dim=1, reverse=True)
   {
-    const int i_3 = tx % 8;
-    float running_1 = 0.0f;
-    for (int k_1 = 0; k_1 < 128; ++k_1) {
-      running_1 = running_1 + s[i_3][127 - k_1];
-      if (tx / 8 == 0) {
+    if (tx / 8 == 0) {
+      const int i_3 = tx % 8;
+      float running_1 = 0.0f;
+      for (int k_1 = 0; k_1 < 128; ++k_1) {
+        running_1 = running_1 + s[i_3][127 - k_1];
         s[i_3][127 - k_1] = running_1;
       }
     }
