@@ -21,7 +21,7 @@ and op checks) and values.py (what names are bound to).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tilec import fold, shapes, tir, tir_walk
 from tilec import syntax as S
@@ -929,7 +929,7 @@ class _Elaborator(ProgramScope):
             body = self.nested(s.body, inner, kx)
         finally:
             kx.in_parallel = outer
-        return tir.Parallel(vars_, tuple(extents), body, span=s.span)
+        return tir.Parallel(vars_, tuple(extents), _unit_indices(vars_, extents, body), span=s.span)
 
     def nested(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
         if kx.depth + len(kx.macros) >= MAX_BLOCK_NESTING:
@@ -962,3 +962,49 @@ class _Elaborator(ProgramScope):
                 node.span, f"a condition must be a bool, not {v.dtype.tile_name}", hint="compare it, e.g. x != 0"
             )
         return v
+
+
+def _unit_indices(vars_: tuple[tir.Var, ...], extents: list[int], body: tuple[tir.Stmt, ...]) -> tuple[tir.Stmt, ...]:
+    """`body` with each constant index 0 of a fragment's extent-1 dimension written as a loop
+    variable of extent 1 (which is 0 too), one variable per dimension of an access: TileLang's
+    `sum[0]` in `Parallel(1, D)` is `sum[i]`, an index layout inference can follow. Nested
+    Parallel loops have their own."""
+    units = [v for v, n in zip(vars_, extents) if n == 1]
+    if not units:
+        return body
+
+    def indices(buf: tir.Buffer, idx: tuple[tir.Expr, ...]) -> tuple[tir.Expr, ...]:
+        if buf.scope != "fragment":
+            return idx
+        free = [v for v in units if not any(v in tir_walk.variables(i) for i in idx)]
+        out = []
+        for i, n in zip(idx, buf.shape):
+            zero = isinstance(i, tir.IntImm) and i.value == 0 and isinstance(n, tir.IntImm) and n.value == 1
+            out.append(free.pop(0) if zero and free else i)
+        return tuple(out)
+
+    def expr(e: tir.Expr) -> tir.Expr:
+        match e:
+            case tir.Load(buf, idx):
+                return tir.Load(buf, indices(buf, tuple(expr(i) for i in idx)), e.span)
+            case tir.BinOp(op, a, b, d):
+                return tir.BinOp(op, expr(a), expr(b), d, e.span)
+            case tir.UnaryOp(op, a, d):
+                return tir.UnaryOp(op, expr(a), d, e.span)
+            case tir.Select(c, a, b, d):
+                return tir.Select(expr(c), expr(a), expr(b), d, e.span)
+            case tir.Cast(v, d):
+                return tir.Cast(expr(v), d, e.span)
+            case tir.Call(f, args, d):
+                return tir.Call(f, tuple(expr(x) for x in args), d, e.span)
+        return e
+
+    def stmt(t: tir.Stmt) -> tir.Stmt:
+        if isinstance(t, tir.Parallel):
+            return t
+        t = tir_walk.map_stmt_exprs(t, expr)
+        if isinstance(t, tir.Store):
+            t = replace(t, indices=indices(t.buffer, t.indices))
+        return tir_walk.with_bodies(t, tuple(tuple(stmt(x) for x in b) for b in tir_walk.bodies(t)))
+
+    return tuple(stmt(t) for t in body)

@@ -32,6 +32,7 @@ from tilec.lower.cexpr import (
 )
 from tilec.lower.context import LowerContext
 from tilec.simplify import int_, simplify
+from tilec.source import NO_SPAN, Span
 
 
 def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Expr:
@@ -49,7 +50,7 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
                 ctx.state.cvars[e] = tir.Var(ctx.name(e), e.dtype, "thread")
             return cast(ctx.state.cvars[e], compute_dtype(e.dtype))
         case tir.Load(buf, idx):
-            acc = ref_of(ctx, buf, idx, loop)
+            acc = ref_of(ctx, buf, idx, loop, e.span)
             loaded: tir.Expr = acc.ref  # type: ignore[assignment]  # a C subscript standing for the loaded value
             loaded = cast(loaded, compute_dtype(buf.dtype))
             if not all(c in ctx.state.assumed for c in conjuncts(acc.inbounds)):
@@ -101,10 +102,13 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
             assert_never(e)
 
 
-def ref_of(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop | None) -> Access:
+def ref_of(
+    ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: ElementLoop | None, at: Span = NO_SPAN
+) -> Access:
     """The subscript of one element and its bound condition: for a tensor, each index below its
-    dimension and at least 0, where neither is proven."""
+    dimension and at least 0, where neither is proven. `at`: the access's place in the source."""
     name = ctx.name(buf)
+    at = at if at != NO_SPAN else next((i.span for i in idx if i.span != NO_SPAN), buf.span)
     idx = tuple(simplify(value_of(ctx, i, loop)) for i in idx)
     true: tir.Expr = tir.BoolImm(True)
     match buf.scope:
@@ -128,9 +132,12 @@ def ref_of(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: 
         case "var":
             return Access(T.Subscript(name, (), buf.dtype), true)
         case "fragment":
+            frag = ctx.layouts.buffers[buf]
+            if loop is None and all(p.dim is None for p in frag.thread_parts):  # every thread holds it all
+                return Access(T.Subscript(name, (L.slot(frag, idx),), buf.dtype), true)
             if loop is None:
                 raise error(
-                    idx[0].span if idx else buf.span,
+                    at,
                     f"fragment '{buf.name}' can only be indexed inside a Parallel loop",
                     hint="copy it to a shared or local buffer to read single elements",
                 )

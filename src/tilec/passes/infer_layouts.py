@@ -38,7 +38,7 @@ from tilec.instructions import Instruction
 from tilec.layout_algebra import Layout, swizzled, swizzled_blocks, widest_swizzle
 from tilec.passes.plan_pipeline import main_loop_gemm
 from tilec.simplify import const, residue
-from tilec.source import Span
+from tilec.source import NO_SPAN, Span
 from tilec.targets import Target, instruction_named
 
 
@@ -82,6 +82,8 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
                 _annotate(s, state.out)
         for g, record in gemms:
             state.set(g.c.buffer, _gemm_layout(g, record, kernel.threads, warp_rows), g.span)
+        for buf, span in _scalar_reads(kernel.body):  # every thread may read any element: all of it
+            state.set(buf, L.replicated_all(buf.const_shape, kernel.threads), span)
         while True:
             while any([state.propagate(s) for s in stmts]):
                 pass
@@ -272,6 +274,20 @@ def _conflict_free_pitch(buf: tir.Buffer) -> int:
 def _shape2(buf: tir.Buffer) -> tuple[int, int]:
     shape = buf.const_shape
     return (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
+
+
+def _scalar_reads(body: tuple[tir.Stmt, ...]) -> list[tuple[tir.Buffer, Span]]:
+    """The fragments that code outside Parallel loops reads an element of (TileLang's 1-D block
+    mask, `if block_mask[k] != 0:` in the loop over key tiles), each once, where first read."""
+    out: dict[tir.Buffer, Span] = {}
+    for s in tir_walk.stmts(body, into_parallel=False):
+        if isinstance(s, tir.Parallel):
+            continue
+        for e in tir_walk.stmt_exprs(s):
+            for ld in tir_walk.loads(e):
+                if ld.buffer.scope == "fragment" and ld.buffer not in out:
+                    out[ld.buffer] = ld.span if ld.span != NO_SPAN else s.span
+    return list(out.items())
 
 
 def _first_unplaced(stmts: list[tir.Stmt], placed: dict[tir.Buffer, L.Fragment]) -> tir.Buffer | None:
