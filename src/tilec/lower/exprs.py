@@ -134,7 +134,7 @@ def ref_of(
         case "fragment":
             frag = ctx.layouts.buffers[buf]
             if loop is None and all(p.dim is None for p in frag.thread_parts):  # every thread holds it all
-                return Access(T.Subscript(name, (L.slot(frag, idx),), buf.dtype), true)
+                return Access(T.Subscript(name, (L.slot(frag, list(idx)),), buf.dtype), true)
             if loop is None:
                 raise error(
                     at,

@@ -82,8 +82,8 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
                 _annotate(s, state.out)
         for g, record in gemms:
             state.set(g.c.buffer, _gemm_layout(g, record, kernel.threads, warp_rows), g.span)
-        for buf, span in _scalar_reads(kernel.body):  # every thread may read any element: all of it
-            state.set(buf, L.replicated_all(buf.const_shape, kernel.threads), span)
+        for read, span in _scalar_reads(kernel.body):  # every thread may read any element: all of it
+            state.set(read, L.replicated_all(read.const_shape, kernel.threads), span)
         while True:
             while any([state.propagate(s) for s in stmts]):
                 pass
