@@ -299,7 +299,7 @@ def arg_reduce(kind: str, src: Operand, dst: Operand, dim: int, span: Span) -> t
             hint=f"allocate it with alloc_fragment(..., int32); values= takes a {src.buffer.dtype.tile_name} "
             "fragment for the values",
         )
-    if src.buffer.dtype.bits > 32:
+    if src.buffer.dtype.bits > DType.int32.bits:
         raise error(src.span, f"{op}() of {src.buffer.dtype.tile_name} values is not supported (32 bits at most)")
     if src.buffer.dtype == DType.bool:
         raise error(src.span, f"{op}() needs numbers; '{src.name}' is bool")
