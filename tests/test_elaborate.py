@@ -469,3 +469,12 @@ def test_while_and_break_under_uniform_conditions() -> None:
 def test_varying_conditions_and_misplaced_breaks_are_errors(lines: str, message: str) -> None:
     text = HEAD + "".join("        " + x + "\n" for x in lines.splitlines())
     assert any(message in m for m in messages(text)), messages(text)
+
+
+def test_vectorized_is_an_unrolled_loop() -> None:
+    text = (
+        "kernel k(X: Tensor((N,), float32)):\n    with Kernel(1, threads=32) as bx:\n"
+        "        r = alloc_local((8,), float32)\n        for v in vectorized(8):\n            r[v] = X[v]\n"
+    )
+    (loop,) = [s for s in elaborate_file("t.tile", text=text).kernels[0].body if isinstance(s, tir.For)]
+    assert loop.kind == "unroll"

@@ -101,6 +101,7 @@ LOOPS: dict[str, Sig] = {
     "range": Sig((), {}, required=1, variadic=True, most=3),
     "Serial": Sig((), {}, required=1, variadic=True, most=3),  # TileLang's T.Serial
     "unroll": Sig((), {}, required=1, variadic=True, most=3),
+    "vectorized": Sig((), {}, required=1, variadic=True, most=3),  # TileLang's T.vectorized: an unrolled loop
 }
 
 FUNCS: dict[str, Sig] = {

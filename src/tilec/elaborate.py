@@ -884,7 +884,8 @@ class _Elaborator(ProgramScope):
             stages = 0
         inner = scope.child()
         var = self.bind_var(s.targets[0], inner, kx, "loop")
-        for_kind: tir.ForKind = "pipelined" if kind == "Pipelined" else ("unroll" if kind == "unroll" else "serial")
+        unrolled = kind in ("unroll", "vectorized")  # a thread's own loop, which nvcc vectorizes where it can
+        for_kind: tir.ForKind = "pipelined" if kind == "Pipelined" else ("unroll" if unrolled else "serial")
         body = self.loop_body(s.body, inner, kx, for_kind)
         return [tir.For(var, start, stop, step, for_kind, body, stages, s.span)]
 
