@@ -1,4 +1,4 @@
-"""`tilec import-tilelang` (src/tilec/import_tilelang.py): TileLang-style snippets written for these
+"""`tilec import-tilelang` (src/tilec/import_tilelang/): TileLang-style snippets written for these
 tests (no TileLang code is copied here), their .tile text, that it compiles, and each diagnostic."""
 
 from __future__ import annotations
