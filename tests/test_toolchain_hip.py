@@ -80,17 +80,21 @@ def test_what_gfx90a_lacks_is_a_diagnostic(monkeypatch: pytest.MonkeyPatch) -> N
         compile_file("tests/golden/codegen/shared_packed.tile", {}, "gfx90a")  # 128 KB live at once
 
 
-def _compiles_for(arch: str) -> bool:
-    src = "#include <hip/hip_runtime.h>\n__global__ void k(int* p) { p[threadIdx.x] = 1; }\n"
-    cmd = ["hipcc", "--genco", f"--offload-arch={arch}", "-x", "hip", "-", "-o", os.devnull]
-    env = {**os.environ, "HIP_PLATFORM": "amd"}
-    return subprocess.run(cmd, input=src.encode(), capture_output=True, env=env).returncode == 0
+def _compiles_for(arch: str, work: pathlib.Path) -> bool:
+    """hipcc compiles a kernel for `arch` (a file: hipcc's wrapper sets up ROCm's paths for a named source only)."""
+    src = work / f"probe_{arch}.hip"
+    src.write_text("#include <hip/hip_runtime.h>\n__global__ void k(int* p) { p[threadIdx.x] = 1; }\n")
+    cmd = ["hipcc", "--genco", f"--offload-arch={arch}", str(src), "-o", str(work / f"probe_{arch}.hsaco")]
+    return subprocess.run(cmd, capture_output=True, env={**os.environ, "HIP_PLATFORM": "amd"}).returncode == 0
 
 
 @pytest.fixture(scope="module")
-def gfx942_arch() -> str:
+def gfx942_arch(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The --offload-arch that compiles gfx942 output here: gfx942, or gfx940 (same instructions)."""
-    found = next((a for a in ("gfx942", "gfx940") if _compiles_for(a)), None)
+    if shutil.which("hipcc") is None:
+        pytest.skip("hipcc not found (apt-get install hipcc)")
+    work = tmp_path_factory.mktemp("probe")
+    found = next((a for a in ("gfx942", "gfx940") if _compiles_for(a, work)), None)
     if found is None:
         pytest.skip("this hipcc compiles neither gfx942 nor gfx940")
     return found

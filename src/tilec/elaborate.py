@@ -968,7 +968,8 @@ class _Elaborator(ProgramScope):
 def _unit_indices(vars_: tuple[tir.Var, ...], extents: list[int], body: tuple[tir.Stmt, ...]) -> tuple[tir.Stmt, ...]:
     """`body` with each constant index 0 of a fragment's extent-1 dimension written as a loop
     variable of extent 1 (which is 0 too), one variable per dimension of an access: TileLang's
-    `sum[0]` in `Parallel(1, D)` is `sum[i]`, an index layout inference can follow. Nested
+    `sum[0]` in `Parallel(1, D)` is `sum[i]`, an index layout inference can follow. Reads only: a
+    store to that element from every iteration of the loop would race, and stays an error. Nested
     Parallel loops have their own."""
     units = [v for v, n in zip(vars_, extents) if n == 1]
     if not units:
@@ -1003,9 +1004,11 @@ def _unit_indices(vars_: tuple[tir.Var, ...], extents: list[int], body: tuple[ti
     def stmt(t: tir.Stmt) -> tir.Stmt:
         if isinstance(t, tir.Parallel):
             return t
-        t = tir_walk.map_stmt_exprs(t, expr)
-        if isinstance(t, tir.Store):
-            t = replace(t, indices=indices(t.buffer, t.indices))
+        if isinstance(t, tir.Store):  # its value and indices, not the element it writes
+            value, idx = expr(t.value), tuple(expr(i) for i in t.indices)
+            t = replace(t, value=value, indices=idx)
+        else:
+            t = tir_walk.map_stmt_exprs(t, expr)
         return tir_walk.with_bodies(t, tuple(tuple(stmt(x) for x in b) for b in tir_walk.bodies(t)))
 
     return tuple(stmt(t) for t in body)

@@ -83,7 +83,8 @@ def _infer_layouts(u: Unit) -> Unit:
 
 
 def _plan_pipeline(u: Unit) -> Unit:
-    return replace(u, kernel=plan_pipeline(u.kernel, u.target))
+    rows = u.layouts.row if u.layouts is not None else None
+    return replace(u, kernel=plan_pipeline(u.kernel, u.target, rows))
 
 
 def _warn(u: Unit) -> Unit:

@@ -170,6 +170,18 @@ def _need_extents(o: Operand, op: str, role: str) -> None:
         )
 
 
+def _need_whole(o: Operand, op: str, role: str) -> None:
+    """A fragment operand that must be the whole fragment (reductions fold every element)."""
+    assert o.extents is not None
+    starts_zero = all(isinstance(s, tir.IntImm) and s.value == 0 for s in o.starts)
+    if not starts_zero or squeeze(o.extents) != squeeze(o.buffer.const_shape):
+        raise error(
+            o.span,
+            f"{op}() {role} '{o.name}' is part of a fragment; {op} folds whole fragments",
+            hint=f"write the part into a fragment of its own in a Parallel loop, then {op} that",
+        )
+
+
 def _need_scope(o: Operand, scopes: tuple[str, ...], op: str, role: str, hint: str | None = None) -> None:
     if o.buffer.scope not in scopes:
         words = [SCOPE_WORDS[s] for s in scopes]
@@ -313,6 +325,8 @@ def reduce(kind: str, src: Operand, dst: Operand, dim: int, clear: bool, span: S
     hint = "copy it into an alloc_fragment tile first"
     _need_scope(src, ("fragment",), op, "source", hint)
     _need_scope(dst, ("fragment",), op, "destination", "allocate it with alloc_fragment")
+    _need_whole(src, op, "source")
+    _need_whole(dst, op, "destination")
     assert src.extents is not None and dst.extents is not None
     if kind.startswith("bit") and not src.buffer.dtype.is_int:
         raise error(

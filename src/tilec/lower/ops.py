@@ -572,15 +572,16 @@ def _fragment_scan(ctx: LowerContext, s: tir.CumSum) -> list[T.Stmt]:
     """A scan whose source or destination is a fragment: the source copied into a shared tile
     of the destination's type (the tile's own view, `NAME_scan`), scanned there in place by
     lines, copied to the destination; block barriers between the three, since each has its
-    own thread layout."""
-    extents = tuple(e for e in s.src.extents if const_int(e) != 1) or (int_(1),)
+    own thread layout, and one before: the tile is the scan's alone, so that no other statement
+    orders it (in a loop, the previous iteration's copy-out may still be reading it)."""
+    kept = [d for d, e in enumerate(s.src.extents) if const_int(e) != 1 or d == s.dim]  # the scan's own dim too
+    extents = tuple(s.src.extents[d] for d in kept)
     tile = tir.Buffer(f"{s.dst.buffer.name}_scan", extents, s.dst.buffer.dtype, "shared", s.span)
     shared_view(ctx, ctx.name(tile), tile.dtype, tile.const_shape)
     whole = tir.Region(tile, tuple(int_(0) for _ in extents), extents, s.span)
-    dim = s.dim - sum(1 for d, e in enumerate(s.src.extents) if d < s.dim and const_int(e) == 1)
-    scan = tir.CumSum(whole, whole, dim, s.reverse, s.span, s.op)
+    scan = tir.CumSum(whole, whole, kept.index(s.dim), s.reverse, s.span, s.op)
     into, out_of = tir.Copy(s.src, whole, span=s.span), tir.Copy(whole, s.dst, span=s.span)
-    return [*lower_copy(ctx, into), BLOCK, *lower_cumsum(ctx, scan), BLOCK, *lower_copy(ctx, out_of)]
+    return [BLOCK, *lower_copy(ctx, into), BLOCK, *lower_cumsum(ctx, scan), BLOCK, *lower_copy(ctx, out_of)]
 
 
 def lower_print(ctx: LowerContext, s: tir.Print) -> list[T.Stmt]:

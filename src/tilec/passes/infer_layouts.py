@@ -276,17 +276,33 @@ def _shape2(buf: tir.Buffer) -> tuple[int, int]:
     return (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
 
 
+REPLICATED_MOST = 256  # elements of a fragment every thread may hold whole (a mask, a small table)
+
+
 def _scalar_reads(body: tuple[tir.Stmt, ...]) -> list[tuple[tir.Buffer, Span]]:
     """The fragments that code outside Parallel loops reads an element of (TileLang's 1-D block
-    mask, `if block_mask[k] != 0:` in the loop over key tiles), each once, where first read."""
+    mask, `if block_mask[k] != 0:` in the loop over key tiles), each once, where first read: those
+    of at most REPLICATED_MOST elements that only copies and fills write and nothing else places (a
+    Parallel loop, a reduction, a gemm, a scan). Others keep lowering's located error."""
     out: dict[tir.Buffer, Span] = {}
+    placed: set[tir.Buffer] = set()
+    for s in tir_walk.stmts(body):
+        match s:
+            case tir.Parallel():
+                placed |= {buf for buf, _, _ in fragment_accesses(s)}
+            case tir.Reduce() | tir.CumSum() | tir.Gemm() | tir.Atomic():
+                placed |= {r.buffer for r in tir_walk.regions(s)}
+            case tir.Copy(src=src) if src.buffer.scope == "fragment":
+                placed.add(src.buffer)
     for s in tir_walk.stmts(body, into_parallel=False):
         if isinstance(s, tir.Parallel):
             continue
         for e in tir_walk.stmt_exprs(s):
             for ld in tir_walk.loads(e):
-                if ld.buffer.scope == "fragment" and ld.buffer not in out:
-                    out[ld.buffer] = ld.span if ld.span != NO_SPAN else s.span
+                buf = ld.buffer
+                small = buf.scope == "fragment" and math.prod(buf.const_shape) <= REPLICATED_MOST
+                if small and buf not in placed and buf not in out:
+                    out[buf] = ld.span if ld.span != NO_SPAN else s.span
     return list(out.items())
 
 

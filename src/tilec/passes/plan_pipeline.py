@@ -38,7 +38,7 @@ start, and V still has the softmax and the rest of the iteration to land
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from tilec import tir, tir_walk
@@ -49,11 +49,12 @@ from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
 
 
-def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
+def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer], int] | None = None) -> tir.Kernel:
     """`kernel` with the plan on its nodes: each producer and early copy's `pipeline`, each
     multi-buffered tile's `Alloc.stages`, a main-loop gemm's `fragments_ahead`, and the producers
     a gemm is followed by (`then_issue`). `target`: the records of the gemms' instructions."""
     kernel = tir_walk.map_kernel(kernel, _indices_through_lets)
+    multi = _stages_asked(kernel)  # every pipelined loop's tiles at their num_stages
     producer_ids: set[int] = set()  # ids, like the others below, of statements of `kernel`
     pipelined: set[int] = set()  # loops with producers
     ahead: set[int] = set()
@@ -68,7 +69,7 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
         if found:
             pipelined.add(id(loop))
             producer_ids |= {id(c) for c in found}
-            single = _single_buffered(kernel, loop, found, target)
+            single = _single_buffered(kernel, multi, target, rows)
             for c in found:
                 stages[c.dst.buffer] = 1 if single else loop.num_stages
             gemm = main_loop_gemm(loop, target)
@@ -85,8 +86,8 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
         id(copy)
         for block in tir_walk.blocks(kernel.body)
         for i, loop in enumerate(block)
-        if isinstance(loop, tir.For) and id(loop) in pipelined
-        for copy in _early_copies(block[:i], loop)
+        if isinstance(loop, tir.For) and id(loop) in pipelined and id(loop) not in single_ids
+        for copy in _early_copies(block[:i], loop)  # (a single-buffered loop has no wait to retire one)
     }
 
     def decided(s: tir.Stmt) -> tir.Stmt:
@@ -108,17 +109,34 @@ def plan_pipeline(kernel: tir.Kernel, target: Target) -> tir.Kernel:
     return tir_walk.map_kernel(kernel, decided)
 
 
-def _single_buffered(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:
-    """Whether `loop`'s tiles keep one buffer each (tir.For.single_buffered): on a target that
-    stages copies through registers, where the kernel's shared tiles, `loop`'s producers' tiles
-    num_stages times, come to more than the target's shared memory as declared (padding aside).
-    The next iteration's tiles then wait in registers until this iteration's reads are done."""
+def _stages_asked(kernel: tir.Kernel) -> dict[tir.Buffer, int]:
+    """The copies each shared tile of a pipelined loop's producers would get: its loop's num_stages."""
+    out: dict[tir.Buffer, int] = {}
+    for loop in tir_walk.stmts(kernel.body):
+        if isinstance(loop, tir.For) and loop.kind == "pipelined" and loop.num_stages >= 2 and _is_one(loop.step):
+            for c in _producers(loop):
+                out[c.dst.buffer] = max(out.get(c.dst.buffer, 1), loop.num_stages)
+    return out
+
+
+def _single_buffered(
+    kernel: tir.Kernel, stages: dict[tir.Buffer, int], target: Target, rows: Callable[[tir.Buffer], int] | None
+) -> bool:
+    """Whether a loop's tiles keep one buffer each (tir.For.single_buffered): on a target that
+    stages copies through registers, where the kernel's shared tiles, each pipelined loop's at its
+    num_stages copies, come to more than the target's shared memory (rows padded as `rows` gives a
+    tile's row length, where the layouts are known; as declared otherwise). The next iteration's
+    tiles then wait in registers until this iteration's reads are done."""
     if not (target.register_staged and target.single_buffer):
         return False
-    tiles = {c.dst.buffer for c in found}
     allocs = [s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]
-    total = sum(declared_bytes(b) * (loop.num_stages if b in tiles else 1) for b in allocs)
-    return total > target.smem_limit
+
+    def nbytes(b: tir.Buffer) -> int:
+        shape = b.const_shape
+        row = rows(b) if rows is not None else shape[-1]
+        return declared_bytes(b) // shape[-1] * row
+
+    return sum(nbytes(b) * stages.get(b, 1) for b in allocs) > target.smem_limit
 
 
 def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:
@@ -296,12 +314,15 @@ def _indices_through_lets(s: tir.Stmt) -> tir.Stmt:
             value = _ahead_value(s, substitute(t.value, values))
             if value is not None:
                 values[t.var] = value
-        if isinstance(t, tir.Copy) and t.src.buffer.scope == "global" and _vars(t.src) & set(values):
-            src = t.src
-            src = replace(src, starts=tuple(substitute(e, values) for e in src.starts))
-            t = replace(t, src=replace(src, extents=tuple(substitute(e, values) for e in src.extents)))
+        if isinstance(t, tir.Copy) and t.src.buffer.scope == "global" and (_vars(t.src) | _vars(t.dst)) & set(values):
+            t = replace(t, src=_substituted(t.src, values), dst=_substituted(t.dst, values))
         body.append(t)
     return replace(s, body=tuple(body))
+
+
+def _substituted(r: tir.Region, values: dict[tir.Var, tir.Expr]) -> tir.Region:
+    starts = tuple(substitute(e, values) for e in r.starts)
+    return replace(r, starts=starts, extents=tuple(substitute(e, values) for e in r.extents))
 
 
 def _ahead_value(loop: tir.For, value: tir.Expr) -> tir.Expr | None:
@@ -320,7 +341,7 @@ def _ahead_value(loop: tir.For, value: tir.Expr) -> tir.Expr | None:
 def _refusal(loop: tir.For, c: tir.Copy) -> Refusal | None:
     """Why `c`, a global -> shared copy at the top of `loop`'s body, cannot run ahead (None: it can):
     its indices use a value of the iteration, or the loop writes its tile or an index's table."""
-    lets = [s for s in loop.body if isinstance(s, tir.Let) and s.var in _vars(c.src)]
+    lets = [s for s in loop.body if isinstance(s, tir.Let) and s.var in _vars(c.src) | _vars(c.dst)]
     if lets:
         let = lets[0]
         how = "loaded" if tir_walk.loads(let.value) else "computed"
