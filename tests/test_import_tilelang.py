@@ -234,3 +234,27 @@ def test_cli(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None
     assert not out.exists()  # a failed conversion leaves no output behind
     err = capsys.readouterr().err
     assert f"{bad}:16:9: error: im2col is not supported yet" in err and "Traceback" not in err
+
+
+def test_vectorized_loops_convert(tmp_path: pathlib.Path) -> None:
+    text = _convert(
+        """
+        import tilelang.language as T
+
+        @tilelang.jit
+        def scale(X, dtype=T.float32):
+            N = T.const("N")
+            X: T.Tensor((N,), dtype)
+            Y = T.empty((N,), dtype)
+            with T.Kernel(T.ceildiv(N, 1024), threads=128) as bx:
+                r = T.alloc_local((8,), dtype)
+                for v in T.vectorized(8):
+                    r[v] = X[bx * 1024 + T.get_thread_binding(0) * 8 + v] * 2.0
+                for v in T.vectorized(8):
+                    Y[bx * 1024 + T.get_thread_binding(0) * 8 + v] = r[v]
+            return Y
+        """,
+        "scale.py",
+    )
+    assert text.count("for v in vectorized(8):") == 2
+    assert "#pragma unroll" in _compiles(text, tmp_path)

@@ -30,7 +30,7 @@ from tilec.import_tilelang.static import (
 )
 
 TILE_KEYWORDS = frozenset("import param macro kernel for while in if elif else with as and or not pass break".split())
-LOOPS = ("Pipelined", "Parallel", "serial", "Serial", "range", "unroll")
+LOOPS = ("Pipelined", "Parallel", "serial", "Serial", "range", "unroll", "vectorized")
 DROPPED_KEYWORDS = {"atomic_add": ("memory_order", "return_prev"), "atomic_max": ("memory_order",)}
 DROPPED_KEYWORDS.update(atomic_min=("memory_order",), alloc_shared=("scope",))
 PYTHON_FUNCS = {"min", "max", "abs", "range"}  # Python builtins that are .tile builtins too
