@@ -72,7 +72,7 @@ def let_init(value: tir.Expr, d: DType) -> tir.Expr:
 
 
 def cast(e: tir.Expr, d: DType) -> tir.Expr:
-    if isinstance(e, tir.Cast) and e.value.dtype == d and e.dtype == F32:
+    if isinstance(e, tir.Cast) and _widened_from(e, d):
         return e.value  # half -> float -> half is the identity
     if d.is_fp8 and isinstance(e, tir.Select) and isinstance(e.b, tir.FloatImm) and _widened_from(e.a, d):
         # a guarded fp8 load (`c ? float(x) : 0.0f` back to fp8) moves the bits: `c ? x : fp8(0.0f)`,

@@ -367,12 +367,10 @@ def lower_reduce(ctx: LowerContext, s: tir.Reduce) -> list[T.Stmt]:
     return out
 
 
-def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
-    """Combine `acc` over the threads that differ only in `parts` ((extent,
-    thread-id stride) each): xor shuffles inside a warp, then a round
-    through shared memory for the factors that span warps."""
-    out: list[T.Stmt] = []
-    accv = tir.Var(acc, dtype, "let")
+def _lane_plan(ctx: LowerContext, parts: list[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+    """How threads that differ only in `parts` ((extent, thread-id stride) each) combine: the xor
+    shuffle masks inside a warp, in order, and the (extent, stride) factors left that span warps."""
+    masks: list[int] = []
     outer: list[tuple[int, int]] = []
     for extent, stride in parts:
         inner = 1
@@ -380,11 +378,36 @@ def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: l
             inner *= 2
         mask = stride * inner // 2
         while mask >= stride and inner > 1:
-            other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
-            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+            masks.append(mask)
             mask //= 2
         if extent // inner > 1:
             outer.append((extent // inner, stride * inner))
+    return masks, outer
+
+
+def _across_warps(ctx: LowerContext, outer: list[tuple[int, int]]) -> tuple[tir.Expr, list[int]]:
+    """For factors spanning warps (`_lane_plan`): the scratch slot of this thread's first partner
+    (its digits along `outer` zeroed) and the offsets from it of every partner, itself included."""
+    base: tir.Expr = ctx.tx
+    for extent, step in outer:
+        digit = tir.BinOp("%", tir.BinOp("//", ctx.tx, int_(step), I32), int_(extent), I32)
+        base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
+    offsets = [0]
+    for extent, step in outer:
+        offsets = [o + c * step for o in offsets for c in range(extent)]
+    return simplify(base), offsets
+
+
+def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
+    """Combine `acc` over the threads that differ only in `parts` ((extent,
+    thread-id stride) each): xor shuffles inside a warp, then a round
+    through shared memory for the factors that span warps."""
+    accv = tir.Var(acc, dtype, "let")
+    masks, outer = _lane_plan(ctx, parts)
+    out: list[T.Stmt] = []
+    for mask in masks:
+        other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
+        out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
     if not outer:
         return out
     red = _red_scratch(ctx)
@@ -392,11 +415,7 @@ def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: l
     def scratch_at(i: tir.Expr) -> T.Subscript:
         return T.Subscript(red, (i,), dtype, reinterpret=True)
 
-    base: tir.Expr = ctx.tx
-    for extent, step in outer:
-        digit = tir.BinOp("%", tir.BinOp("//", ctx.tx, int_(step), I32), int_(extent), I32)
-        base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
-    base = simplify(base)
+    base, offsets = _across_warps(ctx, outer)
     out += [BLOCK, T.Assign(scratch_at(ctx.tx), accv), BLOCK]
     out.append(T.Assign(T.Sym(acc, dtype), scratch_at(base)))
     if len(outer) == 1:
@@ -407,9 +426,6 @@ def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: l
         body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
         return out
-    offsets = [0]
-    for extent, step in outer:
-        offsets = [o + c * step for o in offsets for c in range(extent)]
     for off in offsets[1:]:
         other_ref = scratch_at(simplify(add(base, int_(off))))
         out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
@@ -481,25 +497,17 @@ class _Pair:
 
 
 def _cross_thread_pairs(ctx: LowerContext, pair: _Pair, parts: list[tuple[int, int]]) -> list[T.Stmt]:
-    """`_cross_thread` for a (value, index) pair: each xor shuffle moves both, the better is
-    kept; across warps the values go to the scratch row's first `threads` slots as the value
-    type and the indices to the next `threads` as int32."""
-    out: list[T.Stmt] = []
+    """`_cross_thread` for a (value, index) pair, on the same plan: each xor shuffle moves both,
+    the better is kept; across warps the values go to the scratch row's first `threads` slots as
+    the value type and the indices to the next `threads` as int32."""
     value, index = tir.Var(pair.value, pair.dtype, "let"), tir.Var(pair.index, I32, "let")
-    outer: list[tuple[int, int]] = []
-    for extent, stride in parts:
-        inner = 1
-        while inner < extent and stride * inner * 2 <= ctx.target.warp_size:
-            inner *= 2
-        mask = stride * inner // 2
-        while mask >= stride and inner > 1:
-            other, other_at = ctx.fresh("other"), ctx.fresh("other_at")
-            out.append(T.Decl(other, pair.dtype, (), init=T.Intrin("shfl_xor", (value, int_(mask)), pair.dtype)))  # type: ignore[arg-type]
-            out.append(T.Decl(other_at, I32, (), init=T.Intrin("shfl_xor", (index, int_(mask)), I32)))  # type: ignore[arg-type]
-            out += pair.take(tir.Var(other, pair.dtype, "let"), tir.Var(other_at, I32, "let"))
-            mask //= 2
-        if extent // inner > 1:
-            outer.append((extent // inner, stride * inner))
+    masks, outer = _lane_plan(ctx, parts)
+    out: list[T.Stmt] = []
+    for mask in masks:
+        other, other_at = ctx.fresh("other"), ctx.fresh("other_at")
+        out.append(T.Decl(other, pair.dtype, (), init=T.Intrin("shfl_xor", (value, int_(mask)), pair.dtype)))  # type: ignore[arg-type]
+        out.append(T.Decl(other_at, I32, (), init=T.Intrin("shfl_xor", (index, int_(mask)), I32)))  # type: ignore[arg-type]
+        out += pair.take(tir.Var(other, pair.dtype, "let"), tir.Var(other_at, I32, "let"))
     if not outer:
         return out
     red, threads = _red_scratch(ctx), ctx.kernel.threads
@@ -510,15 +518,8 @@ def _cross_thread_pairs(ctx: LowerContext, pair: _Pair, parts: list[tuple[int, i
     def indices_at(i: tir.Expr) -> T.Subscript:  # 8 bytes a thread: room for both at 4 bytes each
         return T.Subscript(red, (simplify(add(i, int_(threads))),), I32, reinterpret=True)
 
-    base: tir.Expr = ctx.tx
-    for extent, step in outer:
-        digit = tir.BinOp("%", tir.BinOp("//", ctx.tx, int_(step), I32), int_(extent), I32)
-        base = tir.BinOp("-", base, tir.BinOp("*", digit, int_(step), I32), I32)
-    base = simplify(base)
+    base, offsets = _across_warps(ctx, outer)
     out += [BLOCK, T.Assign(values_at(ctx.tx), value), T.Assign(indices_at(ctx.tx), index), BLOCK]
-    offsets = [0]
-    for extent, step in outer:
-        offsets = [o + c * step for o in offsets for c in range(extent)]
     for off in offsets:
         at = simplify(add(base, int_(off)))
         out += pair.take(values_at(at), indices_at(at))  # type: ignore[arg-type]  # Thread IR leaves
