@@ -1370,7 +1370,10 @@ def load_example(path: str, mode: str, stubs: tuple[str, ...], overrides: dict[s
     mod = types.ModuleType(name)
     mod.__file__ = os.path.abspath(path)
     sys.modules[name] = mod  # inspect.getsource (TileLang's eager frontend) finds the file through it
-    exec(compile(tree, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - TileLang's own example
+    # dont_inherit: this file's `from __future__ import annotations` must not reach the example, whose
+    # prim_func annotations (`Q: T.Tensor(q_shape, dtype)`) TileLang evaluates as objects, not strings
+    code = compile(tree, mod.__file__, "exec", dont_inherit=True)
+    exec(code, mod.__dict__)  # noqa: S102 - TileLang's own example
     for k, v in overrides.items():
         setattr(mod, k, v)
     return mod
