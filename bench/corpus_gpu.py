@@ -260,6 +260,38 @@ class GemmSplitK(Gemm):
         return {}
 
 
+class Gemv(Program):
+    """C = B @ A with A (K,) and B (N, K): the example's two naive kernels, one thread per row and
+    the split-K one on a 2-D thread block meeting in shared memory through atomic adds."""
+
+    kernels = {"naive": "naive_gemv", "splitk": "naive_splitk_gemv"}
+    blocks = {"naive": (128, 128), "splitk": (32, 32)}  # (BLOCK_N, BLOCK_K), as the corpus params
+
+    def inputs(self, case, gen):
+        d = case.dims
+        return {"A": randn(gen, d["K"]), "B": randn(gen, d["N"], d["K"])}
+
+    def expected(self, case, x):
+        c = x["B"].float() @ x["A"].float()
+        return {p: {"C": c} for p in self.parts}
+
+    def outputs(self, case, x):
+        return {p: {"C": ((case.dims["N"],), _torch().float16, "poison")} for p in self.parts}
+
+    def tl_compile(self, ex, case):
+        d = case.dims
+        return {
+            p: getattr(ex, f).compile(N=d["N"], K=d["K"], BLOCK_N=self.blocks[p][0], BLOCK_K=self.blocks[p][1])
+            for p, f in self.kernels.items()
+        }
+
+    def tilec(self, mod, case, part, x, o):
+        getattr(mod, self.kernels[part])(x["A"], x["B"], o["C"])
+
+    def tilelang(self, k, case, part, x, o):
+        return {"C": first(k[part](x["A"], x["B"]))}
+
+
 class GemmFp8(Program):
     """C = A B^T with e4m3 operands; C in e4m3 (gemm_fp8) or float32 (the 2xAcc one)."""
 
@@ -1010,6 +1042,16 @@ SPECS: dict[str, Program] = {
             "matmul_persistent.compile(..., use_persistent_primitive=False)(a, b): the branch the corpus "
             "re-expresses (main() runs T.Persistent); sm_num = driver.get_num_sms() (132 on the H200, "
             "the .tile's param)",
+        ),
+        Gemv(
+            name="gemv",
+            source="examples/gemv/example_gemv.py",
+            parts=("naive", "splitk"),
+            cases=(Case("main", dict(N=1024, K=1024), timed=True),),
+            how="naive_gemv.compile(N, K, BLOCK_N=128, BLOCK_K=128)(a, b) and "
+            "naive_splitk_gemv.compile(N, K, BLOCK_N=32, BLOCK_K=32)(a, b)",
+            no_ragged="the example's loops read past K and N when they are not multiples of the blocks "
+            "(it has no guards); N and K are the .tile's params",
         ),
         GemmSplitK(
             name="gemm_splitk",

@@ -99,6 +99,7 @@ class _KernelState:
     block_span: Span | None = None
     macros: list[tuple[str, Span]] = field(default_factory=list)  # the inlining stack
     threads: int = 0  # of the Kernel block, once its header is checked
+    thread_shape: tuple[int, ...] = ()  # `threads=(x, y[, z])`: the extents get_thread_binding(d) indexes
     statements: int = 0  # elaborated so far, macro bodies once per call
     fragment_registers: list[tuple[tir.Buffer, int]] = field(default_factory=list)  # per thread
     next_suffix: dict[str, int] = field(default_factory=dict)  # name -> the first suffix not yet tried
@@ -431,7 +432,8 @@ class _Elaborator(ProgramScope):
             raise error(call.span, "expected `with Kernel(grid..., threads=T) as (bx, ...)`")
         b = bind(call, "Kernel", ALL_SIGS["Kernel"])
         grid = tuple(self.int_expr(g, scope, kx, "a grid extent") for g in b.rest)
-        threads = self.const_int(b.args.get("threads"), scope, kx, "threads", 128)
+        kx.thread_shape = self.thread_shape(b.args.get("threads"), scope, kx)
+        threads = math.prod(kx.thread_shape)
         if not self.target.block_size_ok(threads):
             node = b.args.get("threads") or call
             raise error(node.span, f"{self.target.block_size_rule()}; got {threads}", hint="use 128 or 256 threads")
@@ -451,6 +453,19 @@ class _Elaborator(ProgramScope):
         self.report(not_uniform(body))
         kx.block = (grid, block_vars, threads, body)
         return []
+
+    def thread_shape(self, node: S.Expr | None, scope: Scope, kx: _KernelState) -> tuple[int, ...]:
+        """`threads=T`, or TileLang's `threads=(x, y[, z])`: a block of x * y * z threads, launched
+        one-dimensional; get_thread_binding(d) takes its index apart, x fastest."""
+        if not isinstance(node, S.Tuple):
+            return (self.const_int(node, scope, kx, "threads", 128),)
+        if not 1 <= len(node.items) <= 3:
+            raise error(node.span, "threads=(x, y, z) has one to three extents", hint="threads=(32, 4)")
+        shape = tuple(self.const_int(t, scope, kx, "a thread extent", 1) for t in node.items)
+        for t, n in zip(node.items, shape, strict=True):
+            if n < 1:
+                raise error(t.span, f"a thread extent must be positive; got {n}")
+        return shape
 
     def bind_var(self, t: S.Name, scope: Scope, kx: _KernelState, kind: tir.VarKind) -> tir.Var:
         self.check_new_name(t.id, t.span, scope)

@@ -10,6 +10,7 @@ and folding are fold.py's, built-in signatures builtins.py's.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -233,6 +234,8 @@ class ExprElaborator:
         return fold.literal(c, span) if isinstance(c, int) else Val(d)
 
     def call(self, node: S.Call, scope: Scope, kx: Any) -> Value:
+        if isinstance(node.func, S.Attribute) and node.func.attr == "astype":
+            return self.astype(node, scope, kx)
         f = self.callee(node, scope, kx)
         if isinstance(f, BuiltinVal) and f.name in FUNCS:
             return self.builtin(f.name, node, scope, kx)
@@ -249,6 +252,14 @@ class ExprElaborator:
         if isinstance(f, BuiltinVal):
             raise error(node.span, f"{f.name}(...) cannot be used here")
         raise error(node.func.span, f"'{node.func.span.text}' is not a function")
+
+    def astype(self, node: S.Call, scope: Scope, kx: Any) -> Val:
+        """`x.astype(dtype)` (TileLang's method on a value): `cast(x, dtype)`."""
+        assert isinstance(node.func, S.Attribute)
+        if len(node.args) != 1 or node.keywords:
+            raise error(node.span, ".astype() takes one argument, the dtype", hint="write x.astype(float32)")
+        x = self.scalar(node.func.value, scope, kx)
+        return Val(fold.cast(x, self.dtype_arg(node.args[0], scope, kx), node.span))
 
     def builtin(self, name: str, node: S.Call, scope: Scope, kx: Any) -> Value:
         b = bind(node, name, FUNCS[name])
@@ -332,17 +343,28 @@ class ExprElaborator:
         return Val(tir.Call(name, (fold.cast(x, dtype, span), fold.cast(offset, DType.int32, span)), dtype, span))
 
     def thread_index(self, dim: S.Expr | None, span: Span, scope: Scope, kx: Any) -> Val:
-        """`thread_index()` (TileLang: `get_thread_binding(0)`): this thread's index in the block,
-        0 to threads - 1; blocks are one-dimensional, so `dim` is 0."""
+        """`thread_index()`: this thread's index in the block, 0 to threads - 1. TileLang's
+        `get_thread_binding(d)`: its coordinate d in `threads=(x, y, z)` (x fastest); with one
+        extent, get_thread_binding(0) is thread_index()."""
         if kx is None or not kx.in_block:
             raise error(span, "thread_index() outside the Kernel block", hint="a thread index exists inside it only")
-        if dim is not None and self.const_int(dim, scope, kx, "dim", 0) != 0:
+        t = Val(tir.Call("thread_index", (), DType.int32, span))
+        if dim is None:
+            return t
+        shape = kx.thread_shape
+        d = self.const_int(dim, scope, kx, "dim", 0)
+        if not 0 <= d < len(shape):
             raise error(
                 dim.span,
-                "tilec's thread blocks are one-dimensional: get_thread_binding() takes dim 0 only",
-                hint="compute the 2-D index from thread_index(): t // width, t % width",
+                f"get_thread_binding({d}): the block has {len(shape)} thread dimension{'s' if len(shape) > 1 else ''}",
+                hint="name the extents in the Kernel block: threads=(x, y)",
             )
-        return Val(tir.Call("thread_index", (), DType.int32, span))
+        inner = math.prod(shape[:d])
+        if inner > 1:
+            t = fold.binop("//", t, fold.literal(inner, span), span)
+        if d < len(shape) - 1:
+            t = fold.binop("%", t, fold.literal(shape[d], span), span)
+        return t
 
     def subscript(self, node: S.Subscript, scope: Scope, kx: Any) -> Value:
         base = self.ev_value(node.value, scope, kx)

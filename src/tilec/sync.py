@@ -181,6 +181,19 @@ class _Placement:
     aliases: dict[str, frozenset[str]]  # a view and those sharing its bytes (shared_plan.aliases)
     # per loop being walked, innermost last: the states its `break`s leave it with
     breaks: list[list[_State]] = field(default_factory=list)
+    # C names whose values may differ between threads (set as the walk declares them)
+    varying: set[str] = field(default_factory=set)
+
+    def divergent(self, e: T.Expr | T.VecRef) -> bool:
+        """`e` may differ between the threads of the block: it reads the thread index, a name
+        computed from it, or memory."""
+        for x in tir_walk.subexprs(e):
+            match x:
+                case T.Builtin(name="thread_index") | T.Subscript() | tir.Load():
+                    return True
+                case T.Sym(name=name) | tir.Var(name=name) if name in self.varying:
+                    return True
+        return False
 
     def block(self, stmts: tuple[T.Stmt, ...], st: _State) -> list[T.Stmt]:
         out: list[T.Stmt] = []
@@ -205,7 +218,10 @@ class _Placement:
                 self.breaks[-1].append(st.copy())
                 return [], [s]
             case T.IfThen(cond, then, orelse):
-                before = _access(self.scalar_access(s), st, NO_SPAN, self.aliases)
+                # a condition that may differ between threads (`tn < N`, `tk == 0`): what is pending
+                # is settled before the branch, where every thread meets the barrier
+                before = st.flush() if self.touches(s) and self.divergent(cond) else []
+                before += _access(self.scalar_access(s), st, NO_SPAN, self.aliases)
                 other = st.copy()
                 then_code = self.block(then, st)
                 else_code = self.block(orelse, other)
@@ -214,6 +230,12 @@ class _Placement:
             case T.Barrier():
                 _barrier(s, st)
                 return [], [s]
+            case T.Decl(name=name, init=init) if init is not None and self.divergent(init):
+                self.varying.add(name)
+                return _access(self.scalar_access(s), st, NO_SPAN, self.aliases), [s]
+            case T.Assign(target=T.Sym(name=name), value=value) if self.divergent(value):
+                self.varying.add(name)
+                return _access(self.scalar_access(s), st, NO_SPAN, self.aliases), [s]
             case T.Decl() | T.Assign():
                 return _access(self.scalar_access(s), st, NO_SPAN, self.aliases), [s]
             case T.SharedView() | T.Call() | T.Comment():

@@ -63,8 +63,27 @@ def _shuffle(e: tir.Expr) -> bool:
     return any(isinstance(x, tir.Call) and x.func in ("shfl_xor", "shfl_down") for x in tir_walk.subexprs(e))
 
 
-def reason(e: tir.Expr, varying: Varying) -> str | None:
-    """What makes `e` differ between threads (the first such leaf, named), None if nothing does."""
+def thread_varying(body: tuple[tir.Stmt, ...]) -> Varying:
+    """The names and buffers of `body` whose values depend on which thread computes them: the
+    thread's index, lane and warp, what is computed from them, and per-thread storage (local
+    arrays, fragments). Unlike block-uniformity, a load of a global tensor or shared tile at a
+    uniform index counts as the same in every thread here."""
+    varying: Varying = set()
+    while True:
+        before = len(varying)
+        _Spread(varying, memory=False).block(body, True)
+        if len(varying) == before:
+            return varying
+
+
+def per_thread(e: tir.Expr, varying: Varying) -> bool:
+    """`e` depends on the thread computing it (`varying` from thread_varying)."""
+    return reason(e, varying, memory=False) is not None
+
+
+def reason(e: tir.Expr, varying: Varying, memory: bool = True) -> str | None:
+    """What makes `e` differ between threads (the first such leaf, named), None if nothing does;
+    with `memory` False a load of a global tensor or shared tile varies only by its indices."""
     for x in tir_walk.subexprs(e):
         match x:
             case tir.Call("thread_index" | "lane_index" | "warp_index" as name, ()):
@@ -73,7 +92,7 @@ def reason(e: tir.Expr, varying: Varying) -> str | None:
                 return f"{name}(), another lane's value"
             case tir.Var() if x in varying:
                 return f"'{x.name}', whose value may differ between threads"
-            case tir.Load(buffer=b) if b.scope != "var":
+            case tir.Load(buffer=b) if b.scope != "var" and (memory or b.scope in ("local", "fragment")):
                 return f"'{b.name}', a {b.scope} {'tensor' if b.scope == 'global' else 'buffer'}"
             case tir.Load(buffer=b) if b in varying:
                 return f"'{b.name}', whose value may differ between threads"
@@ -85,10 +104,11 @@ class _Spread:
     """One walk: marks varying each name given a varying value or assigned in varying control flow."""
 
     varying: Varying
+    memory: bool = True  # loads of global tensors and shared tiles vary (reason)
     divergent: list[tir.Stmt] = field(default_factory=list)  # barriers, shuffles in varying control flow
 
     def uniform(self, *exprs: tir.Expr) -> bool:
-        return all(reason(e, self.varying) is None for e in exprs)
+        return all(reason(e, self.varying, self.memory) is None for e in exprs)
 
     def block(self, body: tuple[tir.Stmt, ...], control: bool) -> None:
         for s in body:

@@ -26,6 +26,7 @@ from tilec.lower.cexpr import I32
 from tilec.passes.infer_layouts import Layouts
 from tilec.shared_plan import shared_lifetimes
 from tilec.targets import Target
+from tilec.uniformity import Varying, thread_varying
 
 
 @dataclass
@@ -169,6 +170,7 @@ class LowerContext:
     backend: Backend  # the target's gemms on warp instructions and its asynchronous copy
     tx: tir.Var  # the thread index
     state: LowerState
+    thread_varying: Varying  # what depends on the thread computing it (uniformity.thread_varying)
 
     def fresh(self, base: str) -> str:
         """A name for a generated temporary, unused so far in the kernel."""
@@ -189,7 +191,7 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target) -> LowerCo
     tx = tir.Var(names.fresh("tx"), I32, "thread")
     nonneg = {names.of(v) for v in (*kernel.dims, *kernel.block_vars)}
     state = LowerState(names, {tx: kernel.threads - 1}, nonneg, lifetimes=shared_lifetimes(kernel))
-    return LowerContext(kernel, layouts, target, backend_of(target), tx, state)
+    return LowerContext(kernel, layouts, target, backend_of(target), tx, state, thread_varying(kernel.body))
 
 
 def kernel_flag(ctx: LowerContext, key: FlagKey, name: str, cond: tir.Expr) -> tir.Var:

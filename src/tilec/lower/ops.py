@@ -39,6 +39,7 @@ from tilec.lower.loops import aligned, atomic, distributed, replica_zero
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
 from tilec.targets import instruction_named
+from tilec.uniformity import per_thread
 
 
 def lower_parallel(ctx: LowerContext, s: tir.Parallel) -> list[T.Stmt]:
@@ -204,13 +205,13 @@ def lower_atomic_region(ctx: LowerContext, s: tir.Atomic) -> list[T.Stmt]:
 
 
 def lower_atomic_element(ctx: LowerContext, s: tir.Atomic) -> list[T.Stmt]:
+    """An element atomic outside Parallel: one per thread when its element or value depends on
+    the thread (`atomic_add(C_shared[tn], acc[0])`), else one for the block, by thread 0."""
     assert s.value is not None
-    return [
-        T.IfThen(
-            tir.BinOp("==", ctx.tx, int_(0), DType.bool),
-            tuple(atomic(ctx, s.op, s.dst.buffer, s.dst.starts, s.value, None)),
-        )
-    ]
+    update = atomic(ctx, s.op, s.dst.buffer, s.dst.starts, s.value, None)
+    if any(per_thread(e, ctx.thread_varying) for e in (*s.dst.starts, s.value)):
+        return update
+    return [T.IfThen(tir.BinOp("==", ctx.tx, int_(0), DType.bool), tuple(update))]
 
 
 def lower_gemm(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
