@@ -56,8 +56,14 @@ CANDIDATES = {
     "gemm-bf16": ["gemm_bf16-sm90a"],
     "gemm-fp8": ["gemm_fp8-bench-sm90a", "gemm_fp8-bench-sm90a-128x256", "gemm_fp8-bench-sm90a-128x256-k64"],
     "gemm-int8": ["gemm_int8-sm90a", "gemm_int8-bench-sm90a-128x256", "gemm_int8-bench-sm90a-128x256-k64"],
-    "fa": ["flash_attention", "flash_attention-bench-n32", "flash_attention-bench-s1"],
-    "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench-s1"],
+    "fa": [
+        "flash_attention",
+        "flash_attention-bench-n32",
+        "flash_attention-bench-s1",
+        "flash_attention-sm90a",
+        "flash_attention-bench-sm90a-t256",
+    ],
+    "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench-s1", "flash_attention-causal-sm90a"],
 }
 TOL = 1e-2  # relative error norm of fp16 outputs against torch's
 

@@ -12,7 +12,14 @@ import pytest
 from tilec import fragment_algebra as fa
 from tilec import tir
 from tilec.backends.cuda import fragments as ptx
-from tilec.backends.cuda.instructions import MMA_M16N8K16, MMA_M16N8K32, SIMT_FMA, WGMMA_M64NNK16, WGMMA_M64NNK32
+from tilec.backends.cuda.instructions import (
+    MMA_M16N8K16,
+    MMA_M16N8K32,
+    SIMT_FMA,
+    WGMMA_M64NNK16,
+    WGMMA_M64NNK16_RS,
+    WGMMA_M64NNK32,
+)
 from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
 from tilec.instructions import Instruction
@@ -69,7 +76,7 @@ def _chosen(
 
 
 K16, K32, SIMT, WG = MMA_M16N8K16.name, MMA_M16N8K32.name, SIMT_FMA.name, WGMMA_M64NNK16.name
-WG32 = WGMMA_M64NNK32.name
+WG32, WG_RS = WGMMA_M64NNK32.name, WGMMA_M64NNK16_RS.name
 
 
 @pytest.mark.parametrize(
@@ -80,7 +87,8 @@ WG32 = WGMMA_M64NNK32.name
         ("sm_90a", "float16", "float32", {"tb": True}, WG),  # both K-major (64-byte swizzle rows)
         ("sm_90a", "float16", "float32", {}, WG),  # B (K, N): MN-major through its descriptor
         ("sm_90a", "bfloat16", "float32", {"ta": True}, WG),  # A (K, M) likewise
-        ("sm_90a", "float16", "float32", {"a_scope": "fragment"}, K16),  # wgmma's A from registers: not yet
+        ("sm_90a", "float16", "float32", {"a_scope": "fragment"}, WG_RS),  # wgmma with A from registers
+        ("sm_90a", "float16", "float32", {"a_scope": "fragment", "ta": True}, K16),  # a register A is K-major
         ("sm_90a", "float16", "float32", {"threads": 64}, K16),  # two warps: no warp group
         ("sm_90a", "float16", "float32", {"m": 32}, K16),  # fewer rows than one m64 tile
         ("sm_90a", "float16", "float32", {"k": 24}, SIMT),  # 48-byte rows: no swizzle, no k16 steps
@@ -266,14 +274,64 @@ def test_wgmma_accumulator_is_its_d_fragment_tiled_over_warp_groups() -> None:
     assert WGMMA_M64NNK16.accumulator((64, 64), 96, "Square", None) is None  # no whole warp group
 
 
-def test_a_kernel_whose_gemms_cannot_all_take_wgmma_keeps_them_on_one_warp_record() -> None:
-    # flash attention's P V reads P from registers, which wgmma does not yet: Q K^T stays on mma.sync
-    # too, so that both accumulators split their rows alike (the online softmax's statistics)
+def test_wgmma_register_a_fragment_covers_a_warp_group() -> None:
+    a = ptx.wgmma_m64k16_a()
+    assert a.threads == 128 and fa.cover_errors(a) == [] and fa.is_bijective(a)
+    where = fa.locate(a)  # warp 1 holds rows 16..31 as mma.sync's A: a4 is column 8, a2 row 8
+    assert where[(0, 0)] == (0, 0) and where[(8, 0)] == (0, 2) and where[(0, 8)] == (0, 4) and where[(16, 3)] == (33, 1)
+
+
+@pytest.mark.parametrize(("m", "k", "threads"), [(64, 64, 128), (128, 128, 256), (128, 64, 128), (256, 32, 256)])
+def test_an_accumulator_laid_out_tile_is_wgmmas_register_a(m: int, k: int, threads: int) -> None:
+    # P laid out as the wgmma accumulator of its (M, K) shape: for each m64 tile mt and k step kk,
+    # each thread's 8 registers from (mt * K/8 + 2 kk) * 4 on (sm90._a_registers) are exactly the
+    # elements wgmma's register A fragment gives that thread, in order
+    frag = WGMMA_M64NNK16.accumulator((m, k), threads, "FullRow", None)
+    assert frag is not None and WGMMA_M64NNK16_RS.a_registers_fit is not None
+    assert WGMMA_M64NNK16_RS.a_registers_fit(frag, frag)
+    held = fa.flat_elements(fa.from_fragment(frag))  # (thread, register) -> (row, column)
+    a = fa.flat_elements(ptx.wgmma_m64k16_a())  # (thread in group, register) -> (row, column) in m64 x k16
+    groups, tiles = threads // 128, frag.local_parts[0].extent
+    for t in range(threads):
+        g, lane = divmod(t, 128)
+        for mt in range(tiles):
+            for kk in range(k // 16):
+                for r in range(8):
+                    row, col = a[(lane, r)]
+                    want = (g * tiles * 64 + mt * 64 + row, kk * 16 + col)
+                    assert held[(t, (mt * (k // 8) + 2 * kk) * 4 + r)] == want, (t, mt, kk, r)
+    assert groups * tiles * 64 == m
+
+
+def test_flash_attention_takes_wgmma_for_both_products() -> None:
+    # Q K^T from shared tiles by descriptors, P V with P from registers (wgmma's register form):
+    # both accumulators are wgmma's, their rows split alike over the warp groups
     program = elaborate_file(str(ROOT / "examples" / "flash_attention.tile"), {}, arch="sm_90a")
     text = compile_program(program, arch="sm_90a", emit="tir")
-    assert "instruction=mma_sync_m16n8k16" in text and "wgmma" not in text
-    gemm = elaborate_file(str(ROOT / "examples" / "gemm.tile"), {}, arch="sm_90a")
-    assert "instruction=wgmma_m64nNk16)" in compile_program(gemm, arch="sm_90a", emit="tir")
+    assert "instruction=wgmma_m64nNk16," in text and "instruction=wgmma_m64nNk16_rs," in text
+    assert "mma_sync" not in text
+
+
+def test_a_kernel_whose_gemms_cannot_all_take_wgmma_keeps_them_on_one_warp_record() -> None:
+    # a transposed register A (K, M) has no wgmma form: both gemms of the kernel stay on mma.sync,
+    # so that their accumulators split their rows alike
+    text = """
+kernel k(A: Tensor((64, 64), float16), B: Tensor((64, 64), float16), C: Tensor((64, 64), float32)):
+    with Kernel(1, threads=128) as bx:
+        A_s = alloc_shared((64, 64), float16)
+        B_s = alloc_shared((64, 64), float16)
+        p = alloc_fragment((64, 64), float32)
+        p16 = alloc_fragment((64, 64), float16)
+        acc = alloc_fragment((64, 64), float32)
+        copy(A, A_s)
+        copy(B, B_s)
+        gemm(A_s, B_s, p, clear_accum=True)
+        copy(p, p16)
+        gemm(p16, B_s, acc, transpose_A=True, clear_accum=True)
+        copy(acc, C)
+"""
+    out = compile_program(elaborate_file("k.tile", text=text, arch="sm_90a"), arch="sm_90a", emit="tir")
+    assert out.count("instruction=mma_sync_m16n8k16") == 2 and "wgmma" not in out
 
 
 def test_a_kernels_mfma_gemms_take_one_tile_shape() -> None:

@@ -226,7 +226,8 @@ def test_shared_operand_reads_bound_a_warp_level_gemm_with_few_rows_per_warp() -
 
 
 def test_operand_bytes_follow_the_warp_tiling(tmp_path: pathlib.Path) -> None:
-    """attention's S = Q K^T: 4 warps of 16 rows each read all of K; 4 of 32 rows read it for twice the work."""
+    """attention's S = Q K^T on sm_80's mma.sync: 4 warps of 16 rows each read all of K; 4 of 32 rows read
+    it for twice the work. (On sm_90a its gemms are wgmma's, whose operands no warp loads.)"""
 
     path = str(HERE.parent / "bench" / "programs" / "tune" / "attention.tile")
     shape = {"B": 1, "H": 1, "S": 1024}
@@ -235,8 +236,8 @@ def test_operand_bytes_follow_the_warp_tiling(tmp_path: pathlib.Path) -> None:
         defines = {"block_M": block_M, "block_N": "64", "num_stages": "2", "threads": threads} | {
             k: str(v) for k, v in shape.items()
         }
-        program = driver.elaborate(path, defines, "sm_90a")
-        c = space.analyse(program, tuple(sorted(defines.items())), False, "sm_90a", GPUS["h200"])
+        program = driver.elaborate(path, defines, "sm_80")
+        c = space.analyse(program, tuple(sorted(defines.items())), False, "sm_80", GPUS["h200"])
         w = c.kernels[0].work
         return w.operand_bytes / w.flops
 

@@ -267,7 +267,11 @@ def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm, words: 
         n = min(width, record.shape[1])
         name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name, n=n)
         per_group = f"{mi}x{width // n} wgmma tiles" if (mi, width) != (1, n) else "one wgmma tile"
-        return f"{name}, {gm}x{gn} warp groups, {per_group} per group, operands by {words[record.load]}"
+        text = f"{name}, {gm}x{gn} warp groups, {per_group} per group"
+        if s.a_from_registers:
+            return f"{text}, A ({s.a.buffer.name}) straight from registers, B by {words[record.load]}"
+        staged = "" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged in the descriptors' swizzle)"
+        return f"{text}, operands by {words[record.load]}{staged}"
     name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name)
     if record.group != "thread":
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent

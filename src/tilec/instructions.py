@@ -84,6 +84,9 @@ class Instruction:
     # the bank conflicts of its shared-memory operand loads; None: loads that do not conflict
     # by layout (per-thread elements, descriptors)
     load_conflicts: LoadConflicts | None = None
+    # (A's layout, C's layout) -> whether a register A already is the record's A operand in each
+    # thread; None: the warp records' test (A laid out as an mma accumulator of C's warp rows)
+    a_registers_fit: Callable[[L.Fragment, L.Fragment], bool] | None = None
 
 
 def takes(record: Instruction, operand: DType, accumulator: DType, capability: tuple[int, int]) -> bool:

@@ -95,6 +95,8 @@ VARIANTS: list[Variant] = [
     Variant("flash_attention-bench-n32", "flash_attention", {"block_N": "32"}, bench=True),
     Variant("flash_attention-bench-s1", "flash_attention", {"num_stages": "1"}, bench=True),
     Variant("flash_attention-causal-bench-s1", "flash_attention", {"is_causal": "True", "num_stages": "1"}, bench=True),
+    # two consumer warp groups of 64 rows each (wgmma m64), the example's 128-row tile
+    Variant("flash_attention-bench-sm90a-t256", "flash_attention", {"threads": "256"}, arch="sm_90a", bench=True),
     Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
     Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
     Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),
@@ -129,6 +131,8 @@ VARIANTS: list[Variant] = [
     Variant("extern_gelu", "extern_gelu", folder=PRIMITIVES, includes=(f"{PRIMITIVES}/extern_ops.cuh",)),
     Variant("row_scan-sm90a", "row_scan", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax-sm90a", "atomic_minmax", arch="sm_90a", folder=PRIMITIVES),
+    Variant("scaled_gemm", "scaled_gemm", folder=PRIMITIVES),
+    Variant("scaled_gemm-sm90a", "scaled_gemm", arch="sm_90a", folder=PRIMITIVES),
     # skinny M (a few rows, wide N and K, memory-bound): the -D values a user would pick so that
     # the grid has enough blocks to stream B from every SM (64-wide N tiles) with deep k steps
     Variant("gemm-sm90a-skinny", "gemm", _SKINNY, arch="sm_90a", bench=True),

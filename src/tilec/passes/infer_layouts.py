@@ -170,6 +170,8 @@ def _a_from_accumulator(g: tir.Gemm, record: Instruction, layouts: Layouts) -> b
     if a.scope != "fragment" or g.transpose_a or record.a_registers_helper is None or a.dtype != g.b.buffer.dtype:
         return False
     fa, fc = layouts.buffers[a], layouts.buffers[g.c.buffer]
+    if record.a_registers_fit is not None:
+        return record.a_registers_fit(fa, fc)
     mma_like = len(fa.thread_parts) == 4 and fa.thread_parts[:2] == fc.thread_parts[:2]
     return (
         mma_like

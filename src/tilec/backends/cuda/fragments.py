@@ -156,6 +156,18 @@ def ldmatrix_conflict_degree(shape: tuple[int, int], smem: Layout, elem_bytes: i
 WARP_GROUP = 4 * WARP_SIZE  # the threads of one wgmma: four consecutive warps, the first a multiple of 4
 
 
+def wgmma_m64k16_a() -> FragmentMap:
+    """A (64 x 16) of wgmma m64nNk16 from registers: warp w of the warp group holds rows
+    16 w .. 16 w + 15 exactly as mma.sync m16n8k16's A (a0..a7 = slots (i2, i1, i0): row groupID
+    (+8 when i1), column 2 * threadID_in_group + i0 (+8 when i2)), four .f16x2 registers."""
+    lane = _var("lane", "thread")
+    within = _bin("%", lane, WARP_SIZE)
+    i2, i1, i0 = _var("i2"), _var("i1"), _var("i0")
+    row = _bin("+", _bin("+", _bin("*", _bin("//", lane, WARP_SIZE), 16), _bin("//", within, 4)), _bin("*", i1, 8))
+    col = _bin("+", _bin("+", _bin("*", _bin("%", within, 4), 2), i0), _bin("*", i2, 8))
+    return FragmentMap((64, 16), lane, WARP_GROUP, (i2, i1, i0), (2, 2, 2), (simplify(row), simplify(col)), int_(0))
+
+
 def wgmma_m64n8k16_c() -> FragmentMap:
     """D (64 x 8) of wgmma m64nNk16 for one 8-column slice: warp w of the warp group holds rows
     16 w .. 16 w + 15 exactly as mma's C (d0..d3 = slots (i1, i0)); an N-wide D repeats the

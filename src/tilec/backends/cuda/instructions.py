@@ -4,6 +4,7 @@
     MMA_M16N8K32  mma.sync m16n8k32: int8 -> int32; float8 e4m3/e5m2 -> float32 from sm_89
     SIMT_FMA      one thread, fused multiply-adds: any types
     WGMMA_M64NNK16  wgmma m64nNk16 (sm_90a): float16/bfloat16 -> float32, A and B by descriptor
+    WGMMA_M64NNK16_RS  the same with A from registers (flash attention's P V), B by descriptor
     WGMMA_M64NNK32  wgmma m64nNk32 (sm_90a): int8/uint8 -> int32, float8 e4m3/e5m2 -> float32,
                     A (M, K) and B (N, K) by descriptor
 
@@ -158,6 +159,43 @@ def _grid(g: tir.Gemm, threads: int) -> tuple[int, int] | None:
     return warp_group_grid(m, n, threads // ptx.WARP_GROUP)
 
 
+def wgmma_register_a_operands(g: tir.Gemm, threads: int) -> bool:
+    """Whether wgmma's register-A form can take `g`: A a 2-D register tile (M, K), B a whole shared
+    tile as `wgmma_operands` wants it, and the accumulator split over warp groups along M only,
+    so that each group holds whole rows of A (its m64 tiles) as it holds those of C."""
+    a, b = g.a.buffer, g.b.buffer
+    if a.scope != "fragment" or len(a.shape) != 2 or g.transpose_a:
+        return False
+    grid = _grid(g, threads)
+    if grid is None or grid[1] != 1 or a.const_shape[0] != g.c.buffer.const_shape[0]:
+        return False
+    whole = all(isinstance(x, tir.IntImm) and x.value == 0 for x in g.b.starts)
+    shape = b.const_shape
+    if b.scope != "shared" or len(shape) != 2 or not whole or tuple(const(e) for e in g.b.extents) != shape:
+        return False
+    sw = widest_swizzle(shape[1] * b.dtype.bytes)
+    if shape[0] % 8 or sw is None:
+        return False
+    return g.transpose_b or shape[1] * b.dtype.bytes % sw == 0
+
+
+def wgmma_a_in_registers(fa: L.Fragment, fc: L.Fragment) -> bool:
+    """A register A (M, K) laid out as a wgmma accumulator of the same warp-group rows as C
+    (`wgmma_accumulator`, one group column): each k16 step of an m64 tile is then 8 consecutive
+    16-bit registers of each thread, two m64n8 C tiles side by side, which are wgmma's A fragment
+    (the PTX ISA's m64k16 register layout: each warp's 16 rows as mma.sync m16n8k16's A)."""
+    if len(fa.thread_parts) != 5 or len(fc.thread_parts) != 5 or fa.thread_parts[:3] != fc.thread_parts[:3]:
+        return False
+    (_, ga_n, ga_m), (_, gc_n, gc_m) = fa.thread_parts[2:], fc.thread_parts[2:]
+    return (
+        ga_n.extent == gc_n.extent == 1
+        and ga_m == gc_m
+        and fa.local_parts[0] == fc.local_parts[0]
+        and fa.local_parts[1].extent % 2 == 0
+        and fa.local_parts[2:] == fc.local_parts[2:]
+    )
+
+
 def wgmma_8bit_operands(g: tir.Gemm, threads: int) -> bool:
     """`wgmma_operands`, and for an integer accumulator an N the integer wgmma has: 8, 16, 24, or
     a multiple of 16 (ptxas rejects m64n40k32.s32 and the like)."""
@@ -191,6 +229,26 @@ WGMMA_M64NNK16 = Instruction(
     operands_fit=wgmma_operands,
 )
 
+WGMMA_M64NNK16_RS = Instruction(
+    name="wgmma_m64nNk16_rs",
+    shape=(64, WGMMA_MAX_N, 16),
+    operands=(
+        OperandTypes(DType.float16, F32, "wgmma_rs_f16_n{n}", "tilec_wgmma_m64n{n}k16_rs_f16<{tb}>"),
+        OperandTypes(DType.bfloat16, F32, "wgmma_rs_bf16_n{n}", "tilec_wgmma_m64n{n}k16_rs_bf16<{tb}>"),
+    ),
+    group="warp_group",
+    load="descriptors",
+    load_helper="wgmma",
+    a_in_registers=True,  # flash attention's P of P V; staged to a swizzled shared tile when laid out otherwise
+    a_registers_helper="wgmma",
+    k_contiguous=False,  # B's descriptor transposes it; A in registers is K-major by definition
+    accumulator=wgmma_accumulator,
+    fragments=(ptx.wgmma_m64k16_a, ptx.wgmma_m64n8k16_c),  # A (registers), D
+    explain="wgmma m64n{n}k16 {a} -> {c} (tensor cores, warp groups)",
+    operands_fit=wgmma_register_a_operands,
+    a_registers_fit=wgmma_a_in_registers,
+)
+
 WGMMA_M64NNK32 = Instruction(
     name="wgmma_m64nNk32",
     shape=(64, WGMMA_MAX_N, 32),  # N: a multiple of 8 up to 256; for int32 8, 16, 24 or a multiple of 16
@@ -212,4 +270,4 @@ WGMMA_M64NNK32 = Instruction(
     operands_fit=wgmma_8bit_operands,
 )
 
-SM90A_INSTRUCTIONS = (WGMMA_M64NNK16, WGMMA_M64NNK32, *SM80_INSTRUCTIONS)
+SM90A_INSTRUCTIONS = (WGMMA_M64NNK16, WGMMA_M64NNK16_RS, WGMMA_M64NNK32, *SM80_INSTRUCTIONS)

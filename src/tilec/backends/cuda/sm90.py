@@ -34,6 +34,7 @@ from dataclasses import replace
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.backends.cuda.fragments import WARP_GROUP
+from tilec.backends.cuda.instructions import WGMMA_M64NNK16
 from tilec.backends.cuda.sm80 import (
     ASYNC_COPY_BYTES,
     _smem_elem,
@@ -97,6 +98,11 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     g_n = simplify(tir.BinOp("%", group, int_(gn), I32)) if gn > 1 else int_(0)
     g_m = simplify(tir.BinOp("//", group, int_(gn), I32)) if gm > 1 else int_(0)
     m0, n0 = simplify(mul(g_m, mi * 64)), simplify(mul(g_n, width))
+    a_region = s.a
+    if s.a.buffer.scope == "fragment" and not s.a_from_registers:  # laid out otherwise: A from shared memory
+        a_region, staging = _staged_a(ctx, s.a)
+        out += staging
+        record = WGMMA_M64NNK16
     types = types_entry(record, s.a.buffer.dtype)
     call = types.call.format(n=n, ta=int(s.transpose_a), tb=int(not s.transpose_b))
     assert record.load_helper is not None, "the wgmma record names its helper"
@@ -115,13 +121,52 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
             col = add(n0, int_(nt * n))
             b_at = (col, k0) if s.transpose_b else (k0, col)
             acc = T.AddressOf(T.Subscript(cname, (int_((mt * (width // 8) + nt * (n // 8)) * 4),), c.dtype))
-            args = (acc, _descriptor(ctx, s.a, a_at, s.transpose_a), _descriptor(ctx, s.b, b_at, not s.transpose_b))
+            a = _a_registers(ctx, s, mt, kk) if s.a_from_registers else _descriptor(ctx, a_region, a_at, s.transpose_a)
+            args = (acc, a, _descriptor(ctx, s.b, b_at, not s.transpose_b))
             body.append(T.Call(T.Intrin(call, args, I32)))
     hold = _hold(cname, frag.local_size, c.dtype)
-    out += [hold, _call("tilec_wgmma_fence")]
+    out.append(hold)
+    if s.a_from_registers:  # A's registers, too, are final before the fence
+        ctx.state.helpers.add("wgmma_rs")
+        a = s.a.buffer
+        words = ctx.layouts.buffers[a].local_size * a.dtype.bytes // 4
+        out.append(
+            T.Call(
+                T.Intrin(
+                    f"tilec_wgmma_hold_a<{words}>", (T.AddressOf(T.Subscript(ctx.name(a), (int_(0),), a.dtype)),), I32
+                )
+            )
+        )
+    out.append(_call("tilec_wgmma_fence"))
     out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
     out += [_call("tilec_wgmma_commit"), _call(f"tilec_wgmma_wait<{in_flight}>"), hold]
     return out
+
+
+def _a_registers(ctx: LowerContext, s: tir.Gemm, mt: int, kk: tir.Var) -> T.AddressOf:
+    """The A operand of wgmma's register form for m64 tile `mt`, k step `kk`: the 8 registers of
+    the A tile laid out as an accumulator (instructions.wgmma_a_in_registers) that hold columns
+    16 kk .. 16 kk + 15, two m64n8 tiles side by side."""
+    a = s.a.buffer
+    tiles = ctx.layouts.buffers[a].local_parts[1].extent  # A's n8 tiles along K
+    first = simplify(mul(add(int_(mt * tiles), mul(kk, 2)), 4))
+    return T.AddressOf(T.Subscript(ctx.name(a), (first,), a.dtype))
+
+
+def _staged_a(ctx: LowerContext, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
+    """A register A that is not laid out as wgmma's A fragment, written to a shared tile in the
+    descriptors' swizzle first (the previous reads of it done: a barrier before, and one after;
+    the sync pass fences the asynchronous proxy before each, as in every kernel wgmma reads)."""
+    buf = region.buffer
+    rows, cols = ctx.layouts.buffers[buf].shape
+    stage = tir.Buffer(ctx.fresh(f"{ctx.name(buf)}_smem"), (int_(rows), int_(cols)), buf.dtype, "shared", buf.span)
+    ctx.state.names.given[stage] = stage.name
+    place_descriptor_operand(stage, ctx.layouts)
+    shared_view(ctx, stage.name, buf.dtype, (rows * cols,), ctx.layouts.align[stage])
+    whole = (int_(0), int_(0)), (int_(rows), int_(cols))
+    staged = tir.Region(stage, *whole, region.span)
+    write = lower_copy(ctx, tir.Copy(region, staged, span=region.span))
+    return staged, [BLOCK, *write, BLOCK]
 
 
 def _descriptor(ctx: LowerContext, region: tir.Region, at: tuple[tir.Expr, tir.Expr], mn_major: bool) -> T.Intrin:

@@ -559,6 +559,33 @@ for _n in range(8, 257, 8):
     SHARED_ADDRESS_HELPERS |= {f"wgmma_f16_n{_n}", f"wgmma_bf16_n{_n}"}
 
 
+def _wgmma_rs_helper(n: int, suffix: str, ptx_type: str) -> str:
+    """d[0 .. n/2) += A (64 x 16) B (16 x n) for one wgmma m64n{n}k16 with A in registers: the
+    thread's 8 16-bit elements of the k16 step at `a` (4 32-bit registers), B by descriptor."""
+    regs = n // 2
+    d = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    a = ", ".join(f"%{regs + i}" for i in range(4))
+    return f"""
+// d[0..{regs - 1}] += A (64x16) * B (16x{n}) by one warp group, {ptx_type} in, float32 out; A from
+// this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
+// for an MN-major tile).
+template <int TB>
+__device__ __forceinline__ void tilec_wgmma_m64n{n}k16_rs_{suffix}(float* d, const void* a, unsigned long long b) {{
+  const unsigned* r = static_cast<const unsigned*>(a);
+  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 5}, 0;\\n"
+               " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "
+               "{{{d}}}, {{{a}}}, %{regs + 4}, p, 1, 1, %{regs + 6};\\n}}"
+               : {outs}
+               : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(1), "n"(TB));
+}}"""
+
+
+for _n in range(8, 257, 8):
+    HELPERS[f"wgmma_rs_f16_n{_n}"] = _wgmma_rs_helper(_n, "f16", "f16")
+    HELPERS[f"wgmma_rs_bf16_n{_n}"] = _wgmma_rs_helper(_n, "bf16", "bf16")
+
+
 def _wgmma_8bit_helper(n: int, suffix: str, accumulator: str) -> str:
     """d[0 .. n/2) += A (64 x 32) B (32 x n) for one wgmma m64n{n}k32 on 8-bit operands, both by
     descriptor and both K-major (A stored (M, K), B (N, K)): 8-bit types take no transposes, and
@@ -581,6 +608,16 @@ __device__ __forceinline__ void tilec_wgmma_m64n{n}k32_{suffix}({ctype}* d, unsi
                : "l"(a), "l"(b), "r"(1));
 }}"""
 
+
+HELPERS["wgmma_rs"] = """
+// Keeps the N 32-bit registers at a (a register A of wgmma, 16-bit pairs) computed before the
+// wgmma fence that follows: ptxas would otherwise fence again where their conversions land.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
+  unsigned* r = static_cast<unsigned*>(a);
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}"""
 
 HELPERS["wgmma_s32"] = """
 // Keeps the compiler from moving accesses of the N int32 accumulator registers at d across a wait.
