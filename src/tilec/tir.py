@@ -339,7 +339,8 @@ class Schedule:
     `units` holds each unit's positions in `For.body`. plan_pipeline decides the rest: `ahead`,
     per unit, the iterations it runs ahead of the last stage; `pending`, the asynchronous-copy
     groups left in flight at an iteration's wait; `as_inferred`, that the schedule is the one
-    the compiler infers (lowered as such); `honoured`, that lowering follows it."""
+    the compiler infers (lowered as such); `honoured`, that lowering follows it;
+    `not_warp_roles`, that the loop would run by warp roles (sm_90a) were it not for the schedule."""
 
     units: tuple[tuple[int, ...], ...]
     stage: tuple[int, ...]
@@ -349,6 +350,7 @@ class Schedule:
     pending: int = 0
     as_inferred: bool = False
     honoured: bool = False
+    not_warp_roles: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,6 +191,7 @@ def _schedule(s: tir.Schedule) -> str:
     if s.ahead:
         text += f", ahead={list(s.ahead)}, pending={s.pending}"
     text += ", as_inferred=True" if s.as_inferred else ""
+    text += ", not_warp_roles=True" if s.not_warp_roles else ""
     return text + (", honoured=True" if s.honoured else "")
 
 

@@ -71,6 +71,8 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
         if loop.schedule is not None:
             schedules[id(loop)] = _scheduled(loop, found, target)
             if schedules[id(loop)].honoured:  # lowered by its schedule (lower/scheduled.py)
+                if found and _warp_specialized(kernel, loop, found, target):
+                    schedules[id(loop)] = replace(schedules[id(loop)], not_warp_roles=True)
                 if found:
                     pipelined.add(id(loop))
                     producer_ids |= {id(c) for c in found}
