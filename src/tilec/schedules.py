@@ -89,7 +89,11 @@ def _units(group_n: S.Expr | None, stmts: list[int], const_int: ConstInt) -> tup
 
 def _ints(node: S.Expr, name: str, n: int, what: str, const_int: ConstInt) -> tuple[int, ...]:
     if not isinstance(node, S.Tuple):
-        raise error(node.span, f"{name}= takes a list of integers, one per {what[:-1]}")
+        raise error(
+            node.span,
+            f"{name}= takes a list of integers, one per {what[:-1]}",
+            hint=f"write it as a list: {name}=[...]",
+        )
     if len(node.items) != n:
         raise error(
             node.span,
@@ -114,7 +118,11 @@ def _check_lists(order_n: S.Expr, stage_n: S.Expr, order: tuple[int, ...], stage
     if placed != list(range(len(placed))):
         twice = next((o for o in placed if placed.count(o) > 1), None)
         why = f"{twice} appears twice" if twice is not None else f"it should hold 0..{len(placed) - 1} once each"
-        raise error(order_n.span, f"order= is not a permutation of the scheduled units: {why}")
+        raise error(
+            order_n.span,
+            f"order= is not a permutation of the scheduled units: {why}",
+            hint="order gives each unit its place in the emitted iteration, 0, 1, ... once each (-1 only with stage -1)",
+        )
     if not placed:
         raise error(stage_n.span, "every entry is -1: the schedule places nothing", hint="give the statements stages")
 
@@ -173,8 +181,8 @@ def plan(loop: tir.For, producers: list[tir.Copy], honoured: bool) -> tir.Schedu
         _check_copy_stage(loop, sched, u, readers[u])
         if sched.stage[u] == -1:
             ahead[u] = loop.num_stages - 1 + min((ahead[r] for r in readers[u]), default=0)
-    diagnostics = [d for u in prod for d in _lead_errors(loop, sched, u, readers[u], ahead)]
-    diagnostics += _dependence_errors(loop, sched, prod)
+    diagnostics = [d for u in sorted(prod) for d in _lead_errors(loop, sched, u, readers[u], ahead)][:1]
+    diagnostics = diagnostics or _dependence_errors(loop, sched, prod)
     if diagnostics:
         raise CompileError(diagnostics)
     leads = [ahead[u] - ahead[r] for u in prod for r in readers[u]]
@@ -211,28 +219,26 @@ def _check_copy_stage(loop: tir.For, sched: tir.Schedule, u: int, readers: list[
 
 
 def _lead_errors(loop: tir.For, sched: tir.Schedule, u: int, readers: list[int], ahead: list[int]) -> list[Diagnostic]:
-    """A producer runs ahead of the readers of its tile by 1 .. num_stages - 1 iterations."""
+    """A producer runs ahead of the readers of its tile by 1 .. num_stages - 1 iterations: its
+    readers' stages lie within num_stages - 2 of each other (a copy of stage -1)."""
     copy = loop.body[sched.units[u][0]]
     assert isinstance(copy, tir.Copy)
     tile = copy.dst.buffer.name
-    out: list[Diagnostic] = []
-    for r in readers:
-        lead = ahead[u] - ahead[r]
-        if 1 <= lead <= loop.num_stages - 1:
-            continue
-        reader = loop.body[sched.units[r][0]]
-        out.append(
-            Diagnostic(
-                copy.span,
-                f"the copy into '{tile}' would run {lead} iterations ahead of a statement reading its tile, but "
-                f"num_stages={loop.num_stages} keeps {loop.num_stages} copies of '{tile}': the copy would "
-                "overwrite a tile before it is read",
-                notes=(Note(reader.span, f"'{tile}' is read here (stage {sched.stage[r]})"),),
-                hint=f"raise num_stages to {lead + 1}, or bring the readers of '{tile}' into nearer stages",
-            )
+    leads = {r: ahead[u] - ahead[r] for r in readers}
+    bad = next((r for r in readers if not 1 <= leads[r] <= loop.num_stages - 1), None)
+    if bad is None:
+        return []
+    spread = max(ahead[r] for r in readers) - min(ahead[r] for r in readers)
+    reader = loop.body[sched.units[bad][0]]
+    return [
+        Diagnostic(
+            copy.span,
+            f"the copy into '{tile}' cannot run ahead of every statement reading its tile: their stages are "
+            f"{spread} apart, and num_stages={loop.num_stages} keeps {loop.num_stages} copies of '{tile}'",
+            notes=(Note(reader.span, f"'{tile}' is read here (stage {sched.stage[bad]})"),),
+            hint=f"raise num_stages to {spread + 2}, or bring the readers of '{tile}' into nearer stages",
         )
-        break
-    return out
+    ]
 
 
 def _dependence_errors(loop: tir.For, sched: tir.Schedule, prod: set[int]) -> list[Diagnostic]:
