@@ -1,0 +1,141 @@
+"""Manual pipeline schedules, `Pipelined(..., order=[...], stage=[...], group=[[...]])`
+(schedules.py, plan_pipeline, lower/scheduled.py): a schedule that is the inferred pipeline
+generates the same code; another is followed (its plan, its code, explain's table); TileLang's
+keywords pass through import-tilelang. The misuses are error goldens (tests/golden/errors/schedule_*)."""
+
+from __future__ import annotations
+
+import pathlib
+import textwrap
+
+import pytest
+
+from tilec import explain, tir, tir_walk
+from tilec.driver import compile_file, elaborate
+from tilec.import_tilelang import convert
+from tilec.pipeline import run_passes, tile_ir_passes
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "tests" / "gpu" / "programs"
+
+GEMM = """\
+kernel gemm(A: Tensor((M, K), float16), B: Tensor((K, N), float16), C: Tensor((M, N), float32)):
+    with Kernel(ceildiv(N, 128), ceildiv(M, 128), threads=128) as (bx, by):
+        A_shared = alloc_shared((128, 32), float16)
+        B_shared = alloc_shared((32, 128), float16)
+        acc = alloc_fragment((128, 128), float32)
+        clear(acc)
+        for k in Pipelined(ceildiv(K, 32), {loop}):
+            copy(A[by * 128, k * 32], A_shared)
+            copy(B[k * 32, bx * 128], B_shared)
+            gemm(A_shared, B_shared, acc)
+        copy(acc, C[by * 128, bx * 128])
+"""
+
+
+def _write(tmp_path: pathlib.Path, name: str, loop: str) -> str:
+    path = tmp_path / name / "gemm.tile"
+    path.parent.mkdir()
+    path.write_text(GEMM.format(loop=loop))
+    return str(path)
+
+
+def _code(text: str) -> list[str]:
+    """The generated code without its comments (they quote the Pipelined line as written)."""
+    return [line for line in text.splitlines() if not line.lstrip().startswith("//")]
+
+
+def _loop(path: str, arch: str) -> tir.For:
+    kernel = run_passes(elaborate(path, arch=arch), arch, tile_ir_passes(), verify=True)[0].kernel
+    return next(s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "gfx90a"])
+@pytest.mark.parametrize(
+    "schedule",
+    ["order=[0, 1, 2], stage=[0, 0, 2]", "order=[-1, -1, 0], stage=[-1, -1, 2]", "num_stages=3, order=[1, 0, 2], stage=[0, 0, 2]"],
+)
+def test_the_inferred_schedule_generates_the_same_code(tmp_path: pathlib.Path, arch: str, schedule: str) -> None:
+    if "-1" in schedule:
+        schedule = "num_stages=3, " + schedule
+    plain = compile_file(_write(tmp_path, "plain", "num_stages=3"), arch=arch)
+    manual = _write(tmp_path, "manual", schedule)
+    assert _code(compile_file(manual, arch=arch)) == _code(plain)
+    loop = _loop(manual, arch)
+    assert loop.schedule is not None and loop.schedule.as_inferred and not loop.schedule.honoured
+    assert loop.warp_specialized == (arch == "sm_90a")  # warp roles stay
+    text = explain.render_text(explain.explain_program(elaborate(manual, arch=arch), arch))
+    assert "the manual schedule (order=, stage=) is the inferred pipeline: the code is the same" in text
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_manual_schedule_is_followed(tmp_path: pathlib.Path, arch: str) -> None:
+    path = _write(tmp_path, "manual", "order=[1, 2, 0], stage=[0, 0, 2]")  # copies after the gemm
+    loop = _loop(path, arch)
+    assert loop.schedule is not None and loop.schedule.honoured and not loop.warp_specialized
+    assert (loop.num_stages, loop.schedule.ahead, loop.schedule.pending) == (3, (2, 2, 0), 1)
+    assert loop.schedule.not_warp_roles == (arch == "sm_90a")
+    code = compile_file(path, arch=arch)
+    steady = code[code.index("for (int k = 0;") :]
+    # the gemm of tile k, then the copies of tile k + 2, guarded; one commit; two prologue iterations
+    assert steady.index("gemm(A_shared, B_shared, acc)") < steady.index("copy(A[by * 128, k * 32], A_shared)")
+    assert "if (k + 2 < (K + 31) / 32)" in steady and "tilec_cp_async_wait<1>();" in steady
+    assert "prologue: iteration -2 of the schedule" in code and "prologue: iteration -1 of the schedule" in code
+    text = explain.render_text(explain.explain_program(elaborate(path, arch=arch), arch))
+    assert "manual schedule (order=, stage=)" in text
+    assert ("warp roles follow only the inferred schedule" in text) == (arch == "sm_90a")
+    assert "k + 2 (copy into stage (k + 2) % 3)" in text
+
+
+def test_the_attention_schedule_plan() -> None:
+    """TileLang's wgmma-pipelined attention schedule: K runs two tiles ahead (its gemm is a stage
+    earlier than V's), V one; each wait retires every group (num_stages=2)."""
+    loop = _loop(str(PROGRAMS / "attention_schedule.tile"), "sm_80")
+    assert loop.schedule is not None and loop.schedule.honoured
+    assert loop.schedule.ahead == (2, 1, 1, 0, 1, 0) and loop.schedule.pending == 0
+    copies = [s for s in loop.body if isinstance(s, tir.Copy) and s.pipeline == "producer"]
+    assert [c.dst.buffer.name for c in copies] == ["K_shared", "V_shared"]
+    program = elaborate(str(PROGRAMS / "attention_schedule.tile"))
+    text = explain.render_text(explain.explain_program(program))
+    assert "-1           -1     k + 2 (copy into stage (k + 2) % 2)" in text
+    assert "0 (group 1)  0      k + 1" in text and "1            2      k " in text
+
+
+def test_a_schedule_with_bindings(tmp_path: pathlib.Path) -> None:
+    """A `let` is not a scheduled statement; one the copies use is written into their indices."""
+    path = tmp_path / "paged.tile"
+    text = (PROGRAMS / "paged_gather.tile").read_text()
+    path.write_text(text.replace("Pipelined(T, num_stages=3)", "Pipelined(T, order=[1, 0], stage=[0, 2])"))
+    loop = _loop(str(path), "sm_80")
+    assert loop.schedule is not None and loop.schedule.units == ((1,), (2,)) and loop.schedule.ahead == (2, 0)
+    assert "Table[bx * T + k + 2]" in compile_file(str(path))  # the copy of tile k + 2 reads its own entry
+
+
+def test_import_tilelang_passes_the_schedule_through(tmp_path: pathlib.Path) -> None:
+    program = textwrap.dedent(
+        """
+        import tilelang.language as T
+
+        def attn(M, N, K, bm=64, bk=32):
+            @T.prim_func
+            def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float")):
+                with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, bm), threads=128) as (bx, by):
+                    a_s = T.alloc_shared((bm, bk), "float16")
+                    b_s = T.alloc_shared((bk, 64), "float16")
+                    c_f = T.alloc_fragment((bm, 64), "float")
+                    T.clear(c_f)
+                    for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2, order=[-1, 0, -1], stage=[-1, 1, -1],
+                                         group=[[0], [1], [2]]):
+                        T.copy(A[by * bm, k * bk], a_s)
+                        T.gemm(a_s, b_s, c_f)
+                        T.copy(B[k * bk, bx * 64], b_s)
+                    T.copy(c_f, C[by * bm, bx * 64])
+            return main
+        """
+    )
+    text = convert(program, "attn.py")
+    assert "order=[-1, 0, -1], stage=[-1, 1, -1]" in text and "group=[[0], [1], [2]]" in text
+    path = tmp_path / "attn.tile"
+    path.write_text(text)
+    loop = _loop(str(path), "sm_80")
+    assert loop.schedule is not None and loop.schedule.as_inferred  # copies -1, the gemm in the last stage
