@@ -84,7 +84,7 @@ def test_a_manual_schedule_is_followed(tmp_path: pathlib.Path, arch: str) -> Non
     text = explain.render_text(explain.explain_program(elaborate(path, arch=arch), arch))
     assert "manual schedule (order=, stage=)" in text
     assert ("warp roles follow only the inferred schedule" in text) == (arch == "sm_90a")
-    assert "k + 2 (copy into stage (k + 2) % 3)" in text
+    assert "k + 2 (into stage (k + 2) % 3)" in text
 
 
 def test_the_attention_schedule_plan() -> None:
@@ -97,7 +97,7 @@ def test_the_attention_schedule_plan() -> None:
     assert [c.dst.buffer.name for c in copies] == ["K_shared", "V_shared"]
     program = elaborate(str(PROGRAMS / "attention_schedule.tile"))
     text = explain.render_text(explain.explain_program(program))
-    assert "-1           -1     k + 2 (copy into stage (k + 2) % 2)" in text
+    assert "-1           -1     k + 2 (into stage k % 2)" in text
     assert "0 (group 1)  0      k + 1" in text and "1            2      k " in text
 
 

@@ -578,7 +578,8 @@ def _schedule_table(title: str, loop: tir.For, sched: tir.Schedule, words: Words
         ahead = sched.ahead[u]
         runs = "k" if ahead == 0 else f"k + {ahead}"
         if isinstance(t, tir.Copy) and t.pipeline == "producer":
-            runs += f" (copy into stage (k + {ahead}) % {loop.num_stages})"
+            shift = ahead % loop.num_stages
+            runs += f" (into stage {f'(k + {shift})' if shift else 'k'} % {loop.num_stages})"
         group = f" (group {u})" if len(sched.units[u]) > 1 else ""
         rows.append((f"{sched.stage[u]}{group}", str(sched.order[u]), runs, where(t), op_text(t)))
     return Table(title, ("stage", "order", "works on", "where", "statement"), tuple(rows), caption)
