@@ -53,7 +53,11 @@ def _loop(path: str, arch: str) -> tir.For:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "gfx90a"])
 @pytest.mark.parametrize(
     "schedule",
-    ["order=[0, 1, 2], stage=[0, 0, 2]", "order=[-1, -1, 0], stage=[-1, -1, 2]", "num_stages=3, order=[1, 0, 2], stage=[0, 0, 2]"],
+    [
+        "order=[0, 1, 2], stage=[0, 0, 2]",
+        "order=[-1, -1, 0], stage=[-1, -1, 2]",
+        "num_stages=3, order=[1, 0, 2], stage=[0, 0, 2]",
+    ],
 )
 def test_the_inferred_schedule_generates_the_same_code(tmp_path: pathlib.Path, arch: str, schedule: str) -> None:
     if "-1" in schedule:
@@ -85,6 +89,13 @@ def test_a_manual_schedule_is_followed(tmp_path: pathlib.Path, arch: str) -> Non
     assert "manual schedule (order=, stage=)" in text
     assert ("warp roles follow only the inferred schedule" in text) == (arch == "sm_90a")
     assert "k + 2 (into stage (k + 2) % 3)" in text
+
+
+def test_a_copy_grouped_with_other_statements_runs_in_their_iteration(tmp_path: pathlib.Path) -> None:
+    path = _write(tmp_path, "mixed", "order=[0, 1], stage=[0, 1], group=[[0], [1, 2]]")
+    loop = _loop(path, "sm_80")
+    assert loop.schedule is not None and loop.schedule.honoured and loop.schedule.ahead == (1, 0)
+    assert [c.dst.buffer.name for c in loop.body if isinstance(c, tir.Copy) and c.pipeline] == ["A_shared"]
 
 
 def test_the_attention_schedule_plan() -> None:

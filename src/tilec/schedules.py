@@ -97,8 +97,10 @@ def _ints(node: S.Expr, name: str, n: int, what: str, const_int: ConstInt) -> tu
     if len(node.items) != n:
         raise error(
             node.span,
-            f"{name}= has {len(node.items)} entr{'y' if len(node.items) == 1 else 'ies'}, but the loop body has {n} {what}",
-            hint="one entry per top-level statement of the body, or per group with group=; `let` bindings are not counted",
+            f"{name}= has {len(node.items)} entr{'y' if len(node.items) == 1 else 'ies'}, "
+            f"but the loop body has {n} {what}",
+            hint="one entry per top-level statement of the body, or per group with group=; "
+            "`let` bindings are not counted",
         )
     return tuple(const_int(x, f"an entry of {name}=") for x in node.items)
 
@@ -121,7 +123,8 @@ def _check_lists(order_n: S.Expr, stage_n: S.Expr, order: tuple[int, ...], stage
         raise error(
             order_n.span,
             f"order= is not a permutation of the scheduled units: {why}",
-            hint="order gives each unit its place in the emitted iteration, 0, 1, ... once each (-1 only with stage -1)",
+            hint="order gives each unit its place in the emitted iteration, 0, 1, ... once each "
+            "(-1 only with stage -1)",
         )
     if not placed:
         raise error(stage_n.span, "every entry is -1: the schedule places nothing", hint="give the statements stages")
@@ -142,14 +145,18 @@ def _check_left_to_compiler(body: tuple[tir.Stmt, ...], unit: tuple[int, ...]) -
 # ------------------------------------------------------------------------------------ the plan
 
 
-def as_inferred(loop: tir.For, producer_ids: set[int]) -> bool:
-    """Whether `loop`'s schedule is the pipeline the compiler infers: every producer copy of stage
-    0 or -1 (an explicit one ordered before every other unit), every other unit in the last stage
-    (num_stages - 1), in the body's order."""
+def as_inferred(loop: tir.For, producers: list[tir.Copy]) -> bool:
+    """Whether `loop`'s schedule is the pipeline the compiler infers (`producers`: the copies it
+    runs ahead): every such copy in a unit of its own kind, of stage 0 or -1 (an explicit one
+    ordered before every other unit), every other unit in the last stage (num_stages - 1), in the
+    body's order."""
     sched = loop.schedule
     assert sched is not None
+    kept = running_ahead(loop, producers)
+    if len(kept) != len(producers):
+        return False
     last = loop.num_stages - 1
-    copies = [u for u, pos in enumerate(sched.units) if len(pos) == 1 and id(loop.body[pos[0]]) in producer_ids]
+    copies = _producer_units(loop, {id(c) for c in kept})
     rest = [u for u in range(len(sched.units)) if u not in copies]
     if any(sched.stage[u] not in (0, -1) for u in copies) or any(sched.stage[u] != last for u in rest):
         return False
@@ -158,24 +165,43 @@ def as_inferred(loop: tir.For, producer_ids: set[int]) -> bool:
     return orders == sorted(orders) and all(sched.order[u] < first_rest for u in copies if sched.order[u] != -1)
 
 
-def plan(loop: tir.For, producers: list[tir.Copy], honoured: bool) -> tir.Schedule:
-    """The schedule of `loop` with the plan on it (offsets, the wait's count), or the located
-    errors of a schedule that would read data before it is written or after it is overwritten.
-    `producers`: the copies that may run ahead; `honoured`: lowering follows the schedule (else it
-    runs as the inferred pipeline, and only the checks are made)."""
+def running_ahead(loop: tir.For, producers: list[tir.Copy]) -> list[tir.Copy]:
+    """The copies that may run ahead and do, under `loop`'s schedule: those whose unit holds only
+    such copies (a copy grouped with other statements runs in their iteration, as they do)."""
     sched = loop.schedule
     assert sched is not None
     ids = {id(c) for c in producers}
-    if as_inferred(loop, ids):
+    kept = {id(loop.body[p]) for u in _producer_units(loop, ids) for p in sched.units[u]}
+    return [c for c in producers if id(c) in kept]
+
+
+def _producer_units(loop: tir.For, ids: set[int]) -> list[int]:
+    """The units of `loop`'s schedule made only of copies in `ids` (copies that may run ahead)."""
+    sched = loop.schedule
+    assert sched is not None
+    return [u for u, pos in enumerate(sched.units) if all(id(loop.body[p]) in ids for p in pos)]
+
+
+def plan(loop: tir.For, producers: list[tir.Copy], honoured: bool) -> tir.Schedule:
+    """The schedule of `loop` with the plan on it (offsets, the wait's count), or the located
+    errors of a schedule that would read data before it is written or after it is overwritten.
+    `producers`: the copies the inferred pipeline runs ahead; `honoured`: lowering follows the
+    schedule (else it runs as the inferred pipeline, and only the checks are made)."""
+    sched = loop.schedule
+    assert sched is not None
+    if as_inferred(loop, producers):
         return replace(sched, as_inferred=True)
-    prod = {u for u, pos in enumerate(sched.units) for p in pos if id(loop.body[p]) in ids}
+    ids = {id(c) for c in running_ahead(loop, producers)}
+    prod = set(_producer_units(loop, ids))
     last = max(sched.stage)
     ahead = [last - st if st >= 0 else 0 for st in sched.stage]
     readers: dict[int, list[int]] = {u: [] for u in prod}
     for u in prod:
-        tiles = {loop.body[p].dst.buffer for p in sched.units[u] if isinstance(loop.body[p], tir.Copy)}
+        tiles = {c.dst.buffer for p in sched.units[u] if isinstance(c := loop.body[p], tir.Copy)}
         readers[u] = [
-            r for r, pos in enumerate(sched.units) if r not in prod and any(tiles & _shared_reads(loop.body[p]) for p in pos)
+            r
+            for r, pos in enumerate(sched.units)
+            if r not in prod and any(tiles & _shared_reads(loop.body[p]) for p in pos)
         ]
     for u in prod:
         _check_copy_stage(loop, sched, u, readers[u])
@@ -264,7 +290,9 @@ def _respects(sched: tir.Schedule, a: int, b: int) -> bool:
     return (sa == sb and oa < ob) or (sb == sa + 1 and ob < oa)
 
 
-def _accesses(loop: tir.For, pos: tuple[int, ...], produced: set[tir.Buffer]) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
+def _accesses(
+    loop: tir.For, pos: tuple[int, ...], produced: set[tir.Buffer]
+) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
     """The buffers a unit reads and writes (every scope; the producers' tiles left out)."""
     reads: set[tir.Buffer] = set()
     writes: set[tir.Buffer] = set()
@@ -311,7 +339,9 @@ def check_lets(loop: tir.For, sched: tir.Schedule, producer_ids: set[int]) -> No
             u = unit_of.get(p)
             if u is None or sched.ahead[u] == 0 or id(t) in producer_ids:
                 continue
-            if s.var in {v for x in tir_walk.stmts((t,)) for e in tir_walk.stmt_exprs(x) for v in tir_walk.variables(e)}:
+            if s.var in {
+                v for x in tir_walk.stmts((t,)) for e in tir_walk.stmt_exprs(x) for v in tir_walk.variables(e)
+            }:
                 raise _let_ahead_error(s, t, sched.stage[u])
 
 
@@ -328,4 +358,3 @@ def _let_ahead_error(s: tir.Let, t: tir.Stmt, stage: int) -> CompileError:
             )
         ]
     )
-

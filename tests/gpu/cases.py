@@ -664,7 +664,11 @@ def _cases() -> list[Case]:
         for B, H, S, what in schedule_sizes:
             add(v, f"B{B} H{H} S={S} {what}", check_attention_schedule, B=B, H=H, S=S)
     for v in ("gemm_schedule", "gemm_schedule-sm90a"):
-        for M, N, K, what in ((256, 256, 256, "8 k tiles"), (100, 70, 33, "ragged, 2 k tiles"), (64, 64, 32, "1 k tile")):
+        for M, N, K, what in (
+            (256, 256, 256, "8 k tiles"),
+            (100, 70, 33, "ragged, 2 k tiles"),
+            (64, 64, 32, "1 k tile"),
+        ):
             add(v, f"{M}x{N}x{K} {what}", check_gemm_schedule, M=M, N=N, K=K)
         add(v, "1000x1000x1000 ragged", check_gemm_schedule, M=1000, N=1000, K=1000)
     for v in ("row_argmax", "row_argmax-sm90a"):

@@ -63,16 +63,17 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
     stages: dict[tir.Buffer, int] = {}
     specialized: set[int] = set()  # loops run by warp roles
     single_ids: set[int] = set()  # register-staged loops whose tiles keep one buffer
-    schedules: dict[int, tir.Schedule] = {}  # loops with order=/stage=, the plan on their schedules
+    planned: dict[int, tir.Schedule] = {}  # loops with order=/stage=, the plan on their schedules
     for loop in tir_walk.stmts(kernel.body):
         if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
             continue
         found = _producers(loop)
         if loop.schedule is not None:
-            schedules[id(loop)] = _scheduled(loop, found, target)
-            if schedules[id(loop)].honoured:  # lowered by its schedule (lower/scheduled.py)
+            planned[id(loop)] = _scheduled(loop, found, target)
+            if planned[id(loop)].honoured:  # lowered by its schedule (lower/scheduled.py)
+                found = schedules.running_ahead(loop, found)
                 if found and _warp_specialized(kernel, loop, found, target):
-                    schedules[id(loop)] = replace(schedules[id(loop)], not_warp_roles=True)
+                    planned[id(loop)] = replace(planned[id(loop)], not_warp_roles=True)
                 if found:
                     pipelined.add(id(loop))
                     producer_ids |= {id(c) for c in found}
@@ -110,9 +111,11 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
                 return replace(s, pipeline="early")
             case tir.Alloc() if s.buffer in stages:
                 return replace(s, stages=stages[s.buffer])
-            case tir.For() if id(s) in specialized or id(s) in single_ids or id(s) in schedules:
-                sched = schedules.get(id(s), s.schedule)
-                return replace(s, warp_specialized=id(s) in specialized, single_buffered=id(s) in single_ids, schedule=sched)
+            case tir.For() if id(s) in specialized or id(s) in single_ids or id(s) in planned:
+                sched = planned.get(id(s), s.schedule)
+                return replace(
+                    s, warp_specialized=id(s) in specialized, single_buffered=id(s) in single_ids, schedule=sched
+                )
             case tir.Gemm() if id(s) in ahead or id(s) in issue:
                 return replace(s, fragments_ahead=id(s) in ahead, then_issue=issue.get(id(s), ()))
         return s
@@ -126,7 +129,7 @@ def _scheduled(loop: tir.For, found: list[tir.Copy], target: Target) -> tir.Sche
     loop as the inferred pipeline (the schedule is checked all the same)."""
     sched = loop.schedule
     assert sched is not None
-    ids = {id(c) for c in found}
+    ids = {id(c) for c in schedules.running_ahead(loop, found)}
     for u, st in enumerate(sched.stage):
         c = loop.body[sched.units[u][0]]
         if st == -1 and id(c) not in ids:
@@ -148,7 +151,7 @@ def manual(loop: tir.For, target: Target) -> bool:
     """Whether `loop` is lowered by its manual schedule rather than as the inferred pipeline."""
     if loop.schedule is None or target.register_staged:
         return False
-    return not schedules.as_inferred(loop, {id(c) for c in _producers(loop)})
+    return not schedules.as_inferred(loop, _producers(loop))
 
 
 def _stages_asked(kernel: tir.Kernel) -> dict[tir.Buffer, int]:
