@@ -13,7 +13,7 @@ import pytest
 from tilec import explain, tir, tir_walk
 from tilec.driver import compile_file, elaborate
 from tilec.import_tilelang import convert
-from tilec.pipeline import run_passes, tile_ir_passes
+from tilec.pipeline import compile_with_warnings, run_passes, tile_ir_passes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "gpu" / "programs"
@@ -96,6 +96,33 @@ def test_a_copy_grouped_with_other_statements_runs_in_their_iteration(tmp_path: 
     loop = _loop(path, "sm_80")
     assert loop.schedule is not None and loop.schedule.honoured and loop.schedule.ahead == (1, 0)
     assert [c.dst.buffer.name for c in loop.body if isinstance(c, tir.Copy) and c.pipeline] == ["A_shared"]
+
+
+def test_a_schedule_without_copies(tmp_path: pathlib.Path) -> None:
+    """A rotation of compute only: the next row's scaling runs in the iteration of this row's sum,
+    with no asynchronous groups to wait for and no -Wlost-pipeline (the loop does run by stages)."""
+    path = tmp_path / "rotate.tile"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            kernel k(X: Tensor((N, 64), float32), Y: Tensor((N, 64), float32)):
+                with Kernel(1, threads=128) as bx:
+                    a = alloc_fragment((64,), float32)
+                    s = alloc_fragment((64,), float32)
+                    clear(s)
+                    for k in Pipelined(N, order=[1, 0], stage=[0, 1]):
+                        for j in Parallel(64):
+                            a[j] = X[k, j] * 2.0
+                        for j in Parallel(64):
+                            s[j] += a[j]
+                    copy(s, Y[0, 0])
+            """
+        )
+    )
+    code = compile_file(str(path))
+    assert "prologue: iteration -1 of the schedule" in code and "if (k + 1 < N)" in code
+    assert "wait" not in code.split("prologue")[1] and "commit" not in code.split("prologue")[1]
+    assert not compile_with_warnings(elaborate(str(path)), "sm_80").warnings
 
 
 def test_the_attention_schedule_plan() -> None:

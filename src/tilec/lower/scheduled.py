@@ -58,7 +58,8 @@ def lower_scheduled(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
     ctx.state.nonneg.add(it_var.name)
     body = _iteration(ctx, s, steps, start, count, it_var, None, lower_stmt)
     out.append(T.Loop(T.Sym(it_var.name, I32), int_(0), count, 1, False, tuple(body)))
-    out += [_wait(0), BLOCK]
+    if any(producer for _, _, producer in steps):
+        out += [_wait(0), BLOCK]
     ctx.state.cvars.pop(s.var, None)
     return out
 
@@ -91,11 +92,12 @@ def _iteration(
     sched = s.schedule
     assert sched is not None
     active = [step for step in steps if static is None or static + step[0] >= 0]
+    copies = any(producer for _, _, producer in steps)  # none: no groups to wait for (sync places barriers)
     out: list[T.Stmt] = []
-    if any(not producer for _, _, producer in active):
+    if copies and any(not producer for _, _, producer in active):
         out += [_wait(sched.pending), BLOCK]
     last_copy = max((i for i, (_, _, producer) in enumerate(active) if producer), default=-1)
-    if last_copy == -1:
+    if copies and last_copy == -1:
         out.append(COMMIT)
     for i, (ahead, stmts, producer) in enumerate(active):
         iteration = simplify(add(it, int_(ahead)))
