@@ -35,6 +35,7 @@ from tilec import tir, tir_walk
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.sync import shared_reads_writes
 
+MAX_STAGES = 16  # each stage is an iteration of prologue, written out
 ConstInt = Callable[[S.Expr, str], int]  # a compile-time integer of the source, or a located error
 
 
@@ -107,6 +108,8 @@ def _ints(node: S.Expr, name: str, n: int, what: str, const_int: ConstInt) -> tu
 
 def _check_lists(order_n: S.Expr, stage_n: S.Expr, order: tuple[int, ...], stage: tuple[int, ...], stages: int) -> None:
     for u, (o, st) in enumerate(zip(order, stage)):
+        if st >= MAX_STAGES:
+            raise error(stage_n.span, f"stage {st} of entry {u} is over tilec's limit: stages are below {MAX_STAGES}")
         if st < -1 or (stages > 0 and st >= stages):
             limit = f" and below num_stages={stages}" if stages > 0 else ""
             raise error(stage_n.span, f"stage {st} of entry {u} is out of range: stages are -1 or more{limit}")
