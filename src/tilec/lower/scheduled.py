@@ -33,7 +33,7 @@ from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
 from tilec.lower.context import LowerContext, shared_names
 from tilec.lower.exprs import value_of
-from tilec.lower.pipelined import COMMIT, StmtLowering, _async_copy_scope, _wait
+from tilec.lower.pipelined import COMMIT, StmtLowering, async_copy_scope, wait_until
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK, shared_reads_writes
 
@@ -59,7 +59,7 @@ def lower_scheduled(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
     body = _iteration(ctx, s, steps, start, count, it_var, None, lower_stmt)
     out.append(T.Loop(T.Sym(it_var.name, I32), int_(0), count, 1, False, tuple(body)))
     if any(producer for _, _, producer in steps):
-        out += [_wait(0), BLOCK]
+        out += [wait_until(0), BLOCK]
     ctx.state.cvars.pop(s.var, None)
     return out
 
@@ -95,7 +95,7 @@ def _iteration(
     copies = any(producer for _, _, producer in steps)  # none: no groups to wait for (sync places barriers)
     out: list[T.Stmt] = []
     if copies and any(not producer for _, _, producer in active):
-        out += [_wait(sched.pending), BLOCK]
+        out += [wait_until(sched.pending), BLOCK]
     last_copy = max((i for i, (_, _, producer) in enumerate(active) if producer), default=-1)
     if copies and last_copy == -1:
         out.append(COMMIT)
@@ -120,7 +120,7 @@ def _produce(ctx: LowerContext, stmts: tuple[tir.Stmt, ...], stage: tir.Expr) ->
         reads, writes = shared_reads_writes(prod)
         access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
         ctx.state.stage_of[prod.dst.buffer] = stage
-        code.append(_async_copy_scope(ctx, prod, access))
+        code.append(async_copy_scope(ctx, prod, access))
         del ctx.state.stage_of[prod.dst.buffer]
     return code
 
