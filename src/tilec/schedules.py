@@ -33,7 +33,6 @@ from dataclasses import replace
 from tilec import syntax as S
 from tilec import tir, tir_walk
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
-from tilec.sync import shared_reads_writes
 
 MAX_STAGES = 16  # each stage is an iteration of prologue, written out
 ConstInt = Callable[[S.Expr, str], int]  # a compile-time integer of the source, or a located error
@@ -220,7 +219,10 @@ def plan(loop: tir.For, producers: list[tir.Copy], honoured: bool) -> tir.Schedu
 
 
 def _shared_reads(s: tir.Stmt) -> set[tir.Buffer]:
-    return shared_reads_writes(s)[0]
+    """The shared tiles `s` reads (sync.shared_reads_writes's reads; that module is the code
+    generator's, which `tilec check` does not load)."""
+    reads, _ = _accesses_of((s,))
+    return {b for b in reads if b.scope == "shared"}
 
 
 def _check_copy_stage(loop: tir.For, sched: tir.Schedule, u: int, readers: list[int]) -> None:
@@ -297,15 +299,21 @@ def _accesses(
     loop: tir.For, pos: tuple[int, ...], produced: set[tir.Buffer]
 ) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
     """The buffers a unit reads and writes (every scope; the producers' tiles left out)."""
+    reads, writes = _accesses_of(tuple(loop.body[p] for p in pos))
+    return reads - produced, writes - produced
+
+
+def _accesses_of(stmts: tuple[tir.Stmt, ...]) -> tuple[set[tir.Buffer], set[tir.Buffer]]:
+    """The buffers `stmts` (and the statements inside them) read and write: destinations are
+    written, other operands and every loaded element read."""
     reads: set[tir.Buffer] = set()
     writes: set[tir.Buffer] = set()
-    for p in pos:
-        for x in tir_walk.stmts((loop.body[p],)):
-            w = set(tir_walk.written(x))
-            writes |= w
-            reads |= {r.buffer for r in tir_walk.regions(x) if r.buffer not in w}
-            reads |= {ld.buffer for e in tir_walk.stmt_exprs(x) for ld in tir_walk.loads(e)}
-    return reads - produced, writes - produced
+    for x in tir_walk.stmts(stmts):
+        w = set(tir_walk.written(x))
+        writes |= w
+        reads |= {r.buffer for r in tir_walk.regions(x) if r.buffer not in w}
+        reads |= {ld.buffer for e in tir_walk.stmt_exprs(x) for ld in tir_walk.loads(e)}
+    return reads, writes
 
 
 def _dependence_error(loop: tir.For, sched: tir.Schedule, a: int, b: int, buf: tir.Buffer) -> Diagnostic:
