@@ -95,7 +95,9 @@ ALLOC_SCOPE: dict[str, Scope] = {
 }
 
 LOOPS: dict[str, Sig] = {
-    "Pipelined": Sig((), {"num_stages": 0}, required=1, variadic=True, most=2),
+    "Pipelined": Sig(
+        (), {"num_stages": 0, "order": None, "stage": None, "group": None}, required=1, variadic=True, most=2
+    ),
     "Parallel": Sig((), {}, required=1, variadic=True),
     "serial": Sig((), {}, required=1, variadic=True, most=3),
     "range": Sig((), {}, required=1, variadic=True, most=3),

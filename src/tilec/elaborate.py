@@ -56,6 +56,7 @@ from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
 from tilec.params import Fatal, File, ProgramScope, parse_define
+from tilec.schedules import read_schedule
 from tilec.shared_plan import declared_bytes, peak_tiles
 from tilec.source import NO_SPAN, Span
 from tilec.targets import Target, get_target
@@ -902,7 +903,14 @@ class _Elaborator(ProgramScope):
         unrolled = kind in ("unroll", "vectorized")  # a thread's own loop, which nvcc vectorizes where it can
         for_kind: tir.ForKind = "pipelined" if kind == "Pipelined" else ("unroll" if unrolled else "serial")
         body = self.loop_body(s.body, inner, kx, for_kind)
-        return [tir.For(var, start, stop, step, for_kind, body, stages, s.span)]
+        schedule = None
+        if kind == "Pipelined":
+
+            def const_int(node: S.Expr, what: str) -> int:
+                return self.const_int(node, scope, kx, what, 0)
+
+            schedule, stages = read_schedule(b.args, body, stages, const_int)
+        return [tir.For(var, start, stop, step, for_kind, body, stages, s.span, schedule=schedule)]
 
     def range_args(
         self, args: list[S.Expr], it: S.Call, scope: Scope, kx: _KernelState

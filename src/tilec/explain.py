@@ -516,6 +516,9 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
         if isinstance(s, tir.For) and s.kind == "pipelined":
             title = f"Pipeline {where(s)}: {op_text(s)}"
             ahead_copies = producers(s)
+            if s.schedule is not None and s.schedule.honoured:
+                out.append(_schedule_table(title, s, s.schedule, words))
+                continue
             if s.warp_specialized:
                 caption = _warp_roles_caption(s, words)
             elif s.single_buffered:
@@ -539,6 +542,8 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
             else:
                 caption = f"num_stages={s.num_stages}: plain loop"
             caption += _not_ahead(s, bool(ahead_copies))
+            if s.schedule is not None:
+                caption += "; " + _schedule_note(s.schedule)
             rows = tuple(
                 (_stage_label(t, s, bool(ahead_copies)), where(t), op_text(t))
                 for t in s.body
@@ -546,6 +551,42 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
             )
             out.append(Table(title, ("stage", "where", "statement"), rows, caption))
     return out
+
+
+def _schedule_note(sched: tir.Schedule) -> str:
+    """What became of a manual schedule the loop does not follow."""
+    if sched.as_inferred:
+        return "the manual schedule (order=, stage=) is the inferred pipeline: the code is the same"
+    return "the target stages copies through registers: the manual schedule is checked, and the loop runs as inferred"
+
+
+def _schedule_table(title: str, loop: tir.For, sched: tir.Schedule, words: Words) -> Table:
+    """A loop lowered by its manual schedule: each statement's stage, order and the iteration it
+    works on in iteration k of the emitted loop."""
+    caption = (
+        f"num_stages={loop.num_stages}, manual schedule (order=, stage=): iteration k of the loop runs each "
+        f"statement on the iteration it works on (stage s: {max(sched.stage)} - s ahead), in the given order; "
+        f"copies as {words['async_copy']} into {loop.num_stages} copies of their tiles, those of stage -1 as "
+        f"far ahead as that allows; a prologue of {max(sched.ahead)} iteration(s); each iteration's wait "
+        f"leaves {sched.pending} group(s) in flight"
+    )
+    if sched.not_warp_roles:
+        caption += "; warp roles follow only the inferred schedule, so this loop runs without them"
+    unit_of = {p: u for u, pos in enumerate(sched.units) for p in pos}
+    rows = []
+    for p, t in enumerate(loop.body):
+        u = unit_of.get(p)
+        if u is None:
+            rows.append(("-", "-", "k (a binding)", where(t), op_text(t)))
+            continue
+        ahead = sched.ahead[u]
+        runs = "k" if ahead == 0 else f"k + {ahead}"
+        if isinstance(t, tir.Copy) and t.pipeline == "producer":
+            shift = ahead % loop.num_stages
+            runs += f" (into stage {f'(k + {shift})' if shift else 'k'} % {loop.num_stages})"
+        group = f" (group {u})" if len(sched.units[u]) > 1 else ""
+        rows.append((f"{sched.stage[u]}{group}", str(sched.order[u]), runs, where(t), op_text(t)))
+    return Table(title, ("stage", "order", "works on", "where", "statement"), tuple(rows), caption)
 
 
 def _warp_roles_caption(loop: tir.For, words: Words) -> str:

@@ -330,6 +330,30 @@ ForKind = Literal["serial", "unroll", "pipelined"]
 
 
 @dataclass(frozen=True, slots=True)
+class Schedule:
+    """`Pipelined(..., order=[...], stage=[...], group=[[...], ...])`: a manual schedule of the
+    loop body. Its units are the body's scheduled statements (every top-level statement but
+    `let` bindings), or the runs of them `group` names; `stage[u]` is unit u's pipeline stage
+    (stage s works s iterations behind stage 0; -1 on a copy: the compiler places it as in an
+    inferred pipeline), `order[u]` its place in the emitted iteration (-1 with stage -1).
+    `units` holds each unit's positions in `For.body`. plan_pipeline decides the rest: `ahead`,
+    per unit, the iterations it runs ahead of the last stage; `pending`, the asynchronous-copy
+    groups left in flight at an iteration's wait; `as_inferred`, that the schedule is the one
+    the compiler infers (lowered as such); `honoured`, that lowering follows it;
+    `not_warp_roles`, that the loop would run by warp roles (sm_90a) were it not for the schedule."""
+
+    units: tuple[tuple[int, ...], ...]
+    stage: tuple[int, ...]
+    order: tuple[int, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+    ahead: tuple[int, ...] = ()
+    pending: int = 0
+    as_inferred: bool = False
+    honoured: bool = False
+    not_warp_roles: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class For:
     var: Var
     start: Expr
@@ -345,6 +369,8 @@ class For:
     # a register-staged pipeline (a target without asynchronous copies) whose tiles keep one
     # buffer each: num_stages of them are over the target's shared memory (passes/plan_pipeline.py)
     single_buffered: bool = False
+    # Pipelined(order=, stage=, group=): the user's schedule of the body and the plan for it
+    schedule: Schedule | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,8 +124,9 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             what = _region(src) if src is not None else expr_text(value) if value is not None else ""
             sign = {"add": "+=", "max": "max=", "min": "min="}[op]
             return [f"{pad}atomic_{op} {_region(dst)} {sign} {what}"]
-        case tir.For(var, start, stop, step, kind, body, stages):
+        case tir.For(var, start, stop, step, kind, body, stages, schedule=schedule):
             extra = f", stages={stages}" if kind == "pipelined" else ""
+            extra += _schedule(schedule) if schedule is not None else ""
             head = f"{pad}for {var.name} in {kind}({expr_text(start)}, {expr_text(stop)}, {expr_text(step)}{extra}):"
             return [head] + _block(body, depth + 1)
         case tir.While(cond, body):
@@ -184,6 +185,16 @@ class VerifyError(Exception):
     pass
 
 
+def _schedule(s: tir.Schedule) -> str:
+    units = ", ".join("[" + ", ".join(map(str, u)) + "]" for u in s.units)
+    text = f", units=[{units}], stage={list(s.stage)}, order={list(s.order)}"
+    if s.ahead:
+        text += f", ahead={list(s.ahead)}, pending={s.pending}"
+    text += ", as_inferred=True" if s.as_inferred else ""
+    text += ", not_warp_roles=True" if s.not_warp_roles else ""
+    return text + (", honoured=True" if s.honoured else "")
+
+
 def verify(p: tir.Program, target: Target | None = None) -> None:
     """Structural invariants every pass must keep (run after each pass in tests); the block
     size is checked against `target` (the first arch's record by default)."""
@@ -222,6 +233,8 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
                     raise VerifyError(f"{where}: store to unallocated {buf.name}")
                 if len(idx) != len(buf.shape):
                     raise VerifyError(f"{where}: store to {buf.name} has {len(idx)} indices")
+            case tir.For(body=body, schedule=schedule) if schedule is not None:
+                _verify_schedule(schedule, body, where)
             case (
                 tir.Let()
                 | tir.Atomic()
@@ -239,6 +252,17 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
                 pass  # nothing checked yet (their bodies are walked)
             case _:
                 assert_never(s)
+
+
+def _verify_schedule(s: tir.Schedule, body: tuple[tir.Stmt, ...], where: str) -> None:
+    """A schedule's units are runs of the body's statements, none a let, one stage and order each."""
+    positions = [i for u in s.units for i in u]
+    if positions != sorted(set(positions)) or any(not 0 <= i < len(body) for i in positions):
+        raise VerifyError(f"{where}: schedule units {s.units} do not fit a body of {len(body)} statements")
+    if any(isinstance(body[i], tir.Let) for i in positions):
+        raise VerifyError(f"{where}: a schedule unit holds a let")
+    if not len(s.units) == len(s.stage) == len(s.order) or (s.ahead and len(s.ahead) != len(s.units)):
+        raise VerifyError(f"{where}: schedule lists of different lengths")
 
 
 def _check_region(r: tir.Region, allocated: set[tir.Buffer], where: str) -> None:

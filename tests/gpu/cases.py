@@ -333,6 +333,23 @@ def check_scaled_gemm(mod, gen, M, N):
     return first if not first["ok"] else _finish(c2, p @ d.double())
 
 
+def check_attention_schedule(mod, gen, B, H, S):
+    """Attention under a manual pipeline schedule (the next key tile's scores computed beside this
+    tile's P V): S from one key tile (no steady state) to ragged lengths."""
+    q, k, v = (randn((B, H, S, 64), f16, gen) for _ in range(3))
+    o = guarded_output((B, H, S, 64), f16)
+    mod.attention_schedule(guarded_input(q).tensor, guarded_input(k).tensor, guarded_input(v).tensor, o.tensor)
+    return _finish(o, attention_ref(q, k, v, False))
+
+
+def check_gemm_schedule(mod, gen, M, N, K):
+    """A GEMM main loop under a manual schedule (copies two tiles ahead, issued after the gemm)."""
+    a, b = randn((M, K), f16, gen), randn((K, N), f16, gen)
+    c = guarded_output((M, N), f32)
+    mod.gemm_schedule(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
+    return _finish(c, a.double() @ b.double())
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -663,6 +680,19 @@ def _cases() -> list[Case]:
     for v in ("paged_gather", "paged_gather-sm90a"):
         for P, NB, T, what in ((40, 5, 7, "7 pages a block"), (9, 3, 1, "one page: below the stages"), (64, 2, 33, "")):
             add(v, f"P={P} NB={NB} T={T} {what}", check_paged_gather, P=P, NB=NB, T=T)
+    schedule_sizes = [(2, 3, 256, "4 key tiles"), (1, 2, 64, "one key tile"), (2, 2, 100, "2 tiles, ragged")]
+    schedule_sizes += [(1, 3, 1000, "16 tiles, ragged"), (1, 1, 5, "S=5")]
+    for v in ("attention_schedule", "attention_schedule-sm90a"):
+        for B, H, S, what in schedule_sizes:
+            add(v, f"B{B} H{H} S={S} {what}", check_attention_schedule, B=B, H=H, S=S)
+    for v in ("gemm_schedule", "gemm_schedule-sm90a"):
+        for M, N, K, what in (
+            (256, 256, 256, "8 k tiles"),
+            (100, 70, 33, "ragged, 2 k tiles"),
+            (64, 64, 32, "1 k tile"),
+        ):
+            add(v, f"{M}x{N}x{K} {what}", check_gemm_schedule, M=M, N=N, K=K)
+        add(v, "1000x1000x1000 ragged", check_gemm_schedule, M=1000, N=1000, K=1000)
     for v in ("row_argmax", "row_argmax-sm90a"):
         for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_argmax, M=M)

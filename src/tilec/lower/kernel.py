@@ -30,6 +30,7 @@ from tilec.lower.ops import (
     lower_reduce,
 )
 from tilec.lower.pipelined import lower_early_copy, lower_pipelined
+from tilec.lower.scheduled import lower_scheduled
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.plan_pipeline import producers
 from tilec.simplify import int_, simplify, substitute
@@ -161,6 +162,8 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
             return as_scope(ctx, s, lower_atomic_element(ctx, s))
         case tir.For() if s.warp_specialized:
             return ctx.backend.warp_specialized(ctx, s)
+        case tir.For() if s.schedule is not None and s.schedule.honoured:
+            return lower_scheduled(ctx, s, lower_stmt)
         case tir.For() if producers(s):
             return lower_pipelined(ctx, s, lower_stmt)
         case tir.For():

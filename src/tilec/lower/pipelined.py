@@ -88,7 +88,7 @@ COMMIT = T.Barrier("async_commit")
 StmtLowering = Callable[[LowerContext, tir.Stmt], list[T.Stmt]]  # one statement of the loop body
 
 
-def _wait(pending: int) -> T.Barrier:
+def wait_until(pending: int) -> T.Barrier:
     """Wait until at most `pending` of this thread's asynchronous-copy groups are in flight."""
     return T.Barrier("async_wait", (int_(pending),))
 
@@ -133,7 +133,7 @@ def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
         out += setup
         body += steps
     else:
-        body += [_wait(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
+        body += [wait_until(stages - 2), BLOCK]  # publishes stage k, retires the reads of stage k - 1
         for prod in producers:
             ctx.state.stage_of[prod.dst.buffer] = read_stage
         body += _interleaved(ctx, producers, consumers, prefetch, lower_stmt)
@@ -141,7 +141,7 @@ def lower_pipelined(ctx: LowerContext, s: tir.For, lower_stmt: StmtLowering) -> 
             del ctx.state.stage_of[prod.dst.buffer]
         body += stores
     out.append(T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)))
-    out += [_wait(0), BLOCK]
+    out += [wait_until(0), BLOCK]
     return out
 
 
@@ -220,7 +220,7 @@ def _mainloop(
             del ctx.state.stage_of[buf]
         return code
 
-    wait: list[T.Stmt] = [_wait(stages - 2), BLOCK]
+    wait: list[T.Stmt] = [wait_until(stages - 2), BLOCK]
     setup = wait + [d for r in regs for d in ctx.backend.declare(mma, *r)]
     setup.append(T.IfThen(lt(int_(0), count), tuple(load(0, int_(0), 0))))
     body: list[T.Stmt] = [T.Comment(source_comment(g)), T.Comment("fragments are loaded one k step ahead")]
@@ -233,7 +233,7 @@ def _mainloop(
         if step + 1 < mma.steps:
             body += load((step + 1) % 2, current, step + 1)
         else:
-            body += [*stores, _wait(pending), BLOCK]
+            body += [*stores, wait_until(pending), BLOCK]
             body.append(T.IfThen(lt(add(it, int_(1)), count), tuple(load(0, following, 0))))
         body += parts[step]
         body += ctx.backend.products(ctx, mma, *regs[step % 2])
@@ -245,10 +245,10 @@ def lower_early_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     the loop's first wait (and barrier) retires and publishes it (plan_pipeline)."""
     reads, writes = shared_reads_writes(s)
     access = T.SharedAccess(reads=shared_names(ctx, reads), async_writes=shared_names(ctx, writes))
-    return [_async_copy_scope(ctx, s, access), COMMIT]
+    return [async_copy_scope(ctx, s, access), COMMIT]
 
 
-def _async_copy_scope(ctx: LowerContext, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
+def async_copy_scope(ctx: LowerContext, s: tir.Copy, access: T.SharedAccess) -> T.Scope:
     """`s` issued as an asynchronous global -> shared copy (the backend's async_copy); on a
     target without one, vector loads and stores that have landed when the thread moves on."""
     ctx.state.async_copy = bool(ctx.backend.ASYNC_COPY_BYTES)
@@ -273,7 +273,7 @@ def _produce(
         reads, writes = shared_reads_writes(prod)
         access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
         ctx.state.stage_of[prod.dst.buffer] = stage
-        code.append(_async_copy_scope(ctx, prod, access))
+        code.append(async_copy_scope(ctx, prod, access))
         del ctx.state.stage_of[prod.dst.buffer]
     return [T.IfThen(lt(iteration, count), tuple(code)), COMMIT]
 

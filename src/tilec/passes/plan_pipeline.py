@@ -41,7 +41,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from tilec import tir, tir_walk
+from tilec import schedules, tir, tir_walk
+from tilec.diagnostics import error
 from tilec.passes.select import gemm_depth
 from tilec.shared_plan import declared_bytes
 from tilec.simplify import const, substitute
@@ -62,10 +63,22 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
     stages: dict[tir.Buffer, int] = {}
     specialized: set[int] = set()  # loops run by warp roles
     single_ids: set[int] = set()  # register-staged loops whose tiles keep one buffer
+    planned: dict[int, tir.Schedule] = {}  # loops with order=/stage=, the plan on their schedules
     for loop in tir_walk.stmts(kernel.body):
         if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
             continue
         found = _producers(loop)
+        if loop.schedule is not None:
+            planned[id(loop)] = _scheduled(loop, found, target)
+            if planned[id(loop)].honoured:  # lowered by its schedule (lower/scheduled.py)
+                found = schedules.running_ahead(loop, found)
+                if found and _warp_specialized(kernel, loop, found, target):
+                    planned[id(loop)] = replace(planned[id(loop)], not_warp_roles=True)
+                if found:
+                    pipelined.add(id(loop))
+                    producer_ids |= {id(c) for c in found}
+                    stages |= {c.dst.buffer: loop.num_stages for c in found}
+                continue
         if found:
             pipelined.add(id(loop))
             producer_ids |= {id(c) for c in found}
@@ -98,15 +111,47 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
                 return replace(s, pipeline="early")
             case tir.Alloc() if s.buffer in stages:
                 return replace(s, stages=stages[s.buffer])
-            case tir.For() if id(s) in specialized:
-                return replace(s, warp_specialized=True)
-            case tir.For() if id(s) in single_ids:
-                return replace(s, single_buffered=True)
+            case tir.For() if id(s) in specialized or id(s) in single_ids or id(s) in planned:
+                sched = planned.get(id(s), s.schedule)
+                return replace(
+                    s, warp_specialized=id(s) in specialized, single_buffered=id(s) in single_ids, schedule=sched
+                )
             case tir.Gemm() if id(s) in ahead or id(s) in issue:
                 return replace(s, fragments_ahead=id(s) in ahead, then_issue=issue.get(id(s), ()))
         return s
 
     return tir_walk.map_kernel(kernel, decided)
+
+
+def _scheduled(loop: tir.For, found: list[tir.Copy], target: Target) -> tir.Schedule:
+    """The plan for a loop's manual schedule (schedules.plan), after checking that each copy of
+    stage -1 is one the plan runs ahead. A target that stages copies through registers runs the
+    loop as the inferred pipeline (the schedule is checked all the same)."""
+    sched = loop.schedule
+    assert sched is not None
+    ids = {id(c) for c in schedules.running_ahead(loop, found)}
+    for u, st in enumerate(sched.stage):
+        c = loop.body[sched.units[u][0]]
+        if st == -1 and id(c) not in ids:
+            assert isinstance(c, tir.Copy)
+            why = _refusal(loop, c)
+            reason = why.reason if why is not None else "it is not a copy the pipeline can run ahead"
+            raise error(
+                c.span,
+                f"stage -1 leaves this copy to the compiler, but it cannot run ahead: {reason}",
+                hint=why.hint if why is not None else "give it a stage of 0 or more, and an order",
+            )
+    planned = schedules.plan(loop, found, honoured=not target.register_staged)
+    if planned.honoured:
+        schedules.check_lets(loop, planned, ids)
+    return planned
+
+
+def manual(loop: tir.For, target: Target) -> bool:
+    """Whether `loop` is lowered by its manual schedule rather than as the inferred pipeline."""
+    if loop.schedule is None or target.register_staged:
+        return False
+    return not schedules.as_inferred(loop, _producers(loop))
 
 
 def _stages_asked(kernel: tir.Kernel) -> dict[tir.Buffer, int]:
@@ -210,7 +255,7 @@ def main_loop_gemm(loop: tir.For, target: Target) -> tir.Gemm | None:
     """The gemm of `loop` when it is a GEMM main loop (module docstring), or None: its
     instruction loads fragments from shared memory ("matrices"), which can run a k step ahead.
     Layout inference asks too, to lay out the tiles of these copy-limited loops."""
-    if loop.kind != "pipelined" or not _is_one(loop.step):
+    if loop.kind != "pipelined" or not _is_one(loop.step) or manual(loop, target):
         return None
     producers = _producers(loop)
     ids = {id(c) for c in producers}

@@ -80,6 +80,8 @@ def single_buffers(kernel: tir.Kernel, target: Target) -> list[Diagnostic]:
 
 def _lost_pipeline(loop: tir.For) -> list[Diagnostic]:
     whole = loop_refusal(loop)
+    if whole is not None and loop.schedule is not None and loop.schedule.honoured:
+        return []  # a manual schedule without copies still runs by its stages
     if whole is not None:
         why, hint = whole
         message = f"Pipelined loop with num_stages={loop.num_stages} runs as a plain loop: {why}"
@@ -88,7 +90,8 @@ def _lost_pipeline(loop: tir.For) -> list[Diagnostic]:
 
 
 def _lost_copy(loop: tir.For, copy: tir.Copy, r: Refusal) -> Diagnostic:
-    plain = "" if producers(loop) else f", so the loop at line {loop.span.line} runs as a plain loop"
+    honoured = loop.schedule is not None and loop.schedule.honoured
+    plain = "" if producers(loop) or honoured else f", so the loop at line {loop.span.line} runs as a plain loop"
     message = f"copy into '{copy.dst.buffer.name}' does not run ahead: {r.reason}{plain}"
     notes = (Note(r.cause.span, r.cause_note),) if r.cause is not None else ()
     return warning(copy.span, "lost-pipeline", message, hint=r.hint, notes=notes)
