@@ -56,6 +56,16 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned lon
       : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
 }
 
+// Keeps the N 32-bit registers at a (a register A of wgmma, 16-bit pairs) computed before the
+// wgmma fence that follows: ptxas would otherwise fence again where their conversions land.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
+  unsigned* r = static_cast<unsigned*>(a);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+r"(r[i])::"memory");
+}
+
 // d[0..63] += A (64x16) * B (16x128) by one warp group, f16 in, float32 out; A from
 // this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
 // for an MN-major tile).
@@ -433,6 +443,7 @@ extern "C" __global__ void __launch_bounds__(256)
       acc[i_7] = 0.0f;
     }
     tilec_wgmma_hold<64>(&acc[0]);
+    tilec_wgmma_hold_a<16>(&p_cast[0]);
     tilec_wgmma_fence();
 #pragma unroll
     for (int kk_1 = 0; kk_1 < 4; ++kk_1) {

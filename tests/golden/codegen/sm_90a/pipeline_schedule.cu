@@ -2,7 +2,6 @@
 // tilec-abi: {"kernels": [{"name": "pipeline_schedule", "tensors": [{"name": "Q", "dtype": "float16", "shape": [64, 64]}, {"name": "K", "dtype": "float16", "shape": ["N", 64]}, {"name": "V", "dtype": "float16", "shape": ["N", 64]}, {"name": "O", "dtype": "float32", "shape": [64, 64]}], "scalars": [], "dims": ["N"]}]}
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
-#include <cuda_bf16.h>
 #include <stdint.h>
 
 __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
@@ -28,55 +27,90 @@ __device__ __forceinline__ void tilec_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
-// ldmatrix: eight 16-byte rows per 8x8 matrix, addressed by lanes 8j..8j+7, land in register j
-// of every lane (lane l gets row l / 4, columns 2 * (l % 4) and +1); .trans loads the transpose.
-__device__ __forceinline__ void tilec_ldmatrix_x4(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(tilec_smem_addr(p)));
+// wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
+// earlier uses before the wgmmas that follow; commit closes a group of issued wgmmas; wait<N>
+// returns once at most N of the warp group's groups are still running.
+__device__ __forceinline__ void tilec_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void tilec_ldmatrix_x4_trans(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(tilec_smem_addr(p)));
+__device__ __forceinline__ void tilec_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void tilec_ldmatrix_x2(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(tilec_smem_addr(p)));
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void tilec_ldmatrix_x2_trans(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(tilec_smem_addr(p)));
+// Keeps the compiler from moving accesses of the N accumulator registers at d across a wait.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_hold(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(d[i])::"memory");
+}
+// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
+// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
+// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo,
+                                                               unsigned sbo, unsigned swizzle) {
+  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
+         static_cast<unsigned long long>(sbo >> 4) << 32 |
+         static_cast<unsigned long long>(swizzle) << 62;
 }
 
-// c[0..3] += A (16x16, a[0..3]) * B (16x8, b[0..1]) on tensor cores, float16 in, float32 out.
-__device__ __forceinline__ void tilec_mma_m16n8k16_f16(float* c, const unsigned* a,
-                                                       const unsigned* b) {
+// d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+template <int TA, int TB>
+__device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned long long a,
+                                                          unsigned long long b) {
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
 }
 
-// Two 16-bit values packed into one 32-bit register, the first in the low half (mma operand order).
-__device__ __forceinline__ unsigned tilec_pack_f16x2(half lo, half hi) {
-  __half2 v = __halves2half2(lo, hi);
-  return *reinterpret_cast<unsigned*>(&v);
+// Keeps the N 32-bit registers at a (a register A of wgmma, 16-bit pairs) computed before the
+// wgmma fence that follows: ptxas would otherwise fence again where their conversions land.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
+  unsigned* r = static_cast<unsigned*>(a);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+r"(r[i])::"memory");
 }
-__device__ __forceinline__ unsigned tilec_pack_bf16x2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-  __nv_bfloat162 v = __halves2bfloat162(lo, hi);
-  return *reinterpret_cast<unsigned*>(&v);
+
+// d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A from
+// this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
+// for an MN-major tile).
+template <int TB>
+__device__ __forceinline__ void tilec_wgmma_m64n64k16_rs_f16(float* d, const void* a,
+                                                             unsigned long long b) {
+  const unsigned* r = static_cast<const unsigned*>(a);
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, "
+      "1, 1, %38;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(1), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(128)
     pipeline_schedule_kernel(const half* __restrict__ Q, const half* __restrict__ K,
                              const half* __restrict__ V, float* __restrict__ O, int N) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];
   const int tx = threadIdx.x;
-  const int lane = tx % 32;
   const int warp = tx / 32;
   half* Q_s = reinterpret_cast<half*>(smem + 0);
   half(*K_s)[4096] = reinterpret_cast<half(*)[4096]>(smem + 8192);
@@ -153,6 +187,7 @@ extern "C" __global__ void __launch_bounds__(128)
   tilec_cp_async_commit();
   // prologue: iteration -1 of the schedule
   tilec_cp_async_wait<0>();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (1 < (N + 63) / 64) {
     // pipeline_schedule.tile:18: copy(K[k * 64, 0], K_s)
@@ -218,34 +253,16 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int i_8 = 0; i_8 < 32; ++i_8) {
         s[i_8] = 0.0f;
       }
+      tilec_wgmma_hold<32>(&s[0]);
+      tilec_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        unsigned int Q_s_frag[4];
-        unsigned int K_s_frag[16];
-        tilec_ldmatrix_x4(
-            &Q_s_frag[0],
-            &Q_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 16 * 8) + warp * 1024]);
-        tilec_ldmatrix_x4(
-            &K_s_frag[0],
-            &K_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) + lane / 16 * 512]);
-        tilec_ldmatrix_x4(&K_s_frag[4],
-                          &K_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) +
-                                  lane / 16 * 512 + 1024]);
-        tilec_ldmatrix_x4(&K_s_frag[8],
-                          &K_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) +
-                                  lane / 16 * 512 + 2048]);
-        tilec_ldmatrix_x4(&K_s_frag[12],
-                          &K_s[0][(tx % 8 * 64 ^ tx % 8 * 8 ^ kk * 16 ^ lane / 8 % 2 * 8) +
-                                  lane / 16 * 512 + 3072]);
-        tilec_mma_m16n8k16_f16(&s[0], &Q_s_frag[0], &K_s_frag[0]);
-        tilec_mma_m16n8k16_f16(&s[4], &Q_s_frag[0], &K_s_frag[2]);
-        tilec_mma_m16n8k16_f16(&s[8], &Q_s_frag[0], &K_s_frag[4]);
-        tilec_mma_m16n8k16_f16(&s[12], &Q_s_frag[0], &K_s_frag[6]);
-        tilec_mma_m16n8k16_f16(&s[16], &Q_s_frag[0], &K_s_frag[8]);
-        tilec_mma_m16n8k16_f16(&s[20], &Q_s_frag[0], &K_s_frag[10]);
-        tilec_mma_m16n8k16_f16(&s[24], &Q_s_frag[0], &K_s_frag[12]);
-        tilec_mma_m16n8k16_f16(&s[28], &Q_s_frag[0], &K_s_frag[14]);
+        tilec_wgmma_m64n64k16_f16<0, 0>(&s[0], tilec_wgmma_desc(&Q_s[kk * 16], 16, 1024, 1),
+                                        tilec_wgmma_desc(&K_s[0][kk * 16], 16, 1024, 1));
       }
+      tilec_wgmma_commit();
+      tilec_wgmma_wait<0>();
+      tilec_wgmma_hold<32>(&s[0]);
     }
     // pipeline_schedule.tile:20: copy(s, p)
     {
@@ -261,9 +278,11 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   for (int k = 0; k < (N + 63) / 64; ++k) {
     tilec_cp_async_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     if (k + 2 < (N + 63) / 64) {
       // pipeline_schedule.tile:18: copy(K[k * 64, 0], K_s)
@@ -332,35 +351,17 @@ extern "C" __global__ void __launch_bounds__(128)
     tilec_cp_async_commit();
     // pipeline_schedule.tile:22: gemm(p, V_s, o, policy=FullRow)
     {
+      tilec_wgmma_hold<32>(&o[0]);
+      tilec_wgmma_hold_a<16>(&p[0]);
+      tilec_wgmma_fence();
 #pragma unroll
       for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
-        unsigned int p_frag[4];
-        unsigned int V_s_frag[16];
-        p_frag[0] = tilec_pack_f16x2(p[kk_1 * 8], p[kk_1 * 8 + 1]);
-        p_frag[1] = tilec_pack_f16x2(p[kk_1 * 8 + 2], p[kk_1 * 8 + 3]);
-        p_frag[2] = tilec_pack_f16x2(p[kk_1 * 8 + 4], p[kk_1 * 8 + 5]);
-        p_frag[3] = tilec_pack_f16x2(p[kk_1 * 8 + 6], p[kk_1 * 8 + 7]);
-        tilec_ldmatrix_x4_trans(
-            &V_s_frag[0], &V_s[k % 2][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8) + kk_1 * 1024 +
-                                      lane / 8 % 2 * 512]);
-        tilec_ldmatrix_x4_trans(&V_s_frag[4],
-                                &V_s[k % 2][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 16) +
-                                            kk_1 * 1024 + lane / 8 % 2 * 512]);
-        tilec_ldmatrix_x4_trans(&V_s_frag[8],
-                                &V_s[k % 2][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 32) +
-                                            kk_1 * 1024 + lane / 8 % 2 * 512]);
-        tilec_ldmatrix_x4_trans(&V_s_frag[12],
-                                &V_s[k % 2][(tx % 8 * 64 ^ tx % 8 * 8 ^ lane / 16 * 8 ^ 48) +
-                                            kk_1 * 1024 + lane / 8 % 2 * 512]);
-        tilec_mma_m16n8k16_f16(&o[0], &p_frag[0], &V_s_frag[0]);
-        tilec_mma_m16n8k16_f16(&o[4], &p_frag[0], &V_s_frag[2]);
-        tilec_mma_m16n8k16_f16(&o[8], &p_frag[0], &V_s_frag[4]);
-        tilec_mma_m16n8k16_f16(&o[12], &p_frag[0], &V_s_frag[6]);
-        tilec_mma_m16n8k16_f16(&o[16], &p_frag[0], &V_s_frag[8]);
-        tilec_mma_m16n8k16_f16(&o[20], &p_frag[0], &V_s_frag[10]);
-        tilec_mma_m16n8k16_f16(&o[24], &p_frag[0], &V_s_frag[12]);
-        tilec_mma_m16n8k16_f16(&o[28], &p_frag[0], &V_s_frag[14]);
+        tilec_wgmma_m64n64k16_rs_f16<1>(&o[0], &p[kk_1 * 8],
+                                        tilec_wgmma_desc(&V_s[k % 2][kk_1 * 1024], 8192, 1024, 1));
       }
+      tilec_wgmma_commit();
+      tilec_wgmma_wait<0>();
+      tilec_wgmma_hold<32>(&o[0]);
     }
     if (k + 1 < (N + 63) / 64) {
       // pipeline_schedule.tile:19: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
@@ -369,38 +370,17 @@ extern "C" __global__ void __launch_bounds__(128)
         for (int i_14 = 0; i_14 < 32; ++i_14) {
           s[i_14] = 0.0f;
         }
+        tilec_wgmma_hold<32>(&s[0]);
+        tilec_wgmma_fence();
 #pragma unroll
         for (int kk_2 = 0; kk_2 < 4; ++kk_2) {
-          unsigned int Q_s_frag_1[4];
-          unsigned int K_s_frag_1[16];
-          tilec_ldmatrix_x4(
-              &Q_s_frag_1[0],
-              &Q_s[(tx % 16 * 64 ^ tx % 8 * 8 ^ kk_2 * 16 ^ lane / 16 * 8) + warp * 1024]);
-          tilec_ldmatrix_x4(
-              &K_s_frag_1[0],
-              &K_s[(k + 1) % 2]
-                  [(tx % 8 * 64 ^ tx % 8 * 8 ^ kk_2 * 16 ^ lane / 8 % 2 * 8) + lane / 16 * 512]);
-          tilec_ldmatrix_x4(
-              &K_s_frag_1[4],
-              &K_s[(k + 1) % 2][(tx % 8 * 64 ^ tx % 8 * 8 ^ kk_2 * 16 ^ lane / 8 % 2 * 8) +
-                                lane / 16 * 512 + 1024]);
-          tilec_ldmatrix_x4(
-              &K_s_frag_1[8],
-              &K_s[(k + 1) % 2][(tx % 8 * 64 ^ tx % 8 * 8 ^ kk_2 * 16 ^ lane / 8 % 2 * 8) +
-                                lane / 16 * 512 + 2048]);
-          tilec_ldmatrix_x4(
-              &K_s_frag_1[12],
-              &K_s[(k + 1) % 2][(tx % 8 * 64 ^ tx % 8 * 8 ^ kk_2 * 16 ^ lane / 8 % 2 * 8) +
-                                lane / 16 * 512 + 3072]);
-          tilec_mma_m16n8k16_f16(&s[0], &Q_s_frag_1[0], &K_s_frag_1[0]);
-          tilec_mma_m16n8k16_f16(&s[4], &Q_s_frag_1[0], &K_s_frag_1[2]);
-          tilec_mma_m16n8k16_f16(&s[8], &Q_s_frag_1[0], &K_s_frag_1[4]);
-          tilec_mma_m16n8k16_f16(&s[12], &Q_s_frag_1[0], &K_s_frag_1[6]);
-          tilec_mma_m16n8k16_f16(&s[16], &Q_s_frag_1[0], &K_s_frag_1[8]);
-          tilec_mma_m16n8k16_f16(&s[20], &Q_s_frag_1[0], &K_s_frag_1[10]);
-          tilec_mma_m16n8k16_f16(&s[24], &Q_s_frag_1[0], &K_s_frag_1[12]);
-          tilec_mma_m16n8k16_f16(&s[28], &Q_s_frag_1[0], &K_s_frag_1[14]);
+          tilec_wgmma_m64n64k16_f16<0, 0>(
+              &s[0], tilec_wgmma_desc(&Q_s[kk_2 * 16], 16, 1024, 1),
+              tilec_wgmma_desc(&K_s[(k + 1) % 2][kk_2 * 16], 16, 1024, 1));
         }
+        tilec_wgmma_commit();
+        tilec_wgmma_wait<0>();
+        tilec_wgmma_hold<32>(&s[0]);
       }
       // pipeline_schedule.tile:20: copy(s, p)
       {
@@ -418,6 +398,7 @@ extern "C" __global__ void __launch_bounds__(128)
     }
   }
   tilec_cp_async_wait<0>();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   // pipeline_schedule.tile:23: copy(o, O)
   {
