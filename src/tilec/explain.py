@@ -42,7 +42,7 @@ from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.budget import RegisterEstimate, register_estimate
-from tilec.instructions import Instruction
+from tilec.instructions import Instruction, explain_name
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.plan_pipeline import loop_refusal, producers, refusals
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
@@ -265,10 +265,10 @@ def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm, words: 
         gn, gm = frag.thread_parts[3].extent, frag.thread_parts[4].extent
         mi, width = frag.local_parts[0].extent, frag.shape[1] // gn
         n = min(width, record.shape[1])
-        name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name, n=n)
+        name = explain_name(record, s.a.buffer.dtype, s.c.buffer.dtype, n)
         per_group = f"{mi}x{width // n} wgmma tiles" if (mi, width) != (1, n) else "one wgmma tile"
         return f"{name}, {gm}x{gn} warp groups, {per_group} per group, operands by {words[record.load]}"
-    name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name)
+    name = explain_name(record, s.a.buffer.dtype, s.c.buffer.dtype)
     if record.group != "thread":
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent

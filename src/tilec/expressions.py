@@ -83,7 +83,10 @@ class ExprElaborator:
             case Val():
                 return v
             case SubVal() if v.is_element:
-                return Val(tir.Load(v.buffer, tuple(v.items), span))  # type: ignore[arg-type]  # an element: no SliceVal among the items
+                load = tir.Load(v.buffer, tuple(v.items), span)  # type: ignore[arg-type]  # an element: no SliceVal among the items
+                if v.buffer.dtype.is_subbyte:  # an int4 element reads as an int8 (passes/pack_subbyte.py)
+                    return Val(tir.Cast(load, v.buffer.dtype.value_type, span))
+                return Val(load)
             case SubVal():
                 raise error(span, "a region is not a scalar value", hint="index every dimension to read one element")
             case BufVal() if v.buffer.scope == "var":
@@ -145,6 +148,20 @@ class ExprElaborator:
         if not isinstance(v, DTypeVal):
             raise error(node.span, "expected a dtype here (float16, float32, int8, ...)")
         return v.dtype
+
+    def value_dtype(self, node: S.Expr, scope: Scope, kx: Any, what: str) -> DType:
+        """A dtype that values may have: not a sub-byte type, whose elements exist only packed
+        in tensors and shared tiles (they read as int8, uint8 or float32)."""
+        d = self.dtype_arg(node, scope, kx)
+        if d.is_subbyte:
+            raise error(
+                node.span,
+                f"{what} cannot convert to {d.tile_name}: its elements exist only packed, two to a "
+                f"byte, in tensors and shared tiles, and read as {d.value_type.tile_name}",
+                hint=f"use {d.value_type.tile_name}; to write packed data, store bytes into a uint8 tensor: "
+                "Q[i, j] = (lo & 15) | (hi << 4)",
+            )
+        return d
 
     def unknown(self, node: S.Name, scope: Scope) -> CompileError:
         local = [n for n in scope.visible() if not isinstance(scope.lookup(n), Poison)]
@@ -270,7 +287,7 @@ class ExprElaborator:
             case "pow":
                 return fold.power(arg("x"), arg("y"), span)
             case "cast":
-                return Val(fold.cast(arg("x"), self.dtype_arg(a["dtype"], scope, kx), span))
+                return Val(fold.cast(arg("x"), self.value_dtype(a["dtype"], scope, kx, "cast()"), span))
             case "if_then_else":
                 return fold.select(arg("cond"), arg("a"), arg("b"), span)
             case "infinity" | "max_value" | "min_value":
@@ -291,7 +308,7 @@ class ExprElaborator:
     def call_extern(self, rest: list[S.Expr], span: Span, scope: Scope, kx: Any) -> Val:
         """`call_extern(dtype, "name", args...)`: a device function of a header given with
         `--include`, returning `dtype`; taken to be a pure function of its arguments."""
-        dtype = self.dtype_arg(rest[0], scope, kx)
+        dtype = self.value_dtype(rest[0], scope, kx, "call_extern()")
         fname = self.string(rest[1], scope, kx, "call_extern()'s function name")
         if not _C_NAME.fullmatch(fname) or fname.startswith(EXTERN):
             raise error(

@@ -50,4 +50,22 @@ __device__ __forceinline__ double tilec_atomic_min(double* p, double v) {
   }
   return __longlong_as_double(old);
 }""",
+    "fp4_e2m1": """
+// The float value of a 4-bit e2m1 code (fp4, MXFP4's element: sign, 2 exponent bits of bias 1, 1
+// mantissa bit): +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}. Codes 2..7 are the float32 bits (code + 252) << 22
+// (1.0 is 254 << 22); codes 0 and 1, the subnormals, are 0 and 0.5.
+__device__ __forceinline__ float tilec_fp4_e2m1_to_float(int code) {
+  const unsigned m = static_cast<unsigned>(code) & 7u;
+  const float magnitude = m >= 2u ? __uint_as_float((m + 252u) << 22) : 0.5f * static_cast<float>(m);
+  return (code & 8) ? -magnitude : magnitude;
+}""",
+    "bitcast": """
+// The bits of v as a To (reinterpret(x, dtype)): the same width, copied, never converted.
+template <typename To, typename From>
+__device__ __forceinline__ To tilec_bitcast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "reinterpret between types of one width");
+  To out;
+  __builtin_memcpy(&out, &v, sizeof(To));
+  return out;
+}""",
 }

@@ -92,6 +92,9 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
         case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
             ctx.state.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
             return T.Intrin("tilec_exp2", (cast(value_of(ctx, arg, loop), F32),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
+        case tir.Call("fp4_e2m1_to_float", (code,)):  # a packed fp4 element (passes/pack_subbyte.py)
+            ctx.state.helpers.add("fp4_e2m1")
+            return T.Intrin("tilec_fp4_e2m1_to_float", (value_of(ctx, code, loop),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
         case tir.Call(f, args, d) if f.startswith(tir.EXTERN):  # the user's device function, as written
             call = T.Intrin(f, tuple(value_of(ctx, a, loop) for a in args), d)
             return cast(call, compute_dtype(d))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
