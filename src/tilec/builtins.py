@@ -112,6 +112,7 @@ FUNCS: dict[str, Sig] = {
     "clamp": Sig(("x", "lo", "hi")),
     "pow": Sig(("x", "y")),
     "cast": Sig(("x", "dtype")),
+    "reinterpret": Sig(("x", "dtype")),  # TileLang's T.reinterpret(value, dtype): the same bits as another type
     "if_then_else": Sig(("cond", "a", "b")),
     "infinity": Sig(("dtype",)),
     "max_value": Sig(("dtype",)),

@@ -43,6 +43,13 @@ _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")  # `m
 _SHUFFLED = frozenset({DType.int32, DType.uint32, DType.int64, DType.uint64, DType.float32, DType.float64})
 
 
+# reinterpret()'s literals: the unsigned (False) or float (True) type of each width
+_SAME_WIDTH: dict[bool, dict[int, DType]] = {
+    False: {8: DType.uint8, 16: DType.uint16, 32: DType.uint32, 64: DType.uint64},
+    True: {16: DType.float16, 32: DType.float32, 64: DType.float64},
+}
+
+
 class ExprElaborator:
     """Evaluation of expressions in a scope; `kx` (the kernel being
     elaborated) is passed through untouched."""
@@ -288,6 +295,8 @@ class ExprElaborator:
                 return fold.power(arg("x"), arg("y"), span)
             case "cast":
                 return Val(fold.cast(arg("x"), self.value_dtype(a["dtype"], scope, kx, "cast()"), span))
+            case "reinterpret":
+                return self.reinterpret(arg("x"), a["dtype"], span, scope, kx)
             case "if_then_else":
                 return fold.select(arg("cond"), arg("a"), arg("b"), span)
             case "infinity" | "max_value" | "min_value":
@@ -304,6 +313,24 @@ class ExprElaborator:
                 self.in_block(name, span, kx)
                 return self.call_extern(b.rest, span, scope, kx)
         return fold.math_call(name, arg("x"), span)
+
+    def reinterpret(self, x: Val, dtype_node: S.Expr, span: Span, scope: Scope, kx: Any) -> Val:
+        """`reinterpret(x, dtype)`: x's bits as a `dtype` of the same width (TileLang's T.reinterpret),
+        never a conversion; a literal takes the unsigned (float) type of that width first."""
+        d = self.value_dtype(dtype_node, scope, kx, "reinterpret()")
+        if x.weak and d.bits in _SAME_WIDTH[x.dtype.is_float]:
+            x = Val(fold.cast(x, _SAME_WIDTH[x.dtype.is_float][d.bits], span))
+        if DType.bool in (x.dtype, d) or x.dtype.bits != d.bits:
+            raise error(
+                span,
+                f"reinterpret() keeps the bits of its value: {x.dtype.tile_name} ({x.dtype.bits} bits) has no "
+                f"{d.tile_name} ({d.bits} bits) form",
+                hint="reinterpret between types of one width (uint16 <-> float16, uint32 <-> float32); cast() "
+                "converts values",
+            )
+        if x.dtype == d:
+            return x
+        return Val(tir.Call("reinterpret", (x.expr,), d, span))
 
     def call_extern(self, rest: list[S.Expr], span: Span, scope: Scope, kx: Any) -> Val:
         """`call_extern(dtype, "name", args...)`: a device function of a header given with

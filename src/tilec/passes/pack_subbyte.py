@@ -8,7 +8,7 @@ become byte copies, element reads nibble extracts.
   ->
     A: int4x2[M, K // 2] global,  A_s: int4x2[128, 32] shared
     copy A[by * 128 : +128, k * 32 : +32] -> A_s[0:128, 0:32]
-    W_f16[i, j] = cast(cast(((A_s[i, j // 2] >> (j % 2 * 4)) & 15) - ... , int8), float16)
+    W_f16[i, j] = cast(unpack_int4(A_s[i, j // 2], j), float16)
 
 Runs first, so that every later pass sees whole bytes: layouts, vector widths, asynchronous and bulk
 copies, bank conflicts and shared-memory sizes are those of uint8 tiles. Only instruction selection
@@ -216,21 +216,15 @@ class _Packer:
 
 
 def _unpacked(byte: tir.Load, j: tir.Expr) -> tir.Expr:
-    """Element `j` (of the innermost dimension) out of its byte, as its value type: the nibble
-    `(byte >> 4 * (j % 2)) & 15`; int4 sign-extended (`n - 2 * (n & 8)`, so that lowering knows
-    the range), float4_e2m1 decoded by `fp4_e2m1_to_float`."""
+    """Element `j` (of the innermost dimension) out of its byte, as its value type: the low nibble
+    for an even j, the high one for an odd j; int4 sign-extended, float4_e2m1 decoded (UNPACK:
+    the calls, lowered to the inline helpers of lower/exprs.py)."""
     kind = UNPACKED_OF[byte.buffer.dtype]
-    shift = simplify(tir.BinOp("*", tir.BinOp("%", j, int_(2), I32), int_(4), I32))
-    nibble = tir.BinOp("&", tir.BinOp(">>", tir.Cast(byte, I32), shift, I32), int_(15), I32)
-    if kind == DType.uint4:
-        return tir.Cast(nibble, DType.uint8, byte.span)
-    if kind == DType.int4:
-        sign = tir.BinOp("*", tir.BinOp("&", nibble, int_(8), I32), int_(2), I32)
-        return tir.Cast(tir.BinOp("-", nibble, sign, I32), DType.int8, byte.span)
-    return tir.Call(FP4_DECODE, (nibble,), DType.float32, byte.span)
+    return tir.Call(UNPACK[kind], (byte, j), kind.value_type, byte.span)
 
 
-FP4_DECODE = "fp4_e2m1_to_float"  # a 4-bit code to its float value (lower/exprs.py: the helper)
+# element j of a packed pair: (the pair's byte, j) -> its value (int8, uint8, float32)
+UNPACK = {DType.int4: "unpack_int4", DType.uint4: "unpack_uint4", DType.float4_e2m1: "unpack_fp4_e2m1"}
 
 
 def _byte_fill(value: tir.Expr, d: DType) -> tir.Expr:
