@@ -45,8 +45,8 @@ _SHUFFLED = frozenset({DType.int32, DType.uint32, DType.int64, DType.uint64, DTy
 
 # reinterpret()'s literals: the unsigned (False) or float (True) type of each width
 _SAME_WIDTH: dict[bool, dict[int, DType]] = {
-    False: {8: DType.uint8, 16: DType.uint16, 32: DType.uint32, 64: DType.uint64},
-    True: {16: DType.float16, 32: DType.float32, 64: DType.float64},
+    False: {d.bits: d for d in (DType.uint8, DType.uint16, DType.uint32, DType.uint64)},
+    True: {d.bits: d for d in (DType.float16, DType.float32, DType.float64)},
 }
 
 

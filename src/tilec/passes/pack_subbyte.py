@@ -229,8 +229,7 @@ UNPACK = {DType.int4: "unpack_int4", DType.uint4: "unpack_uint4", DType.float4_e
 
 def _byte_fill(value: tir.Expr, d: DType) -> tir.Expr:
     """The byte holding the constant `value` of sub-byte type `d` in both nibbles."""
-    code = _code(value, UNPACKED_OF[d])
-    return tir.IntImm(code * 0x11, d, value.span)
+    return tir.IntImm(_code(value, d) * 0x11, d.storage, value.span)
 
 
 def _code(value: tir.Expr, d: DType) -> int:
