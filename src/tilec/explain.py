@@ -42,8 +42,10 @@ from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.budget import RegisterEstimate, register_estimate
+from tilec.dtypes import UNPACKED_OF
 from tilec.instructions import Instruction, explain_name
 from tilec.passes.infer_layouts import Layouts, fragment_registers
+from tilec.passes.pack_subbyte import logical_dim
 from tilec.passes.plan_pipeline import loop_refusal, producers, refusals
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.shared_plan import sequential_bytes, sharing_notes
@@ -441,6 +443,15 @@ def _dims(shape: tuple[tir.Expr, ...]) -> str:
 
 
 def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ...]:
+    row = _buffer_row(buf, layouts, words)
+    if not buf.dtype.is_packed:
+        return row
+    logical = [logical_dim(buf, d, i == len(buf.shape) - 1) for i, d in enumerate(buf.shape)]
+    note = f"; pairs of {UNPACKED_OF[buf.dtype].tile_name}, one a byte: the program's {_dims(tuple(logical))}"
+    return (*row[:4], row[4] + note, *row[5:])
+
+
+def _buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ...]:
     head = (buf.name, buf.scope, buf.dtype.tile_name, _dims(buf.shape))
     match buf.scope:
         case "fragment":
