@@ -218,7 +218,8 @@ def test_tensor_dimensions_are_int32() -> None:
 
 # (sub-byte types cannot be fragments at all: tests/test_subbyte.py)
 @pytest.mark.parametrize(
-    "dtype", sorted(d for d in DTYPES if DTYPES[d] not in get_target("sm_80").missing_types and not DTYPES[d].is_subbyte)
+    "dtype",
+    sorted(d for d in DTYPES if DTYPES[d] not in get_target("sm_80").missing_types and not DTYPES[d].is_subbyte),
 )
 def test_atomic_add_only_on_types_with_a_hardware_atomic(dtype: str) -> None:
     text = kernel(

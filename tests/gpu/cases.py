@@ -380,6 +380,24 @@ def check_dequant_gemm_mxfp4(mod, gen, M, N, K):
     return _finish(c, a.double() @ (fp4_values(codes) * scale).T)
 
 
+def check_dequant_gemm_w4(mod, gen, M, N, K):
+    """tests/gpu/programs/dequant_gemm_w4.tile: C = A dequant(W)^T, W uint4 codes (packed two a byte),
+    per 128 weights of a row a float16 scale and a uint8 zero point: (w - zero) * scale."""
+    dev = harness.DEVICE
+    a = randn((M, K), f16, gen)
+    codes = torch.randint(0, 16, (N, K), device=dev, dtype=torch.int32, generator=gen)
+    groups = (K + 127) // 128
+    scale = (torch.rand((N, groups), device=dev, generator=gen) * 0.1 + 0.01).to(f16)
+    zero = torch.randint(0, 16, (N, groups), device=dev, dtype=torch.int32, generator=gen)
+    c = guarded_output((M, N), f16)
+    args = (guarded_input(t) for t in (a, pack_nibbles(codes), scale, zero.to(torch.uint8)))
+    mod.dequant_gemm_w4(*(g.tensor for g in args), c.tensor)
+    w = (codes.double() - zero.double().repeat_interleave(128, dim=1)[:, :K]) * scale.double().repeat_interleave(
+        128, dim=1
+    )[:, :K]
+    return _finish(c, a.double() @ w.T)
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -719,6 +737,10 @@ def _cases() -> list[Case]:
         add(v, "512x512x512", check_gemm_int4, M=512, N=512, K=512)
         add(v, "ragged 999x1000x1000", check_gemm_int4, M=999, N=1000, K=1000)
         add(v, "GEMV M=1 N=256 K=4098", check_gemm_int4, M=1, N=256, K=4098)
+    for v in ("dequant_gemm_w4", "dequant_gemm_w4-sm90a"):
+        add(v, "256x256x256", check_dequant_gemm_w4, M=256, N=256, K=256)
+        add(v, "ragged 999x1000x1000", check_dequant_gemm_w4, M=999, N=1000, K=1000)
+        add(v, "GEMV M=1 N=512 K=4096", check_dequant_gemm_w4, M=1, N=512, K=4096)
     for v in ("dequant_gemm_mxfp4", "dequant_gemm_mxfp4-sm90a"):
         add(v, "256x256x256", check_dequant_gemm_mxfp4, M=256, N=256, K=256)
         add(v, "ragged 999x1000x1000", check_dequant_gemm_mxfp4, M=999, N=1000, K=1000)

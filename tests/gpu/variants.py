@@ -129,6 +129,8 @@ VARIANTS: list[Variant] = [
     Variant("subbyte_unpack-sm90a", "subbyte_unpack", arch="sm_90a", folder=PRIMITIVES),
     Variant("gemm_int4", "gemm_int4", folder=CORPUS),
     Variant("gemm_int4-sm90a", "gemm_int4", arch="sm_90a", folder=CORPUS),
+    Variant("dequant_gemm_w4", "dequant_gemm_w4", folder=PRIMITIVES),
+    Variant("dequant_gemm_w4-sm90a", "dequant_gemm_w4", arch="sm_90a", folder=PRIMITIVES),
     Variant("dequant_gemm_mxfp4", "dequant_gemm_mxfp4"),
     Variant("dequant_gemm_mxfp4-sm90a", "dequant_gemm_mxfp4", arch="sm_90a"),
     Variant("atomic_minmax", "atomic_minmax", folder=PRIMITIVES),
