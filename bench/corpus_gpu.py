@@ -337,6 +337,46 @@ class GemmFp8Acc(GemmFp8):
     out_fp8 = False
 
 
+def pack_int4(t):
+    """int8 values in [-8, 7], (..., K) -> the packed (..., K / 2) int8 bytes: element 2b in the low
+    nibble of byte b, 2b + 1 in the high one (TileLang's pack_int4, the layout tilec's int4 reads)."""
+    w = t.to(_torch().int16)
+    return ((w[..., 0::2] & 0x0F) | ((w[..., 1::2] & 0x0F) << 4)).to(_torch().int8).contiguous()
+
+
+class GemmInt4(Program):
+    """C = A B^T with int4 operands (int32 out): both passed packed, two values a byte."""
+
+    def inputs(self, case, gen):
+        torch = _torch()
+        d = case.dims
+        a = torch.randint(-8, 8, (d["M"], d["K"]), generator=gen, device=_dev(), dtype=torch.int8)
+        b = torch.randint(-8, 8, (d["N"], d["K"]), generator=gen, device=_dev(), dtype=torch.int8)
+        return {"A_logical": a, "B_logical": b, "A": pack_int4(a), "B": pack_int4(b)}
+
+    def expected(self, case, x):
+        torch = _torch()
+        c = x["A_logical"].to(torch.int64) @ x["B_logical"].to(torch.int64).T  # exact: |C| < 2^31
+        return {"": {"C": c.to(torch.int32)}}
+
+    def outputs(self, case, x):
+        torch = _torch()
+        return {"": {"C": ((case.dims["M"], case.dims["N"]), torch.int32, "poison")}}
+
+    def tl_compile(self, ex, case):
+        import tilelang
+
+        d = case.dims
+        func = ex.matmul_nt_int4(d["M"], d["N"], d["K"], 128, 128, 64, threads=128)
+        return {"": tilelang.compile(func, out_idx=-1)}
+
+    def tilec(self, mod, case, part, x, o):
+        mod.matmul_nt_int4(x["A"], x["B"], o["C"])
+
+    def tilelang(self, k, case, part, x, o):
+        return {"C": first(k[""](x["A"], x["B"]))}
+
+
 def streamk_schedule(m: int, n: int, k: int, total_sm: int = 108, bm: int = 16, bn: int = 128, bk: int = 32) -> dict:
     """The host-side stream-K schedule the example computes at import (and the .tile's params)."""
     programs = total_sm
@@ -1032,6 +1072,16 @@ SPECS: dict[str, Program] = {
                 Case("ragged", dict(M=999, N=1000, K=1040)),  # 17 k steps: the odd tail promotion
             ),
             how="matmul.compile(M, N, K, 128, 128, 64, dtype=determine_fp8_type())(a, b), float32 out",
+        ),
+        GemmInt4(
+            name="gemm_int4",
+            source="examples/gemm_int4/example_tilelang_gemm_int4.py",
+            cases=(
+                Case("main", GEMM_MAIN, timed=True),
+                Case("ragged", dict(M=999, N=1000, K=1000)),  # K even (packed), not a multiple of 64
+            ),
+            how="tilelang.compile(matmul_nt_int4(M, N, K, 128, 128, 64, threads=128), out_idx=-1)(A, B), "
+            "A and B packed by the example's pack_int4",
         ),
         GemmPersistent(
             name="gemm_persistent",

@@ -216,7 +216,11 @@ def test_tensor_dimensions_are_int32() -> None:
 # ---------------------------------------------------------------- what nvcc would reject
 
 
-@pytest.mark.parametrize("dtype", sorted(d for d in DTYPES if DTYPES[d] not in get_target("sm_80").missing_types))
+# (sub-byte types cannot be fragments at all: tests/test_subbyte.py)
+@pytest.mark.parametrize(
+    "dtype",
+    sorted(d for d in DTYPES if DTYPES[d] not in get_target("sm_80").missing_types and not DTYPES[d].is_subbyte),
+)
 def test_atomic_add_only_on_types_with_a_hardware_atomic(dtype: str) -> None:
     text = kernel(
         f"c = alloc_fragment((64, 64), {dtype})\nclear(c)\natomic_add(C[0, 0], c)\natomic_add(C[1, 1], c[0, 0])",

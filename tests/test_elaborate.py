@@ -136,8 +136,9 @@ def test_tilelang_spellings_are_aliases() -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("x = alloc_fragment((4,), uint4)", "uint4 (sub-byte types) is not supported yet"),
-        ('x = alloc_fragment((4,), "int4")', "int4 (sub-byte types) is not supported yet"),
+        ("x = alloc_fragment((4,), uint2)", "uint2 (sub-byte types) is not supported yet"),
+        ('x = alloc_fragment((4,), "int1")', "int1 (sub-byte types) is not supported yet"),
+        ("x = alloc_shared((4,), float6_e2m3fn)", "float6_e2m3fn (sub-byte types) is not supported yet"),
         ("im2col(A, C)", "im2col is not supported yet"),
         ("for t in Persistent(4):\n    pass", "Persistent (a persistent tile loop) is not supported yet"),
     ],

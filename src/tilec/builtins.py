@@ -114,6 +114,7 @@ FUNCS: dict[str, Sig] = {
     "clamp": Sig(("x", "lo", "hi")),
     "pow": Sig(("x", "y")),
     "cast": Sig(("x", "dtype")),
+    "reinterpret": Sig(("x", "dtype")),  # TileLang's T.reinterpret(value, dtype): the same bits as another type
     "if_then_else": Sig(("cond", "a", "b")),
     "infinity": Sig(("dtype",)),
     "max_value": Sig(("dtype",)),
@@ -140,7 +141,7 @@ ALL_SIGS: dict[str, Sig] = {**TILE_OPS, **ALLOCS, **LOOPS, **FUNCS, **SPECIAL}
 BUILTIN_NAMES: tuple[str, ...] = tuple(ALL_SIGS) + tuple(DTYPE_NAMES) + POLICIES
 
 
-_SUB_BYTE_HINT = "store the values in int8 or uint8 and unpack them with shifts and masks"
+_SUB_BYTE_HINT = "use int4, uint4 or float4_e2m1, or store the values in uint8 and unpack them with shifts and masks"
 
 # TileLang names that tilec does not have yet: (message, hint). Reported as such,
 # not as an unknown name with a near miss (`int4` is not a misspelt `int64`).
@@ -148,8 +149,8 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
     **{
         t: (f"{t} (sub-byte types) is not supported yet", _SUB_BYTE_HINT)
         for t in (
-            *(f"{sign}int{bits}" for sign in ("", "u") for bits in (1, 2, 4)),
-            *("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn"),
+            *(f"{sign}int{bits}" for sign in ("", "u") for bits in (1, 2)),
+            *("float6_e2m3fn", "float6_e3m2fn"),
         )
     },
     "Persistent": (

@@ -26,6 +26,18 @@ class DType(enum.Enum):
     uint32 = ("uint32", "unsigned int", 32, "uint")
     uint64 = ("uint64", "unsigned long long", 64, "uint")
     bool = ("bool", "bool", 8, "bool")
+    # Sub-byte types: two elements to a byte, the even element in the low nibble (TileLang's and
+    # torch's packing). Only tensors and shared tiles hold them; an element reads as its value
+    # type (`value_type`), and the pass pack_subbyte turns the buffers into byte buffers of the
+    # `storage` type below, half as wide.
+    int4 = ("int4", "unsigned char", 4, "int")  # cname: the bytes of a tensor argument
+    uint4 = ("uint4", "unsigned char", 4, "uint")
+    float4_e2m1 = ("float4_e2m1", "unsigned char", 4, "float")  # fp4 (MXFP4's element): +-{0, .5, 1, 1.5, 2, 3, 4, 6}
+    # The bytes of the packed pairs (not written in .tile source): uint8 to every pass but
+    # instruction selection, which reads int4x2 operands as 4-bit ones (backends/cuda/instructions.py).
+    int4x2 = ("int4x2", "unsigned char", 8, "uint")
+    uint4x2 = ("uint4x2", "unsigned char", 8, "uint")
+    float4_e2m1x2 = ("float4_e2m1x2", "unsigned char", 8, "uint")
 
     def __init__(self, tile_name: str, cname: str, bits: int, kind: str):
         self.tile_name = tile_name
@@ -35,7 +47,28 @@ class DType(enum.Enum):
 
     @property
     def bytes(self) -> int:
+        assert self.bits >= 8, f"{self.tile_name} is a sub-byte type: count its bytes with `storage`"
         return self.bits // 8
+
+    @property
+    def is_subbyte(self) -> builtins.bool:
+        """int4, uint4, float4_e2m1: two elements to a byte."""
+        return self.bits < 8
+
+    @property
+    def is_packed(self) -> builtins.bool:
+        """The byte types of packed pairs (int4x2, ...), which pack_subbyte gives sub-byte buffers."""
+        return self in PACKED_OF.values()
+
+    @property
+    def storage(self) -> DType:
+        """The byte type holding two elements of a sub-byte type."""
+        return PACKED_OF[self]
+
+    @property
+    def value_type(self) -> DType:
+        """What an element of a sub-byte buffer reads as: int8, uint8, float32 (exact)."""
+        return VALUE_OF[self]
 
     @property
     def is_float(self) -> builtins.bool:  # builtins.: `bool` names the member DType.bool here
@@ -66,8 +99,20 @@ class DType(enum.Enum):
         return self.tile_name
 
 
-DTYPES: dict[str, DType] = {d.tile_name: d for d in DType}
-DTYPE_ALIASES: dict[str, DType] = {"float8_e4m3fn": DType.float8_e4m3}  # TileLang's and torch's spelling
+PACKED_OF: dict[DType, DType] = {
+    DType.int4: DType.int4x2,
+    DType.uint4: DType.uint4x2,
+    DType.float4_e2m1: DType.float4_e2m1x2,
+}
+VALUE_OF: dict[DType, DType] = {DType.int4: DType.int8, DType.uint4: DType.uint8, DType.float4_e2m1: DType.float32}
+UNPACKED_OF: dict[DType, DType] = {v: k for k, v in PACKED_OF.items()}
+
+# every dtype a .tile file may name (not the packed byte types)
+DTYPES: dict[str, DType] = {d.tile_name: d for d in DType if d not in UNPACKED_OF}
+DTYPE_ALIASES: dict[str, DType] = {
+    "float8_e4m3fn": DType.float8_e4m3,  # TileLang's and torch's spelling
+    "float4_e2m1fn": DType.float4_e2m1,  # TileLang's (and ml_dtypes') spelling
+}
 DTYPE_NAMES: dict[str, DType] = {**DTYPES, **DTYPE_ALIASES}  # every name a dtype may be written as
 
 

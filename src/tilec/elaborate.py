@@ -259,6 +259,8 @@ class _Elaborator(ProgramScope):
                     hint="split the tensor, or the work, into parts of fewer than 2^31 elements",
                 )
             dtype = self.dtype_arg(b.args["dtype"], scope, kx)
+            if dtype.is_subbyte:
+                check_packed_shape(p.name, dims[-1], dtype, items[-1].span)
             buf = tir.Buffer(kx.fresh(p.name), dims, dtype, "global", p.span)
             kx.tensors.append(buf)
             scope.names[p.name] = BufVal(buf)
@@ -273,6 +275,12 @@ class _Elaborator(ProgramScope):
         v = self.ev(t, scope, kx)
         if not isinstance(v, DTypeVal):
             raise error(t.span, f"the type of '{p.name}' must be Tensor((dims...), dtype) or a dtype")
+        if v.dtype.is_subbyte:
+            raise error(
+                t.span,
+                f"a scalar argument cannot be {v.dtype.tile_name}: sub-byte elements exist only packed in tensors",
+                hint=f"pass it as {v.dtype.value_type.tile_name}",
+            )
         var = tir.Var(kx.fresh(p.name), v.dtype, "scalar", p.span)
         kx.scalars.append(var)
         scope.names[p.name] = Val(var)
@@ -574,6 +582,15 @@ class _Elaborator(ProgramScope):
         if not sub.is_element:
             raise error(target.span, "cannot assign to a region", hint="use copy() or fill() for tiles")
         indices = tuple(sub.items)  # an element: no SliceVal among the items
+        if sub.buffer.dtype.is_subbyte:
+            t = sub.buffer.dtype
+            raise error(
+                target.span,
+                f"cannot store one element of {t.tile_name} buffer '{sub.buffer.name}': two elements share a "
+                "byte, and the threads writing them would race",
+                hint="fill sub-byte tiles with copy() or fill(); to write packed data, declare the tensor uint8 "
+                "and store whole bytes: Q[i, j] = (lo & 15) | (hi << 4)",
+            )
         value = self.scalar(value_node, scope, kx)
         if op is not None:
             value = fold.binop(op, Val(tir.Load(sub.buffer, indices, target.span)), value, span)  # type: ignore[arg-type]  # (as above)
@@ -601,6 +618,14 @@ class _Elaborator(ProgramScope):
                 hint="allocate before the loop or if, and reuse the buffer inside it",
             )
         dtype = self.dtype_arg(b.args["dtype"], scope, kx)
+        if dtype.is_subbyte and buf_scope != "shared":
+            raise error(
+                b.args["dtype"].span,
+                f"{kind}() cannot hold {dtype.tile_name}: sub-byte elements exist only packed, in tensors and "
+                "shared tiles",
+                hint=f"use alloc_shared for a packed tile, or {dtype.value_type.tile_name} registers: "
+                f"alloc_fragment(shape, {dtype.value_type.tile_name})",
+            )
         if buf_scope == "var":
             init_node = b.args.get("init")
             init = None
@@ -610,6 +635,8 @@ class _Elaborator(ProgramScope):
             scope.names[target.id] = BufVal(buf)
             return [tir.Alloc(buf, init, span=span)]
         shape = self.shape_arg(b.args["shape"], scope, kx)
+        if dtype.is_subbyte:
+            check_packed_shape(target.id, tir.IntImm(shape[-1]), dtype, b.args["shape"].span)
         need = 0 if buf_scope == "shared" else self.check_registers_of(buf_scope, target.id, shape, dtype, span, kx)
         buf = tir.Buffer(
             kx.fresh(target.id), tuple(tir.IntImm(d, DType.int32, span) for d in shape), dtype, buf_scope, span
@@ -837,7 +864,9 @@ class _Elaborator(ProgramScope):
             from tilec.layout_algebra import swizzled
 
             try:
-                swizzled(v.buffer.const_shape, v.buffer.dtype.bytes, int(layout[len("swizzle_") : -1]))
+                shape, d = v.buffer.const_shape, v.buffer.dtype
+                stored = (*shape[:-1], shape[-1] // 2) if d.is_subbyte else shape  # packed: the bytes
+                swizzled(stored, 1 if d.is_subbyte else d.bytes, int(layout[len("swizzle_") : -1]))
             except ValueError as e:
                 hint = "use a narrower swizzle, or a tile whose rows are whole 16-byte chunks"
                 raise error(args["layout"].span, f"'{v.buffer.name}' cannot take {layout}: {e}", hint=hint) from None
@@ -986,6 +1015,18 @@ class _Elaborator(ProgramScope):
                 node.span, f"a condition must be a bool, not {v.dtype.tile_name}", hint="compare it, e.g. x != 0"
             )
         return v
+
+
+def check_packed_shape(name: str, last: tir.Expr, dtype: DType, span: Span) -> None:
+    """A sub-byte buffer's innermost dimension holds whole bytes: an even constant (a symbolic one
+    the launcher checks)."""
+    if isinstance(last, tir.IntImm) and last.value % 2:
+        raise error(
+            span,
+            f"'{name}' is {dtype.tile_name}, packed two to a byte along its innermost dimension, which must "
+            f"be even, not {last.value}",
+            hint="pad the innermost dimension to an even size",
+        )
 
 
 def _unit_indices(vars_: tuple[tir.Var, ...], extents: list[int], body: tuple[tir.Stmt, ...]) -> tuple[tir.Stmt, ...]:

@@ -345,6 +345,8 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
     if k.too_large is not None:  # lower/kernel.py: a tensor whose 32-bit offsets would wrap
         out.append("// element offsets are 32-bit ints: a tensor of 2^31 elements or more, or a dimension")
         out.append("// whose last block would index past 2^31 - 1, is refused, not wrapped")
+        if any(DTYPES[t["dtype"]].is_subbyte and isinstance(t["shape"][-1], str) for t in k.abi["tensors"]):
+            out.append("// (and so is an odd last dimension of a sub-byte tensor, packed two elements a byte)")
         out.append(f"if ({expr_text(k.too_large, sp)}) {launch.too_large}")
     out += [
         (launch.tiles if k.persistent else launch.grid).format(*grid),

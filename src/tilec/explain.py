@@ -42,8 +42,10 @@ from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.budget import RegisterEstimate, register_estimate
-from tilec.instructions import Instruction
+from tilec.dtypes import UNPACKED_OF
+from tilec.instructions import Instruction, explain_name
 from tilec.passes.infer_layouts import Layouts, fragment_registers
+from tilec.passes.pack_subbyte import logical_dim
 from tilec.passes.plan_pipeline import loop_refusal, producers, refusals
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.shared_plan import sequential_bytes, sharing_notes
@@ -265,14 +267,14 @@ def gemm_instruction(layouts: Layouts, record: Instruction, s: tir.Gemm, words: 
         gn, gm = frag.thread_parts[3].extent, frag.thread_parts[4].extent
         mi, width = frag.local_parts[0].extent, frag.shape[1] // gn
         n = min(width, record.shape[1])
-        name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name, n=n)
+        name = explain_name(record, s.a.buffer.dtype, s.c.buffer.dtype, n)
         per_group = f"{mi}x{width // n} wgmma tiles" if (mi, width) != (1, n) else "one wgmma tile"
         text = f"{name}, {gm}x{gn} warp groups, {per_group} per group"
         if s.a_from_registers:
             return f"{text}, A ({s.a.buffer.name}) straight from registers, B by {words[record.load]}"
         staged = "" if s.a.buffer.scope == "shared" else f" ({s.a.buffer.name} staged in the descriptors' swizzle)"
         return f"{text}, operands by {words[record.load]}{staged}"
-    name = record.explain.format(a=s.a.buffer.dtype.tile_name, c=s.c.buffer.dtype.tile_name)
+    name = explain_name(record, s.a.buffer.dtype, s.c.buffer.dtype)
     if record.group != "thread":
         wn, wm = frag.thread_parts[2].extent, frag.thread_parts[3].extent
         mi, ni = frag.local_parts[0].extent, frag.local_parts[1].extent
@@ -445,6 +447,15 @@ def _dims(shape: tuple[tir.Expr, ...]) -> str:
 
 
 def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ...]:
+    row = _buffer_row(buf, layouts, words)
+    if not buf.dtype.is_packed:
+        return row
+    logical = [logical_dim(buf, d, i == len(buf.shape) - 1) for i, d in enumerate(buf.shape)]
+    note = f"; pairs of {UNPACKED_OF[buf.dtype].tile_name}, one a byte: the program's {_dims(tuple(logical))}"
+    return (*row[:4], row[4] + note, *row[5:])
+
+
+def _buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ...]:
     head = (buf.name, buf.scope, buf.dtype.tile_name, _dims(buf.shape))
     match buf.scope:
         case "fragment":

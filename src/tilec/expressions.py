@@ -44,6 +44,13 @@ _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")  # `m
 _SHUFFLED = frozenset({DType.int32, DType.uint32, DType.int64, DType.uint64, DType.float32, DType.float64})
 
 
+# reinterpret()'s literals: the unsigned (False) or float (True) type of each width
+_SAME_WIDTH: dict[bool, dict[int, DType]] = {
+    False: {d.bits: d for d in (DType.uint8, DType.uint16, DType.uint32, DType.uint64)},
+    True: {d.bits: d for d in (DType.float16, DType.float32, DType.float64)},
+}
+
+
 class ExprElaborator:
     """Evaluation of expressions in a scope; `kx` (the kernel being
     elaborated) is passed through untouched."""
@@ -84,7 +91,10 @@ class ExprElaborator:
             case Val():
                 return v
             case SubVal() if v.is_element:
-                return Val(tir.Load(v.buffer, tuple(v.items), span))  # type: ignore[arg-type]  # an element: no SliceVal among the items
+                load = tir.Load(v.buffer, tuple(v.items), span)  # type: ignore[arg-type]  # an element: no SliceVal among the items
+                if v.buffer.dtype.is_subbyte:  # an int4 element reads as an int8 (passes/pack_subbyte.py)
+                    return Val(tir.Cast(load, v.buffer.dtype.value_type, span))
+                return Val(load)
             case SubVal():
                 raise error(span, "a region is not a scalar value", hint="index every dimension to read one element")
             case BufVal() if v.buffer.scope == "var":
@@ -146,6 +156,20 @@ class ExprElaborator:
         if not isinstance(v, DTypeVal):
             raise error(node.span, "expected a dtype here (float16, float32, int8, ...)")
         return v.dtype
+
+    def value_dtype(self, node: S.Expr, scope: Scope, kx: Any, what: str) -> DType:
+        """A dtype that values may have: not a sub-byte type, whose elements exist only packed
+        in tensors and shared tiles (they read as int8, uint8 or float32)."""
+        d = self.dtype_arg(node, scope, kx)
+        if d.is_subbyte:
+            raise error(
+                node.span,
+                f"{what} cannot convert to {d.tile_name}: its elements exist only packed, two to a "
+                f"byte, in tensors and shared tiles, and read as {d.value_type.tile_name}",
+                hint=f"use {d.value_type.tile_name}; to write packed data, store bytes into a uint8 tensor: "
+                "Q[i, j] = (lo & 15) | (hi << 4)",
+            )
+        return d
 
     def unknown(self, node: S.Name, scope: Scope) -> CompileError:
         local = [n for n in scope.visible() if not isinstance(scope.lookup(n), Poison)]
@@ -281,7 +305,9 @@ class ExprElaborator:
             case "pow":
                 return fold.power(arg("x"), arg("y"), span)
             case "cast":
-                return Val(fold.cast(arg("x"), self.dtype_arg(a["dtype"], scope, kx), span))
+                return Val(fold.cast(arg("x"), self.value_dtype(a["dtype"], scope, kx, "cast()"), span))
+            case "reinterpret":
+                return self.reinterpret(arg("x"), a["dtype"], span, scope, kx)
             case "if_then_else":
                 return fold.select(arg("cond"), arg("a"), arg("b"), span)
             case "infinity" | "max_value" | "min_value":
@@ -299,10 +325,28 @@ class ExprElaborator:
                 return self.call_extern(b.rest, span, scope, kx)
         return fold.math_call(name, arg("x"), span)
 
+    def reinterpret(self, x: Val, dtype_node: S.Expr, span: Span, scope: Scope, kx: Any) -> Val:
+        """`reinterpret(x, dtype)`: x's bits as a `dtype` of the same width (TileLang's T.reinterpret),
+        never a conversion; a literal takes the unsigned (float) type of that width first."""
+        d = self.value_dtype(dtype_node, scope, kx, "reinterpret()")
+        if x.weak and d.bits in _SAME_WIDTH[x.dtype.is_float]:
+            x = Val(fold.cast(x, _SAME_WIDTH[x.dtype.is_float][d.bits], span))
+        if DType.bool in (x.dtype, d) or x.dtype.bits != d.bits:
+            raise error(
+                span,
+                f"reinterpret() keeps the bits of its value: {x.dtype.tile_name} ({x.dtype.bits} bits) has no "
+                f"{d.tile_name} ({d.bits} bits) form",
+                hint="reinterpret between types of one width (uint16 <-> float16, uint32 <-> float32); cast() "
+                "converts values",
+            )
+        if x.dtype == d:
+            return x
+        return Val(tir.Call("reinterpret", (x.expr,), d, span))
+
     def call_extern(self, rest: list[S.Expr], span: Span, scope: Scope, kx: Any) -> Val:
         """`call_extern(dtype, "name", args...)`: a device function of a header given with
         `--include`, returning `dtype`; taken to be a pure function of its arguments."""
-        dtype = self.dtype_arg(rest[0], scope, kx)
+        dtype = self.value_dtype(rest[0], scope, kx, "call_extern()")
         fname = self.string(rest[1], scope, kx, "call_extern()'s function name")
         if not _C_NAME.fullmatch(fname) or fname.startswith(EXTERN):
             raise error(

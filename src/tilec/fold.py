@@ -389,24 +389,28 @@ _LIMITS = {
     DType.float8_e5m2: 57344.0,
     DType.float8_e4m3fnuz: 240.0,
     DType.float8_e5m2fnuz: 57344.0,
+    DType.float4_e2m1: 6.0,
 }
 
 
 def limit(func: str, dtype: DType, span: Span) -> Val:
     """infinity / max_value / min_value of a dtype."""
     if func == "infinity":
+        if dtype == DType.float4_e2m1:
+            raise error(span, "float4_e2m1 has no infinity", hint="use max_value(float4_e2m1), 6.0")
         if not dtype.is_float:
             raise error(
                 span, f"infinity() needs a float type, not {dtype.tile_name}", hint="use max_value(dtype) for integers"
             )
         return Val(tir.FloatImm(math.inf, dtype, span))
     sign = 1 if func == "max_value" else -1
+    value = dtype.value_type if dtype.is_subbyte else dtype  # a sub-byte type's limits as its elements read
     if dtype.is_float:
-        return Val(tir.FloatImm(sign * _LIMITS[dtype], dtype, span))
+        return Val(tir.FloatImm(sign * _LIMITS[dtype], value, span))
     if dtype == DType.bool:
         return Val(tir.BoolImm(sign > 0, dtype, span))
     lo, hi = dtype.int_bounds
-    return Val(tir.IntImm(hi if sign > 0 else lo, dtype, span))
+    return Val(tir.IntImm(hi if sign > 0 else lo, value, span))
 
 
 # ---------------------------------------------------------------- linear forms

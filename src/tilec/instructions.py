@@ -60,6 +60,7 @@ class OperandTypes:
     helper: str = ""  # the inline helper holding the instruction's call for these types
     call: str = ""  # the call lowering emits (defined in `helper`)
     since: tuple[int, int] = (0, 0)  # the first Target.capability that has these types
+    explain: str = ""  # `tilec explain`'s name for these types where the record's does not fit ({c})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,14 @@ def types_entry(record: Instruction, operand: DType) -> OperandTypes:
     """The record's entry for operands of `operand` (select made sure there is one)."""
     assert record.operands is not None, f"{record.name} has no per-type calls"
     return next(t for t in record.operands if t.operand == operand)
+
+
+def explain_name(record: Instruction, operand: DType, accumulator: DType, n: int = 0) -> str:
+    """`tilec explain`'s name of `record` on `operand` -> `accumulator` (the types' own, if any)."""
+    own = next((t.explain for t in record.operands or () if t.operand == operand and t.explain), "")
+    if own:
+        return own.format(c=accumulator.tile_name)
+    return record.explain.format(a=operand.tile_name, c=accumulator.tile_name, n=n)
 
 
 def group_threads(group: ThreadGroup, warp_size: int) -> int:

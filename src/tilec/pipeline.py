@@ -35,6 +35,7 @@ from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
 from tilec.passes.infer_layouts import Layouts, infer_layouts
+from tilec.passes.pack_subbyte import pack_subbyte
 from tilec.passes.plan_pipeline import plan_pipeline
 from tilec.passes.select import select_kernel
 from tilec.passes.warn import warnings
@@ -71,6 +72,10 @@ class Pass:
     name: str
     leaves: IR  # the IR the pass leaves: the one verified after it and printed by --emit IR --after NAME
     run: Callable[[Unit], Unit]
+
+
+def _pack_subbyte(u: Unit) -> Unit:
+    return replace(u, kernel=pack_subbyte(u.kernel))
 
 
 def _select(u: Unit) -> Unit:
@@ -144,6 +149,8 @@ def _lowered(u: Unit) -> T.Kernel:
 
 
 PASSES: tuple[Pass, ...] = (
+    # Sub-byte tiles (int4, fp4) become byte tiles first: every later pass then moves whole bytes.
+    Pass("pack_subbyte", "tir", _pack_subbyte),
     # Instructions first: every later pass reads which record each gemm runs on.
     Pass("select", "tir", _select),
     # Layouts next: lowering reads where every fragment element lives.

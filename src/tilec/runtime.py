@@ -62,7 +62,30 @@ DTYPES: dict[str, tuple[str, Any]] = {
     "uint32": ("uint32", ctypes.c_uint32),
     "uint64": ("uint64", ctypes.c_uint64),
     "bool": ("bool", ctypes.c_bool),
+    # sub-byte types: a tensor of them is passed packed, two elements to a byte along its last
+    # dimension (the even element in the low nibble), as a uint8 or int8 tensor half as wide
+    "int4": ("uint8", ctypes.c_uint8),
+    "uint4": ("uint8", ctypes.c_uint8),
+    "float4_e2m1": ("uint8", ctypes.c_uint8),
 }
+PACKED = ("int4", "uint4", "float4_e2m1")
+PACKED_TORCH = ("uint8", "int8")  # the torch dtypes a packed tensor may have
+
+
+def _dtype_ok(spec: Mapping, want: Any, t: Any) -> bool:
+    if spec["dtype"] in PACKED:
+        return str(t.dtype).removeprefix("torch.") in PACKED_TORCH
+    return t.dtype == want
+
+
+def logical_shape(spec: Mapping, shape: Sequence[int]) -> tuple[int, ...]:
+    """The shape the ABI names for tensor argument `spec` given a tensor of `shape`: a packed
+    tensor's last dimension counts elements, two to each of its bytes."""
+    shape = tuple(shape)
+    if spec["dtype"] in PACKED and shape:
+        return (*shape[:-1], 2 * shape[-1])
+    return shape
+
 
 CUDA_ERRORS = {
     1: "cudaErrorInvalidValue",
@@ -391,7 +414,7 @@ class Kernel:
         key = (tuple(t.shape for t in tensors), tuple(sorted(given.items())))
         values = self._dims_of.get(key)
         if values is None:
-            values = infer_dims(self.abi, [tuple(t.shape) for t in tensors], given)
+            values = infer_dims(self.abi, [logical_shape(s, t.shape) for s, t in zip(self.tensors, tensors)], given)
             _check_index_range(self.name, self.tensors, tensors)
             if len(self._dims_of) >= 256:  # a bounded memo: shapes that change every call
                 self._dims_of.clear()
@@ -404,7 +427,7 @@ class Kernel:
             self._torch_dtypes = [getattr(torch, DTYPES[spec["dtype"]][0]) for spec in self.tensors]
         index = None
         for spec, want, t in zip(self.tensors, self._torch_dtypes, tensors, strict=True):
-            if isinstance(t, torch.Tensor) and t.dtype == want and t.is_cuda and t.is_contiguous():
+            if isinstance(t, torch.Tensor) and _dtype_ok(spec, want, t) and t.is_cuda and t.is_contiguous():
                 here = t.get_device()
                 if index is None or here == index:
                     index = here
@@ -417,7 +440,12 @@ class Kernel:
         what = f"{self.name}: argument '{spec['name']}'"
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{what} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype != want:
+        if spec["dtype"] in PACKED and str(t.dtype).removeprefix("torch.") not in PACKED_TORCH:
+            raise TypeError(
+                f"{what} is {spec['dtype']}: pass it packed, two elements a byte (the even one in the low "
+                f"nibble), as a torch.uint8 or torch.int8 tensor; got {t.dtype}"
+            )
+        if t.dtype != want and spec["dtype"] not in PACKED:
             raise TypeError(f"{what} must have dtype {want} ({spec['dtype']}), got {t.dtype}")
         if not t.is_cuda:
             raise ValueError(f"{what} must be on a CUDA device, got {t.device}")

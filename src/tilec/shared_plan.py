@@ -174,7 +174,7 @@ def peak_tiles(kernel: tir.Kernel, tiles: list[tir.Buffer]) -> list[tir.Buffer]:
 
 def declared_bytes(buf: tir.Buffer) -> int:
     """The bytes of a shared tile as declared (no padding, one stage)."""
-    return math.prod(buf.const_shape) * buf.dtype.bytes
+    return math.prod(buf.const_shape) * buf.dtype.bits // 8  # sub-byte tiles: two elements a byte
 
 
 def disjoint(a: T.Lifetime | None, b: T.Lifetime | None) -> bool:

@@ -350,6 +350,92 @@ def check_gemm_schedule(mod, gen, M, N, K):
     return _finish(c, a.double() @ b.double())
 
 
+def pack_nibbles(codes):
+    """4-bit codes (..., K), K even -> the packed (..., K / 2) uint8 bytes tilec's sub-byte tensors
+    take: element 2b in the low nibble of byte b, 2b + 1 in the high one."""
+    c = codes.to(torch.int32) & 0xF
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).to(torch.uint8).contiguous()
+
+
+FP4_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # the magnitudes of codes 0..7 (8..15: negated)
+
+
+def fp4_values(codes):
+    table = torch.tensor(FP4_E2M1 + tuple(-v for v in FP4_E2M1), dtype=f64, device=codes.device)
+    return table[codes.long()]
+
+
+def check_subbyte_unpack(mod, gen, M, N):
+    """int4 / uint4 / float4_e2m1 tensors passed packed (two codes a byte): their elements as float16,
+    int32 and float32 (from shared tiles and from the tensor itself), the int4 tile copied back out
+    byte for byte; then a uint8 tensor unpacked by shifts and masks into float16 bits (reinterpret)
+    and float32 bits read as int32. Every code of each type appears; exact."""
+    dev = harness.DEVICE
+    q, u, fc = (torch.randint(0, 16, (M, N), device=dev, dtype=torch.int32, generator=gen) for _ in range(3))
+    qv = q - 16 * (q >= 8).int()  # int4 values -8..7 (two's complement codes q)
+    outs = {"Qf": guarded_output((M, N), f16), "Ui": guarded_output((M, N), torch.int32)}
+    outs |= {"Ff": guarded_output((M, N), f32), "Q_copy": guarded_output((M, N // 2), torch.uint8)}
+    packed = [guarded_input(pack_nibbles(t)) for t in (q, u, fc)]
+    mod.subbyte_unpack(*(p.tensor for p in packed), *(o.tensor for o in outs.values()))
+    refs = {"Qf": qv.double(), "Ui": (u * 16 + qv).double(), "Ff": fp4_values(fc) * 2 + 6}
+    refs["Q_copy"] = pack_nibbles(q).double()
+    b = torch.randint(0, 256, (M, N // 2), device=dev, dtype=torch.int32, generator=gen)
+    x = randn((M, N), f32, gen)
+    h, y = guarded_output((M, N), f16), guarded_output((M, N), torch.int32)
+    mod.byte_unpack(guarded_input(b.to(torch.uint8)).tensor, guarded_input(x).tensor, h.tensor, y.tensor)
+    f4 = torch.stack((b & 15, b >> 4), dim=-1).reshape(M, N)  # TileLang's torch_convert of its fp4 -> f16 bits
+    bits = (f4 >> 3) * -32768 + ((((f4 & 6) >> 1) + 14) << 10) + ((f4 & 1) << 9)
+    sync()
+    results = [compare(o.tensor, refs[k], 0.0, [o]) for k, o in outs.items()]
+    results.append(compare(h.tensor, bits.to(torch.int16).view(f16), 0.0, [h]))
+    results.append(compare(y.tensor, x.view(torch.int32), 0.0, [y]))
+    return next((r for r in results if not r["ok"]), results[0])
+
+
+def check_gemm_int4(mod, gen, M, N, K):
+    """tests/corpus/tilelang/gemm_int4.tile: C = A B^T in int32 of int4 A (M, K) and B (N, K),
+    passed packed as TileLang's example packs them (int8 bytes); exact."""
+    a = torch.randint(-8, 8, (M, K), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    b = torch.randint(-8, 8, (N, K), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    c = guarded_output((M, N), torch.int32)
+    ap, bp = (guarded_input(pack_nibbles(t).view(torch.int8)) for t in (a, b))
+    mod.matmul_nt_int4(ap.tensor, bp.tensor, c.tensor)
+    sync()
+    return compare(c.tensor, (a.double() @ b.double().T), 0.0, [c])
+
+
+def check_dequant_gemm_mxfp4(mod, gen, M, N, K):
+    """examples/dequant_gemm_mxfp4.tile: C = A dequant(W)^T, W fp4 codes (packed two a byte) times
+    2^(s - 127) per 32 weights of a row (e8m0 scales s near 127)."""
+    a = randn((M, K), f16, gen)
+    codes = torch.randint(0, 16, (N, K), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    groups = (K + 31) // 32
+    s = torch.randint(124, 130, (N, groups), device=harness.DEVICE, dtype=torch.int32, generator=gen)
+    c = guarded_output((M, N), f16)
+    w = guarded_input(pack_nibbles(codes))
+    mod.dequant_gemm_mxfp4(guarded_input(a).tensor, w.tensor, guarded_input(s.to(torch.uint8)).tensor, c.tensor)
+    scale = torch.exp2(s.double() - 127).repeat_interleave(32, dim=1)[:, :K]
+    return _finish(c, a.double() @ (fp4_values(codes) * scale).T)
+
+
+def check_dequant_gemm_w4(mod, gen, M, N, K):
+    """tests/gpu/programs/dequant_gemm_w4.tile: C = A dequant(W)^T, W uint4 codes (packed two a byte),
+    per 128 weights of a row a float16 scale and a uint8 zero point: (w - zero) * scale."""
+    dev = harness.DEVICE
+    a = randn((M, K), f16, gen)
+    codes = torch.randint(0, 16, (N, K), device=dev, dtype=torch.int32, generator=gen)
+    groups = (K + 127) // 128
+    scale = (torch.rand((N, groups), device=dev, generator=gen) * 0.1 + 0.01).to(f16)
+    zero = torch.randint(0, 16, (N, groups), device=dev, dtype=torch.int32, generator=gen)
+    c = guarded_output((M, N), f16)
+    args = (guarded_input(t) for t in (a, pack_nibbles(codes), scale, zero.to(torch.uint8)))
+    mod.dequant_gemm_w4(*(g.tensor for g in args), c.tensor)
+    w = (codes.double() - zero.double().repeat_interleave(128, dim=1)[:, :K]) * scale.double().repeat_interleave(
+        128, dim=1
+    )[:, :K]
+    return _finish(c, a.double() @ w.T)
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -699,6 +785,21 @@ def _cases() -> list[Case]:
     for v in ("scaled_gemm", "scaled_gemm-sm90a"):
         for M, N, what in ((256, 256, "tile multiple"), (200, 136, "ragged"), (1, 8, "one row")):
             add(v, f"M={M} N={N} {what}", check_scaled_gemm, M=M, N=N)
+    for v in ("subbyte_unpack", "subbyte_unpack-sm90a"):
+        for M, N, what in ((64, 128, "tile multiple"), (37, 100, "ragged"), (1, 2, "one byte")):
+            add(v, f"{M}x{N} {what}", check_subbyte_unpack, M=M, N=N)
+    for v in ("gemm_int4", "gemm_int4-sm90a"):
+        add(v, "512x512x512", check_gemm_int4, M=512, N=512, K=512)
+        add(v, "ragged 999x1000x1000", check_gemm_int4, M=999, N=1000, K=1000)
+        add(v, "GEMV M=1 N=256 K=4098", check_gemm_int4, M=1, N=256, K=4098)
+    for v in ("dequant_gemm_w4", "dequant_gemm_w4-sm90a"):
+        add(v, "256x256x256", check_dequant_gemm_w4, M=256, N=256, K=256)
+        add(v, "ragged 999x1000x1000", check_dequant_gemm_w4, M=999, N=1000, K=1000)
+        add(v, "GEMV M=1 N=512 K=4096", check_dequant_gemm_w4, M=1, N=512, K=4096)
+    for v in ("dequant_gemm_mxfp4", "dequant_gemm_mxfp4-sm90a"):
+        add(v, "256x256x256", check_dequant_gemm_mxfp4, M=256, N=256, K=256)
+        add(v, "ragged 999x1000x1000", check_dequant_gemm_mxfp4, M=999, N=1000, K=1000)
+        add(v, "GEMV M=1 N=512 K=4096", check_dequant_gemm_mxfp4, M=1, N=512, K=4096)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

@@ -17,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = os.path.join(ROOT, "examples")
 PROGRAMS = "bench/programs"  # the GEMM table's layouts (transposed A, transposed B, batched + bias)
 PRIMITIVES = "tests/gpu/programs"  # one small kernel per primitive the examples do not use
+CORPUS = "tests/corpus/tilelang"  # TileLang's examples as .tile (bench/corpus_gpu.py times them)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,15 @@ VARIANTS: list[Variant] = [
     Variant("gemm_schedule", "gemm_schedule", folder=PRIMITIVES),
     Variant("gemm_schedule-sm90a", "gemm_schedule", arch="sm_90a", folder=PRIMITIVES),
     Variant("row_argmax-sm90a", "row_argmax", arch="sm_90a", folder=PRIMITIVES),
+    # sub-byte types: packed int4 / uint4 / fp4 tensors and tiles, TileLang's int4 GEMM, an MXFP4 dequantize GEMM
+    Variant("subbyte_unpack", "subbyte_unpack", folder=PRIMITIVES),
+    Variant("subbyte_unpack-sm90a", "subbyte_unpack", arch="sm_90a", folder=PRIMITIVES),
+    Variant("gemm_int4", "gemm_int4", folder=CORPUS),
+    Variant("gemm_int4-sm90a", "gemm_int4", arch="sm_90a", folder=CORPUS),
+    Variant("dequant_gemm_w4", "dequant_gemm_w4", folder=PRIMITIVES),
+    Variant("dequant_gemm_w4-sm90a", "dequant_gemm_w4", arch="sm_90a", folder=PRIMITIVES),
+    Variant("dequant_gemm_mxfp4", "dequant_gemm_mxfp4"),
+    Variant("dequant_gemm_mxfp4-sm90a", "dequant_gemm_mxfp4", arch="sm_90a"),
     Variant("atomic_minmax", "atomic_minmax", folder=PRIMITIVES),
     Variant("row_scan", "row_scan", folder=PRIMITIVES),
     Variant("block_histogram", "block_histogram", folder=PRIMITIVES),

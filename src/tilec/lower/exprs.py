@@ -92,6 +92,16 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
         case tir.Call("exp2", (arg,), d) if compute_dtype(d) == F32:
             ctx.state.helpers.add("exp2")  # the hardware's ex2.approx.ftz (see emit.HELPERS)
             return T.Intrin("tilec_exp2", (cast(value_of(ctx, arg, loop), F32),), F32)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
+        case tir.Call("unpack_int4" | "unpack_uint4" | "unpack_fp4_e2m1" as f, (pair, j), d):  # pack_subbyte.py
+            name = f.removeprefix("unpack_")
+            ctx.state.helpers.add("fp4_e2m1" if name == "fp4_e2m1" else "int4")
+            args = (cast(value_of(ctx, pair, loop), pair.dtype), value_of(ctx, j, loop))
+            return T.Intrin(f"tilec_{name}", args, d)  # type: ignore[return-value]  # Thread IR leaf in a Tile IR expression
+        case tir.Call("reinterpret", (x,), d):  # the bits of x in its own type, not its widened value
+            ctx.state.helpers.add("bitcast")
+            to = ctx.target.spelling.type_names.get(d, d.cname)
+            bits = T.Intrin(f"tilec_bitcast<{to}>", (cast(value_of(ctx, x, loop), x.dtype),), d)
+            return cast(bits, compute_dtype(d))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
         case tir.Call(f, args, d) if f.startswith(tir.EXTERN):  # the user's device function, as written
             call = T.Intrin(f, tuple(value_of(ctx, a, loop) for a in args), d)
             return cast(call, compute_dtype(d))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
@@ -246,6 +256,8 @@ def _from_data(ctx: LowerContext, e: tir.Expr) -> bool:
     match e:
         case T.Subscript():  # a Thread IR leaf: a loaded element
             return True
+        case T.Intrin(name) if name in _NIBBLE_RANGES:  # an unpacked sub-byte element
+            return True
         case tir.Var(name):
             return name in ctx.state.ranges
         case tir.Cast(v) | tir.UnaryOp(a=v):
@@ -255,6 +267,7 @@ def _from_data(ctx: LowerContext, e: tir.Expr) -> bool:
     return False
 
 
+_NIBBLE_RANGES = {"tilec_int4": DType.int4.int_bounds, "tilec_uint4": DType.uint4.int_bounds}  # their helpers
 _INT_RANGES = {d: d.int_bounds for d in (DType.int8, DType.uint8, DType.int16, DType.uint16)}  # narrow loads
 
 
@@ -273,6 +286,8 @@ def int_range(ctx: LowerContext, e: tir.Expr) -> tuple[int, int] | None:
             return None if hi is None else (0, hi)
         case T.Subscript(dtype=d):  # a Thread IR leaf: a loaded element
             return _INT_RANGES.get(d)
+        case T.Intrin(name) if name in _NIBBLE_RANGES:  # an unpacked sub-byte element
+            return _NIBBLE_RANGES[name]
         case tir.Cast(v, d) if d.is_int and v.dtype.is_int:
             r = int_range(ctx, v)
             full = _INT_RANGES.get(d)

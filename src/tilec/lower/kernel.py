@@ -5,6 +5,7 @@ indices, shared-memory views and kernel-wide flags."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import assert_never
 
@@ -12,7 +13,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.budget import INT32_MAX
 from tilec.diagnostics import error
-from tilec.dtypes import DType
+from tilec.dtypes import UNPACKED_OF, DType
 from tilec.lower.cexpr import I32, all_of, builtin, cast, conjuncts, guarded, source_comment, source_line, symv
 from tilec.lower.context import LowerContext, WarpRoles, new_context, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
@@ -32,6 +33,7 @@ from tilec.lower.ops import (
 from tilec.lower.pipelined import lower_early_copy, lower_pipelined
 from tilec.lower.scheduled import lower_scheduled
 from tilec.passes.infer_layouts import Layouts
+from tilec.passes.pack_subbyte import logical_dim
 from tilec.passes.plan_pipeline import producers
 from tilec.simplify import int_, simplify, substitute
 from tilec.sync import shared_reads_writes
@@ -299,12 +301,22 @@ def _abi(ctx: LowerContext) -> dict:
     return {
         "name": kernel.name,
         "tensors": [
-            {"name": ctx.name(t), "dtype": t.dtype.tile_name, "shape": [dim(d) for d in t.shape]}
+            {"name": ctx.name(t), "dtype": _logical(t.dtype).tile_name, "shape": _logical_shape(t, dim)}
             for t in kernel.tensors
         ],
         "scalars": [{"name": ctx.name(v), "dtype": v.dtype.tile_name} for v in kernel.scalars],
         "dims": [ctx.name(v) for v in kernel.dims],
     }
+
+
+def _logical(d: DType) -> DType:
+    """The type a packed tensor's program wrote (int4 for int4x2): what the ABI names."""
+    return UNPACKED_OF.get(d, d)
+
+
+def _logical_shape(t: tir.Buffer, dim: Callable[[tir.Expr], int | str]) -> list[int | str]:
+    """The ABI's shape of tensor `t`: as written (a packed tensor's elements, not its bytes)."""
+    return [dim(logical_dim(t, d, i == len(t.shape) - 1)) for i, d in enumerate(t.shape)]
 
 
 def _too_large(ctx: LowerContext, grid: tuple[tir.Expr, ...]) -> tir.Expr | None:
@@ -338,7 +350,22 @@ def _too_large(ctx: LowerContext, grid: tuple[tir.Expr, ...]) -> tir.Expr | None
             continue
         test = tir.BinOp(">", dim, tir.IntImm(INT32_MAX - overhang, I32), DType.bool)
         out = test if out is None else tir.BinOp("or", out, test, DType.bool)
+    for odd in _odd_packed_dims(ctx):
+        out = odd if out is None else tir.BinOp("or", out, odd, DType.bool)
     return out
+
+
+def _odd_packed_dims(ctx: LowerContext) -> list[tir.Expr]:
+    """`K % 2 != 0` per packed tensor whose innermost dimension is a symbolic K (stored as K // 2
+    bytes, passes/pack_subbyte.py): an odd K has no packed form, and the launcher refuses it too."""
+    tests: list[tir.Expr] = []
+    for t in ctx.kernel.tensors:
+        if t.dtype.is_packed and not isinstance(t.shape[-1], tir.IntImm):
+            x = _widened(ctx, logical_dim(t, t.shape[-1], True))
+            test = tir.BinOp("!=", tir.BinOp("%", x, int_(2), x.dtype), int_(0), DType.bool)
+            if all(expr_text(test) != expr_text(e) for e in tests):
+                tests.append(test)
+    return tests
 
 
 def _grid_overhangs(grid: tuple[tir.Expr, ...]) -> dict[tir.Var, int]:

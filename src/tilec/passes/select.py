@@ -28,7 +28,9 @@ from __future__ import annotations
 import dataclasses
 
 from tilec import tir, tir_walk
-from tilec.instructions import Instruction, takes
+from tilec.diagnostics import CompileError, error
+from tilec.dtypes import UNPACKED_OF, DType
+from tilec.instructions import Instruction, explain_name, takes
 from tilec.targets import Target, instruction_named
 
 
@@ -47,10 +49,40 @@ def select_kernel(kernel: tir.Kernel, target: Target) -> tir.Kernel:
 
     def choice(s: tir.Stmt) -> tir.Stmt:
         if isinstance(s, tir.Gemm):
-            return dataclasses.replace(s, instruction=choose(s, kernel.threads, target, annotated, exclude).name)
+            record = choose(s, kernel.threads, target, annotated, exclude)
+            if s.a.buffer.dtype.is_packed and record.operands is None:
+                raise _packed_refusal(s, kernel.threads, target)
+            return dataclasses.replace(s, instruction=record.name)
         return s  # no instruction to choose (a copy's asynchronous issue is the pipeline plan's)
 
     return tir_walk.map_kernel(kernel, choice)
+
+
+def _packed_refusal(g: tir.Gemm, threads: int, target: Target) -> CompileError:
+    """The error for a gemm of packed int4 / uint4 tiles (passes/pack_subbyte.py) that no tensor-core
+    record takes: SIMT FMA would multiply their bytes, so there is no fallback."""
+    packed = g.a.buffer.dtype
+    t = UNPACKED_OF[packed].tile_name
+    typed = [r for r in target.instructions if r.operands is not None and takes(r, packed, DType.int32, (99, 0))]
+    usable = [r for r in typed if takes(r, packed, g.c.buffer.dtype, target.capability)]
+    if not typed:
+        why = f"{target.arch} has no tensor-core instruction for {t} (the CUDA targets have one)"
+        hint = f"dequantize the {t} tiles to int8 or float16 in a Parallel loop first"
+        return error(g.span, f"gemm of {t} operands is not supported on {target.arch}: {why}", hint=hint)
+    if not usable:
+        why = f"the accumulator must be int32, not {g.c.buffer.dtype.tile_name}"
+    elif gemm_depth(g) % typed[-1].shape[2]:  # k steps of bytes
+        why = f"K = {2 * gemm_depth(g)} is not a multiple of {2 * typed[-1].shape[2]}, its k step"
+    else:
+        refused = refusal(usable[-1], g, threads, target)
+        why = refused[0] if refused is not None else "its operands do not fit it"
+    name = explain_name(typed[-1], packed, DType.int32).split(" (")[0]
+    return error(
+        g.span,
+        f"gemm of {t} operands runs only on {name} (no CUDA-core fallback), and {why}",
+        hint="A (M, K) and B (N, K) in shared memory with transpose_B=True, K a multiple of 64, an int32 "
+        "accumulator that splits over the warps",
+    )
 
 
 def _other_shapes(

@@ -1,7 +1,8 @@
 """The CUDA targets' instruction records (instructions.py has the record type).
 
     MMA_M16N8K16  mma.sync m16n8k16: float16/bfloat16 -> float32
-    MMA_M16N8K32  mma.sync m16n8k32: int8 -> int32; float8 e4m3/e5m2 -> float32 from sm_89
+    MMA_M16N8K32  mma.sync m16n8k32: int8 -> int32; float8 e4m3/e5m2 -> float32 from sm_89;
+                  m16n8k64 on int4/uint4 -> int32, as their packed bytes (sm_90a too: no 4-bit wgmma)
     SIMT_FMA      one thread, fused multiply-adds: any types
     WGMMA_M64NNK16  wgmma m64nNk16 (sm_90a): float16/bfloat16 -> float32, A and B by descriptor
     WGMMA_M64NNK16_RS  the same with A from registers (flash attention's P V), B by descriptor
@@ -20,6 +21,8 @@ are the same 32 bytes of a swizzle row, and both write the same D fragment.
 
 from __future__ import annotations
 
+import dataclasses
+
 from tilec import layout as L
 from tilec import tir
 from tilec.backends.cuda import fragments as ptx
@@ -34,6 +37,13 @@ SM89 = (8, 9)  # fp8 mma.sync
 
 def _mma(operand: DType, accumulator: DType, suffix: str, k: int, since: tuple[int, int] = (0, 0)) -> OperandTypes:
     return OperandTypes(operand, accumulator, f"mma_{suffix}", f"tilec_mma_m16n8k{k}_{suffix}", since)
+
+
+def _mma4(packed: DType, suffix: str) -> OperandTypes:
+    words = f"mma.sync m16n8k64 {suffix.replace('s', 'int').replace('u', 'uint')} -> {{c}} (tensor cores"
+    return dataclasses.replace(
+        _mma(packed, DType.int32, suffix, 64), explain=words + "; wgmma has no 4-bit types, so sm_90a too)"
+    )
 
 
 MMA_M16N8K16 = Instruction(
@@ -59,6 +69,10 @@ MMA_M16N8K32 = Instruction(
         _mma(DType.int8, DType.int32, "s8", 32),
         _mma(DType.float8_e4m3, F32, "e4m3", 32, SM89),
         _mma(DType.float8_e5m2, F32, "e5m2", 32, SM89),
+        # int4 / uint4 as their packed bytes (passes/pack_subbyte.py): a k32 step of bytes is
+        # m16n8k64's 64 elements, in the same registers; wgmma has no 4-bit types, so sm_90a too
+        _mma4(DType.int4x2, "s4"),
+        _mma4(DType.uint4x2, "u4"),
     ),
     group="warp",
     load="matrices",

@@ -338,6 +338,25 @@ __device__ __forceinline__ void tilec_mma_m16n8k32_s8(int* c, const unsigned* a,
                : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }""",
+    "mma_s4": """
+// c[0..3] += A (16x64, a[0..3]) * B (64x8, b[0..1]) on tensor cores, int4 in, int32 out: each byte
+// of a and b holds two K-consecutive elements, the lower K in the low nibble, so the registers are
+// those of m16n8k32 .s8 on the same bytes.
+__device__ __forceinline__ void tilec_mma_m16n8k64_s4(int* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}""",
+    "mma_u4": """
+// c[0..3] += A (16x64, a[0..3]) * B (64x8, b[0..1]) on tensor cores, uint4 in, int32 out (packed
+// as for mma_m16n8k64_s4).
+__device__ __forceinline__ void tilec_mma_m16n8k64_u4(int* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k64.row.col.s32.u4.u4.s32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}""",
     "mma_e4m3": """
 // c[0..3] += A (16x32, a[0..3]) * B (32x8, b[0..1]) on tensor cores, float8 e4m3 in, float32 out.
 __device__ __forceinline__ void tilec_mma_m16n8k32_e4m3(float* c, const unsigned* a, const unsigned* b) {
