@@ -257,7 +257,8 @@ class _Elaborator(ProgramScope):
                     hint="split the tensor, or the work, into parts of fewer than 2^31 elements",
                 )
             dtype = self.dtype_arg(b.args["dtype"], scope, kx)
-            buf = tir.Buffer(kx.fresh(p.name), dims, dtype, "global", p.span)
+            strides = self.strides(b.args.get("strides"), dims, p.name, scope, kx)
+            buf = tir.Buffer(kx.fresh(p.name), dims, dtype, "global", p.span, strides)
             kx.tensors.append(buf)
             scope.names[p.name] = BufVal(buf)
             return
@@ -276,16 +277,8 @@ class _Elaborator(ProgramScope):
         scope.names[p.name] = Val(var)
 
     def dim(self, d: S.Expr, scope: Scope, kx: _KernelState) -> tir.Expr:
-        if isinstance(d, S.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES:
-            if d.id in self.defines and d.id not in self.params:
-                fixed = self.fixed_dim(d)
-                scope.names[d.id] = Val(fixed)
-                return fixed
-            self.dim_names.add(d.id)
-            var = tir.Var(kx.fresh(d.id), DType.int32, "dim", d.span)
-            kx.dims.append(var)
-            scope.names[d.id] = Val(var)
-            return var
+        if _is_new_name(d, scope):
+            return self.new_dim(d, scope, kx)  # type: ignore[arg-type]  # a Name (_is_new_name)
         self.check_dim_names(d, scope)
         v = self.ev(d, scope, kx)
         if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
@@ -304,14 +297,82 @@ class _Elaborator(ProgramScope):
             raise error(d.span, f"a tensor dimension must be at most {INT32_MAX} (dimensions are int32), not {c}")
         return tir.IntImm(c, DType.int32, d.span)
 
-    def check_dim_names(self, d: S.Expr, scope: Scope) -> None:
+    def new_dim(self, d: S.Name, scope: Scope, kx: _KernelState) -> tir.Expr:
+        """A symbolic dimension (or stride) named for the first time: an int32 launcher argument,
+        unless `-D` fixes it."""
+        if d.id in self.defines and d.id not in self.params:
+            fixed = self.fixed_dim(d)
+            scope.names[d.id] = Val(fixed)
+            return fixed
+        self.dim_names.add(d.id)
+        var = tir.Var(kx.fresh(d.id), DType.int32, "dim", d.span)
+        kx.dims.append(var)
+        scope.names[d.id] = Val(var)
+        return var
+
+    def strides(
+        self, node: S.Expr | None, dims: tuple[tir.Expr, ...], name: str, scope: Scope, kx: _KernelState
+    ) -> tuple[tir.Expr, ...] | None:
+        """A tensor's `strides=`: one per dimension, in elements; None when not given (row-major)."""
+        if node is None:
+            return None
+        items = node.items if isinstance(node, S.Tuple) else (node,)
+        if len(items) != len(dims):
+            raise error(
+                node.span,
+                f"tensor '{name}' has {len(dims)} dimension{'s' if len(dims) != 1 else ''} but "
+                f"{len(items)} stride{'s' if len(items) != 1 else ''}",
+                hint="give one stride per dimension, in elements, outermost first: strides=(sB, sS, 1)",
+            )
+        strides = tuple(self.stride(item, scope, kx) for item in items)
+        self.check_stride_span(node, name, dims, strides)
+        return strides
+
+    def stride(self, d: S.Expr, scope: Scope, kx: _KernelState) -> tir.Expr:
+        """One stride: a new name (a symbolic stride), an expression of dimensions, or an int >= 0."""
+        if _is_new_name(d, scope):
+            return self.new_dim(d, scope, kx)  # type: ignore[arg-type]  # a Name (_is_new_name)
+        self.check_dim_names(d, scope, "stride")
+        v = self.ev(d, scope, kx)
+        if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
+            return v.expr
+        c = fold.const(v.expr) if isinstance(v, Val) else None
+        if not isinstance(c, int) or isinstance(c, bool):
+            raise error(
+                d.span,
+                "a tensor stride must be an int literal, a param, a new name, or an integer expression of "
+                "dimensions and constants",
+                hint="strides count elements: (H * D, D, 1) for a row-major (S, H, D) tensor",
+            )
+        if not 0 <= c <= INT32_MAX:
+            raise error(d.span, f"a tensor stride must be from 0 to {INT32_MAX} (strides are int32), not {c}")
+        return tir.IntImm(c, DType.int32, d.span)
+
+    def check_stride_span(
+        self, node: S.Expr, name: str, dims: tuple[tir.Expr, ...], strides: tuple[tir.Expr, ...]
+    ) -> None:
+        """The farthest element of a tensor of constant shape and strides within 32-bit offsets."""
+        steps = [fold.const(e) for e in (*dims, *strides)]
+        if not all(isinstance(e, int) for e in steps):
+            return  # the launcher tests it
+        rank = len(dims)
+        last = sum((n - 1) * s for n, s in zip(steps[:rank], steps[rank:]))  # type: ignore[operator]  # ints (above)
+        if last > INT32_MAX:
+            raise error(
+                node.span,
+                f"tensor '{name}' reaches element {last} with these strides; tilec indexes tensors with 32-bit "
+                f"integers, so at most {INT32_MAX}",
+                hint="split the tensor, or the work, into parts of fewer than 2^31 elements",
+            )
+
+    def check_dim_names(self, d: S.Expr, scope: Scope, what: str = "dimension") -> None:
         """A name inside a dimension expression must already be bound: a new
         dimension is introduced alone (`(M, K)`), then used (`(M // 2, K)`)."""
         for name in S.names_in(d):
             if scope.lookup(name.id) is None and name.id not in BUILTIN_NAMES:
                 raise error(
                     name.span,
-                    f"unknown name '{name.id}' in a tensor dimension",
+                    f"unknown name '{name.id}' in a tensor {what}",
                     hint=f"a new dimension appears alone first: give a tensor the dimension '{name.id}' "
                     "before this one, or make it a param",
                 )
@@ -1012,3 +1073,8 @@ def _unit_indices(vars_: tuple[tir.Var, ...], extents: list[int], body: tuple[ti
         return tir_walk.with_bodies(t, tuple(tuple(stmt(x) for x in b) for b in tir_walk.bodies(t)))
 
     return tuple(stmt(t) for t in body)
+
+
+def _is_new_name(d: S.Expr, scope: Scope) -> bool:
+    """Whether a tensor dimension or stride names a new symbolic dimension."""
+    return isinstance(d, S.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES

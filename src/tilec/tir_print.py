@@ -83,7 +83,10 @@ def _paren(e: tir.Expr, at_least: int) -> str:
 
 
 def _shape(buf: tir.Buffer) -> str:
-    return f"{buf.dtype.tile_name}[{', '.join(expr_text(d) for d in buf.shape)}] {buf.scope}"
+    text = f"{buf.dtype.tile_name}[{', '.join(expr_text(d) for d in buf.shape)}] {buf.scope}"
+    if buf.strides is None:
+        return text
+    return f"{text} strides ({', '.join(expr_text(d) for d in buf.strides)})"
 
 
 def _region(r: tir.Region) -> str:
@@ -193,6 +196,9 @@ def verify(p: tir.Program, target: Target | None = None) -> None:
             raise VerifyError(f"{k.name}: threads {k.threads}")
         if not 1 <= len(k.grid) <= 3 or len(k.block_vars) != len(k.grid):
             raise VerifyError(f"{k.name}: grid/block vars mismatch")
+        for t in k.tensors:
+            if t.strides is not None and len(t.strides) != len(t.shape):
+                raise VerifyError(f"{k.name}: tensor {t.name} has {len(t.strides)} strides for {len(t.shape)} dims")
         allocated: set[tir.Buffer] = set(k.tensors)
         _verify_block(k.body, allocated, k.name)
 
@@ -203,6 +209,8 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
             case tir.Alloc(buf):
                 if buf.scope != "global":
                     buf.const_shape  # noqa: B018 - asserts constant
+                if buf.strides is not None:
+                    raise VerifyError(f"{where}: allocation {buf.name} has strides")
                 allocated.add(buf)
             case tir.Copy(src, dst):
                 _check_region(src, allocated, where)

@@ -349,7 +349,7 @@ def _bulk_storable(ctx: LowerContext, s: tir.Copy) -> bool:
     """A copy of a whole fragment to a 2-D tile of a 2-D tensor, at the top of the kernel body
     (every consumer thread runs it), whose rows fit a swizzle and a tensor-map box."""
     src, dst = s.src.buffer, s.dst.buffer
-    if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2:
+    if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2 or dst.strides is not None:
         return False
     if not any(s is t for t in ctx.kernel.body) or dst.dtype.bytes not in (1, 2, 4):
         return False
