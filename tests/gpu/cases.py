@@ -312,6 +312,50 @@ def check_paged_gather(mod, gen, P, NB, T):
     return _finish(c, ref)
 
 
+def check_kv_scores(mod, gen, B, H, S, S_max, D, D_max):
+    """Q K^T on torch views as they are: K the slice cache[:, :S, :, :D] of a KV cache of S_max
+    positions and D_max columns (everything of the cache outside the slice NaN, so that a read
+    past the view shows), O the transposed view of a (B, H, S, 16) buffer (poisoned). D_max not
+    a multiple of 8 leaves K's rows unaligned: its copies go element by element."""
+    cache = guarded_input(randn((B, S_max, H, D_max), f16, gen))
+    cache.tensor[:, S:] = math.nan
+    cache.tensor[..., D:] = math.nan
+    k = cache.tensor[:, :S, :, :D]
+    q = guarded_input(randn((B, H, 16, D), f16, gen))
+    out = guarded_output((B, H, S, 16), f32)
+    o = out.tensor.transpose(2, 3)
+    assert not k.is_contiguous() or S == S_max and D == D_max, "K is a real view"
+    mod.kv_scores(q.tensor, k, o)
+    ref = torch.einsum("bhid,bshd->bhis", q.tensor.double(), k.double())
+    sync()
+    return compare(o, ref, tol_for(o), [out, cache])
+
+
+def check_scale_rows(mod, gen, M, N):
+    """Y = 2 X + bias with X a transposed view (both strides symbolic) and Y the first N columns
+    of rows N + 8 long (strides written (N + 8, 1): checked by tilec.runtime, which must refuse
+    rows of another length, naming the tensor). The 8 columns of padding stay poisoned."""
+    xt = guarded_input(randn((N, M), f32, gen))
+    bias = guarded_input(randn((N,), f32, gen))
+    ybuf = guarded_output((M, N + 8), f32)
+    y = ybuf.tensor[:, :N]
+    if M > 1:  # (a dimension of extent 1 takes any stride)
+        wrong = guarded_output((M, N + 9), f32).tensor[:, :N]
+        try:
+            mod.scale_rows(xt.tensor.t(), bias.tensor, wrong)
+        except ValueError as e:
+            assert "Y.stride(0) must be N + 8" in str(e), str(e)
+        else:
+            raise AssertionError("rows of N + 9 elements were not refused")
+    mod.scale_rows(xt.tensor.t(), bias.tensor, y)
+    ref = 2 * xt.tensor.t().double() + bias.tensor.double()
+    sync()
+    res = compare(y, ref, tol_for(y), [ybuf, xt, bias])
+    res["guards"] = res["guards"] and bool(ybuf.tensor[:, N:].isnan().all().item())
+    res["ok"] = res["ok"] and res["guards"]
+    return res
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -644,6 +688,19 @@ def _cases() -> list[Case]:
     for v in ("row_argmax", "row_argmax-sm90a"):
         for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_argmax, M=M)
+
+    kv_sizes = [
+        (2, 3, 128, 192, 64, 64, "tile multiple, a slice of the cache"),
+        (1, 2, 100, 130, 72, 80, "ragged S and D, B=1"),
+        (2, 2, 37, 40, 40, 43, "rows not 16-byte aligned"),
+        (3, 1, 64, 64, 32, 32, "the whole cache: contiguous"),
+    ]
+    for v in ("strided_views", "strided_views-sm90a"):
+        for B, H, S, S_max, D, D_max, what in kv_sizes:
+            sizes = {"B": B, "H": H, "S": S, "S_max": S_max, "D": D, "D_max": D_max}
+            add(v, f"kv B{B} H{H} S{S}/{S_max} D{D}/{D_max} {what}", check_kv_scores, **sizes)
+        for M, N, what in ((64, 512, "tile multiple"), (37, 300, "ragged"), (1, 5, "one row")):
+            add(v, f"rows M={M} N={N} {what}", check_scale_rows, M=M, N=N)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

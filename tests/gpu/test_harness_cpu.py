@@ -133,6 +133,14 @@ class Fake:
     def paged_gather(self, a, table, b, c):
         self._store(c, torch.einsum("btij,jk->bik", a.float()[table.long()], b.float()))
 
+    def kv_scores(self, q, k, o):
+        self._store(o, torch.einsum("bhid,bshd->bhis", q.float(), k.float()))
+
+    def scale_rows(self, x, bias, y):
+        if y.stride(0) != y.shape[1] + 8:
+            raise ValueError(f"scale_rows: Y.stride(0) must be N + 8 = {y.shape[1] + 8}, got {y.stride(0)}")
+        self._store(y, 2 * x.float() + bias.float())
+
     def row_argmax(self, x, i, v, j):
         xf = x.float()
         self._store(i, xf.argmax(1).int())

@@ -357,7 +357,8 @@ def _reach_test(ctx: LowerContext, t: tir.Buffer) -> tir.Expr | None:
     for d, s in zip(t.shape, t.strides):
         if (isinstance(d, tir.IntImm) and d.value == 1) or (isinstance(s, tir.IntImm) and s.value == 0):
             continue
-        steps = tir.BinOp("*", tir.IntImm(1, i64), tir.BinOp("-", _widened(ctx, d), int_(1), d.dtype), i64)
+        last = tir.IntImm(d.value - 1, i64) if isinstance(d, tir.IntImm) else None
+        steps = last or tir.BinOp("*", tir.IntImm(1, i64), tir.BinOp("-", _widened(ctx, d), int_(1), d.dtype), i64)
         unit = isinstance(s, tir.IntImm) and s.value == 1
         term = steps if unit else tir.BinOp("*", steps, _widened(ctx, s), i64)
         reach = term if isinstance(reach, tir.IntImm) else tir.BinOp("+", reach, term, i64)
