@@ -476,7 +476,7 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ..
         case "global":
             sym = [expr_text(d) for d in buf.shape if not isinstance(d, tir.IntImm)]
             note = f", symbolic {', '.join(sym)}" if sym else ""
-            return head + (f"row-major, contiguous{note}", "-")
+            return head + (f"{_tensor_layout(buf)}{note}", "-")
         case "local":
             n = math.prod(buf.const_shape)
             return head + ("per-thread array", f"{n} x {buf.dtype.tile_name}")
@@ -484,6 +484,17 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ..
             return head[:3] + ("scalar", "per-thread scalar", f"1 x {buf.dtype.tile_name}")
         case _:
             assert_never(buf.scope)
+
+
+def _tensor_layout(buf: tir.Buffer) -> str:
+    """How a tensor lies in memory: row-major, or the strides it was declared with (and, for a last
+    stride that is not the literal 1, what that costs)."""
+    if buf.strides is None:
+        return "row-major, contiguous"
+    text = f"strides ({', '.join(expr_text(s) for s in buf.strides)})"
+    if not tir.unit_innermost(buf):
+        text += "; the last stride is not 1: element by element (no vector accesses, no TMA)"
+    return text
 
 
 def buffers_table(kernel: tir.Kernel, layouts: Layouts, words: Words) -> Table:
@@ -699,9 +710,14 @@ def _launcher_notes(lowered: T.Kernel, words: Words) -> tuple[str, ...]:
         return ()
     names = ", ".join(m.name for m in lowered.tensor_maps)
     notes = [f"the launcher builds the tensor maps {names} at each launch"]
+    strided = [m for m in lowered.tensor_maps if m.pitches]
+    if strided:
+        pitches = "; ".join(f"{m.name}: {', '.join(expr_text(p) for p in m.pitches)}" for m in strided)
+        notes.append(f"from the strides the tensors were declared with (pitches in elements, rows first: {pitches})")
     if lowered.fallback is not None:
+        why = "a tensor's rows not 16-byte aligned" + (", or a stride not a multiple of 16 bytes" if strided else "")
         notes.append(
-            f"when one cannot be built (a tensor's rows not 16-byte aligned) it runs {lowered.fallback.name}: "
+            f"when one cannot be built ({why}) it runs {lowered.fallback.name}: "
             f"the same kernel without bulk copies ({words['async_copy']} pipeline, no warp roles)"
         )
     return tuple(notes)

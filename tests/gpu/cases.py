@@ -356,6 +356,54 @@ def check_scale_rows(mod, gen, M, N):
     return res
 
 
+def _columns(g, n):
+    """The first n columns of guarded buffer g's rows: a view whose rows are g's rows apart."""
+    return g.tensor[..., :n]
+
+
+def _untouched(g, n) -> bool:
+    """Whether the columns of g past n (padding no kernel may write) are still poisoned."""
+    return bool(g.tensor[..., n:].isnan().all().item())
+
+
+def check_gemm_ld(mod, gen, M, N, K, lda, ldb, ldc):
+    """C = A @ B with BLAS's leading dimensions: A, B and C the first K, N, N columns of rows lda,
+    ldb, ldc long, the rest of each row NaN (read by a tensor map that ignored the strides, or
+    written by a store past the view, it shows). Pitches of 16-byte multiples take TMA on sm_90a,
+    the others the cp.async fallback kernel."""
+    a, b = guarded_input(randn((M, lda), f16, gen)), guarded_input(randn((K, ldb), f16, gen))
+    a.tensor[:, K:] = math.nan
+    b.tensor[:, N:] = math.nan
+    c = guarded_output((M, ldc), f16)
+    mod.gemm_ld(_columns(a, K), _columns(b, N), _columns(c, N))
+    ref = _columns(a, K).double() @ _columns(b, N).double()
+    sync()
+    res = compare(_columns(c, N), ref, tol_for(c.tensor), [c, a, b])
+    res["guards"] = res["guards"] and _untouched(c, N)
+    res["ok"] = res["ok"] and res["guards"]
+    return res
+
+
+def check_bmm_ld(mod, gen, Z, M, N, K, M_max, K_max):
+    """A batch of products with A the slice cache[:, :M, :K] of a (Z, M_max, K_max) cache (NaN
+    outside the slice) and C the first N columns of rows N + 4 long, in a buffer of M_max rows
+    per matrix (the rest poisoned): 3-D tensor maps from the strides on sm_90a where they are
+    16-byte multiples."""
+    cache = guarded_input(randn((Z, M_max, K_max), f16, gen))
+    cache.tensor[:, M:] = math.nan
+    cache.tensor[..., K:] = math.nan
+    b = guarded_input(randn((K, N), f16, gen))
+    c = guarded_output((Z, M_max, N + 4), f32)
+    view = c.tensor[:, :M, :N]
+    mod.bmm_ld(cache.tensor[:, :M, :K], b.tensor, view)
+    ref = cache.tensor[:, :M, :K].double() @ b.tensor.double()
+    sync()
+    res = compare(view, ref, tol_for(view), [c, cache, b])
+    res["guards"] = res["guards"] and _untouched(c, N) and bool(c.tensor[:, M:].isnan().all().item())
+    res["ok"] = res["ok"] and res["guards"]
+    return res
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -701,6 +749,20 @@ def _cases() -> list[Case]:
             add(v, f"kv B{B} H{H} S{S}/{S_max} D{D}/{D_max} {what}", check_kv_scores, **sizes)
         for M, N, what in ((64, 512, "tile multiple"), (37, 300, "ragged"), (1, 5, "one row")):
             add(v, f"rows M={M} N={N} {what}", check_scale_rows, M=M, N=N)
+        for M, N, K, lda, ldb, ldc, what in (
+            (256, 256, 256, 264, 264, 264, "tile multiple, 16-byte pitches"),
+            (300, 200, 100, 104, 208, 216, "ragged, 16-byte pitches"),
+            (300, 200, 100, 101, 203, 205, "ragged, unaligned pitches: fallback"),
+        ):
+            sizes = {"M": M, "N": N, "K": K, "lda": lda, "ldb": ldb, "ldc": ldc}
+            add(v, f"gemm {M}x{N}x{K} ld {lda}/{ldb}/{ldc} {what}", check_gemm_ld, **sizes)
+        for Z, M, N, K, M_max, K_max, what in (
+            (2, 128, 128, 128, 192, 136, "tile multiple, a slice"),
+            (3, 100, 200, 72, 130, 80, "ragged"),
+            (2, 37, 50, 40, 40, 43, "unaligned rows: fallback"),
+        ):
+            sizes = {"Z": Z, "M": M, "N": N, "K": K, "M_max": M_max, "K_max": K_max}
+            add(v, f"bmm Z{Z} {M}x{N}x{K} of {M_max}x{K_max} {what}", check_bmm_ld, **sizes)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

@@ -161,7 +161,7 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
         src, dst = c.src.buffer, c.dst.buffer
         if len(src.shape) not in (2, 3) or src.dtype != dst.dtype or len(dst.shape) != 2:
             return False
-        if src.strides is not None:  # the launcher's tensor maps are of row-major tensors
+        if not tir.unit_innermost(src):  # a tensor map's innermost stride is 1
             return False
         if c.pad is not None and not (isinstance(c.pad, (tir.IntImm, tir.FloatImm)) and c.pad.value == 0):
             return False

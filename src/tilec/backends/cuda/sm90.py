@@ -327,7 +327,7 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
     issue.append(_call("tilec_bulk_commit"))
     first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
     inner, outer = (simplify(value_of(ctx, d, None)) for d in (dst.shape[1], dst.shape[0]))
-    tmap = T.TensorMap(mname, tname, dst.dtype, inner, outer, (width, rows), sw)
+    tmap = T.TensorMap(mname, tname, dst.dtype, inner, outer, (width, rows), sw, pitches=_pitches(ctx, dst))
     ctx.state.helpers |= {"bulk_store"}
     ctx.state.roles = replace(
         roles,
@@ -349,7 +349,7 @@ def _bulk_storable(ctx: LowerContext, s: tir.Copy) -> bool:
     """A copy of a whole fragment to a 2-D tile of a 2-D tensor, at the top of the kernel body
     (every consumer thread runs it), whose rows fit a swizzle and a tensor-map box."""
     src, dst = s.src.buffer, s.dst.buffer
-    if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2 or dst.strides is not None:
+    if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2 or not tir.unit_innermost(dst):
         return False
     if not any(s is t for t in ctx.kernel.body) or dst.dtype.bytes not in (1, 2, 4):
         return False
@@ -415,4 +415,16 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
         out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
     inner, outer = (simplify(value_of(ctx, d, None)) for d in (src.shape[-1], src.shape[-2]))
     batch = simplify(value_of(ctx, src.shape[0], None)) if batched else None
-    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch)
+    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch, _pitches(ctx, src))
+
+
+def _pitches(ctx: LowerContext, tensor: tir.Buffer) -> tuple[tir.Expr, ...]:
+    """A tensor map's pitches, in elements, inner first (rows, then matrices), for a tensor declared
+    with strides (plan_pipeline and _bulk_storable checked its last stride is 1); () for a row-major
+    one. Names the helpers that build such maps."""
+    if tensor.strides is None:
+        return ()
+    ctx.state.helpers.add("bulk_copy_strided")
+    if len(tensor.shape) == 3:
+        ctx.state.helpers.add("bulk_copy_strided_3d")
+    return tuple(simplify(value_of(ctx, s, None)) for s in reversed(tensor.strides[:-1]))
