@@ -262,6 +262,12 @@ class _Elaborator(ProgramScope):
             kx.tensors.append(buf)
             scope.names[p.name] = BufVal(buf)
             return
+        if isinstance(t, S.Call) and isinstance(t.func, S.Name) and t.func.id in DTYPE_NAMES:
+            raise error(
+                t.span,
+                f"the type of scalar '{p.name}' is a dtype alone, not a call of {t.func.id}",
+                hint=f"a tensor is Tensor((dims...), {t.func.id}), with strides=(...) for a view",
+            )
         if isinstance(t, S.Name) and t.id not in DTYPE_NAMES and scope.lookup(t.id) is None and t.id not in ALL_SIGS:
             unsupported(t.id, t.span)
             hint = (
@@ -336,6 +342,14 @@ class _Elaborator(ProgramScope):
         v = self.ev(d, scope, kx)
         if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
             return v.expr
+        scalars = [x for x in (tir_walk.variables(v.expr) if isinstance(v, Val) else ()) if x.kind == "scalar"]
+        if scalars:
+            raise error(
+                d.span,
+                f"a tensor stride cannot use the scalar argument '{scalars[0].name}'",
+                hint="write a new name there instead (strides=(ld, 1), ld not a parameter): a symbolic stride, "
+                "which tilec.runtime takes from the tensor's stride()",
+            )
         c = fold.const(v.expr) if isinstance(v, Val) else None
         if not isinstance(c, int) or isinstance(c, bool):
             raise error(
@@ -366,15 +380,15 @@ class _Elaborator(ProgramScope):
             )
 
     def check_dim_names(self, d: S.Expr, scope: Scope, what: str = "dimension") -> None:
-        """A name inside a dimension expression must already be bound: a new
+        """A name inside a dimension (or stride) expression must already be bound: a new
         dimension is introduced alone (`(M, K)`), then used (`(M // 2, K)`)."""
         for name in S.names_in(d):
             if scope.lookup(name.id) is None and name.id not in BUILTIN_NAMES:
+                first = f"a new {what} appears alone first" + (f" (strides=({name.id}, 1))" if what == "stride" else "")
                 raise error(
                     name.span,
                     f"unknown name '{name.id}' in a tensor {what}",
-                    hint=f"a new dimension appears alone first: give a tensor the dimension '{name.id}' "
-                    "before this one, or make it a param",
+                    hint=f"{first}: give a tensor the dimension '{name.id}' before this one, or make it a param",
                 )
 
     def fixed_dim(self, d: S.Name) -> tir.Expr:
