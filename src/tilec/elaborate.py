@@ -366,11 +366,10 @@ class _Elaborator(ProgramScope):
         self, node: S.Expr, name: str, dims: tuple[tir.Expr, ...], strides: tuple[tir.Expr, ...]
     ) -> None:
         """The farthest element of a tensor of constant shape and strides within 32-bit offsets."""
-        steps = [fold.const(e) for e in (*dims, *strides)]
-        if not all(isinstance(e, int) for e in steps):
-            return  # the launcher tests it
-        rank = len(dims)
-        last = sum((n - 1) * s for n, s in zip(steps[:rank], steps[rank:]))  # type: ignore[operator]  # ints (above)
+        steps = [c for c in map(fold.const, (*dims, *strides)) if isinstance(c, int)]
+        if len(steps) != 2 * len(dims):
+            return  # symbolic: the launcher tests it
+        last = sum((n - 1) * s for n, s in zip(steps[: len(dims)], steps[len(dims) :]))
         if last > INT32_MAX:
             raise error(
                 node.span,

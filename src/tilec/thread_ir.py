@@ -299,7 +299,7 @@ class TensorMap:
     box: tuple[int, int]
     swizzle: int
     batch: Expr | None = None
-    pitches: tuple[Expr, ...] = ()  # a tensor declared with strides: elements between rows (, matrices)
+    pitches: tuple[tir.Expr, ...] = ()  # a tensor declared with strides: elements between rows (, matrices)
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,9 +196,9 @@ def verify(p: tir.Program, target: Target | None = None) -> None:
             raise VerifyError(f"{k.name}: threads {k.threads}")
         if not 1 <= len(k.grid) <= 3 or len(k.block_vars) != len(k.grid):
             raise VerifyError(f"{k.name}: grid/block vars mismatch")
-        for t in k.tensors:
-            if t.strides is not None and len(t.strides) != len(t.shape):
-                raise VerifyError(f"{k.name}: tensor {t.name} has {len(t.strides)} strides for {len(t.shape)} dims")
+        for tensor in k.tensors:
+            if tensor.strides is not None and len(tensor.strides) != len(tensor.shape):
+                raise VerifyError(f"{k.name}: tensor {tensor.name} has strides for another rank")
         allocated: set[tir.Buffer] = set(k.tensors)
         _verify_block(k.body, allocated, k.name)
 

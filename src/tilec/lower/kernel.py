@@ -333,9 +333,9 @@ def _too_large(ctx: LowerContext, grid: tuple[tir.Expr, ...]) -> tir.Expr | None
         test = tir.BinOp(">", count, tir.IntImm(INT32_MAX, i64), DType.bool)
         out = test if out is None else tir.BinOp("or", out, test, DType.bool)
     for t in ctx.kernel.tensors:
-        test = _reach_test(ctx, t)
-        if test is not None:
-            out = test if out is None else tir.BinOp("or", out, test, DType.bool)
+        reach = _reach_test(ctx, t)
+        if reach is not None:
+            out = reach if out is None else tir.BinOp("or", out, reach, DType.bool)
     # a dimension whose own count test has a constant factor (M x 64 <= 2^31 - 1) needs no other
     covered = {s[0].name for c, s in largest.values() if c > 1 and len(s) == 1 and isinstance(s[0], tir.Var)}
     for dim, overhang in _grid_overhangs(grid).items():
@@ -357,8 +357,9 @@ def _reach_test(ctx: LowerContext, t: tir.Buffer) -> tir.Expr | None:
     for d, s in zip(t.shape, t.strides):
         if (isinstance(d, tir.IntImm) and d.value == 1) or (isinstance(s, tir.IntImm) and s.value == 0):
             continue
-        last = tir.IntImm(d.value - 1, i64) if isinstance(d, tir.IntImm) else None
-        steps = last or tir.BinOp("*", tir.IntImm(1, i64), tir.BinOp("-", _widened(ctx, d), int_(1), d.dtype), i64)
+        steps: tir.Expr = tir.BinOp("*", tir.IntImm(1, i64), tir.BinOp("-", _widened(ctx, d), int_(1), d.dtype), i64)
+        if isinstance(d, tir.IntImm):
+            steps = tir.IntImm(d.value - 1, i64)
         unit = isinstance(s, tir.IntImm) and s.value == 1
         term = steps if unit else tir.BinOp("*", steps, _widened(ctx, s), i64)
         reach = term if isinstance(reach, tir.IntImm) else tir.BinOp("+", reach, term, i64)
