@@ -68,6 +68,10 @@ def test_explain_shows_strides_and_the_maps_built_from_them() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(views))))
     assert "strides (sM, sN); the last stride is not 1: element by element (no vector accesses, no TMA)" in text
     assert "strides (N + 8, 1), symbolic M, N" in text
+    scores = explain.render_text(
+        explain.explain_program(elaborate(str(ROOT / "tests/gpu/programs/strided_views.tile")))
+    )
+    assert "fragment -> global: element by element (the last stride of O is not 1)" in scores
     roles = ROOT / "tests" / "golden" / "codegen" / "gemm_strides_warp_roles.tile"
     text = explain.render_text(explain.explain_program(elaborate(str(roles), arch="sm_90a"), arch="sm_90a"))
     assert "global -> shared: TMA (cp.async.bulk.tensor), 1 box of 32x128" in text

@@ -283,8 +283,9 @@ class _Elaborator(ProgramScope):
         scope.names[p.name] = Val(var)
 
     def dim(self, d: S.Expr, scope: Scope, kx: _KernelState) -> tir.Expr:
-        if _is_new_name(d, scope):
-            return self.new_dim(d, scope, kx)  # type: ignore[arg-type]  # a Name (_is_new_name)
+        new = _new_name(d, scope)
+        if new is not None:
+            return self.new_dim(new, scope, kx)
         self.check_dim_names(d, scope)
         v = self.ev(d, scope, kx)
         if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
@@ -336,8 +337,9 @@ class _Elaborator(ProgramScope):
 
     def stride(self, d: S.Expr, scope: Scope, kx: _KernelState) -> tir.Expr:
         """One stride: a new name (a symbolic stride), an expression of dimensions, or an int >= 0."""
-        if _is_new_name(d, scope):
-            return self.new_dim(d, scope, kx)  # type: ignore[arg-type]  # a Name (_is_new_name)
+        new = _new_name(d, scope)
+        if new is not None:
+            return self.new_dim(new, scope, kx)
         self.check_dim_names(d, scope, "stride")
         v = self.ev(d, scope, kx)
         if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
@@ -1088,6 +1090,8 @@ def _unit_indices(vars_: tuple[tir.Var, ...], extents: list[int], body: tuple[ti
     return tuple(stmt(t) for t in body)
 
 
-def _is_new_name(d: S.Expr, scope: Scope) -> bool:
-    """Whether a tensor dimension or stride names a new symbolic dimension."""
-    return isinstance(d, S.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES
+def _new_name(d: S.Expr, scope: Scope) -> S.Name | None:
+    """A tensor dimension or stride that names a new symbolic dimension, or None."""
+    if isinstance(d, S.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES:
+        return d
+    return None

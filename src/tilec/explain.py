@@ -176,11 +176,22 @@ def op_layout(kernel: tir.Kernel, layouts: Layouts, regions: list[tir.Region]) -
     return L.default(shape, kernel.threads, widest)
 
 
+def _elements_apart(regions: list[tir.Region]) -> str | None:
+    """Why a tile op on a tensor whose last stride is not 1 goes element by element, or None."""
+    for r in regions:
+        if not tir.unit_innermost(r.buffer):
+            return f"element by element (the last stride of {r.buffer.name} is not 1), bounds masks on tensor edges"
+    return None
+
+
 def _vector_text(frag: L.Fragment, regions: list[tir.Region]) -> str:
     memory = [r.buffer for r in regions if r.buffer.scope in ("global", "shared")]
     v = vec_last(frag)
     if not memory:
         return "register moves, element by element"
+    apart = _elements_apart(regions)
+    if apart is not None:
+        return apart
     if v == 1:
         return "scalar ld/st (layout vec 1), bounds masks on tensor edges"
     sizes = ", ".join(dict.fromkeys(f"{v} x {b.dtype.tile_name}" for b in memory))
@@ -249,6 +260,9 @@ def copy_instruction(
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
     early = s.pipeline == "early"
+    apart = _elements_apart([s.src, s.dst])
+    if apart is not None:
+        return f"{kind}: {apart}{once}"
     if s.pipeline is not None:
         width = vec_last(frag)
         dtype = s.dst.buffer.dtype

@@ -16,9 +16,11 @@ rich and TVM are absent. It reads the ABI line every generated file carries on l
     // tilec-abi: {"kernels": [{"name": "gemm", "tensors": [{"name": "A", "dtype": "float16",
     //             "shape": ["M", "K"]}, ...], "scalars": [...], "dims": ["M", "N", "K"]}]}
 
-and calls the `extern "C" int NAME(tensors..., scalars..., dims..., stream)`
-launcher through ctypes on torch's current stream (ROCm's torch names HIP devices and
-streams "cuda" too). Shared libraries are cached in `$TILEC_CACHE/so` (default
+(a tensor declared with `strides=` has `"strides"` too, bound from `tensor.stride()`
+and checked; it may be a view, the others must be contiguous) and calls the
+`extern "C" int NAME(tensors..., scalars..., dims..., stream)` launcher through
+ctypes on torch's current stream (ROCm's torch names HIP devices and streams
+"cuda" too). Shared libraries are cached in `$TILEC_CACHE/so` (default
 ~/.cache/tilec/so) under a hash of the source, the compiler's flags and its version.
 """
 
