@@ -346,8 +346,8 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
 
 
 def _bulk_storable(ctx: LowerContext, s: tir.Copy) -> bool:
-    """A copy of a whole fragment to a 2-D tile of a 2-D tensor, at the top of the kernel body
-    (every consumer thread runs it), whose rows fit a swizzle and a tensor-map box."""
+    """A copy of a whole fragment to a 2-D tile of a 2-D tensor whose last stride is 1, at the top
+    of the kernel body (every consumer thread runs it), whose rows fit a swizzle and a tensor-map box."""
     src, dst = s.src.buffer, s.dst.buffer
     if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2 or not tir.unit_innermost(dst):
         return False
