@@ -394,9 +394,11 @@ def test_infer_dims_checks_strides(strides: list, message: str) -> None:
 
 def test_infer_dims_ignores_the_stride_of_an_extent_one_dimension() -> None:
     """torch gives a dimension of extent 1 any stride (its index is always 0): not checked, and
-    binding a name only where nothing else does."""
+    binding a name only where nothing else does; an empty tensor's strides are not checked either."""
     shapes = [(1, 5, 8), (1, 5, 8), (1, 8)]
     assert runtime.infer_dims(KV_ABI, shapes, None, [(400, 8, 1), (40, 8, 1), (3, 1)]) == [1, 5, 8, 400, 8]
+    empty = [(2, 0, 8), (2, 0, 8), (2, 8)]
+    assert runtime.infer_dims(KV_ABI, empty, None, [(400, 8, 3), (40, 8, 1), (16, 1)]) == [2, 0, 8, 400, 8]
 
 
 class _StridedTensor(_FakeTensor):

@@ -140,8 +140,8 @@ def infer_dims(
     `stride()`, in elements), plus explicitly `given` ones; raises ValueError on
     a mismatch. A dimension written as an expression (`M // 64`) is checked
     once the names in it are bound (each appears alone in some tensor). The
-    stride of a dimension of extent 1 is not checked (it never moves), and
-    binds a name only if nothing else does."""
+    stride of a dimension of extent 1 (or of an empty tensor) is not checked:
+    it never moves; it binds a name only if nothing else does."""
     name = kernel["name"]
     bound: dict[str, int] = dict(given or {})
     origin: dict[str, str] = {d: "keyword argument" for d in bound}
@@ -156,13 +156,13 @@ def infer_dims(
             )
         for axis, (want, got) in enumerate(zip(expected, shape, strict=True)):
             _bind_dim(name, f"{tensor['name']}.shape[{axis}]", want, int(got), bound, origin, later)
-    idle: list[tuple[str, int | str, int]] = []  # strides of dimensions of extent 1
+    idle: list[tuple[str, int | str, int]] = []  # strides that never move: extent 1, an empty tensor
     for tensor, shape, steps in zip(specs, shapes, strides or [None] * len(specs), strict=True):
-        if "strides" not in tensor or steps is None or 0 in shape:
+        if "strides" not in tensor or steps is None:
             continue
         for axis, (want, got, extent) in enumerate(zip(tensor["strides"], steps, shape, strict=True)):
             where = f"{tensor['name']}.stride({axis})"
-            if extent == 1:
+            if extent == 1 or 0 in shape:
                 idle.append((where, want, int(got)))
             else:
                 _bind_dim(name, where, want, int(got), bound, origin, later)
