@@ -139,6 +139,22 @@ def test_define_fixes_a_symbolic_stride() -> None:
     assert k.tensors[0].strides[1] == tir.IntImm(4096)  # type: ignore[index]
 
 
+def test_a_view_is_a_buffer_in_its_tensors_memory() -> None:
+    text = (
+        "kernel k(A: Tensor((Z, M, K), float16)):\n"
+        "    A_flat = Tensor((Z * M, K), float16, A)\n"
+        "    A_all = Tensor((Z * M * K,), float16, A_flat.data)\n"
+        "    with Kernel(4, threads=128) as bx:\n        A_all[bx] = A_flat[bx, 0]\n"
+    )
+    (k,) = prog(text).kernels
+    (a,) = k.tensors
+    assert [v.name for v in k.views] == ["A_flat", "A_all"] and all(v.view_of is a for v in k.views)
+    assert k.views[1].shape == (
+        tir.BinOp("*", tir.BinOp("*", k.dims[0], k.dims[1], DType.int32), k.dims[2], DType.int32),
+    )
+    assert k.dims == k.dims[:3]  # a view adds no dimension
+
+
 def test_buffer_attributes() -> None:
     body = (
         "acc = alloc_fragment((64, 32), float32)\n"

@@ -79,6 +79,13 @@ def test_explain_shows_strides_and_the_maps_built_from_them() -> None:
     assert "(a tensor's rows not 16-byte aligned, or a stride not a multiple of 16 bytes)" in text
 
 
+def test_explain_shows_views_and_their_tensor_maps() -> None:
+    views = ROOT / "tests" / "golden" / "codegen" / "tensor_view.tile"
+    text = explain.render_text(explain.explain_program(elaborate(str(views), arch="sm_90a"), arch="sm_90a"))
+    assert "A_flat    global    float16  [Z * M, K]  a view of A's memory, row-major, symbolic Z * M, K" in text
+    assert "copy(A_flat[by * 128, k * 32], A_shared)   global -> shared: TMA (cp.async.bulk.tensor)" in text
+
+
 def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
     assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x4 warps, 4x8 mma tiles per warp" in text

@@ -128,7 +128,7 @@ FUNCS: dict[str, Sig] = {
 
 SPECIAL: dict[str, Sig] = {
     "Kernel": Sig((), {"threads": 128}, required=1, variadic=True, most=3),
-    "Tensor": Sig(("shape", "dtype"), {"strides": None}, keyword_only=True),
+    "Tensor": Sig(("shape", "dtype"), {"data": None, "strides": None}),  # TileLang's order
 }
 
 POLICIES = ("Square", "FullRow", "FullCol")

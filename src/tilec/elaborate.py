@@ -88,6 +88,7 @@ class _KernelState:
     name: str
     used: set[str] = field(default_factory=set)
     tensors: list[tir.Buffer] = field(default_factory=list)
+    views: list[tir.Buffer] = field(default_factory=list)
     scalars: list[tir.Var] = field(default_factory=list)
     dims: list[tir.Var] = field(default_factory=list)
     shared: list[tir.Buffer] = field(default_factory=list)
@@ -173,7 +174,16 @@ class _Elaborator(ProgramScope):
         grid, block_vars, threads, body = kx.block
         self.check_types(kx.tensors, body)
         kernel = tir.Kernel(
-            k.name, tuple(kx.tensors), tuple(kx.scalars), tuple(kx.dims), grid, block_vars, threads, body, k.span
+            k.name,
+            tuple(kx.tensors),
+            tuple(kx.scalars),
+            tuple(kx.dims),
+            grid,
+            block_vars,
+            threads,
+            body,
+            k.span,
+            tuple(kx.views),
         )
         self.check_shared_memory(k, kx, kernel)
         self.check_registers(k, kx)
@@ -241,6 +251,13 @@ class _Elaborator(ProgramScope):
         t = p.type
         if isinstance(t, S.Call) and isinstance(t.func, S.Name) and t.func.id == "Tensor":
             b = bind(t, "Tensor", ALL_SIGS["Tensor"])
+            if "data" in b.args:
+                raise error(
+                    b.args["data"].span,
+                    f"kernel parameter '{p.name}' is a tensor of its own; a view of another tensor's memory "
+                    "is bound in the kernel",
+                    hint=f"{p.name}_view = Tensor(shape, dtype, X) in the kernel's body, X a tensor parameter",
+                )
             shape_node = b.args["shape"]
             items = shape_node.items if isinstance(shape_node, S.Tuple) else (shape_node,)
             if not items:
@@ -562,6 +579,8 @@ class _Elaborator(ProgramScope):
             return [tir.Store(old.buffer, (), fold.convert(value, old.buffer.dtype, s.span), s.span)]
         self.check_new_name(target.id, target.span, scope)
         try:
+            if isinstance(s.value, S.Call) and self.callee_name(s.value, scope) == "Tensor":
+                return self.view(target, s.value, scope, kx)
             alloc = self.alloc_kind(s.value, scope)
             if alloc is not None:
                 return self.alloc(target, s.value, alloc, s.span, scope, kx)  # type: ignore[arg-type]  # alloc_kind: a Call
@@ -569,6 +588,70 @@ class _Elaborator(ProgramScope):
         except (CompileError, Abandon):
             scope.names[target.id] = POISON
             raise
+
+    def view(self, target: S.Name, call: S.Call, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
+        """`X_flat = Tensor(shape, dtype, X)`: tensor X's memory seen with another shape (row-major,
+        contiguous, no more elements than X has), as TileLang's `T.Tensor(shape, dtype, X.data)`.
+        No code: accesses to the view index X's pointer."""
+        b = bind(call, "Tensor", ALL_SIGS["Tensor"])
+        if "data" not in b.args:
+            raise error(
+                call.span,
+                "a Tensor(...) in a kernel's body is a view of a tensor's memory: name the tensor",
+                hint=f"{target.id} = Tensor(shape, dtype, X), X a tensor parameter of the kernel",
+            )
+        if "strides" in b.args:
+            raise error(
+                b.args["strides"].span,
+                "a view is row-major and contiguous: strides= is for a kernel's tensor parameters",
+                hint="declare the tensor parameter with the strides instead",
+            )
+        base = self.view_base(b.args["data"], scope, kx)
+        shape_node = b.args["shape"]
+        items = shape_node.items if isinstance(shape_node, S.Tuple) else (shape_node,)
+        for name in (n for d in items for n in S.names_in(d)):
+            if scope.lookup(name.id) is None and name.id not in BUILTIN_NAMES:
+                raise error(
+                    name.span,
+                    f"unknown name '{name.id}' in the shape of view '{target.id}'",
+                    hint="a view's shape is made of the kernel's dimensions, params and constants",
+                )
+        dims = tuple(self.dim(d, scope, kx) for d in items)
+        dtype = self.dtype_arg(b.args["dtype"], scope, kx)
+        if dtype != base.dtype:
+            raise error(
+                b.args["dtype"].span,
+                f"view '{target.id}' is {dtype.tile_name} but '{base.name}' holds {base.dtype.tile_name}",
+                hint=f"a view has its tensor's dtype: Tensor(shape, {base.dtype.tile_name}, {base.name})",
+            )
+        if not shapes.fits(dims, base.shape):
+            raise error(
+                shape_node.span,
+                f"cannot show that view '{target.id}' {shapes.dims_text(dims)} has no more elements than "
+                f"'{base.name}' {shapes.dims_text(base.shape)}",
+                hint="write the view's dimensions as products of the tensor's (a view may have fewer elements)",
+            )
+        buf = tir.Buffer(kx.fresh(target.id), dims, dtype, "global", call.span, view_of=base)
+        kx.views.append(buf)
+        scope.names[target.id] = BufVal(buf)
+        return []
+
+    def view_base(self, node: S.Expr, scope: Scope, kx: _KernelState) -> tir.Buffer:
+        """The tensor parameter a view is of (that of a view, for a view of a view)."""
+        v = self.ev(node, scope, kx)
+        if isinstance(v, Poison):
+            raise Abandon()
+        if not isinstance(v, BufVal) or v.buffer.scope != "global":
+            what = f", not {shapes.SCOPE_WORDS[v.buffer.scope]}" if isinstance(v, (BufVal, SubVal)) else ""
+            raise error(node.span, f"a view's data must be a tensor parameter of the kernel (or a view of one){what}")
+        base = v.buffer.view_of or v.buffer
+        if base.strides is not None:
+            raise error(
+                node.span,
+                f"'{base.name}' is declared with strides; a view needs a contiguous tensor",
+                hint="index the strided tensor itself, or pass a contiguous one",
+            )
+        return base
 
     def let(self, target: S.Name, v: Value, span: Span, scope: Scope, kx: _KernelState) -> list[tir.Stmt]:
         if isinstance(v, Poison):

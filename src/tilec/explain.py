@@ -231,16 +231,21 @@ def _boxes(m: T.TensorMap, count: int) -> str:
     return f"{count} box{plural} of {m.box[0]}x{m.box[1]} ({m.swizzle}-byte swizzle, map {m.name})"
 
 
+def _pointer(buf: tir.Buffer) -> str:
+    """The tensor parameter whose memory a buffer is (a view's tensor), as tensor maps name it."""
+    return (buf.view_of or buf).name
+
+
 def _bulk_copy_text(s: tir.Copy, layouts: Layouts, roles: Roles | None, words: Words) -> str | None:
     """A producer's copy by bulk copies, or a fragment's store through the staging tile."""
     if roles is None:
         return None
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     if id(s) in roles.producer_copies:
-        m = roles.maps[s.src.buffer.name][0]
+        m = roles.maps[_pointer(s.src.buffer)][0]
         count = s.dst.buffer.const_shape[-1] // m.box[0]
         return f"{kind}: {words['bulk_copy']}, {_boxes(m, count)}, by the producer warp group; zeros outside"
-    stores = roles.maps.get(s.dst.buffer.name, ())
+    stores = roles.maps.get(_pointer(s.dst.buffer), ())
     if not stores or s.src.buffer.scope != "fragment":
         return None
     count = layouts.buffers[s.src.buffer].shape[-1] // stores[0].box[0]
@@ -502,7 +507,9 @@ def buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, ..
 
 def _tensor_layout(buf: tir.Buffer) -> str:
     """How a tensor lies in memory: row-major, or the strides it was declared with (and, for a last
-    stride that is not the literal 1, what that costs)."""
+    stride that is not the literal 1, what that costs), or as a view of another tensor's memory."""
+    if buf.view_of is not None:
+        return f"a view of {buf.view_of.name}'s memory, row-major"
     if buf.strides is None:
         return "row-major, contiguous"
     text = f"strides ({', '.join(expr_text(s) for s in buf.strides)})"
@@ -512,7 +519,7 @@ def _tensor_layout(buf: tir.Buffer) -> str:
 
 
 def buffers_table(kernel: tir.Kernel, layouts: Layouts, words: Words) -> Table:
-    bufs = list(kernel.tensors) + [s.buffer for s in _walk(kernel.body) if isinstance(s, tir.Alloc)]
+    bufs = [*kernel.tensors, *kernel.views] + [s.buffer for s in _walk(kernel.body) if isinstance(s, tir.Alloc)]
     rows = tuple(buffer_row(b, layouts, words) for b in bufs)
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 

@@ -175,7 +175,9 @@ class Buffer:
     an `alloc_var` scalar (scope "var", shape ()). Row-major; identity is the
     object. Shapes of non-global buffers are constants after elaboration. A tensor
     declared with `strides=` keeps them (elements per step of each dimension: ints,
-    symbolic dimensions or expressions of them); None is row-major and contiguous."""
+    symbolic dimensions or expressions of them); None is row-major and contiguous.
+    A view (`X_flat = Tensor(shape, dtype, X)`, Kernel.views) is a row-major tensor
+    in the memory of the tensor parameter `view_of`."""
 
     name: str
     shape: tuple[Expr, ...]
@@ -183,6 +185,7 @@ class Buffer:
     scope: Scope
     span: Span = field(default=NO_SPAN, compare=False)
     strides: tuple[Expr, ...] | None = None
+    view_of: Buffer | None = None
 
     __hash__ = object.__hash__
 
@@ -479,6 +482,7 @@ class Kernel:
     threads: int
     body: tuple[Stmt, ...]
     span: Span = field(default=NO_SPAN, compare=False)
+    views: tuple[Buffer, ...] = ()  # tensors with another shape in a tensor parameter's memory
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,6 +171,7 @@ def print_kernel(k: tir.Kernel) -> str:
     lines = [f"kernel {k.name}({', '.join(args)})"]
     if k.dims:
         lines.append(f"  dims {', '.join(v.name for v in k.dims)}")
+    lines += [f"  view {v.name}: {_shape(v)} of {v.view_of.name}" for v in k.views if v.view_of is not None]
     grid = ", ".join(expr_text(g) for g in k.grid)
     lines.append(f"  grid ({grid}) threads {k.threads} as ({', '.join(v.name for v in k.block_vars)})")
     return "\n".join(lines + _block(k.body, 1)) + "\n"
@@ -199,7 +200,10 @@ def verify(p: tir.Program, target: Target | None = None) -> None:
         for tensor in k.tensors:
             if tensor.strides is not None and len(tensor.strides) != len(tensor.shape):
                 raise VerifyError(f"{k.name}: tensor {tensor.name} has strides for another rank")
-        allocated: set[tir.Buffer] = set(k.tensors)
+        for view in k.views:
+            if view.view_of not in k.tensors or view.strides is not None:
+                raise VerifyError(f"{k.name}: view {view.name} is not a row-major view of a tensor parameter")
+        allocated: set[tir.Buffer] = {*k.tensors, *k.views}
         _verify_block(k.body, allocated, k.name)
 
 

@@ -404,6 +404,15 @@ def check_bmm_ld(mod, gen, Z, M, N, K, M_max, K_max):
     return res
 
 
+def check_flat_gemm(mod, gen, Z, M, N, K):
+    """A batch of products as one GEMM through views of A and C as (Z * M) rows: a tile of rows
+    crosses from one matrix into the next where M is not a multiple of the tile's 128."""
+    a, b = randn((Z, M, K), f16, gen), randn((K, N), f16, gen)
+    c = guarded_output((Z, M, N), f32)
+    mod.flat_gemm(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
+    return _finish(c, a.double() @ b.double())
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -763,6 +772,12 @@ def _cases() -> list[Case]:
         ):
             sizes = {"Z": Z, "M": M, "N": N, "K": K, "M_max": M_max, "K_max": K_max}
             add(v, f"bmm Z{Z} {M}x{N}x{K} of {M_max}x{K_max} {what}", check_bmm_ld, **sizes)
+        for Z, M, N, K, what in (
+            (3, 128, 128, 96, "tile multiple"),
+            (2, 100, 200, 64, "tiles across matrices"),
+            (1, 37, 50, 40, "ragged, unaligned rows"),
+        ):
+            add(v, f"flat gemm Z{Z} {M}x{N}x{K} {what}", check_flat_gemm, Z=Z, M=M, N=N, K=K)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

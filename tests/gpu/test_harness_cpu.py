@@ -147,6 +147,9 @@ class Fake:
     def bmm_ld(self, a, b, c):
         self._store(c, a.float() @ b.float())
 
+    def flat_gemm(self, a, b, c):
+        self._store(c, a.float() @ b.float())
+
     def row_argmax(self, x, i, v, j):
         xf = x.float()
         self._store(i, xf.argmax(1).int())
@@ -284,7 +287,13 @@ def _dense(t):
 
 @pytest.mark.parametrize(
     "case",
-    [c for c in _cases() if c.variant == "strided_views" and not c.label.endswith(("contiguous", "one row"))],
+    [
+        c
+        for c in _cases()
+        if c.variant == "strided_views"
+        and not c.label.endswith(("contiguous", "one row"))
+        and not c.label.startswith("flat gemm")  # (views inside the kernel, of contiguous tensors)
+    ],
     ids=lambda c: c.id,
 )
 def test_ignored_strides_are_caught(case):
