@@ -1,7 +1,7 @@
 """The bounds verifier (bounds_verify.py, `tilec build --verify`): every example and golden input
-on sm_80, sm_90a and gfx90a, and every GPU variant, proven in bounds; three bugs
-planted in the Thread IR (a wrong swizzle, an off-by-one guard, an unguarded tail) each found,
-located at the op's line."""
+on sm_80, sm_90a and gfx90a, and every GPU variant, proven in bounds; bugs planted in the
+Thread IR (a wrong swizzle, an off-by-one guard, an unguarded tail, an offset that ignores a
+tensor's strides) each found, located at the op's line."""
 
 from __future__ import annotations
 
@@ -145,6 +145,23 @@ def test_unguarded_tail_is_found() -> None:
     found = failures(planted(module, unguarded))
     assert any("of 'A'" in d.message and "(and the 7 after it)" in d.message for d in found)
     assert all("could not be proven" in d.message for d in found)
+
+
+def test_an_offset_that_ignores_the_strides_is_found() -> None:
+    """tensor_strides' X read at offsets whose rows are N apart, while its strides say sM."""
+    module = lowered(ROOT / "tests" / "golden" / "codegen" / "tensor_strides.tile", "sm_80")
+    assert module is not None
+
+    def rows_of_n(e: Any) -> Any:
+        return dataclasses.replace(e, name="N") if isinstance(e, tir.Var) and e.name == "sM" else None
+
+    def dense(e: Any) -> Any:
+        if isinstance(e, T.Subscript) and e.array == "X":
+            return dataclasses.replace(e, indices=rewrite(e.indices, rows_of_n))
+        return None
+
+    found = failures(planted(module, dense))
+    assert found and all("of tensor 'X' is not its offset by its strides" in d.message for d in found)
 
 
 def test_scalar_store_outside_parallel_is_guarded() -> None:

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.diagnostics import CompileError
 from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
@@ -112,6 +112,47 @@ def test_dimensions_may_be_expressions_of_earlier_ones() -> None:
     )
     (fixed,) = prog(text, {"M": "256"}).kernels
     assert fixed.tensors[1].shape[0] == tir.IntImm(4)
+
+
+STRIDED = (
+    "param pad = 8\n"
+    "kernel k(K: Tensor((B, S, D), float16, strides=(sB, sS, 1)), V: Tensor((B, S, D), float16, strides=(sB, sS, 1)),\n"
+    "         O: Tensor((S, D), float32, strides=(D + pad, 1)), X: Tensor((S,), float32)):\n"
+    "    with Kernel(ceildiv(S, sS), threads=128) as bx:\n        pass\n"
+)
+
+
+def test_strides_are_ints_new_names_or_dimension_expressions() -> None:
+    (k,) = prog(STRIDED).kernels
+    assert [d.name for d in k.dims] == ["B", "S", "D", "sB", "sS"]
+    keys, values, out, x = k.tensors
+    s_b, s_s = k.dims[3:]
+    assert keys.strides == (s_b, s_s, tir.IntImm(1)) and values.strides == keys.strides  # the same names
+    assert out.strides == (tir.BinOp("+", k.dims[2], tir.IntImm(8), DType.int32), tir.IntImm(1))
+    assert x.strides is None  # row-major
+    assert s_s in tir_walk.variables(k.grid[0])  # a stride's name is an ordinary name
+
+
+def test_define_fixes_a_symbolic_stride() -> None:
+    (k,) = prog(STRIDED, {"sS": "4096"}).kernels
+    assert [d.name for d in k.dims] == ["B", "S", "D", "sB"]
+    assert k.tensors[0].strides[1] == tir.IntImm(4096)  # type: ignore[index]
+
+
+def test_a_view_is_a_buffer_in_its_tensors_memory() -> None:
+    text = (
+        "kernel k(A: Tensor((Z, M, K), float16)):\n"
+        "    A_flat = Tensor((Z * M, K), float16, A)\n"
+        "    A_all = Tensor((Z * M * K,), float16, A_flat.data)\n"
+        "    with Kernel(4, threads=128) as bx:\n        A_all[bx] = A_flat[bx, 0]\n"
+    )
+    (k,) = prog(text).kernels
+    (a,) = k.tensors
+    assert [v.name for v in k.views] == ["A_flat", "A_all"] and all(v.view_of is a for v in k.views)
+    assert k.views[1].shape == (
+        tir.BinOp("*", tir.BinOp("*", k.dims[0], k.dims[1], DType.int32), k.dims[2], DType.int32),
+    )
+    assert k.dims == k.dims[:3]  # a view adds no dimension
 
 
 def test_buffer_attributes() -> None:

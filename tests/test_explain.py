@@ -63,6 +63,29 @@ def test_explain_shows_gfx942_8bit_mfma_and_a_single_buffered_pipeline() -> None
     assert text.count("k + 1 (registers)") == 2 and "copies of their tiles" not in text
 
 
+def test_explain_shows_strides_and_the_maps_built_from_them() -> None:
+    views = ROOT / "tests" / "golden" / "codegen" / "tensor_strides.tile"
+    text = explain.render_text(explain.explain_program(elaborate(str(views))))
+    assert "strides (sM, sN); the last stride is not 1: element by element (no vector accesses, no TMA)" in text
+    assert "strides (N + 8, 1), symbolic M, N" in text
+    scores = explain.render_text(
+        explain.explain_program(elaborate(str(ROOT / "tests/gpu/programs/strided_views.tile")))
+    )
+    assert "fragment -> global: element by element (the last stride of O is not 1)" in scores
+    roles = ROOT / "tests" / "golden" / "codegen" / "gemm_strides_warp_roles.tile"
+    text = explain.render_text(explain.explain_program(elaborate(str(roles), arch="sm_90a"), arch="sm_90a"))
+    assert "global -> shared: TMA (cp.async.bulk.tensor), 1 box of 32x128" in text
+    assert "from the strides the tensors were declared with (pitches in elements, rows first: A_map: lda;" in text
+    assert "(a tensor's rows not 16-byte aligned, or a stride not a multiple of 16 bytes)" in text
+
+
+def test_explain_shows_views_and_their_tensor_maps() -> None:
+    views = ROOT / "tests" / "golden" / "codegen" / "tensor_view.tile"
+    text = explain.render_text(explain.explain_program(elaborate(str(views), arch="sm_90a"), arch="sm_90a"))
+    assert "A_flat    global    float16  [Z * M, K]  a view of A's memory, row-major, symbolic Z * M, K" in text
+    assert "copy(A_flat[by * 128, k * 32], A_shared)   global -> shared: TMA (cp.async.bulk.tensor)" in text
+
+
 def test_instructions_follow_lowering() -> None:
     text = explain.render_text(explain.explain_program(elaborate(str(ROOT / "examples" / "gemm.tile"))))
     assert "mma.sync m16n8k16 float16 -> float32 (tensor cores), 2x4 warps, 4x8 mma tiles per warp" in text

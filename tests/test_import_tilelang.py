@@ -258,3 +258,25 @@ def test_vectorized_loops_convert(tmp_path: pathlib.Path) -> None:
     )
     assert text.count("for v in vectorized(8):") == 2
     assert "#pragma unroll" in _compiles(text, tmp_path)
+
+
+def test_views_of_a_tensors_data_convert(tmp_path: pathlib.Path) -> None:
+    text = _convert(
+        """
+        import tilelang.language as T
+
+        @tilelang.jit
+        def flat(A, dtype=T.float16):
+            Z, M, K = T.const("Z, M, K")
+            A: T.Tensor((Z, M, K), dtype)
+            Y = T.empty((Z * M,), dtype)
+            with T.Kernel(T.ceildiv(Z * M, 128), threads=128) as bx:
+                A_rows = T.Tensor((Z * M, K), dtype, A.data)
+                for i in T.Parallel(128):
+                    Y[bx * 128 + i] = A_rows[bx * 128 + i, 0]
+            return Y
+        """,
+        "flat.py",
+    )
+    assert "A_rows = Tensor((Z * M, K), dtype, A.data)" in text
+    assert "A[(bx * 128 + i) * K]" in _compiles(text, tmp_path)

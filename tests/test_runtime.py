@@ -357,3 +357,82 @@ def test_call_refuses_unknown_dims_and_wrong_counts(fake_torch: _FakeTorch) -> N
     with pytest.raises(TypeError, match="takes 3 tensors and 1 scalars"):
         kernel(a, b, c)
     assert calls == []
+
+
+# ---------------------------------------------------------------- tensors declared with strides=
+
+KV_ABI = {
+    "name": "attend",
+    "tensors": [
+        {"name": "K", "dtype": "float16", "shape": ["B", "S", "D"], "strides": ["sB", "sS", 1]},
+        {"name": "V", "dtype": "float16", "shape": ["B", "S", "D"], "strides": ["sB", "sS", 1]},
+        {"name": "O", "dtype": "float16", "shape": ["B", "D"], "strides": ["D * 2", 1]},
+    ],
+    "scalars": [],
+    "dims": ["B", "S", "D", "sB", "sS"],
+}
+
+
+def test_infer_dims_binds_symbolic_strides() -> None:
+    shapes = [(2, 5, 8), (2, 5, 8), (2, 8)]
+    strides = [(400, 8, 1), (400, 8, 1), (16, 1)]
+    assert runtime.infer_dims(KV_ABI, shapes, None, strides) == [2, 5, 8, 400, 8]
+
+
+@pytest.mark.parametrize(
+    "strides, message",
+    [
+        ([(400, 8, 1), (400, 16, 1), (16, 1)], r"V.stride\(1\) = 16 but sS = 8 from K.stride\(1\)"),
+        ([(400, 8, 2), (400, 8, 1), (16, 1)], r"attend: K.stride\(2\) must be 1, got 2"),
+        ([(400, 8, 1), (400, 8, 1), (8, 1)], r"attend: O.stride\(0\) must be D \* 2 = 16, got 8"),
+    ],
+)
+def test_infer_dims_checks_strides(strides: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        runtime.infer_dims(KV_ABI, [(2, 5, 8), (2, 5, 8), (2, 8)], None, strides)
+
+
+def test_infer_dims_ignores_the_stride_of_an_extent_one_dimension() -> None:
+    """torch gives a dimension of extent 1 any stride (its index is always 0): not checked, and
+    binding a name only where nothing else does; an empty tensor's strides are not checked either."""
+    shapes = [(1, 5, 8), (1, 5, 8), (1, 8)]
+    assert runtime.infer_dims(KV_ABI, shapes, None, [(400, 8, 1), (40, 8, 1), (3, 1)]) == [1, 5, 8, 400, 8]
+    empty = [(2, 0, 8), (2, 0, 8), (2, 8)]
+    assert runtime.infer_dims(KV_ABI, empty, None, [(400, 8, 3), (40, 8, 1), (16, 1)]) == [2, 0, 8, 400, 8]
+
+
+class _StridedTensor(_FakeTensor):
+    def __init__(self, shape, strides, **kw):
+        super().__init__(shape, contiguous=False, **kw)
+        self._strides = tuple(strides)
+
+    def stride(self) -> tuple:
+        return self._strides
+
+
+def test_call_takes_views_for_tensors_declared_with_strides(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(KV_ABI)
+    k, v = _StridedTensor((2, 5, 8), (800, 16, 1)), _StridedTensor((2, 5, 8), (800, 16, 1))
+    kernel(k, v, _StridedTensor((2, 8), (16, 1)))
+    kernel(k, v, _StridedTensor((2, 8), (16, 1)))
+    assert [c[0][3:8] for c in calls] == [(2, 5, 8, 800, 16)] * 2
+    with pytest.raises(ValueError, match=r"sS = 16"):  # other strides, same shapes: checked again
+        kernel(k, _StridedTensor((2, 5, 8), (800, 32, 1)), _StridedTensor((2, 8), (16, 1)))
+
+
+def test_call_refuses_a_view_for_a_tensor_without_strides(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(GEMM_ABI)
+    with pytest.raises(ValueError, match=r"must be contiguous .*strides=\(\.\.\.\)"):
+        kernel(_FakeTensor((3, 5)), _FakeTensor((5, 7)), _StridedTensor((3, 7), (14, 1)), 1.0)
+    assert calls == []
+
+
+def test_call_refuses_strides_reaching_past_32_bit_offsets(fake_torch: _FakeTorch) -> None:
+    kernel, calls = _recording_kernel(KV_ABI)
+    big = 2**30
+    k = _StridedTensor((2, 5, 8), (big, 8, 1))  # reaches 2^30 + 39
+    kernel(k, _StridedTensor((2, 5, 8), (big, 8, 1)), _StridedTensor((2, 8), (16, 1)))
+    k3 = _StridedTensor((3, 5, 8), (big, 8, 1))
+    with pytest.raises(ValueError, match=r"tensor 'K' reaches element 2147483687 by its strides"):
+        kernel(k3, _StridedTensor((3, 5, 8), (big, 8, 1)), _StridedTensor((3, 8), (16, 1)))
+    assert len(calls) == 1

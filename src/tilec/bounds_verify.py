@@ -33,7 +33,9 @@ widths of intrinsics other than the vector copies (below); 32-bit overflow is no
 
 Global tensors are flat pointers in C, so lowering records each access's per-dimension index and
 extent (`Subscript.within`): the verifier proves the flat index equal to their row-major
-flattening and each index inside its dimension, which implies the flat index inside the tensor.
+flattening (for a tensor declared with strides, the sum of each index times its stride,
+`Subscript.strides`) and each index inside its dimension, which implies the flat index inside
+the tensor (for strides, inside the memory the launcher's caller describes by them).
 
 Widths: a vector move (`VecRef`) covers all its lanes, and `tilec_cp_async_N` both its N-byte
 operands; any other intrinsic taking an address is checked at that element only (matrix
@@ -53,7 +55,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.diagnostics import CompileError, Diagnostic
 from tilec.dtypes import DType
-from tilec.lower.cexpr import flatten
+from tilec.lower.cexpr import flatten, strided
 from tilec.source import NO_SPAN, Span
 from tilec.tir_print import expr_text
 
@@ -335,11 +337,12 @@ class _Walker:
             return
         idx = tuple(self.value(i) for i, _ in s.within)
         extents = tuple(self.value(d) for _, d in s.within)
-        flat = _op("==", self.value(s.indices[0]), _flat(idx, extents), BOOL)
+        steps = tuple(self.value(d) for d in s.strides)
+        expected = _flat(idx, extents) if not steps else strided(idx, steps)
+        flat = _op("==", self.value(s.indices[0]), expected, BOOL)
         if not self.prover.can_prove(flat):
-            self.fail(
-                f"index {expr_text(self.value(s.indices[0]))} of tensor '{s.array}' is not its row-major flattening"
-            )
+            layout = "row-major flattening" if not steps else "offset by its strides"
+            self.fail(f"index {expr_text(self.value(s.indices[0]))} of tensor '{s.array}' is not its {layout}")
         for k, (i, d) in enumerate(zip(idx, extents)):
             self.inside(s.array, k, i, lanes - 1 if k == len(idx) - 1 else 0, d)
 

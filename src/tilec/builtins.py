@@ -131,7 +131,7 @@ FUNCS: dict[str, Sig] = {
 
 SPECIAL: dict[str, Sig] = {
     "Kernel": Sig((), {"threads": 128}, required=1, variadic=True, most=3),
-    "Tensor": Sig(("shape", "dtype")),
+    "Tensor": Sig(("shape", "dtype"), {"data": None, "strides": None}),  # TileLang's order
 }
 
 POLICIES = ("Square", "FullRow", "FullCol")
@@ -224,6 +224,8 @@ def _bind_keyword(kw: S.Keyword, name: str, sig: Sig, bound: Bound, names: list[
         return
     options = list(dict.fromkeys(names + list(sig.keywords)))
     hint = did_you_mean(kw.name, options)
+    if kw.name == "strides":
+        hint = "strides= belongs to a kernel's tensor parameters: X: Tensor((dims...), dtype, strides=(...))"
     if hint is None:
         hint = f"{name}() takes the keywords {', '.join(options)}" if options else f"{name}() takes no keywords"
     raise error(kw.name_span, f"{name}() has no keyword '{kw.name}'", hint=hint)

@@ -342,13 +342,16 @@ def header_text(cu_text: str, source: str, arch: str = "sm_80") -> str:
 def _prototype(kernel: dict, dtypes: Mapping, launch: Launch) -> list[str]:
     name = kernel["name"]
     args: list[tuple[str, str]] = []
+    shaped: set[str] = set()  # names in some shape; the other dims are strides only
     for t in kernel.get("tensors", []):
         shape = ", ".join(str(d) for d in t["shape"])
-        args.append((f"void* {t['name']}", f"device pointer, {t['dtype']}[{shape}], contiguous"))
+        layout = "contiguous" if "strides" not in t else f"strides ({', '.join(str(s) for s in t['strides'])})"
+        args.append((f"void* {t['name']}", f"device pointer, {t['dtype']}[{shape}], {layout}"))
+        shaped |= {d for d in t["shape"] if isinstance(d, str)}
     for s in kernel.get("scalars", []):
         args.append((f"{dtypes[s['dtype']].cname} {s['name']}", f"scalar {s['dtype']}"))
     for d in kernel.get("dims", []):
-        args.append((f"int {d}", "symbolic dimension"))
+        args.append((f"int {d}", "symbolic dimension" if d in shaped else "symbolic stride, in elements"))
     args.append((launch.stream_param, "stream to launch on"))
     lines = [launch.prototype_doc.format(name=name), f"int {name}("]
     for i, (decl, comment) in enumerate(args):

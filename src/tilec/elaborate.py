@@ -13,9 +13,10 @@ name whose definition failed is "poisoned" so its uses stay quiet).
             copy(A[bx * block_M], A_s)
 
 This module holds kernels and statements; its helpers are params.py (files,
-imports, params, -D), expressions.py (expressions), fold.py (literal typing,
-folding), builtins.py (signatures, argument binding), shapes.py (tile operands
-and op checks) and values.py (what names are bound to).
+imports, params, -D), tensors.py (tensor parameters, strides, views),
+expressions.py (expressions), fold.py (literal typing, folding), builtins.py
+(signatures, argument binding), shapes.py (tile operands and op checks) and
+values.py (what names are bound to).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from tilec import fold, shapes, tir, tir_walk
 from tilec import syntax as S
 from tilec.budget import (
-    INT32_MAX,
     MAX_BLOCK_NESTING,
     MAX_EXPR_NESTING,
     MAX_MACRO_NESTING,
@@ -55,11 +55,12 @@ from tilec.builtins import (
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.dtypes import DTYPE_NAMES, DTYPES, DType
 from tilec.fold import Val
-from tilec.params import Fatal, File, ProgramScope, parse_define
+from tilec.params import Fatal, File
 from tilec.schedules import read_schedule
 from tilec.shared_plan import declared_bytes, peak_tiles
 from tilec.source import NO_SPAN, Span
 from tilec.targets import Target, get_target
+from tilec.tensors import TensorElaborator, check_packed_shape
 from tilec.uniformity import not_uniform
 from tilec.values import (
     POISON,
@@ -89,6 +90,7 @@ class _KernelState:
     name: str
     used: set[str] = field(default_factory=set)
     tensors: list[tir.Buffer] = field(default_factory=list)
+    views: list[tir.Buffer] = field(default_factory=list)
     scalars: list[tir.Var] = field(default_factory=list)
     dims: list[tir.Var] = field(default_factory=list)
     shared: list[tir.Buffer] = field(default_factory=list)
@@ -122,7 +124,7 @@ class _OverBudget(Exception):
     diagnostic is already reported."""
 
 
-class _Elaborator(ProgramScope):
+class _Elaborator(TensorElaborator):
     @property
     def target(self) -> Target:
         """The arch's record: its shared-memory limit and warp size bound what a kernel may use."""
@@ -175,7 +177,16 @@ class _Elaborator(ProgramScope):
         grid, block_vars, threads, body = kx.block
         self.check_types(kx.tensors, body)
         kernel = tir.Kernel(
-            k.name, tuple(kx.tensors), tuple(kx.scalars), tuple(kx.dims), grid, block_vars, threads, body, k.span
+            k.name,
+            tuple(kx.tensors),
+            tuple(kx.scalars),
+            tuple(kx.dims),
+            grid,
+            block_vars,
+            threads,
+            body,
+            k.span,
+            tuple(kx.views),
         )
         self.check_shared_memory(k, kx, kernel)
         self.check_registers(k, kx)
@@ -242,29 +253,14 @@ class _Elaborator(ProgramScope):
             raise error(p.name_span, f"'{p.name}' is a built-in name", hint="give it another name")
         t = p.type
         if isinstance(t, S.Call) and isinstance(t.func, S.Name) and t.func.id == "Tensor":
-            b = bind(t, "Tensor", ALL_SIGS["Tensor"])
-            shape_node = b.args["shape"]
-            items = shape_node.items if isinstance(shape_node, S.Tuple) else (shape_node,)
-            if not items:
-                raise error(shape_node.span, "a tensor needs at least one dimension")
-            dims = tuple(self.dim(d, scope, kx) for d in items)
-            count = math.prod(d.value for d in dims if isinstance(d, tir.IntImm))
-            if count > INT32_MAX:
-                exact = all(isinstance(d, tir.IntImm) for d in dims)
-                shape = " x ".join(str(d.value) if isinstance(d, tir.IntImm) else "?" for d in dims)
-                raise error(
-                    shape_node.span,
-                    f"tensor '{p.name}' has {'' if exact else 'at least '}{count} elements ({shape}); tilec "
-                    f"indexes tensors with 32-bit integers, so a tensor has at most {INT32_MAX}",
-                    hint="split the tensor, or the work, into parts of fewer than 2^31 elements",
-                )
-            dtype = self.dtype_arg(b.args["dtype"], scope, kx)
-            if dtype.is_subbyte:
-                check_packed_shape(p.name, dims[-1], dtype, items[-1].span)
-            buf = tir.Buffer(kx.fresh(p.name), dims, dtype, "global", p.span)
-            kx.tensors.append(buf)
-            scope.names[p.name] = BufVal(buf)
+            self.tensor_param(p, t, scope, kx)
             return
+        if isinstance(t, S.Call) and isinstance(t.func, S.Name) and t.func.id in DTYPE_NAMES:
+            raise error(
+                t.span,
+                f"the type of scalar '{p.name}' is a dtype alone, not a call of {t.func.id}",
+                hint=f"a tensor is Tensor((dims...), {t.func.id}), with strides=(...) for a view",
+            )
         if isinstance(t, S.Name) and t.id not in DTYPE_NAMES and scope.lookup(t.id) is None and t.id not in ALL_SIGS:
             unsupported(t.id, t.span)
             hint = (
@@ -284,59 +280,6 @@ class _Elaborator(ProgramScope):
         var = tir.Var(kx.fresh(p.name), v.dtype, "scalar", p.span)
         kx.scalars.append(var)
         scope.names[p.name] = Val(var)
-
-    def dim(self, d: S.Expr, scope: Scope, kx: _KernelState) -> tir.Expr:
-        if isinstance(d, S.Name) and scope.lookup(d.id) is None and d.id not in BUILTIN_NAMES:
-            if d.id in self.defines and d.id not in self.params:
-                fixed = self.fixed_dim(d)
-                scope.names[d.id] = Val(fixed)
-                return fixed
-            self.dim_names.add(d.id)
-            var = tir.Var(kx.fresh(d.id), DType.int32, "dim", d.span)
-            kx.dims.append(var)
-            scope.names[d.id] = Val(var)
-            return var
-        self.check_dim_names(d, scope)
-        v = self.ev(d, scope, kx)
-        if isinstance(v, Val) and not isinstance(fold.const(v.expr), int) and shapes.is_dim_expr(v.expr):
-            return v.expr
-        c = fold.const(v.expr) if isinstance(v, Val) else None
-        if not isinstance(c, int) or isinstance(c, bool):
-            raise error(
-                d.span,
-                "a tensor dimension must be an int literal, a param, a new name, or an integer expression of "
-                "earlier dimensions and constants",
-                hint="dimension expressions use + - * // % min max (ceildiv too) of dimensions and params",
-            )
-        if c <= 0:
-            raise error(d.span, f"a tensor dimension must be positive, not {c}")
-        if c > INT32_MAX:
-            raise error(d.span, f"a tensor dimension must be at most {INT32_MAX} (dimensions are int32), not {c}")
-        return tir.IntImm(c, DType.int32, d.span)
-
-    def check_dim_names(self, d: S.Expr, scope: Scope) -> None:
-        """A name inside a dimension expression must already be bound: a new
-        dimension is introduced alone (`(M, K)`), then used (`(M // 2, K)`)."""
-        for name in S.names_in(d):
-            if scope.lookup(name.id) is None and name.id not in BUILTIN_NAMES:
-                raise error(
-                    name.span,
-                    f"unknown name '{name.id}' in a tensor dimension",
-                    hint=f"a new dimension appears alone first: give a tensor the dimension '{name.id}' "
-                    "before this one, or make it a param",
-                )
-
-    def fixed_dim(self, d: S.Name) -> tir.Expr:
-        self.dim_names.add(d.id)
-        text = self.defines[d.id]
-        value = parse_define(text)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise error(d.span, f"-D {d.id}={text}: a dimension must be a positive int")
-        if value > INT32_MAX:
-            raise error(d.span, f"-D {d.id}={text}: a dimension must be at most {INT32_MAX} (dimensions are int32)")
-        return tir.IntImm(value, DType.int32, d.span)
-
-    # ------------------------------------------------------------ statements
 
     def block(self, body: tuple[S.Stmt, ...], scope: Scope, kx: _KernelState) -> tuple[tir.Stmt, ...]:
         out: list[tir.Stmt] = []
@@ -510,6 +453,8 @@ class _Elaborator(ProgramScope):
             return [tir.Store(old.buffer, (), fold.convert(value, old.buffer.dtype, s.span), s.span)]
         self.check_new_name(target.id, target.span, scope)
         try:
+            if isinstance(s.value, S.Call) and self.callee_name(s.value, scope) == "Tensor":
+                return self.view(target, s.value, scope, kx)
             alloc = self.alloc_kind(s.value, scope)
             if alloc is not None:
                 return self.alloc(target, s.value, alloc, s.span, scope, kx)  # type: ignore[arg-type]  # alloc_kind: a Call
@@ -1015,18 +960,6 @@ class _Elaborator(ProgramScope):
                 node.span, f"a condition must be a bool, not {v.dtype.tile_name}", hint="compare it, e.g. x != 0"
             )
         return v
-
-
-def check_packed_shape(name: str, last: tir.Expr, dtype: DType, span: Span) -> None:
-    """A sub-byte buffer's innermost dimension holds whole bytes: an even constant (a symbolic one
-    the launcher checks)."""
-    if isinstance(last, tir.IntImm) and last.value % 2:
-        raise error(
-            span,
-            f"'{name}' is {dtype.tile_name}, packed two to a byte along its innermost dimension, which must "
-            f"be even, not {last.value}",
-            hint="pad the innermost dimension to an even size",
-        )
 
 
 def _unit_indices(vars_: tuple[tir.Var, ...], extents: list[int], body: tuple[tir.Stmt, ...]) -> tuple[tir.Stmt, ...]:

@@ -370,6 +370,8 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
 
 
 def _tensor_map_build(m: T.TensorMap, sp: Spelling) -> str:
+    if m.pitches:
+        return _strided_map_build(m, sp)
     batch = {} if m.batch is None else {"batch": expr_text(m.batch, sp)}
     return (sp.tensor_map_build if m.batch is None else sp.tensor_map_build_3d).format(
         name=m.name,
@@ -381,6 +383,25 @@ def _tensor_map_build(m: T.TensorMap, sp: Spelling) -> str:
         elem_bytes=m.dtype.bytes,
         swizzle=m.swizzle,
         **batch,
+    )
+
+
+def _strided_map_build(m: T.TensorMap, sp: Spelling) -> str:
+    """The tensor map of a tensor declared with strides: the row pitch and (a batch) the
+    matrices' pitch, in elements."""
+    row_pitch, *batch_pitch = (expr_text(p, sp) for p in m.pitches)
+    batch = {} if m.batch is None else {"batch": expr_text(m.batch, sp), "batch_pitch": batch_pitch[0]}
+    return (sp.tensor_map_build_strided if m.batch is None else sp.tensor_map_build_strided_3d).format(
+        name=m.name,
+        tensor=m.tensor,
+        inner=expr_text(m.inner, sp),
+        outer=expr_text(m.outer, sp),
+        row_pitch=row_pitch,
+        **batch,
+        box_inner=m.box[0],
+        box_outer=m.box[1],
+        elem_bytes=m.dtype.bytes,
+        swizzle=m.swizzle,
     )
 
 

@@ -178,11 +178,22 @@ def op_layout(kernel: tir.Kernel, layouts: Layouts, regions: list[tir.Region]) -
     return L.default(shape, kernel.threads, widest)
 
 
+def _elements_apart(regions: list[tir.Region]) -> str | None:
+    """Why a tile op on a tensor whose last stride is not 1 goes element by element, or None."""
+    for r in regions:
+        if not tir.unit_innermost(r.buffer):
+            return f"element by element (the last stride of {r.buffer.name} is not 1), bounds masks on tensor edges"
+    return None
+
+
 def _vector_text(frag: L.Fragment, regions: list[tir.Region]) -> str:
     memory = [r.buffer for r in regions if r.buffer.scope in ("global", "shared")]
     v = vec_last(frag)
     if not memory:
         return "register moves, element by element"
+    apart = _elements_apart(regions)
+    if apart is not None:
+        return apart
     if v == 1:
         return "scalar ld/st (layout vec 1), bounds masks on tensor edges"
     sizes = ", ".join(dict.fromkeys(f"{v} x {b.dtype.tile_name}" for b in memory))
@@ -222,16 +233,21 @@ def _boxes(m: T.TensorMap, count: int) -> str:
     return f"{count} box{plural} of {m.box[0]}x{m.box[1]} ({m.swizzle}-byte swizzle, map {m.name})"
 
 
+def _pointer(buf: tir.Buffer) -> str:
+    """The tensor parameter whose memory a buffer is (a view's tensor), as tensor maps name it."""
+    return (buf.view_of or buf).name
+
+
 def _bulk_copy_text(s: tir.Copy, layouts: Layouts, roles: Roles | None, words: Words) -> str | None:
     """A producer's copy by bulk copies, or a fragment's store through the staging tile."""
     if roles is None:
         return None
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     if id(s) in roles.producer_copies:
-        m = roles.maps[s.src.buffer.name][0]
+        m = roles.maps[_pointer(s.src.buffer)][0]
         count = s.dst.buffer.const_shape[-1] // m.box[0]
         return f"{kind}: {words['bulk_copy']}, {_boxes(m, count)}, by the producer warp group; zeros outside"
-    stores = roles.maps.get(s.dst.buffer.name, ())
+    stores = roles.maps.get(_pointer(s.dst.buffer), ())
     if not stores or s.src.buffer.scope != "fragment":
         return None
     count = layouts.buffers[s.src.buffer].shape[-1] // stores[0].box[0]
@@ -251,6 +267,9 @@ def copy_instruction(
     kind = f"{s.src.buffer.scope} -> {s.dst.buffer.scope}"
     once = "; one replica stores" if replication(frag) > 1 and s.dst.buffer.scope in ("global", "shared") else ""
     early = s.pipeline == "early"
+    apart = _elements_apart([s.src, s.dst])
+    if apart is not None:
+        return f"{kind}: {apart}{once}"
     if s.pipeline is not None:
         width = vec_last(frag)
         dtype = s.dst.buffer.dtype
@@ -491,7 +510,7 @@ def _buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, .
         case "global":
             sym = [expr_text(d) for d in buf.shape if not isinstance(d, tir.IntImm)]
             note = f", symbolic {', '.join(sym)}" if sym else ""
-            return head + (f"row-major, contiguous{note}", "-")
+            return head + (f"{_tensor_layout(buf)}{note}", "-")
         case "local":
             n = math.prod(buf.const_shape)
             return head + ("per-thread array", f"{n} x {buf.dtype.tile_name}")
@@ -501,8 +520,21 @@ def _buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, .
             assert_never(buf.scope)
 
 
+def _tensor_layout(buf: tir.Buffer) -> str:
+    """How a tensor lies in memory: row-major, or the strides it was declared with (and, for a last
+    stride that is not the literal 1, what that costs), or as a view of another tensor's memory."""
+    if buf.view_of is not None:
+        return f"a view of {buf.view_of.name}'s memory, row-major"
+    if buf.strides is None:
+        return "row-major, contiguous"
+    text = f"strides ({', '.join(expr_text(s) for s in buf.strides)})"
+    if not tir.unit_innermost(buf):
+        text += "; the last stride is not 1: element by element (no vector accesses, no TMA)"
+    return text
+
+
 def buffers_table(kernel: tir.Kernel, layouts: Layouts, words: Words) -> Table:
-    bufs = list(kernel.tensors) + [s.buffer for s in _walk(kernel.body) if isinstance(s, tir.Alloc)]
+    bufs = [*kernel.tensors, *kernel.views] + [s.buffer for s in _walk(kernel.body) if isinstance(s, tir.Alloc)]
     rows = tuple(buffer_row(b, layouts, words) for b in bufs)
     return Table("Buffers", ("name", "scope", "dtype", "shape", "layout", "per thread"), rows)
 
@@ -755,9 +787,14 @@ def _launcher_notes(lowered: T.Kernel, words: Words) -> tuple[str, ...]:
         return ()
     names = ", ".join(m.name for m in lowered.tensor_maps)
     notes = [f"the launcher builds the tensor maps {names} at each launch"]
+    strided = [m for m in lowered.tensor_maps if m.pitches]
+    if strided:
+        pitches = "; ".join(f"{m.name}: {', '.join(expr_text(p) for p in m.pitches)}" for m in strided)
+        notes.append(f"from the strides the tensors were declared with (pitches in elements, rows first: {pitches})")
     if lowered.fallback is not None:
+        why = "a tensor's rows not 16-byte aligned" + (", or a stride not a multiple of 16 bytes" if strided else "")
         notes.append(
-            f"when one cannot be built (a tensor's rows not 16-byte aligned) it runs {lowered.fallback.name}: "
+            f"when one cannot be built ({why}) it runs {lowered.fallback.name}: "
             f"the same kernel without bulk copies ({words['async_copy']} pipeline, no warp roles)"
         )
     return tuple(notes)

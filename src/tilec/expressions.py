@@ -240,8 +240,11 @@ class ExprElaborator:
 
     @staticmethod
     def buffer_attribute(base: BufVal | SubVal, node: S.Attribute) -> Value:
-        """`buf.dtype` and `buf.shape` (of a region: its extents)."""
+        """`buf.dtype` and `buf.shape` (of a region: its extents); a tensor's `.data` is the tensor
+        (TileLang's spelling of a view's memory: Tensor(shape, dtype, X.data))."""
         buf = base.buffer
+        if node.attr == "data" and isinstance(base, BufVal) and buf.scope == "global":
+            return base
         if node.attr == "dtype":
             return DTypeVal(buf.dtype)
         if node.attr == "shape":

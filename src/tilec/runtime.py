@@ -16,9 +16,11 @@ rich and TVM are absent. It reads the ABI line every generated file carries on l
     // tilec-abi: {"kernels": [{"name": "gemm", "tensors": [{"name": "A", "dtype": "float16",
     //             "shape": ["M", "K"]}, ...], "scalars": [...], "dims": ["M", "N", "K"]}]}
 
-and calls the `extern "C" int NAME(tensors..., scalars..., dims..., stream)`
-launcher through ctypes on torch's current stream (ROCm's torch names HIP devices and
-streams "cuda" too). Shared libraries are cached in `$TILEC_CACHE/so` (default
+(a tensor declared with `strides=` has `"strides"` too, bound from `tensor.stride()`
+and checked; it may be a view, the others must be contiguous) and calls the
+`extern "C" int NAME(tensors..., scalars..., dims..., stream)` launcher through
+ctypes on torch's current stream (ROCm's torch names HIP devices and streams
+"cuda" too). Shared libraries are cached in `$TILEC_CACHE/so` (default
 ~/.cache/tilec/so) under a hash of the source, the compiler's flags and its version.
 """
 
@@ -130,8 +132,9 @@ INDEX_LIMIT = 2**31 - 1  # the generated kernels index with 32-bit ints (the lau
 
 
 def _check_index_range(name: str, specs: Sequence[Mapping], tensors: Sequence[Any]) -> None:
-    """ValueError for a tensor of more than INDEX_LIMIT elements, which the launcher would refuse
-    (and whose dims a C int could not even carry)."""
+    """ValueError for a tensor of more than INDEX_LIMIT elements, or one declared with strides whose
+    farthest element lies past that offset, which the launcher would refuse (and whose dims a C int
+    could not even carry)."""
     for spec, t in zip(specs, tensors, strict=True):
         count = math.prod(t.shape)
         if count > INDEX_LIMIT:
@@ -139,18 +142,35 @@ def _check_index_range(name: str, specs: Sequence[Mapping], tensors: Sequence[An
                 f"{name}: tensor '{spec['name']}' has {count} elements; tilec's kernels index tensors "
                 f"with 32-bit integers, so at most 2^31 - 1 = {INDEX_LIMIT} (split the call)"
             )
+        if "strides" not in spec or count == 0:
+            continue
+        reach = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+        if reach > INDEX_LIMIT:
+            raise ValueError(
+                f"{name}: tensor '{spec['name']}' reaches element {reach} by its strides {tuple(t.stride())}; "
+                f"tilec's kernels index tensors with 32-bit integers, so at most 2^31 - 1 = {INDEX_LIMIT}"
+            )
 
 
-def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[str, int] | None = None) -> list[int]:
+def infer_dims(
+    kernel: Mapping,
+    shapes: Sequence[Sequence[int]],
+    given: Mapping[str, int] | None = None,
+    strides: Sequence[Sequence[int] | None] | None = None,
+) -> list[int]:
     """Values of the kernel's symbolic dims, in ABI order, from the tensor
-    shapes (plus explicitly `given` ones); raises ValueError on a mismatch.
-    A dimension written as an expression (`M // 64`) is checked once the
-    names in it are bound (each appears alone in some tensor)."""
+    shapes and, for tensors the ABI gives strides, their `strides` (torch's
+    `stride()`, in elements), plus explicitly `given` ones; raises ValueError on
+    a mismatch. A dimension written as an expression (`M // 64`) is checked
+    once the names in it are bound (each appears alone in some tensor). The
+    stride of a dimension of extent 1 (or of an empty tensor) is not checked:
+    it never moves; it binds a name only if nothing else does."""
     name = kernel["name"]
     bound: dict[str, int] = dict(given or {})
     origin: dict[str, str] = {d: "keyword argument" for d in bound}
     later: list[tuple[str, str, int]] = []
-    for tensor, shape in zip(kernel["tensors"], shapes, strict=True):
+    specs = kernel["tensors"]
+    for tensor, shape in zip(specs, shapes, strict=True):
         expected = tensor["shape"]
         if len(shape) != len(expected):
             raise ValueError(
@@ -158,17 +178,20 @@ def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[
                 f"({_shape_str(expected)}), got {len(shape)} ({_shape_str(shape)})"
             )
         for axis, (want, got) in enumerate(zip(expected, shape, strict=True)):
-            where = f"{tensor['name']}.shape[{axis}]"
-            if isinstance(want, int):
-                if want != got:
-                    raise ValueError(f"{name}: {where} must be {want}, got {got}")
-            elif not want.isidentifier():
-                later.append((where, want, int(got)))
-            elif want in bound:
-                if bound[want] != got:
-                    raise ValueError(f"{name}: {where} = {got} but {want} = {bound[want]} from {origin[want]}")
+            _bind_dim(name, f"{tensor['name']}.shape[{axis}]", want, int(got), bound, origin, later)
+    idle: list[tuple[str, int | str, int]] = []  # strides that never move: extent 1, an empty tensor
+    for tensor, shape, steps in zip(specs, shapes, strides or [None] * len(specs), strict=True):
+        if "strides" not in tensor or steps is None:
+            continue
+        for axis, (want, got, extent) in enumerate(zip(tensor["strides"], steps, shape, strict=True)):
+            where = f"{tensor['name']}.stride({axis})"
+            if extent == 1 or 0 in shape:
+                idle.append((where, want, int(got)))
             else:
-                bound[want], origin[want] = int(got), where
+                _bind_dim(name, where, want, int(got), bound, origin, later)
+    for where, want, got in idle:
+        if isinstance(want, str) and want.isidentifier() and want not in bound:
+            bound[want], origin[want] = got, where
     missing = [d for d in kernel.get("dims", []) if d not in bound]
     if missing:
         raise ValueError(f"{name}: cannot infer {', '.join(missing)} from the tensor shapes; pass them as keywords")
@@ -180,6 +203,29 @@ def infer_dims(kernel: Mapping, shapes: Sequence[Sequence[int]], given: Mapping[
         if not -(2**31) <= bound[d] < 2**31:
             raise ValueError(f"{name}: {d} = {bound[d]} does not fit in int32")
     return [bound[d] for d in kernel.get("dims", [])]
+
+
+def _bind_dim(
+    kernel: str,
+    where: str,
+    want: int | str,
+    got: int,
+    bound: dict[str, int],
+    origin: dict[str, str],
+    later: list[tuple[str, str, int]],
+) -> None:
+    """One shape or stride entry of the ABI (`want`: an int, a name, or an expression, kept in
+    `later` until its names are bound) against the tensor's value `got`."""
+    if isinstance(want, int):
+        if want != got:
+            raise ValueError(f"{kernel}: {where} must be {want}, got {got}")
+    elif not want.isidentifier():
+        later.append((where, want, got))
+    elif want in bound:
+        if bound[want] != got:
+            raise ValueError(f"{kernel}: {where} = {got} but {want} = {bound[want]} from {origin[want]}")
+    else:
+        bound[want], origin[want] = got, where
 
 
 def dim_value(text: str, dims: Mapping[str, int]) -> int:
@@ -378,7 +424,8 @@ class Kernel:
             + [ctypes.c_void_p]
         )
         self._torch_dtypes: list | None = None  # the tensors' torch dtypes, at the first call
-        self._dims_of: dict[tuple, list[int]] = {}  # inferred dims per (shapes, keywords)
+        self._dims_of: dict[tuple, list[int]] = {}  # inferred dims per (shapes, strides, keywords)
+        self._strided = [i for i, t in enumerate(self.tensors) if "strides" in t]  # declared with strides=
 
     def __repr__(self) -> str:
         args = [t["name"] for t in self.tensors] + [s["name"] for s in self.scalars]
@@ -411,10 +458,16 @@ class Kernel:
             raise RuntimeError(f"{self.name}: launch failed with {cuda_error_name(status)} ({status})")
 
     def _dims(self, tensors: Sequence[Any], given: Mapping[str, int]) -> list[int]:
-        key = (tuple(t.shape for t in tensors), tuple(sorted(given.items())))
+        steps = tuple(tensors[i].stride() for i in self._strided)
+        key = (tuple(t.shape for t in tensors), steps, tuple(sorted(given.items())))
         values = self._dims_of.get(key)
         if values is None:
-            values = infer_dims(self.abi, [logical_shape(s, t.shape) for s, t in zip(self.tensors, tensors)], given)
+            strides: list[Sequence[int] | None] = [None] * len(tensors)
+            for i, s in zip(self._strided, steps, strict=True):
+                strides[i] = s
+            values = infer_dims(
+                self.abi, [logical_shape(s, t.shape) for s, t in zip(self.tensors, tensors)], given, strides
+            )
             _check_index_range(self.name, self.tensors, tensors)
             if len(self._dims_of) >= 256:  # a bounded memo: shapes that change every call
                 self._dims_of.clear()
@@ -427,7 +480,8 @@ class Kernel:
             self._torch_dtypes = [getattr(torch, DTYPES[spec["dtype"]][0]) for spec in self.tensors]
         index = None
         for spec, want, t in zip(self.tensors, self._torch_dtypes, tensors, strict=True):
-            if isinstance(t, torch.Tensor) and _dtype_ok(spec, want, t) and t.is_cuda and t.is_contiguous():
+            usable = isinstance(t, torch.Tensor) and _dtype_ok(spec, want, t) and t.is_cuda
+            if usable and ("strides" in spec or t.is_contiguous()):  # strides: infer_dims checks them
                 here = t.get_device()
                 if index is None or here == index:
                     index = here
@@ -451,7 +505,10 @@ class Kernel:
             raise ValueError(f"{what} must be on a CUDA device, got {t.device}")
         if index is not None and t.get_device() != index:
             raise ValueError(f"{what} is on {t.device} but earlier tensors are on cuda:{index}")
-        raise ValueError(f"{what} must be contiguous (call .contiguous())")
+        raise ValueError(
+            f"{what} must be contiguous (call .contiguous(), or declare the tensor with strides=(...) to "
+            "take a view as it is)"
+        )
 
     def _scalar(self, torch: Any, spec: Mapping, value: Any) -> Any:
         dtype = spec["dtype"]

@@ -20,6 +20,7 @@ from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.fold import Const, Val, const, convert, difference, imm, limit
 from tilec.source import NO_SPAN, Span
+from tilec.tir_print import expr_text as tir_text
 from tilec.values import BufVal, SliceVal, SubVal, Value
 
 SCOPE_WORDS = {
@@ -62,6 +63,33 @@ def is_dim_expr(e: tir.Expr) -> bool:
         case tir.Call("min" | "max", args):
             return all(is_dim_expr(x) for x in args)
     return False
+
+
+def fits(view: tuple[tir.Expr, ...], tensor: tuple[tir.Expr, ...]) -> bool:
+    """Whether a shape provably has no more elements than another: the same symbolic factors (once
+    products are taken apart), and a constant factor no larger."""
+    (view_factors, view_const), (factors, const_) = _factors(view), _factors(tensor)
+    return sorted(view_factors) == sorted(factors) and view_const <= const_
+
+
+def _factors(shape: tuple[tir.Expr, ...]) -> tuple[list[str], int]:
+    """The symbolic factors of a shape's element count (as text) and the product of its constant ones."""
+    symbolic: list[str] = []
+    constant = 1
+    pending = list(shape)
+    while pending:
+        match pending.pop():
+            case tir.BinOp("*", a, b):
+                pending += [a, b]
+            case tir.IntImm(value):
+                constant *= value
+            case e:
+                symbolic.append(tir_text(e))
+    return symbolic, constant
+
+
+def dims_text(shape: tuple[tir.Expr, ...]) -> str:
+    return "(" + ", ".join(tir_text(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def fmt(shape: tuple[int, ...]) -> str:

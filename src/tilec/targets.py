@@ -58,6 +58,9 @@ class Spelling:
     tensor_map_decl: str = ""
     tensor_map_build: str = ""
     tensor_map_build_3d: str = ""  # the same for a batch of matrices, with {batch}
+    # a tensor declared with strides: {row_pitch} too; a batch of them: {batch}, {row_pitch}, {batch_pitch}
+    tensor_map_build_strided: str = ""
+    tensor_map_build_strided_3d: str = ""
     fallback: str = ""
     type_names: Mapping[DType, str] = field(default_factory=dict)  # element types the language names its own way
     explicit_types: frozenset[DType] = frozenset()  # element types a float converts to only by a cast
@@ -178,6 +181,8 @@ HOPPER_SPELLING = replace(
     tensor_map_decl=cuda.TENSOR_MAP_DECL,
     tensor_map_build=cuda.TENSOR_MAP_BUILD,
     tensor_map_build_3d=cuda.TENSOR_MAP_BUILD_3D,
+    tensor_map_build_strided=cuda.TENSOR_MAP_BUILD_STRIDED,
+    tensor_map_build_strided_3d=cuda.TENSOR_MAP_BUILD_STRIDED_3D,
     fallback=cuda.FALLBACK,
 )  # mbarriers, named barriers, async-proxy fences and bulk copies (sm_90a)
 CUDA_LAUNCH = Launch(

@@ -44,14 +44,16 @@ class Subscript:
     """`array[i][j]` on a C array named `array` (flat: one index). With `reinterpret`,
     the array's memory read as `dtype` elements (a scratch row declared with another
     type): `reinterpret_cast<float*>(red_buf)[i]`. A global tensor's element records its
-    index and extent per dimension in `within` (its one index is their row-major flattening),
-    which `tilec build --verify` checks (bounds_verify.py); nothing else reads it."""
+    index and extent per dimension in `within` (its one index is their row-major flattening,
+    or the sum of index times stride over `strides` for a tensor declared with strides), which
+    `tilec build --verify` checks (bounds_verify.py); nothing else reads them."""
 
     array: str
     indices: tuple[tir.Expr, ...]
     dtype: DType
     reinterpret: bool = False
     within: tuple[tuple[tir.Expr, tir.Expr], ...] = field(default=(), compare=False)
+    strides: tuple[tir.Expr, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +299,7 @@ class TensorMap:
     box: tuple[int, int]
     swizzle: int
     batch: Expr | None = None
+    pitches: tuple[tir.Expr, ...] = ()  # a tensor declared with strides: elements between rows (, matrices)
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,13 +173,19 @@ Scope = Literal["global", "shared", "fragment", "local", "var"]
 class Buffer:
     """A tensor argument (global), an allocation (shared, fragment, local) or
     an `alloc_var` scalar (scope "var", shape ()). Row-major; identity is the
-    object. Shapes of non-global buffers are constants after elaboration."""
+    object. Shapes of non-global buffers are constants after elaboration. A tensor
+    declared with `strides=` keeps them (elements per step of each dimension: ints,
+    symbolic dimensions or expressions of them); None is row-major and contiguous.
+    A view (`X_flat = Tensor(shape, dtype, X)`, Kernel.views) is a row-major tensor
+    in the memory of the tensor parameter `view_of`."""
 
     name: str
     shape: tuple[Expr, ...]
     dtype: DType
     scope: Scope
     span: Span = field(default=NO_SPAN, compare=False)
+    strides: tuple[Expr, ...] | None = None
+    view_of: Buffer | None = None
 
     __hash__ = object.__hash__
 
@@ -193,6 +199,13 @@ class Buffer:
             assert isinstance(d, IntImm), f"{self.name} has a symbolic shape"
             dims.append(d.value)
         return tuple(dims)
+
+
+def unit_innermost(buf: Buffer) -> bool:
+    """Whether consecutive elements of a buffer's last dimension are adjacent in memory: every
+    buffer but a tensor whose last stride is not the literal 1 (vector accesses and TMA need it)."""
+    last = buf.strides[-1] if buf.strides else None
+    return last is None or (isinstance(last, IntImm) and last.value == 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +508,7 @@ class Kernel:
     threads: int
     body: tuple[Stmt, ...]
     span: Span = field(default=NO_SPAN, compare=False)
+    views: tuple[Buffer, ...] = ()  # tensors with another shape in a tensor parameter's memory
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,7 +83,10 @@ def _paren(e: tir.Expr, at_least: int) -> str:
 
 
 def _shape(buf: tir.Buffer) -> str:
-    return f"{buf.dtype.tile_name}[{', '.join(expr_text(d) for d in buf.shape)}] {buf.scope}"
+    text = f"{buf.dtype.tile_name}[{', '.join(expr_text(d) for d in buf.shape)}] {buf.scope}"
+    if buf.strides is None:
+        return text
+    return f"{text} strides ({', '.join(expr_text(d) for d in buf.strides)})"
 
 
 def _region(r: tir.Region) -> str:
@@ -169,6 +172,7 @@ def print_kernel(k: tir.Kernel) -> str:
     lines = [f"kernel {k.name}({', '.join(args)})"]
     if k.dims:
         lines.append(f"  dims {', '.join(v.name for v in k.dims)}")
+    lines += [f"  view {v.name}: {_shape(v)} of {v.view_of.name}" for v in k.views if v.view_of is not None]
     grid = ", ".join(expr_text(g) for g in k.grid)
     lines.append(f"  grid ({grid}) threads {k.threads} as ({', '.join(v.name for v in k.block_vars)})")
     return "\n".join(lines + _block(k.body, 1)) + "\n"
@@ -204,7 +208,13 @@ def verify(p: tir.Program, target: Target | None = None) -> None:
             raise VerifyError(f"{k.name}: threads {k.threads}")
         if not 1 <= len(k.grid) <= 3 or len(k.block_vars) != len(k.grid):
             raise VerifyError(f"{k.name}: grid/block vars mismatch")
-        allocated: set[tir.Buffer] = set(k.tensors)
+        for tensor in k.tensors:
+            if tensor.strides is not None and len(tensor.strides) != len(tensor.shape):
+                raise VerifyError(f"{k.name}: tensor {tensor.name} has strides for another rank")
+        for view in k.views:
+            if view.view_of not in k.tensors or view.strides is not None:
+                raise VerifyError(f"{k.name}: view {view.name} is not a row-major view of a tensor parameter")
+        allocated: set[tir.Buffer] = {*k.tensors, *k.views}
         _verify_block(k.body, allocated, k.name)
 
 
@@ -214,6 +224,8 @@ def _verify_block(stmts: tuple[tir.Stmt, ...], allocated: set[tir.Buffer], where
             case tir.Alloc(buf):
                 if buf.scope != "global":
                     buf.const_shape  # noqa: B018 - asserts constant
+                if buf.strides is not None:
+                    raise VerifyError(f"{where}: allocation {buf.name} has strides")
                 allocated.add(buf)
             case tir.Copy(src, dst):
                 _check_region(src, allocated, where)

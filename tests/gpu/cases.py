@@ -436,6 +436,107 @@ def check_dequant_gemm_w4(mod, gen, M, N, K):
     return _finish(c, a.double() @ w.T)
 
 
+def check_kv_scores(mod, gen, B, H, S, S_max, D, D_max):
+    """Q K^T on torch views as they are: K the slice cache[:, :S, :, :D] of a KV cache of S_max
+    positions and D_max columns (everything of the cache outside the slice NaN, so that a read
+    past the view shows), O the transposed view of a (B, H, S, 16) buffer (poisoned). D_max not
+    a multiple of 8 leaves K's rows unaligned: its copies go element by element."""
+    cache = guarded_input(randn((B, S_max, H, D_max), f16, gen))
+    cache.tensor[:, S:] = math.nan
+    cache.tensor[..., D:] = math.nan
+    k = cache.tensor[:, :S, :, :D]
+    q = guarded_input(randn((B, H, 16, D), f16, gen))
+    out = guarded_output((B, H, S, 16), f32)
+    o = out.tensor.transpose(2, 3)
+    assert not k.is_contiguous() or S == S_max and D == D_max, "K is a real view"
+    mod.kv_scores(q.tensor, k, o)
+    ref = torch.einsum("bhid,bshd->bhis", q.tensor.double(), k.double())
+    sync()
+    return compare(o, ref, tol_for(o), [out, cache])
+
+
+def check_scale_rows(mod, gen, M, N):
+    """Y = 2 X + bias with X a transposed view (both strides symbolic) and Y the first N columns
+    of rows N + 8 long (strides written (N + 8, 1): checked by tilec.runtime, which must refuse
+    rows of another length, naming the tensor). The 8 columns of padding stay poisoned."""
+    xt = guarded_input(randn((N, M), f32, gen))
+    bias = guarded_input(randn((N,), f32, gen))
+    ybuf = guarded_output((M, N + 8), f32)
+    y = ybuf.tensor[:, :N]
+    if M > 1:  # (a dimension of extent 1 takes any stride)
+        wrong = guarded_output((M, N + 9), f32).tensor[:, :N]
+        try:
+            mod.scale_rows(xt.tensor.t(), bias.tensor, wrong)
+        except ValueError as e:
+            assert "Y.stride(0) must be N + 8" in str(e), str(e)
+        else:
+            raise AssertionError("rows of N + 9 elements were not refused")
+    mod.scale_rows(xt.tensor.t(), bias.tensor, y)
+    ref = 2 * xt.tensor.t().double() + bias.tensor.double()
+    sync()
+    res = compare(y, ref, tol_for(y), [ybuf, xt, bias])
+    res["guards"] = res["guards"] and bool(ybuf.tensor[:, N:].isnan().all().item())
+    res["ok"] = res["ok"] and res["guards"]
+    return res
+
+
+def _columns(g, n):
+    """The first n columns of guarded buffer g's rows: a view whose rows are g's rows apart."""
+    return g.tensor[..., :n]
+
+
+def _untouched(g, n) -> bool:
+    """Whether the columns of g past n (padding no kernel may write) are still poisoned."""
+    return bool(g.tensor[..., n:].isnan().all().item())
+
+
+def check_gemm_ld(mod, gen, M, N, K, lda, ldb, ldc):
+    """C = A @ B with BLAS's leading dimensions: A, B and C the first K, N, N columns of rows lda,
+    ldb, ldc long, the rest of each row NaN (read by a tensor map that ignored the strides, or
+    written by a store past the view, it shows). Pitches of 16-byte multiples take TMA on sm_90a,
+    the others the cp.async fallback kernel."""
+    a, b = guarded_input(randn((M, lda), f16, gen)), guarded_input(randn((K, ldb), f16, gen))
+    a.tensor[:, K:] = math.nan
+    b.tensor[:, N:] = math.nan
+    c = guarded_output((M, ldc), f16)
+    mod.gemm_ld(_columns(a, K), _columns(b, N), _columns(c, N))
+    ref = _columns(a, K).double() @ _columns(b, N).double()
+    sync()
+    res = compare(_columns(c, N), ref, tol_for(c.tensor), [c, a, b])
+    res["guards"] = res["guards"] and _untouched(c, N)
+    res["ok"] = res["ok"] and res["guards"]
+    return res
+
+
+def check_bmm_ld(mod, gen, Z, M, N, K, M_max, K_max):
+    """A batch of products with A the slice cache[:, :M, :K] of a (Z, M_max, K_max) cache (NaN
+    outside the slice) and C the first N columns of rows N + 4 long, in a buffer of M_max rows
+    per matrix (the rest poisoned): 3-D tensor maps from the strides on sm_90a where they are
+    16-byte multiples."""
+    cache = guarded_input(randn((Z, M_max, K_max), f16, gen))
+    cache.tensor[:, M:] = math.nan
+    cache.tensor[..., K:] = math.nan
+    b = guarded_input(randn((K, N), f16, gen))
+    c = guarded_output((Z, M_max, N + 4), f32)
+    view = c.tensor[:, :M, :N]
+    mod.bmm_ld(cache.tensor[:, :M, :K], b.tensor, view)
+    ref = cache.tensor[:, :M, :K].double() @ b.tensor.double()
+    sync()
+    res = compare(view, ref, tol_for(view), [c, cache, b])
+    res["guards"] = res["guards"] and _untouched(c, N) and bool(c.tensor[:, M:].isnan().all().item())
+    res["ok"] = res["ok"] and res["guards"]
+    return res
+
+
+def check_flat_gemm(mod, gen, Z, M, N, K):
+    """A batch of products as one GEMM through views of A and C as (Z * M) rows: a tile of rows
+    crosses from one matrix into the next where M is not a multiple of the tile's 128."""
+    a, b = randn((Z, M, K), f16, gen), randn((K, N), f16, gen)
+    c = guarded_output((Z, M, N), f32)
+    mod.flat_gemm(guarded_input(a).tensor, guarded_input(b).tensor, c.tensor)
+    return _finish(c, a.double() @ b.double())
+
+
 def check_atomic_minmax(mod, gen, M):
     """Column maxima and minima by atomic_max / atomic_min from every block: float32 (tile form,
     then element form) and int32 (element form), each destination starting at the identity."""
@@ -800,6 +901,39 @@ def _cases() -> list[Case]:
         add(v, "256x256x256", check_dequant_gemm_mxfp4, M=256, N=256, K=256)
         add(v, "ragged 999x1000x1000", check_dequant_gemm_mxfp4, M=999, N=1000, K=1000)
         add(v, "GEMV M=1 N=512 K=4096", check_dequant_gemm_mxfp4, M=1, N=512, K=4096)
+
+    kv_sizes = [
+        (2, 3, 128, 192, 64, 64, "tile multiple, a slice of the cache"),
+        (1, 2, 100, 130, 72, 80, "ragged S and D, B=1"),
+        (2, 2, 37, 40, 40, 43, "rows not 16-byte aligned"),
+        (3, 1, 64, 64, 32, 32, "the whole cache: contiguous"),
+    ]
+    for v in ("strided_views", "strided_views-sm90a"):
+        for B, H, S, S_max, D, D_max, what in kv_sizes:
+            sizes = {"B": B, "H": H, "S": S, "S_max": S_max, "D": D, "D_max": D_max}
+            add(v, f"kv B{B} H{H} S{S}/{S_max} D{D}/{D_max} {what}", check_kv_scores, **sizes)
+        for M, N, what in ((64, 512, "tile multiple"), (37, 300, "ragged"), (1, 5, "one row")):
+            add(v, f"rows M={M} N={N} {what}", check_scale_rows, M=M, N=N)
+        for M, N, K, lda, ldb, ldc, what in (
+            (256, 256, 256, 264, 264, 264, "tile multiple, 16-byte pitches"),
+            (300, 200, 100, 104, 208, 216, "ragged, 16-byte pitches"),
+            (300, 200, 100, 101, 203, 205, "ragged, unaligned pitches: fallback"),
+        ):
+            sizes = {"M": M, "N": N, "K": K, "lda": lda, "ldb": ldb, "ldc": ldc}
+            add(v, f"gemm {M}x{N}x{K} ld {lda}/{ldb}/{ldc} {what}", check_gemm_ld, **sizes)
+        for Z, M, N, K, M_max, K_max, what in (
+            (2, 128, 128, 128, 192, 136, "tile multiple, a slice"),
+            (3, 100, 200, 72, 130, 80, "ragged"),
+            (2, 37, 50, 40, 40, 43, "unaligned rows: fallback"),
+        ):
+            sizes = {"Z": Z, "M": M, "N": N, "K": K, "M_max": M_max, "K_max": K_max}
+            add(v, f"bmm Z{Z} {M}x{N}x{K} of {M_max}x{K_max} {what}", check_bmm_ld, **sizes)
+        for Z, M, N, K, what in (
+            (3, 128, 128, 96, "tile multiple"),
+            (2, 100, 200, 64, "tiles across matrices"),
+            (1, 37, 50, 40, "ragged, unaligned rows"),
+        ):
+            add(v, f"flat gemm Z{Z} {M}x{N}x{K} {what}", check_flat_gemm, Z=Z, M=M, N=N, K=K)
 
     add("mla_decode", "B2 H64 S=1024", check_mla_decode, B=2, H=64, S=1024)
     add("mla_decode", "B3 H20 S=1000 ragged", check_mla_decode, B=3, H=20, S=1000)

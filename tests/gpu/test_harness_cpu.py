@@ -141,6 +141,23 @@ class Fake:
     def paged_gather(self, a, table, b, c):
         self._store(c, torch.einsum("btij,jk->bik", a.float()[table.long()], b.float()))
 
+    def kv_scores(self, q, k, o):
+        self._store(o, torch.einsum("bhid,bshd->bhis", q.float(), k.float()))
+
+    def scale_rows(self, x, bias, y):
+        if y.stride(0) != y.shape[1] + 8:
+            raise ValueError(f"scale_rows: Y.stride(0) must be N + 8 = {y.shape[1] + 8}, got {y.stride(0)}")
+        self._store(y, 2 * x.float() + bias.float())
+
+    def gemm_ld(self, a, b, c):
+        self._store(c, a.float() @ b.float())
+
+    def bmm_ld(self, a, b, c):
+        self._store(c, a.float() @ b.float())
+
+    def flat_gemm(self, a, b, c):
+        self._store(c, a.float() @ b.float())
+
     def row_argmax(self, x, i, v, j):
         xf = x.float()
         self._store(i, xf.argmax(1).int())
@@ -265,3 +282,44 @@ def test_unguarded_halo_is_caught(case):
     the previous sequence's rows) fails every case of the halo examples."""
     res = case.run(Fake(BY_NAME[case.variant].defines, "halo"))
     assert not res["ok"], f"an unguarded halo in {case.id} went unnoticed: {harness.summarize(res)}"
+
+
+def _dense(t):
+    """The memory of view `t` read as if `t` were contiguous: what a kernel that ignored its
+    tensor's strides would read."""
+    strides = [1]
+    for n in reversed(t.shape[1:]):
+        strides.insert(0, strides[0] * n)
+    return torch.as_strided(t, t.shape, strides, t.storage_offset())
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        c
+        for c in _cases()
+        if c.variant == "strided_views"
+        and not c.label.endswith(("contiguous", "one row"))
+        and not c.label.startswith("flat gemm")  # (views inside the kernel, of contiguous tensors)
+    ],
+    ids=lambda c: c.id,
+)
+def test_ignored_strides_are_caught(case):
+    """A kernel that reads its views as if they were contiguous fails every case of the strided
+    views' check whose inputs are real views (the whole cache, or one row of a transpose, are not)."""
+
+    class Dense(Fake):
+        def kv_scores(self, q, k, o):
+            super().kv_scores(q, _dense(k), o)
+
+        def scale_rows(self, x, bias, y):
+            super().scale_rows(_dense(x), bias, y)
+
+        def gemm_ld(self, a, b, c):
+            super().gemm_ld(_dense(a), _dense(b), c)
+
+        def bmm_ld(self, a, b, c):
+            super().bmm_ld(_dense(a), b, c)
+
+    res = case.run(Dense(BY_NAME[case.variant].defines))
+    assert not res["ok"], f"ignored strides in {case.id} went unnoticed: {harness.summarize(res)}"

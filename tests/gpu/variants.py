@@ -147,6 +147,8 @@ VARIANTS: list[Variant] = [
     Variant("atomic_minmax-sm90a", "atomic_minmax", arch="sm_90a", folder=PRIMITIVES),
     Variant("scaled_gemm", "scaled_gemm", folder=PRIMITIVES),
     Variant("scaled_gemm-sm90a", "scaled_gemm", arch="sm_90a", folder=PRIMITIVES),
+    Variant("strided_views", "strided_views", folder=PRIMITIVES),
+    Variant("strided_views-sm90a", "strided_views", arch="sm_90a", folder=PRIMITIVES),
     # skinny M (a few rows, wide N and K, memory-bound): the -D values a user would pick so that
     # the grid has enough blocks to stream B from every SM (64-wide N tiles) with deep k steps
     Variant("gemm-sm90a-skinny", "gemm", _SKINNY, arch="sm_90a", bench=True),

@@ -266,14 +266,17 @@ class Translator:
         raise self.unit.fail(node, f"'{b.name}' is a Python function, not a value of the kernel")
 
     def attribute(self, node: ast.Attribute) -> ast.expr:
-        """`T.x`, `T.GemmWarpPolicy.x`, `.dtype` and `.shape`; other attributes are refused."""
+        """`T.x`, `T.GemmWarpPolicy.x`, `.dtype`, `.shape` and `.data` (a view's tensor); other
+        attributes are refused."""
         if is_t(node.value):
             return ast.Name(self.t_name(node, node.attr))
         if isinstance(node.value, ast.Attribute) and is_t(node.value.value) and node.value.attr == "GemmWarpPolicy":
             return ast.Attribute(ast.Name("GemmWarpPolicy"), node.attr)
-        if node.attr in ("dtype", "shape"):
+        if node.attr in ("dtype", "shape", "data"):
             return ast.Attribute(self.node(node.value), node.attr)
-        raise self.unit.fail(node, f"cannot convert the attribute '.{node.attr}'", "only .dtype and .shape of buffers")
+        raise self.unit.fail(
+            node, f"cannot convert the attribute '.{node.attr}'", "only .dtype, .shape and .data of buffers"
+        )
 
     def t_name(self, node: ast.AST, name: str) -> str:
         """The .tile name of `T.name`; a located error when tilec lacks it."""

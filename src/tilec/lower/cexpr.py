@@ -1,5 +1,5 @@
 """Small builders of C-ready expressions shared by the lowering modules:
-conditions (`all_of`, `lt`, `at_least_zero`), index arithmetic (`add`, `mul`, `flatten`),
+conditions (`all_of`, `lt`, `at_least_zero`), index arithmetic (`add`, `mul`, `flatten`, `strided`),
 type widening (`compute_dtype`, `cast`) and a bound prover (`upper_bound`, `lower_bound`)."""
 
 from __future__ import annotations
@@ -146,6 +146,14 @@ def flatten(idx: tuple[tir.Expr, ...], shape: tuple[tir.Expr, ...]) -> tir.Expr:
     flat: tir.Expr = int_(0)
     for i, d in zip(idx, shape):
         flat = tir.BinOp("+", tir.BinOp("*", flat, d, I32), i, I32)
+    return simplify(flat)
+
+
+def strided(idx: tuple[tir.Expr, ...], strides: tuple[tir.Expr, ...]) -> tir.Expr:
+    """The offset of element `idx` of a tensor with `strides` (elements per step of each dimension)."""
+    flat: tir.Expr = int_(0)
+    for i, s in zip(idx, strides):
+        flat = tir.BinOp("+", flat, tir.BinOp("*", i, s, I32), I32)
     return simplify(flat)
 
 

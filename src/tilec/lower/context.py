@@ -186,6 +186,9 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target) -> LowerCo
     names = Names(target.spelling.reserved)
     for t in kernel.tensors:
         names.of(t)
+    for view in kernel.views:  # a view indexes its tensor's pointer
+        assert view.view_of is not None, "Kernel.views are views"
+        names.given[view] = names.of(view.view_of)
     for v in (*kernel.scalars, *kernel.dims, *kernel.block_vars):
         names.of(v)
     tx = tir.Var(names.fresh("tx"), I32, "thread")

@@ -26,6 +26,7 @@ from tilec.lower.cexpr import (
     lower_bound,
     lt,
     split_index,
+    strided,
     swizzled_offset,
     upper_bound,
     zero,
@@ -126,7 +127,11 @@ def ref_of(
             extents = tuple(value_of(ctx, d, None) for d in buf.shape)
             conds = [] if buf in ctx.state.interior else in_dimension(ctx, idx, buf.shape)
             within = tuple(zip(idx, extents))
-            return Access(T.Subscript(name, (flatten(idx, extents),), buf.dtype, within=within), all_of(conds))
+            if buf.strides is None:
+                return Access(T.Subscript(name, (flatten(idx, extents),), buf.dtype, within=within), all_of(conds))
+            steps = tuple(value_of(ctx, s, None) for s in buf.strides)
+            ref = T.Subscript(name, (strided(idx, steps),), buf.dtype, within=within, strides=steps)
+            return Access(ref, all_of(conds))
         case "shared" | "local":
             if buf in ctx.layouts.shift:  # column 0 sits `shift` elements into the padded row
                 idx = (*idx[:-1], simplify(tir.BinOp("+", idx[-1], int_(ctx.layouts.shift[buf]), idx[-1].dtype)))

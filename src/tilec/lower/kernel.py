@@ -287,8 +287,9 @@ def _params(ctx: LowerContext) -> tuple[T.Param, ...]:
 
 
 def _abi(ctx: LowerContext) -> dict:
-    """The kernel's `// tilec-abi:` entry: a tensor dimension is an int, a
-    dimension's name, or an expression of them (`M // 64`, tilec.runtime checks it)."""
+    """The kernel's `// tilec-abi:` entry: a tensor dimension (and a stride, for a tensor declared
+    with strides) is an int, a dimension's name, or an expression of them (`M // 64`,
+    tilec.runtime checks it)."""
     kernel = ctx.kernel
 
     def dim(d: tir.Expr) -> int | str:
@@ -298,12 +299,15 @@ def _abi(ctx: LowerContext) -> dict:
             return ctx.name(d)
         return expr_text(substitute(d, {v: tir.Var(ctx.name(v), v.dtype, v.kind) for v in variables(d)}))
 
+    def tensor(t: tir.Buffer) -> dict:
+        entry = {"name": ctx.name(t), "dtype": t.dtype.tile_name, "shape": [dim(d) for d in t.shape]}
+        if t.strides is not None:
+            entry["strides"] = [dim(s) for s in t.strides]
+        return entry
+
     return {
         "name": kernel.name,
-        "tensors": [
-            {"name": ctx.name(t), "dtype": _logical(t.dtype).tile_name, "shape": _logical_shape(t, dim)}
-            for t in kernel.tensors
-        ],
+        "tensors": [tensor(t) for t in kernel.tensors],
         "scalars": [{"name": ctx.name(v), "dtype": v.dtype.tile_name} for v in kernel.scalars],
         "dims": [ctx.name(v) for v in kernel.dims],
     }
@@ -343,6 +347,10 @@ def _too_large(ctx: LowerContext, grid: tuple[tir.Expr, ...]) -> tir.Expr | None
             count = tir.BinOp("*", count, d, i64)
         test = tir.BinOp(">", count, tir.IntImm(INT32_MAX, i64), DType.bool)
         out = test if out is None else tir.BinOp("or", out, test, DType.bool)
+    for t in ctx.kernel.tensors:
+        reach = _reach_test(ctx, t)
+        if reach is not None:
+            out = reach if out is None else tir.BinOp("or", out, reach, DType.bool)
     # a dimension whose own count test has a constant factor (M x 64 <= 2^31 - 1) needs no other
     covered = {s[0].name for c, s in largest.values() if c > 1 and len(s) == 1 and isinstance(s[0], tir.Var)}
     for dim, overhang in _grid_overhangs(grid).items():
@@ -366,6 +374,26 @@ def _odd_packed_dims(ctx: LowerContext) -> list[tir.Expr]:
             if all(expr_text(test) != expr_text(e) for e in tests):
                 tests.append(test)
     return tests
+
+
+def _reach_test(ctx: LowerContext, t: tir.Buffer) -> tir.Expr | None:
+    """`1LL * (S - 1) * sS + 1LL * (D - 1) > 2147483647LL`: the farthest element of a tensor with
+    strides past a 32-bit offset; None for a row-major tensor, or one whose shape and strides are
+    constants (elaboration checked those). Dimensions of extent 1 and strides of 0 add nothing."""
+    if t.strides is None or all(isinstance(e, tir.IntImm) for e in (*t.shape, *t.strides)):
+        return None
+    i64 = DType.int64
+    reach: tir.Expr = tir.IntImm(0, i64)
+    for d, s in zip(t.shape, t.strides):
+        if (isinstance(d, tir.IntImm) and d.value == 1) or (isinstance(s, tir.IntImm) and s.value == 0):
+            continue
+        steps: tir.Expr = tir.BinOp("*", tir.IntImm(1, i64), tir.BinOp("-", _widened(ctx, d), int_(1), d.dtype), i64)
+        if isinstance(d, tir.IntImm):
+            steps = tir.IntImm(d.value - 1, i64)
+        unit = isinstance(s, tir.IntImm) and s.value == 1
+        term = steps if unit else tir.BinOp("*", steps, _widened(ctx, s), i64)
+        reach = term if isinstance(reach, tir.IntImm) else tir.BinOp("+", reach, term, i64)
+    return tir.BinOp(">", reach, tir.IntImm(INT32_MAX, i64), DType.bool)
 
 
 def _grid_overhangs(grid: tuple[tir.Expr, ...]) -> dict[tir.Var, int]:

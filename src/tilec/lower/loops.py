@@ -384,6 +384,8 @@ def _vec_access(
     """(condition, subscript of the first element) for a vector access, or None."""
     if width * buf.dtype.bytes > 16 and (width * buf.dtype.bytes) % 16:
         return None
+    if buf.scope == "global" and not tir.unit_innermost(buf):
+        return None  # a row's elements may lie apart: element by element
     if (width * buf.dtype.bytes) & (width * buf.dtype.bytes - 1):
         return None
     base = _lane_base(idx, lane, lane_zero)
@@ -441,7 +443,8 @@ def _chunk_refs(ctx: LowerContext, buf: tir.Buffer, base_idx: tuple[tir.Expr, ..
 
 
 def aligned(ctx: LowerContext, buf: tir.Buffer, width: int) -> tir.Var:
-    """A kernel-wide flag: the tensor's rows start on `width`-element boundaries.
+    """A kernel-wide flag: the tensor's rows start on `width`-element boundaries (for a tensor
+    with strides, every stride but the last, which is 1, a multiple of `width`).
 
     const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
     """
@@ -451,8 +454,11 @@ def aligned(ctx: LowerContext, buf: tir.Buffer, width: int) -> tir.Var:
     name = ctx.name(buf)
     address = T.Intrin("address", (tir.Var(name, buf.dtype, "thread"),), DType.uint64)
     cond = _divisible(address, 16)  # type: ignore[arg-type]  # a Thread IR leaf in a tir.Expr tree
-    if len(buf.shape) > 1 and not (isinstance(buf.shape[-1], tir.IntImm) and buf.shape[-1].value % width == 0):
-        cond = tir.BinOp("and", cond, _divisible(value_of(ctx, buf.shape[-1], None), width), DType.bool)
+    steps = buf.shape[-1:] if buf.strides is None else buf.strides[:-1]
+    if len(buf.shape) > 1:
+        for step in steps:
+            if not (isinstance(step, tir.IntImm) and step.value % width == 0):
+                cond = tir.BinOp("and", cond, _divisible(value_of(ctx, step, None), width), DType.bool)
     return kernel_flag(ctx, key, f"{name}_vec{width}", cond)
 
 

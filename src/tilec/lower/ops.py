@@ -139,6 +139,8 @@ def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> t
     if len(sides) != 1 or last is None or last.stride != 1 or last.dim != len(layout.shape) - 1:
         return None
     region = sides[0]
+    if not tir.unit_innermost(region.buffer):
+        return None  # no vectors to align (loops._vec_access): per-element checks
     fixed: list[tir.Expr] = [aligned(ctx, region.buffer, last.extent)]  # the same all kernel long
     moving: list[tir.Expr] = []  # depends on loop counters or values computed in the body
     for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):

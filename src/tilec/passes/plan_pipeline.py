@@ -189,9 +189,10 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     a loop at the top of the kernel (the roles split the whole body), its only pipelined one,
     whose body is its producers and one gemm on a warp-group instruction reading two of their
     tiles, each producer a whole 2-D tile of a 2-D tensor of the tile's type (or of a 3-D one, one
-    index deep in its first dimension: a batch), no tile read or written outside the loop, no
-    pad but zero (a TMA box's corner may lie outside the tensor on any side, negative ones
-    included; the hardware reads those elements as zero)."""
+    index deep in its first dimension: a batch) whose last stride is 1 (row-major, or declared with
+    strides ending in a literal 1: its tensor map takes the other strides as pitches), no tile
+    read or written outside the loop, no pad but zero (a TMA box's corner may lie outside the
+    tensor on any side, negative ones included; the hardware reads those elements as zero)."""
     if not target.bulk_copies or not any(s is loop for s in kernel.body):
         return False
     loops = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
@@ -205,6 +206,8 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     for c in found:
         src, dst = c.src.buffer, c.dst.buffer
         if len(src.shape) not in (2, 3) or src.dtype != dst.dtype or len(dst.shape) != 2:
+            return False
+        if not tir.unit_innermost(src):  # a tensor map's innermost stride is 1
             return False
         if c.pad is not None and not (isinstance(c.pad, (tir.IntImm, tir.FloatImm)) and c.pad.value == 0):
             return False

@@ -128,15 +128,10 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     out.append(hold)
     if s.a_from_registers:  # A's registers, too, are final before the fence
         ctx.state.helpers.add("wgmma_rs")
-        a = s.a.buffer
-        words = ctx.layouts.buffers[a].local_size * a.dtype.bytes // 4
-        out.append(
-            T.Call(
-                T.Intrin(
-                    f"tilec_wgmma_hold_a<{words}>", (T.AddressOf(T.Subscript(ctx.name(a), (int_(0),), a.dtype)),), I32
-                )
-            )
-        )
+        a_tile = s.a.buffer
+        words = ctx.layouts.buffers[a_tile].local_size * a_tile.dtype.bytes // 4
+        first_word = T.AddressOf(T.Subscript(ctx.name(a_tile), (int_(0),), a_tile.dtype))
+        out.append(T.Call(T.Intrin(f"tilec_wgmma_hold_a<{words}>", (first_word,), I32)))
     out.append(_call("tilec_wgmma_fence"))
     out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
     out += [_call("tilec_wgmma_commit"), _call(f"tilec_wgmma_wait<{in_flight}>"), hold]
@@ -372,7 +367,7 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
     issue.append(_call("tilec_bulk_commit"))
     first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
     inner, outer = (simplify(value_of(ctx, d, None)) for d in (dst.shape[1], dst.shape[0]))
-    tmap = T.TensorMap(mname, tname, dst.dtype, inner, outer, (width, rows), sw)
+    tmap = T.TensorMap(mname, tname, dst.dtype, inner, outer, (width, rows), sw, pitches=_pitches(ctx, dst))
     ctx.state.helpers |= {"bulk_store"}
     ctx.state.roles = replace(
         roles,
@@ -391,10 +386,10 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
 
 
 def _bulk_storable(ctx: LowerContext, s: tir.Copy) -> bool:
-    """A copy of a whole fragment to a 2-D tile of a 2-D tensor, at the top of the kernel body
-    (every consumer thread runs it), whose rows fit a swizzle and a tensor-map box."""
+    """A copy of a whole fragment to a 2-D tile of a 2-D tensor whose last stride is 1, at the top
+    of the kernel body (every consumer thread runs it), whose rows fit a swizzle and a tensor-map box."""
     src, dst = s.src.buffer, s.dst.buffer
-    if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2:
+    if src.scope != "fragment" or dst.scope != "global" or len(dst.shape) != 2 or not tir.unit_innermost(dst):
         return False
     if not any(s is t for t in ctx.kernel.body) or dst.dtype.bytes not in (1, 2, 4):
         return False
@@ -460,4 +455,16 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
         out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
     inner, outer = (simplify(value_of(ctx, d, None)) for d in (src.shape[-1], src.shape[-2]))
     batch = simplify(value_of(ctx, src.shape[0], None)) if batched else None
-    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch)
+    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch, _pitches(ctx, src))
+
+
+def _pitches(ctx: LowerContext, tensor: tir.Buffer) -> tuple[tir.Expr, ...]:
+    """A tensor map's pitches, in elements, inner first (rows, then matrices), for a tensor declared
+    with strides (plan_pipeline and _bulk_storable checked its last stride is 1); () for a row-major
+    one. Names the helpers that build such maps."""
+    if tensor.strides is None:
+        return ()
+    ctx.state.helpers.add("bulk_copy_strided")
+    if len(tensor.shape) == 3:
+        ctx.state.helpers.add("bulk_copy_strided_3d")
+    return tuple(simplify(value_of(ctx, s, None)) for s in reversed(tensor.strides[:-1]))

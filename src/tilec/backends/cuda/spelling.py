@@ -62,6 +62,14 @@ TENSOR_MAP_BUILD_3D = (
     "tilec_tensor_map_3d(&{name}, {tensor}, {inner}, {outer}, {batch}, {box_inner}, {box_outer}, {elem_bytes}, "
     "{swizzle})"
 )
+TENSOR_MAP_BUILD_STRIDED = (
+    "tilec_tensor_map_strided(&{name}, {tensor}, 2, {inner}, {outer}, 1, {row_pitch}, 0, {box_inner}, {box_outer}, "
+    "{elem_bytes}, {swizzle})"
+)
+TENSOR_MAP_BUILD_STRIDED_3D = (
+    "tilec_tensor_map_strided_3d(&{name}, {tensor}, {inner}, {outer}, {batch}, {row_pitch}, {batch_pitch}, "
+    "{box_inner}, {box_outer}, {elem_bytes}, {swizzle})"
+)
 FALLBACK = "if (!({cond})) return {name}({args});  // rows not 16-byte aligned: no bulk copies"
 
 # Inline helpers a barrier kind calls (emitted into the file when it is used).
@@ -551,6 +559,82 @@ static bool tilec_tensor_map_3d(CUtensorMap* map, const void* base, long long in
 }"""
 HELPER_TYPES["bulk_copy_3d"] = ("CUtensorMap", "uintptr_t")
 SHARED_ADDRESS_HELPERS |= {"bulk_copy_3d"}
+
+# The tensor map of a tensor declared with strides (tilec_encode_map's maps are row-major, their
+# pitches computed from the dims): emitted after "bulk_copy" (and "bulk_copy_3d"), whose types it
+# uses; "bulk_copy_strided_3d" after it, for 3-D maps.
+HELPERS["bulk_copy_strided"] = """
+// Host: the tensor map of a tensor given by its strides (a view), as tilec_encode_map builds a
+// row-major one: `rank` 2 (outer x inner) or 3 (batch x outer x inner), its rows `row_pitch`
+// elements apart and its matrices `batch_pitch` apart (the inner stride is 1); false when a
+// pitch or the base is not a multiple of 16 bytes or the driver refuses the map. Each thread
+// keeps the last 32 it encoded.
+struct tilec_strided_key {
+  tilec_map_key map;
+  long long row_pitch, batch_pitch;
+  bool operator==(const tilec_strided_key& o) const {
+    return map == o.map && row_pitch == o.row_pitch && batch_pitch == o.batch_pitch;
+  }
+};
+static bool tilec_tensor_map_strided(CUtensorMap* map, const void* base, int rank, long long inner, long long outer,
+                                     long long batch, long long row_pitch, long long batch_pitch, int box_inner,
+                                     int box_outer, int elem_bytes, int swizzle) {
+  (void)&tilec_tensor_map_2d;  // a file whose maps are all strided calls only this one: no unused-function warning
+  if (inner <= 0 || outer <= 0 || batch <= 0 || reinterpret_cast<uintptr_t>(base) % 16 ||
+      row_pitch * elem_bytes % 16 || batch_pitch * elem_bytes % 16)
+    return false;
+  const tilec_strided_key key = {{base, rank, {inner, outer, batch}, box_inner, box_outer, elem_bytes, swizzle},
+                                 row_pitch, batch_pitch};
+  constexpr int kRemembered = 32;
+  thread_local tilec_strided_key keys[kRemembered];
+  thread_local CUtensorMap maps[kRemembered];
+  thread_local int filled = 0, next = 0;
+  for (int i = 0; i < filled; ++i)
+    if (keys[i] == key) {
+      *map = maps[i];
+      return true;
+    }
+  static const tilec_encode_tiled encode = [] {  // looked up once (thread-safe static)
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                                     &found) == cudaSuccess && found == cudaDriverEntryPointSuccess;
+    return ok ? reinterpret_cast<tilec_encode_tiled>(fn) : nullptr;
+  }();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t pitch[2] = {static_cast<cuuint64_t>(row_pitch * elem_bytes),
+                               static_cast<cuuint64_t>(batch_pitch * elem_bytes)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer), 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  const CUtensorMapDataType type = elem_bytes == 4   ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                   : elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                                     : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMapSwizzle sw = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                : CU_TENSOR_MAP_SWIZZLE_32B;
+  if (encode(map, type, rank, const_cast<void*>(base), dims, pitch, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  keys[next] = key;
+  maps[next] = *map;
+  next = (next + 1) % kRemembered;
+  filled = filled < kRemembered ? filled + 1 : kRemembered;
+  return true;
+}"""
+HELPER_TYPES["bulk_copy_strided"] = ("CUtensorMap", "uintptr_t")
+HELPERS["bulk_copy_strided_3d"] = """
+// Host: the tensor map of a batch of matrices given by their strides (tilec_tensor_map_strided of
+// rank 3).
+static bool tilec_tensor_map_strided_3d(CUtensorMap* map, const void* base, long long inner, long long outer,
+                                        long long batch, long long row_pitch, long long batch_pitch, int box_inner,
+                                        int box_outer, int elem_bytes, int swizzle) {
+  (void)&tilec_tensor_map_3d;  // a file whose 3-D maps are all strided calls only this one
+  return tilec_tensor_map_strided(map, base, 3, inner, outer, batch, row_pitch, batch_pitch, box_inner, box_outer,
+                                  elem_bytes, swizzle);
+}"""
+HELPER_TYPES["bulk_copy_strided_3d"] = ("CUtensorMap",)
 
 
 def _wgmma_helper(n: int, suffix: str, ptx_type: str) -> str:
