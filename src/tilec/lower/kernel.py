@@ -300,7 +300,7 @@ def _abi(ctx: LowerContext) -> dict:
         return expr_text(substitute(d, {v: tir.Var(ctx.name(v), v.dtype, v.kind) for v in variables(d)}))
 
     def tensor(t: tir.Buffer) -> dict:
-        entry = {"name": ctx.name(t), "dtype": t.dtype.tile_name, "shape": [dim(d) for d in t.shape]}
+        entry = {"name": ctx.name(t), "dtype": _logical(t.dtype).tile_name, "shape": _logical_shape(t, dim)}
         if t.strides is not None:
             entry["strides"] = [dim(s) for s in t.strides]
         return entry
