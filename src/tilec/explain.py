@@ -46,7 +46,7 @@ from tilec.dtypes import UNPACKED_OF
 from tilec.instructions import Instruction, explain_name
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.pack_subbyte import logical_dim
-from tilec.passes.plan_pipeline import loop_refusal, producers, refusals
+from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.shared_plan import sequential_bytes, sharing_notes
 from tilec.targets import Target, instruction_named
@@ -633,9 +633,16 @@ def _schedule_table(title: str, loop: tir.For, sched: tir.Schedule, words: Words
 
 
 def _warp_roles_caption(loop: tir.For, words: Words) -> str:
+    ring = ring_stages(loop)
+    asked = (
+        f" (num_stages={loop.num_stages} keeps the consumers' iterations apart; the producer's copies "
+        f"still fill the other of {ring} stages while they compute)"
+        if loop.num_stages < ring
+        else ""
+    )
     return (
-        f"num_stages={loop.num_stages}, warp roles: one thread of a producer warp group issues the copies "
-        f"as {words['bulk_copy']} into a ring of {loop.num_stages} stages (full and empty "
+        f"num_stages={loop.num_stages}, warp roles{asked}: one thread of a producer warp group issues the copies "
+        f"as {words['bulk_copy']} into a ring of {ring} stages (full and empty "
         f"{words['ring_barrier']}s with phase bits), as far ahead as free stages allow, into the next tile "
         f"too; the consumers (the block's threads) run the rest, keeping one {words['warp_group_mma']} group "
         f"in flight, and free a stage once the group that read it has retired; {words['move_registers']} "
@@ -647,7 +654,7 @@ def _not_ahead(loop: tir.For, pipelined: bool) -> str:
     """Why a Pipelined loop, or some of its copies, do not run ahead (plan_pipeline's reasons,
     which -Wlost-pipeline reports too)."""
     if loop.num_stages < 2:
-        return " (num_stages < 2)"
+        return "" if loop.warp_specialized else " (num_stages < 2)"
     whole = loop_refusal(loop)
     if whole is not None:
         return f": {whole[0]}"
@@ -665,7 +672,7 @@ def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     if not (isinstance(t, tir.Copy) and t.pipeline == "producer"):
         return "k" if pipelined else "-"
     if loop.warp_specialized:
-        return f"producer (up to k + {loop.num_stages})"
+        return f"producer (up to k + {ring_stages(loop)})"
     if loop.single_buffered:
         return "k + 1 (registers)"
     label = f"k + {loop.num_stages - 1}"

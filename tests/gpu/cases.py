@@ -315,13 +315,10 @@ def check_paged_gather(mod, gen, P, NB, T):
 def check_scaled_gemm(mod, gen, M, N):
     """A register A into a gemm two ways (tests/gpu/programs/scaled_gemm.tile): scaled row by row in
     a Parallel loop (staged to shared memory first), and an accumulator cast to float16 (on sm_90a
-    wgmma's register form); each against float64 of the same float16 roundings. The row scales
-    stay in [0.5, 1.5]: with randn scales (run of 2026-12-02) 1 to 52 of 65536 elements of the
-    float32 output missed the 1e-4 bound by up to 3e-4 on sm_80's mma.sync and sm_90a's wgmma
-    alike, the tensor cores' float32 sums not being rounded as float64's are; a misplaced
-    element is off by O(1)."""
+    wgmma's register form); each against float64 of the same float16 roundings (a misplaced
+    element is off by O(1))."""
     a, b = randn((M, 64), f16, gen), randn((64, N), f16, gen)
-    sc = torch.rand((M,), device=harness.DEVICE, dtype=f32, generator=gen) + 0.5
+    sc = randn((M,), f32, gen)
     w, d = randn((64, 64), f16, gen), randn((64, N), f16, gen)
     c1, c2 = guarded_output((M, N), f32), guarded_output((M, N), f32)
     ag = guarded_input(a)
@@ -330,7 +327,12 @@ def check_scaled_gemm(mod, gen, M, N):
     scaled = (a.float() * sc[:, None]).half().double()
     p = (a.double() @ w.double()).float().half().double()
     first = _finish(c1, scaled @ b.double())
-    return first if not first["ok"] else _finish(c2, p @ d.double())
+    if not first["ok"]:
+        return first
+    # P is rounded to float16 from the tensor cores' float32 sums, which can round an element of P
+    # the other way than float64's sum does (1 to 52 of 65536 outputs off by up to 3e-4 relative
+    # in the run of 2026-12-02, sm_80 and sm_90a alike): float16's bound for the second product
+    return compare(c2.tensor, p @ d.double(), 2e-3, [c2])
 
 
 def check_attention_schedule(mod, gen, B, H, S):

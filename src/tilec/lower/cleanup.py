@@ -13,18 +13,6 @@ from tilec import tir, tir_walk
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _names_used(s: T.Stmt, out: set[str]) -> None:
-    """Every identifier a statement (and the statements inside it) mentions, C text included."""
-    for e in _stmt_exprs(s):
-        for x in tir_walk.subexprs(e):
-            match x:
-                case tir.Var(name) | T.Sym(name) | T.Subscript(name):
-                    out.update(_IDENT.findall(name))
-    for inner in _stmt_bodies(s):
-        for t in inner:
-            _names_used(t, out)
-
-
 def _stmt_exprs(s: T.Stmt) -> tuple[tir_walk.Node, ...]:
     """The expressions a Thread IR statement itself holds (a loop's counter aside: it declares it)."""
     match s:
@@ -59,29 +47,35 @@ def _stmt_bodies(s: T.Stmt) -> tuple[tuple[T.Stmt, ...], ...]:
 
 
 def drop_unused(body: list[T.Stmt]) -> list[T.Stmt]:
-    """Remove `const` scalar declarations nothing reads (nvcc warns on them)."""
-    while True:
-        used: set[str] = set()
-        for s in body:
-            _names_used(s, used)
-        pruned = _prune(body, used)
-        if pruned == body:
-            return body
-        body = pruned
+    """Remove `const` scalar declarations nothing after them in their block reads (nvcc warns on
+    them). A name is visible only after its declaration and inside its block, so a block is
+    walked from its end: the same name declared in two branches (a warp-role kernel's block
+    indices, in the producer's and in the consumers' branch) is kept only where it is read."""
+    return _prune(body)[0]
 
 
-def _prune(stmts: list[T.Stmt], used: set[str]) -> list[T.Stmt]:
+def _prune(stmts: list[T.Stmt] | tuple[T.Stmt, ...]) -> tuple[list[T.Stmt], set[str]]:
+    """`stmts` without the unread const scalars, and the names the remaining statements read."""
     out: list[T.Stmt] = []
-    for s in stmts:
+    used: set[str] = set()
+    for s in reversed(stmts):
         match s:
             case T.Decl(name, const=True, dims=()) if name not in used:
                 continue
-            case T.Loop(body=body) | T.While(body=body):
-                out.append(replace(s, body=tuple(_prune(list(body), used))))
+            case T.Loop(body=body) | T.While(body=body) | T.Scope(body=body):
+                inner, names = _prune(body)
+                s = replace(s, body=tuple(inner))
             case T.IfThen(cond, then, orelse):
-                out.append(T.IfThen(cond, tuple(_prune(list(then), used)), tuple(_prune(list(orelse), used))))
-            case T.Scope(body=body):
-                out.append(replace(s, body=tuple(_prune(list(body), used))))
+                (then_, a), (else_, b) = _prune(then), _prune(orelse)
+                s, names = T.IfThen(cond, tuple(then_), tuple(else_)), a | b
             case _:
-                out.append(s)
-    return out
+                names = set()
+        for e in _stmt_exprs(s):
+            for x in tir_walk.subexprs(e):
+                match x:
+                    case tir.Var(name) | T.Sym(name) | T.Subscript(name):
+                        names.update(_IDENT.findall(name))
+        used |= names
+        out.append(s)
+    out.reverse()
+    return out, used

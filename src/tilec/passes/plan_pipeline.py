@@ -38,6 +38,7 @@ start, and V still has the softmax and the rest of the iteration to land
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
@@ -65,6 +66,14 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
     single_ids: set[int] = set()  # register-staged loops whose tiles keep one buffer
     planned: dict[int, tir.Schedule] = {}  # loops with order=/stage=, the plan on their schedules
     for loop in tir_walk.stmts(kernel.body):
+        if _ring_without_stages(kernel, loop, target):  # num_stages < 2, yet warp roles (ring_stages)
+            assert isinstance(loop, tir.For)
+            found = _producers(loop)
+            pipelined.add(id(loop))
+            specialized.add(id(loop))
+            producer_ids |= {id(c) for c in found}
+            stages |= {c.dst.buffer: ring_stages(loop) for c in found}
+            continue
         if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
             continue
         found = _producers(loop)
@@ -182,6 +191,32 @@ def _single_buffered(
         return declared_bytes(b) // shape[-1] * row
 
     return sum(nbytes(b) * stages.get(b, 1) for b in allocs) > target.smem_limit
+
+
+def ring_stages(loop: tir.For) -> int:
+    """The stages of a warp-role loop's ring: its num_stages, and 2 for a loop asked for fewer
+    (`_ring_without_stages`)."""
+    return max(loop.num_stages, 2)
+
+
+def _ring_without_stages(kernel: tir.Kernel, loop: tir.Stmt, target: Target) -> bool:
+    """A `Pipelined(..., num_stages=0 or 1)` GEMM main loop that warp roles can run, on a target
+    with bulk copies, with room in shared memory for a second copy of its tiles: it runs by warp
+    roles on a ring of 2 stages. num_stages < 2 asks that the loop's iterations not overlap, and
+    the consumers' loop is kept as written; the producer warp group's bulk copies, which the
+    consumers' threads never run, fill the other stage while they compute (TileLang's examples
+    write num_stages=0 for split-K and still get their warp-specialized copies on Hopper)."""
+    if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages >= 2 or not _is_one(loop.step):
+        return False
+    if not target.bulk_copies or loop.schedule is not None:
+        return False
+    found = _producers(loop)
+    if not found or not _warp_specialized(kernel, loop, found, target):
+        return False
+    tiles = {c.dst.buffer for c in found}
+    allocs = [s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]
+    nbytes = sum(math.prod(b.const_shape) * b.dtype.bytes * (ring_stages(loop) if b in tiles else 1) for b in allocs)
+    return nbytes <= target.smem_limit // 2  # the epilogue's staging tile and barriers fit beside them
 
 
 def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:

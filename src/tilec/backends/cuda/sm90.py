@@ -54,7 +54,7 @@ from tilec.lower.context import LowerContext, WarpRoles, shared_bytes, shared_vi
 from tilec.lower.exprs import ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy
 from tilec.passes.infer_layouts import place_descriptor_operand
-from tilec.passes.plan_pipeline import producers
+from tilec.passes.plan_pipeline import producers, ring_stages
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK
@@ -210,7 +210,7 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     released once the wgmma group that read it has retired (one group stays in flight), the
     last one of a tile before its epilogue, so the producer fills the next tile's stages while
     the consumers store this one's. Returns the consumers' loop; the rest goes to ctx.state.roles."""
-    stages = s.num_stages
+    stages = ring_stages(s)
     copies = producers(s)
     (g,) = [x for x in s.body if isinstance(x, tir.Gemm)]
     record = instruction_named(ctx.target, g.instruction)
