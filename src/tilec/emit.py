@@ -364,7 +364,7 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
         out += [line.format(name=k.name) for line in launch.smem_opt_in]
     out += _body(k.host_prologue, sp)
     if k.persistent:
-        out.append(launch.persistent_grid)
+        out.append(launch.persistent_grid.format(blocks=k.min_blocks))
     args = ", ".join(p.name for p in k.params)
     return out + [launch.launch.format(name=k.name, threads=k.threads, args=args), launch.status, "}"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -149,7 +150,7 @@ class WarpRoles:
     bulk copies' kernel parameters and the launcher's maps."""
 
     setup: tuple[T.Stmt, ...]
-    producer_entry: tuple[T.Stmt, ...]
+    producer_entry: tuple[T.Stmt, ...]  # after its `registers` share
     producer_thread: tir.Expr
     producer_state: tuple[T.Stmt, ...]
     producer_tile: tuple[T.Stmt, ...]
@@ -158,6 +159,12 @@ class WarpRoles:
     producer_threads: int
     params: tuple[T.Param, ...]
     tensor_maps: tuple[T.TensorMap, ...]
+    # blocks per multiprocessor -> the producer's and the consumers' register moves (setmaxnreg),
+    # each role's first statement; lower_kernel picks the blocks (blocks_per_multiprocessor)
+    registers: Callable[[int], tuple[T.Stmt, T.Stmt]]
+    # how many of the SM's blocks the consumers' registers allow: 2 where one block's warp groups
+    # leave room for a second block (its producer's epilogue overlaps the other's main loop)
+    max_blocks: int
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     if roles is None:
         body = [tx, *_block_index(ctx), *state.views, *state.prologue, *body]
     else:  # the block's threads consume; a producer warp group after them; both walk the tiles
-        body = [tx, *state.views, *_warp_roles(ctx, roles, grid, body)]
+        blocks = blocks_per_multiprocessor(roles, shared_bytes(state.views), target)
+        body = [tx, *state.views, *_warp_roles(ctx, roles, grid, body, blocks)]
         threads += roles.producer_threads
     body = name_lanes(body, ctx.tx, threads, target.warp_size, ctx.fresh)
     smem = shared_bytes(state.views)
@@ -67,7 +68,22 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     k = replace(k, block_vars=tuple(ctx.name(v) for v in kernel.block_vars), too_large=too_large)
     if roles is None:
         return k
-    return replace(k, consumer_threads=kernel.threads, min_blocks=1, tensor_maps=roles.tensor_maps, persistent=True)
+    return replace(
+        k, consumer_threads=kernel.threads, min_blocks=blocks, tensor_maps=roles.tensor_maps, persistent=True
+    )
+
+
+# The shared memory a block reserves beside its own (the CUDA runtime's 1 KB per block on sm_90)
+BLOCK_RESERVED_SMEM = 1024
+
+
+def blocks_per_multiprocessor(roles: WarpRoles, smem: int, target: Target) -> int:
+    """Blocks of a warp-role kernel on one multiprocessor: two where the consumers' registers
+    allow (WarpRoles.max_blocks) and two blocks' shared memory fits the multiprocessor's (its
+    opt-in limit per block plus the reserve), so that one block's epilogue and ring waits overlap
+    the other's main loop; else one."""
+    two = 2 * (smem + BLOCK_RESERVED_SMEM) <= target.smem_limit + BLOCK_RESERVED_SMEM
+    return 2 if roles.max_blocks >= 2 and two else 1
 
 
 def _check_symbol(kernel: tir.Kernel, target: Target) -> None:
@@ -81,9 +97,11 @@ def _check_symbol(kernel: tir.Kernel, target: Target) -> None:
         )
 
 
-def _warp_roles(ctx: LowerContext, roles: WarpRoles, grid: tuple[tir.Expr, ...], body: list[T.Stmt]) -> list[T.Stmt]:
-    """The body of a persistent kernel with warp roles: the launcher starts at most one block per
-    multiprocessor, and block b walks tiles b, b + gridDim.x, ... of the grid; the producer's
+def _warp_roles(
+    ctx: LowerContext, roles: WarpRoles, grid: tuple[tir.Expr, ...], body: list[T.Stmt], per_sm: int
+) -> list[T.Stmt]:
+    """The body of a persistent kernel with warp roles: the launcher starts at most `per_sm` blocks
+    per multiprocessor, and block b walks tiles b, b + gridDim.x, ... of the grid; the producer's
     thread and the consumers each run the walk, with the tile's block indices.
 
         const int tiles = <grid extents multiplied>;
@@ -112,14 +130,16 @@ def _warp_roles(ctx: LowerContext, roles: WarpRoles, grid: tuple[tir.Expr, ...],
         return T.Loop(t, int_(0), mine, 1, False, (*indices, *stmts))
 
     producing = tir.BinOp(">=", ctx.tx, int_(ctx.kernel.threads), DType.bool)
+    producer_registers, consumer_registers = roles.registers(per_sm)
     producer = (
+        producer_registers,
         *roles.producer_entry,
         T.IfThen(roles.producer_thread, (*roles.producer_state, walk(list(roles.producer_tile)))),
     )
     block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
     per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]  # a tile's interior tests
     kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
-    consumer = (*roles.consumer_entry, walk([*per_tile, *body]), *roles.consumer_exit)
+    consumer = (consumer_registers, *roles.consumer_entry, walk([*per_tile, *body]), *roles.consumer_exit)
     return [*head, *kernel_wide, *roles.setup, T.IfThen(producing, producer, consumer)]
 
 

@@ -53,7 +53,7 @@ from tilec.lower.cexpr import I32, add, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, WarpRoles, shared_bytes, shared_view
 from tilec.lower.exprs import ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy
-from tilec.passes.infer_layouts import place_descriptor_operand
+from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
 from tilec.passes.plan_pipeline import producers, ring_stages
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify
@@ -277,7 +277,6 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     )
     # the consumers
     groups = threads // WARP_GROUP
-    regs = min(240, (REGISTER_FILE - WARP_GROUP * PRODUCER_REGISTERS) // (WARP_GROUP * groups) // 8 * 8)
     consumed, consumed_decl, consumed_step = counter("consumed")
     stage, phase, decls = ring(consumed)
     body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(full, stage), phase))]
@@ -314,19 +313,42 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
         ),
     ]
     params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
+    fragments = fragment_registers(ctx.layouts)
     ctx.state.roles = WarpRoles(
         setup=setup,
-        producer_entry=(_call(f"tilec_setmaxnreg_dec<{PRODUCER_REGISTERS}>"),),
+        producer_entry=(),
         producer_thread=tir.BinOp("==", ctx.tx, int_(threads), DType.bool),
         producer_state=(filled_decl,),
         producer_tile=producer_tile,
-        consumer_entry=(_call(f"tilec_setmaxnreg_inc<{regs}>"), consumed_decl),
+        consumer_entry=(consumed_decl,),
         consumer_exit=(),
         producer_threads=WARP_GROUP,
         params=params,
         tensor_maps=tuple(maps),
+        registers=lambda blocks: _register_moves(groups, blocks),
+        max_blocks=2 if consumer_registers(groups, 2) - fragments >= ADDRESS_REGISTERS else 1,
     )
     return consumer
+
+
+# Registers a consumer thread needs beside its fragments (indices, addresses, descriptors, the
+# epilogue's temporaries): a 128x128 float32 accumulator (128 registers) on one warp group took
+# 168 under ptxas (gemm_split_k_stages0, sm_90a).
+ADDRESS_REGISTERS = 64
+
+
+def consumer_registers(groups: int, blocks: int) -> int:
+    """Registers per consumer thread of a block of `groups` consumer warp groups and a producer one,
+    `blocks` such blocks on a multiprocessor: the file's share left by the producer's 40, a
+    multiple of 8 (setmaxnreg's unit), at most 240."""
+    share = REGISTER_FILE // blocks - WARP_GROUP * PRODUCER_REGISTERS
+    return min(240, share // (WARP_GROUP * groups) // 8 * 8)
+
+
+def _register_moves(groups: int, blocks: int) -> tuple[T.Stmt, T.Stmt]:
+    """setmaxnreg of the producer warp group (down to 40) and of the consumers (up to their share)."""
+    producer = _call(f"tilec_setmaxnreg_dec<{PRODUCER_REGISTERS}>")
+    return producer, _call(f"tilec_setmaxnreg_inc<{consumer_registers(groups, blocks)}>")
 
 
 def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:

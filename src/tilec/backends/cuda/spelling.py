@@ -197,7 +197,7 @@ LAUNCHER_DOC = "// Launches {name}_kernel on `stream`; returns the launch's cuda
 PROTOTYPE_DOC = "// Launches kernel `{name}` on `stream`; returns the launch's cudaError_t (0 on success)."  # in the .h
 GRID = "const dim3 grid({0}, {1}, {2});"
 TILES = "const dim3 tiles({0}, {1}, {2});"
-PERSISTENT_GRID = "const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z));"
+PERSISTENT_GRID = "const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z, {blocks}));"
 SMEM_OPT_IN_ABOVE = 48 * 1024  # bytes of dynamic shared memory a kernel gets without opting in
 SMEM_OPT_IN = (
     "cudaError_t err = cudaFuncSetAttribute({name}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
@@ -525,14 +525,15 @@ __device__ __forceinline__ void tilec_bulk_wait() {
 HELPER_TYPES["bulk_store"] = ("CUtensorMap",)
 HELPERS["persistent"] = """
 // Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
-// one per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be asked
-// (the launch then reports why).
-static unsigned tilec_persistent_blocks(unsigned long long tiles) {
+// per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
+// asked (the launch then reports why).
+static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1)
     return 1;
-  return tiles < static_cast<unsigned long long>(sms) ? static_cast<unsigned>(tiles) : static_cast<unsigned>(sms);
+  const unsigned long long most = 1ull * sms * per_sm;
+  return static_cast<unsigned>(tiles < most ? tiles : most);
 }"""
 SHARED_ADDRESS_HELPERS |= {"bulk_copy", "bulk_store"}
 

@@ -137,16 +137,16 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
 }
 
 // Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
-// one per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be asked
-// (the launch then reports why).
-static unsigned tilec_persistent_blocks(unsigned long long tiles) {
+// per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
+// asked (the launch then reports why).
+static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       sms < 1)
     return 1;
-  return tiles < static_cast<unsigned long long>(sms) ? static_cast<unsigned>(tiles)
-                                                      : static_cast<unsigned>(sms);
+  const unsigned long long most = 1ull * sms * per_sm;
+  return static_cast<unsigned>(tiles < most ? tiles : most);
 }
 
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
@@ -377,7 +377,7 @@ static int matmul_fallback(const half* A, const half* B, float* C, int M, int K,
   return (int)cudaGetLastError();
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)
     matmul_kernel(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C,
                   int M, int K, int N, const __grid_constant__ CUtensorMap A_map,
                   const __grid_constant__ CUtensorMap B_map) {
@@ -437,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
       }
     }
   } else {
-    tilec_setmaxnreg_inc<240>();
+    tilec_setmaxnreg_inc<216>();
     int consumed = 0;
     for (int t = 0; t < block_tiles; ++t) {
       const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
@@ -538,7 +538,7 @@ extern "C" int matmul(const half* A, const half* B, float* C, int M, int K, int 
   if (!(bulk_copies))
     return matmul_fallback(A, B, C, M, K, N, stream);  // rows not 16-byte aligned: no bulk copies
   const int smem_bytes = 32800;
-  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z));
+  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z, 2));
   matmul_kernel<<<grid, 256, smem_bytes, stream>>>(A, B, C, M, K, N, A_map, B_map);
   return (int)cudaGetLastError();
 }

@@ -246,16 +246,16 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
 }
 
 // Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
-// one per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be asked
-// (the launch then reports why).
-static unsigned tilec_persistent_blocks(unsigned long long tiles) {
+// per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
+// asked (the launch then reports why).
+static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       sms < 1)
     return 1;
-  return tiles < static_cast<unsigned long long>(sms) ? static_cast<unsigned>(tiles)
-                                                      : static_cast<unsigned>(sms);
+  const unsigned long long most = 1ull * sms * per_sm;
+  return static_cast<unsigned>(tiles < most ? tiles : most);
 }
 
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
@@ -583,7 +583,7 @@ static int gemm_strides_warp_roles_fallback(const half* A, const half* B, half* 
   return (int)cudaGetLastError();
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)
     gemm_strides_warp_roles_kernel(const half* __restrict__ A, const half* __restrict__ B,
                                    half* __restrict__ C, int M, int K, int lda, int N, int ldb,
                                    int ldc, const __grid_constant__ CUtensorMap A_map,
@@ -643,7 +643,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
       }
     }
   } else {
-    tilec_setmaxnreg_inc<240>();
+    tilec_setmaxnreg_inc<216>();
     int consumed = 0;
     for (int t = 0; t < block_tiles; ++t) {
       const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
@@ -771,7 +771,7 @@ extern "C" int gemm_strides_warp_roles(const half* A, const half* B, half* C, in
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)
     return (int)err;
-  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z));
+  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z, 2));
   gemm_strides_warp_roles_kernel<<<grid, 256, smem_bytes, stream>>>(A, B, C, M, K, lda, N, ldb, ldc,
                                                                     A_map, B_map, C_map);
   return (int)cudaGetLastError();

@@ -179,16 +179,16 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
 }
 
 // Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
-// one per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be asked
-// (the launch then reports why).
-static unsigned tilec_persistent_blocks(unsigned long long tiles) {
+// per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
+// asked (the launch then reports why).
+static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       sms < 1)
     return 1;
-  return tiles < static_cast<unsigned long long>(sms) ? static_cast<unsigned>(tiles)
-                                                      : static_cast<unsigned>(sms);
+  const unsigned long long most = 1ull * sms * per_sm;
+  return static_cast<unsigned>(tiles < most ? tiles : most);
 }
 
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
@@ -709,7 +709,7 @@ extern "C" int gemm_warp_roles(const half* A, const half* B, half* C, int M, int
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)
     return (int)err;
-  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z));
+  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z, 1));
   gemm_warp_roles_kernel<<<grid, 384, smem_bytes, stream>>>(A, B, C, M, K, N, A_map, B_map, C_map);
   return (int)cudaGetLastError();
 }
