@@ -401,3 +401,29 @@ def test_a_loop_without_break_needs_no_barrier_after_it() -> None:
     """The same loop without the break: its body ends with nothing pending."""
     body = placed(loop(op("w", writes="A"), op("w2", writes="B")), op("r", reads="A"))
     assert shape(body) == [["w", "w2", "|"], "r"]
+
+
+MINE = frozenset({((i,), i) for i in range(128)})  # element i touched by thread i
+SHIFTED = frozenset({((i,), (i + 1) % 128) for i in range(128)})  # element i by thread i + 1
+
+
+def test_accesses_of_a_tile_by_its_elements_owners_need_no_barrier() -> None:
+    # each thread reads what it wrote itself (lower/owners.py): no barrier; another thread's
+    # element, or an op without an owner map, keeps it
+    write = op("copy", writes="A", owners=(("A", MINE),))
+    same = op("use", reads="A", owners=(("A", MINE),))
+    other = op("use", reads="A", owners=(("A", SHIFTED),))
+    assert shape(placed(view("A"), write, same)) == ["SharedView", "copy", "use"]
+    assert shape(placed(view("A"), write, other)) == ["SharedView", "copy", "|", "use"]
+    assert shape(placed(view("A"), write, op("use", reads="A"))) == ["SharedView", "copy", "|", "use"]
+    # a second writer with other owners after a read by the owners: a barrier before it
+    read = op("read", reads="A", owners=(("A", MINE),))
+    assert shape(placed(view("A"), write, read, other)) == ["SharedView", "copy", "read", "|", "use"]
+
+
+def test_a_loop_whose_tiles_only_their_owners_touch_has_no_barrier_per_iteration() -> None:
+    body = (op("copy", writes="A", owners=(("A", MINE),)), op("use", reads="A", owners=(("A", MINE),)))
+    assert shape(placed(view("A"), loop(*body))) == ["SharedView", ["copy", "use"]]
+    # one access of the loop by other owners: the iteration ends with a barrier again
+    mixed = (*body, op("late", reads="A", owners=(("A", SHIFTED),)))
+    assert shape(placed(view("A"), loop(*mixed))) == ["SharedView", ["copy", "use", "|", "late", "|"]]

@@ -59,7 +59,7 @@ The contract with lowering:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from typing import assert_never
@@ -71,6 +71,7 @@ from tilec.dtypes import DType
 from tilec.shared_plan import aliases
 from tilec.simplify import const
 from tilec.source import NO_SPAN, Span
+from tilec.thread_ir import Owners
 
 BLOCK = T.Barrier("block")
 _SETTLE_WALKS = 2  # a loop of unknown trip count is settled within this many iterations (_Placement.iterations)
@@ -139,9 +140,23 @@ class _State:
     uncommitted: set[str] = field(default_factory=set)  # asynchronous copies' writes of the open group
     groups: list[frozenset[str]] = field(default_factory=list)  # committed, in flight, oldest first
     tx: dict[T.Expr, frozenset[str]] = field(default_factory=dict)  # TMA writes by mbarrier, in flight
+    # pending tile -> the owner map every pending access of it had (lower/owners.py), None if they differ
+    owner: dict[str, Owners | None] = field(default_factory=dict)
 
     def copy(self) -> _State:
-        return _State(set(self.reads), set(self.writes), set(self.uncommitted), list(self.groups), dict(self.tx))
+        groups, tx = list(self.groups), dict(self.tx)
+        return _State(set(self.reads), set(self.writes), set(self.uncommitted), groups, tx, dict(self.owner))
+
+    def owned_by_all(self, touched: dict[str, Owners | None], aliases: dict[str, frozenset[str]]) -> bool:
+        """Every pending tile was touched by its elements' owners only, and `touched` (a loop body's
+        accesses) touches it, and every tile sharing its bytes, with the same owners or not at all."""
+        for name in self.reads | self.writes:
+            mine = self.owner.get(name)
+            if mine is None or any(touched.get(a, mine) != mine for a in aliases.get(name, ()) if a != name):
+                return False
+            if name in touched and touched[name] != mine:
+                return False
+        return True
 
     def in_flight(self) -> set[str]:
         return self.uncommitted.union(*self.groups, *self.tx.values())
@@ -154,11 +169,11 @@ class _State:
         return [BLOCK]
 
     def retire(self) -> None:
-        self.reads, self.writes = set(), set()
+        self.reads, self.writes, self.owner = set(), set(), {}
 
     def become(self, other: _State) -> None:
         self.reads, self.writes, self.uncommitted = other.reads, other.writes, other.uncommitted
-        self.groups, self.tx = other.groups, other.tx
+        self.groups, self.tx, self.owner = other.groups, other.tx, other.owner
 
 
 def _join(a: _State, b: _State) -> _State:
@@ -167,7 +182,9 @@ def _join(a: _State, b: _State) -> _State:
     empty: frozenset[str] = frozenset()
     groups = [x | y for x, y in zip_longest(reversed(a.groups), reversed(b.groups), fillvalue=empty)][::-1]
     tx = {bar: a.tx.get(bar, frozenset()) | b.tx.get(bar, frozenset()) for bar in (*a.tx, *b.tx)}
-    return _State(a.reads | b.reads, a.writes | b.writes, a.uncommitted | b.uncommitted, groups, tx)
+    owner = {n: a.owner.get(n, b.owner.get(n)) for n in a.owner.keys() | b.owner.keys()}
+    owner |= {n: None for n in a.owner.keys() & b.owner.keys() if a.owner[n] != b.owner[n]}
+    return _State(a.reads | b.reads, a.writes | b.writes, a.uncommitted | b.uncommitted, groups, tx, owner)
 
 
 # ---------------------------------------------------------------- the walk
@@ -247,12 +264,13 @@ class _Placement:
         """The loop rule (module docstring), walking the body as the loop runs (`iterations`); a
         while loop's trip count is unknown. A `break` leaves the loop with the state it found."""
         touches = self.touches(s)
-        before = st.flush() if touches else []
+        touched = self.owners_in((s,))  # the loop's bounds or condition too: scalar accesses
+        before = st.flush() if touches and not st.owned_by_all(touched, self.aliases) else []
         before += _access(self.scalar_access(s), st, NO_SPAN, self.aliases)  # the bounds, the condition
         entry = st.copy()
         trips = _trip_count(s) if isinstance(s, T.Loop) else None
         self.breaks.append([])
-        body, after = self.iterations(s.body, st, touches, trips)
+        body, after = self.iterations(s.body, st, touches and not self.owned_throughout(touched), trips)
         exits = self.breaks.pop()
         if trips is None or trips == 0:  # it may not run at all, or stop after any walked iteration
             st.become(functools.reduce(_join, after + exits, entry))
@@ -290,6 +308,36 @@ class _Placement:
         if touches and not self.starts_with_barrier(body):
             code += st.flush()
         return code
+
+    def owners_in(self, body: tuple[T.Stmt, ...]) -> dict[str, Owners | None]:
+        """Each shared tile `body` touches -> the owner map all its accesses there have (None: they
+        differ, or one has none: a scalar access, an op without a map)."""
+        out: dict[str, Owners | None] = {}
+
+        def note(names: Iterable[str], owners: dict[str, Owners]) -> None:
+            for n in names:
+                out[n] = owners.get(n) if out.get(n, owners.get(n)) == owners.get(n) else None
+
+        def walk(stmts: tuple[T.Stmt, ...]) -> None:
+            for t in stmts:
+                match t:
+                    case T.Scope(access=a):  # its own code is the op's business (module docstring)
+                        note(a.reads | a.writes | a.async_writes | a.tx_writes | a.stage_writes, dict(a.owners))
+                    case T.Decl() | T.Assign() | T.IfThen() | T.Loop() | T.While():
+                        acc = self.scalar_access(t)
+                        note(acc.reads | acc.writes, {})
+                        for inner in T.bodies(t):
+                            walk(inner)
+
+        walk(body)
+        return out
+
+    def owned_throughout(self, touched: dict[str, Owners | None]) -> bool:
+        """Every shared tile a loop body touches, each element from one thread, the same in all its
+        accesses: one iteration's accesses need no barrier before the next one's."""
+        return all(o is not None for o in touched.values()) and not any(
+            self.aliases.get(n, frozenset()) - {n} for n in touched
+        )
 
     def starts_with_barrier(self, body: tuple[T.Stmt, ...]) -> bool:
         """A block barrier comes before any tile op, loop, branch or scalar access of shared
@@ -375,8 +423,16 @@ def _access(a: T.SharedAccess, st: _State, span: Span, aliases: dict[str, frozen
             "(no wait retires it first)",
         )
     others = _storage(a.stage_writes, aliases) - a.stage_writes
-    hazard = (reads & st.writes) or ((writes | others) & (st.reads | st.writes))
-    before = st.flush() if hazard else []
+    hazard = (reads & st.writes) | ((writes | others) & (st.reads | st.writes))
+    owners = dict(a.owners)
+    pending = st.reads | st.writes
+    own = {x for x in hazard if owners.get(x) is not None and st.owner.get(x) == owners[x]}
+    own = {x for x in own if not (aliases.get(x, frozenset()) - {x}) & pending}  # nothing else on its bytes
+    before = st.flush() if hazard - own else []
+    pending = st.reads | st.writes
+    for x in a.reads | a.writes:  # the owner map of x's pending accesses, None once they differ
+        mine = owners.get(x)
+        st.owner[x] = mine if x not in pending or st.owner.get(x) == mine else None
     st.reads |= a.reads
     st.writes |= a.writes
     st.uncommitted |= a.async_writes
@@ -405,6 +461,7 @@ def _barrier(b: T.Barrier, st: _State) -> None:
                 raise error(None, "internal: an async_wait needs a constant group count")
             cut = max(len(st.groups) - keep, 0)
             st.writes.update(*st.groups[:cut])  # complete in this thread; the block sees them after a barrier
+            st.owner |= {name: None for name in frozenset().union(*st.groups[:cut])}
             st.groups = st.groups[cut:]
         case "mbarrier_wait":
             st.tx.pop(b.args[0], None)  # complete, and visible to every thread that waited

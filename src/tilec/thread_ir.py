@@ -217,6 +217,10 @@ class Barrier:
     args: tuple[Expr, ...] = ()  # counts, ids, an mbarrier (a uint64 in shared memory)
 
 
+# A shared tile's owner map in one tile op: (element, the one thread touching it) pairs (lower/owners.py)
+Owners: TypeAlias = frozenset[tuple[tuple[int, ...], int]]
+
+
 @dataclass(frozen=True, slots=True)
 class SharedAccess:
     """What one tile op (its `Scope`) does to shared tiles, by C name: the
@@ -241,6 +245,9 @@ class SharedAccess:
     # reads its shared operands through the asynchronous proxy (wgmma's descriptors): shared memory
     # written by ordinary stores (asynchronous copies too) needs a proxy fence in the writers before the barrier
     proxy_reads: bool = False
+    # (tile, owner map) for tiles each element of which one thread touches (lower/owners.py): an
+    # access of the same tile with the same map needs no barrier after this one
+    owners: tuple[tuple[str, Owners], ...] = ()
 
     @property
     def touches(self) -> bool:

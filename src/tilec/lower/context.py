@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, OperandTypes
 from tilec.lower.cexpr import I32
 from tilec.passes.infer_layouts import Layouts
 from tilec.shared_plan import shared_lifetimes
 from tilec.targets import Target
+from tilec.thread_ir import Owners
 from tilec.uniformity import Varying, thread_varying
 
 
@@ -101,6 +102,12 @@ class LowerState:
     # Shared scratch the op being lowered reads after its own barriers (a staged gemm operand).
     # Written by ops.stage_fragment; read and cleared by kernel.as_scope when the op's Scope is made.
     scratch_reads: set[str] = field(default_factory=set)
+    # lower_copy / lower_parallel -> as_scope: the op's shared tiles each element of which one
+    # thread touches, with that owner map (owners.py; barrier placement compares them)
+    owned: dict[str, Owners] = field(default_factory=dict)
+    # shared tiles with one copy per pipeline stage: their owner maps are not kept (which copy a
+    # thread touches depends on the iteration)
+    staged: set[tir.Buffer] = field(default_factory=set)
     # Tensors written by the kernel: the others become `const` parameters. Written by every
     # store to global memory (kernel.py, loops.py); read at the end.
     written: set[str] = field(default_factory=set)
@@ -201,6 +208,7 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target) -> LowerCo
     tx = tir.Var(names.fresh("tx"), I32, "thread")
     nonneg = {names.of(v) for v in (*kernel.dims, *kernel.block_vars)}
     state = LowerState(names, {tx: kernel.threads - 1}, nonneg, lifetimes=shared_lifetimes(kernel))
+    state.staged = {s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.stages > 1}
     return LowerContext(kernel, layouts, target, backend_of(target), tx, state, thread_varying(kernel.body))
 
 

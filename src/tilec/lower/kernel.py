@@ -157,6 +157,7 @@ def lower_block(ctx: LowerContext, stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
 
 def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
     """One statement of the kernel body; every tile op becomes a Scope (`as_scope`)."""
+    ctx.state.owned = {}  # what this statement's own lowering records
     match s:
         case tir.Alloc():
             return lower_alloc(ctx, s)
@@ -215,14 +216,24 @@ def as_scope(ctx: LowerContext, s: tir.Stmt, body: list[T.Stmt]) -> list[T.Stmt]
     """A lowered tile op as a Scope, with the shared tiles it reads and writes for barrier
     placement (sync.py): its operands, and scratch it reads after its own barriers."""
     reads, writes = shared_reads_writes(s)
+    reads_, writes_ = shared_names(ctx, reads) | ctx.state.scratch_reads, shared_names(ctx, writes)
+    owned = {n: o for n, o in ctx.state.owned.items() if n in reads_ | writes_} if _owns(s) else {}
     access = T.SharedAccess(
-        reads=shared_names(ctx, reads) | ctx.state.scratch_reads,
-        writes=shared_names(ctx, writes),
+        reads=reads_,
+        writes=writes_,
         scratch=isinstance(s, (tir.Reduce, tir.Gemm)),  # a cross-warp reduction, a staged operand
         proxy_reads=isinstance(s, tir.Gemm) and instruction_named(ctx.target, s.instruction).load == "descriptors",
+        owners=tuple(sorted(owned.items(), key=lambda item: item[0])),
     )
     ctx.state.scratch_reads = set()
+    ctx.state.owned = {}
     return [T.Scope(source_comment(s), tuple(body), s.span, access)]
+
+
+def _owns(s: tir.Stmt) -> bool:
+    """Tile ops whose owner maps lowering records (owners.py): a copy touches only the elements its
+    layout gives each thread; so does a Parallel loop."""
+    return isinstance(s, (tir.Copy, tir.Parallel))
 
 
 def lower_alloc(ctx: LowerContext, s: tir.Alloc) -> list[T.Stmt]:

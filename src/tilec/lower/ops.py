@@ -36,6 +36,7 @@ from tilec.lower.cexpr import (
 from tilec.lower.context import LowerContext, kernel_flag, shared_view
 from tilec.lower.exprs import nonnegative, value_of
 from tilec.lower.loops import aligned, atomic, distributed, replica_zero
+from tilec.lower.owners import Owners, owner_map, parallel_indices
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
 from tilec.targets import instruction_named
@@ -45,7 +46,26 @@ from tilec.uniformity import per_thread
 def lower_parallel(ctx: LowerContext, s: tir.Parallel) -> list[T.Stmt]:
     layout = s.layout
     assert layout is not None, "infer_layouts placed every Parallel loop"
+    for buf in _shared_buffers(s.body):
+        indices = parallel_indices(s.body, buf)
+        _own(ctx, buf, None if indices is None else owner_map(layout, s.vars, indices))
     return distributed(ctx, layout, s.vars, s.body)
+
+
+def _shared_buffers(body: tuple[tir.Stmt, ...]) -> list[tir.Buffer]:
+    found: dict[tir.Buffer, None] = {}
+    for t in tir_walk.stmts(body):
+        if isinstance(t, tir.Store) and t.buffer.scope == "shared":
+            found[t.buffer] = None
+        for e in tir_walk.stmt_exprs(t):
+            found |= {x.buffer: None for x in tir_walk.loads(e) if x.buffer.scope == "shared"}
+    return list(found)
+
+
+def _own(ctx: LowerContext, buf: tir.Buffer, owners: Owners | None) -> None:
+    """Record the op's owner map of shared tile `buf` for as_scope (none: every thread may touch any element)."""
+    if owners is not None and buf not in ctx.state.staged:
+        ctx.state.owned[ctx.name(buf)] = owners
 
 
 def _tile_domain(ctx: LowerContext, regions: list[tir.Region]) -> tuple[tuple[tir.Var, ...], tuple[int, ...]]:
@@ -99,6 +119,9 @@ def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     layout = _tile_layout(ctx, [s.src, s.dst], shape)
     src_idx = _region_index(s.src, vars, shape)
     dst_idx = _region_index(s.dst, vars, shape)
+    for region, idx in ((s.src, src_idx), (s.dst, dst_idx)):
+        if region.buffer.scope == "shared":
+            _own(ctx, region.buffer, owner_map(layout, vars, [idx]))
     body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
     ctx.state.pad = None if s.pad is None else value_of(ctx, s.pad, None)
     general = distributed(ctx, layout, vars, body)

@@ -9,7 +9,7 @@ extern "C" __global__ void __launch_bounds__(128)
   const int bx = blockIdx.x;
   float* A_s = reinterpret_cast<float*>(smem + 0);
   for (int k = 0; k < (M + 127) / 128; ++k) {
-    // break_serial.tile:7: copy(A[k * 128], A_s)
+    // break_serial.tile:8: copy(A[k * 128], A_s)
     {
       const int i = tx;
       A_s[i] = k * 128 + i < M ? A[k * 128 + i] : 0.0f;
@@ -17,22 +17,20 @@ extern "C" __global__ void __launch_bounds__(128)
     if (k == last) {
       break;
     }
-    __syncthreads();
-    // break_serial.tile:10: copy(A_s, B[k * 128])
+    // break_serial.tile:11: copy(A_s, B[k * 128])
     {
       const int i_1 = tx;
       if (k * 128 + i_1 < M) {
         B[k * 128 + i_1] = A_s[i_1];
       }
     }
-    __syncthreads();
   }
   __syncthreads();
-  // break_serial.tile:11: copy(A_s, B[bx * 128])
+  // break_serial.tile:12: for i in Parallel(128):
   {
     const int i_2 = tx;
     if (bx * 128 + i_2 < M) {
-      B[bx * 128 + i_2] = A_s[i_2];
+      B[bx * 128 + i_2] = A_s[127 - i_2];
     }
   }
 }

@@ -57,7 +57,6 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  __syncthreads();
   // copy_tile.tile:6: copy(A_shared, B[by * 32, bx * 64])
   {
     if (B_vec8 && by * 32 + 32 <= M && bx * 64 + 64 <= N) {

@@ -74,7 +74,6 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  __syncthreads();
   // subbyte_unpack.tile:7: for i, j in Parallel(16, 64):
   {
     if (Y_vec8 && by * 16 + tx / 8 < N && bx * 64 + tx % 8 * 8 + 8 <= K) {

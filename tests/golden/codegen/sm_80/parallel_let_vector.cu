@@ -73,7 +73,6 @@ extern "C" __global__ void __launch_bounds__(128)
           *reinterpret_cast<const uint4*>(&W_s_v[0]);
     }
   }
-  __syncthreads();
   // parallel_let_vector.tile:11: copy(W_s, Y[bx * 64, 0])
   {
     if (Y_vec8 && bx * 64 + 64 <= N) {

@@ -101,7 +101,6 @@ extern "C" __global__ void __launch_bounds__(256)
   {
     sum_sq[0] = rsqrtf(sum_sq[0] / 2048.0f + eps);
   }
-  __syncthreads();
   // rms_norm.tile:18: for i, j in Parallel(1, 2048):
   {
     alignas(16) half W_shared_v_1[8];
