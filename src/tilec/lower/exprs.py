@@ -143,6 +143,14 @@ def ref_of(
                 idx = (swizzled_offset(layout.swizzle, simplify(layout.strided_expr(idx)), ctx.state.bounds),)
             if buf in ctx.state.stage_of:
                 idx = (ctx.state.stage_of[buf], *idx)
+            elif buf in ctx.state.staged:
+                raise error(
+                    at,
+                    f"'{buf.name}' keeps one copy per stage of its Pipelined loop, so outside the loop no "
+                    "copy is the one a statement means",
+                    hint=f"inside the loop, copy what is needed after it into a tile of its own (not "
+                    f"filled by the loop's copies), or read '{buf.name}' only inside the loop",
+                )
             return Access(T.Subscript(name, idx, buf.dtype), true)
         case "var":
             return Access(T.Subscript(name, (), buf.dtype), true)
