@@ -47,8 +47,9 @@ def lower_parallel(ctx: LowerContext, s: tir.Parallel) -> list[T.Stmt]:
     layout = s.layout
     assert layout is not None, "infer_layouts placed every Parallel loop"
     for buf in _shared_buffers(s.body):
-        indices = parallel_indices(s.body, buf)
-        _own(ctx, buf, None if indices is None else owner_map(layout, s.vars, indices))
+        if _ownable(ctx, buf):
+            indices = parallel_indices(s.body, buf)
+            _own(ctx, buf, None if indices is None else owner_map(layout, s.vars, tuple(indices)))
     return distributed(ctx, layout, s.vars, s.body)
 
 
@@ -62,9 +63,14 @@ def _shared_buffers(body: tuple[tir.Stmt, ...]) -> list[tir.Buffer]:
     return list(found)
 
 
+def _ownable(ctx: LowerContext, buf: tir.Buffer) -> bool:
+    """A shared tile whose owner maps barrier placement uses: one copy (not a pipeline's stages)."""
+    return buf.scope == "shared" and buf not in ctx.state.staged
+
+
 def _own(ctx: LowerContext, buf: tir.Buffer, owners: Owners | None) -> None:
     """Record the op's owner map of shared tile `buf` for as_scope (none: every thread may touch any element)."""
-    if owners is not None and buf not in ctx.state.staged:
+    if owners is not None:
         ctx.state.owned[ctx.name(buf)] = owners
 
 
@@ -120,8 +126,8 @@ def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     src_idx = _region_index(s.src, vars, shape)
     dst_idx = _region_index(s.dst, vars, shape)
     for region, idx in ((s.src, src_idx), (s.dst, dst_idx)):
-        if region.buffer.scope == "shared":
-            _own(ctx, region.buffer, owner_map(layout, vars, [idx]))
+        if _ownable(ctx, region.buffer):
+            _own(ctx, region.buffer, owner_map(layout, vars, (idx,)))
     body = (tir.Store(s.dst.buffer, dst_idx, tir.Load(s.src.buffer, src_idx), s.span),)
     ctx.state.pad = None if s.pad is None else value_of(ctx, s.pad, None)
     general = distributed(ctx, layout, vars, body)

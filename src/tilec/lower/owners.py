@@ -13,8 +13,8 @@ tile is larger.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
 
 from tilec import fragment_algebra as fa
 from tilec import layout as L
@@ -24,7 +24,10 @@ from tilec.thread_ir import Owners
 MAX_ELEMENTS = 16384  # enumerating more costs compile time; such tiles keep their barriers
 
 
-def owner_map(layout: L.Fragment, vars: tuple[tir.Var, ...], indices: Sequence[tuple[tir.Expr, ...]]) -> Owners | None:
+@functools.lru_cache(maxsize=256)  # tune compiles many candidates of one program: the same maps
+def owner_map(
+    layout: L.Fragment, vars: tuple[tir.Var, ...], indices: tuple[tuple[tir.Expr, ...], ...]
+) -> Owners | None:
     """element -> the one thread touching it, over the elements `indices` (of the tile, in terms of
     `vars`, the layout's dimensions) take for every element of `layout` a thread runs."""
     if not indices or math.prod(layout.shape) > MAX_ELEMENTS or len(vars) != len(layout.shape):
