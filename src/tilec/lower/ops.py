@@ -8,6 +8,7 @@ each `lower_<op>(ctx, s)` and wraps its code in the op's Scope."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from tilec import layout as L
@@ -37,6 +38,7 @@ from tilec.lower.context import LowerContext, kernel_flag, shared_view
 from tilec.lower.exprs import nonnegative, value_of
 from tilec.lower.loops import aligned, atomic, distributed, replica_zero
 from tilec.lower.owners import Owners, owner_map, parallel_indices
+from tilec.passes.infer_layouts import place_descriptor_operand
 from tilec.simplify import int_, simplify
 from tilec.sync import BLOCK
 from tilec.targets import instruction_named
@@ -336,14 +338,20 @@ def cleared_accumulator(ctx: LowerContext, s: tir.Gemm) -> list[T.Stmt]:
     return [T.Loop(i, int_(0), int_(ctx.layouts.buffers[c].local_size), 1, True, zero_c)]
 
 
-def stage_fragment(ctx: LowerContext, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
+def stage_fragment(ctx: LowerContext, region: tir.Region, descriptors: bool = False) -> tuple[tir.Region, list[T.Stmt]]:
     """Write a register operand to a shared scratch tile (the SIMT gemm reads
-    operands from shared memory); returns the scratch region and the code."""
+    operands from shared memory; so does wgmma, through `descriptors`, from the tile in their
+    swizzle, when its A is not laid out as its register fragment); returns the scratch region
+    and the code."""
     buf = region.buffer
     name = ctx.fresh(f"{ctx.name(buf)}_smem")
     scratch = tir.Buffer(name, buf.shape, buf.dtype, "shared", buf.span)
     ctx.state.names.given[scratch] = name
-    shared_view(ctx, name, buf.dtype, buf.const_shape)
+    if descriptors:
+        place_descriptor_operand(scratch, ctx.layouts)
+        shared_view(ctx, name, buf.dtype, (math.prod(buf.const_shape),), ctx.layouts.align[scratch])
+    else:
+        shared_view(ctx, name, buf.dtype, buf.const_shape)
     frag = ctx.layouts.buffers[buf]
     vars = index_vars(len(frag.shape))
     body = (tir.Store(scratch, vars, tir.Load(buf, vars)),)

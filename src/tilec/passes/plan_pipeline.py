@@ -38,7 +38,6 @@ start, and V still has the softmax and the rest of the iteration to land
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
@@ -215,7 +214,7 @@ def _ring_without_stages(kernel: tir.Kernel, loop: tir.Stmt, target: Target) -> 
         return False
     tiles = {c.dst.buffer for c in found}
     allocs = [s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]
-    nbytes = sum(math.prod(b.const_shape) * b.dtype.bytes * (ring_stages(loop) if b in tiles else 1) for b in allocs)
+    nbytes = sum(declared_bytes(b) * (ring_stages(loop) if b in tiles else 1) for b in allocs)
     return nbytes <= target.smem_limit // 2  # the epilogue's staging tile and barriers fit beside them
 
 

@@ -52,7 +52,7 @@ from tilec.layout_algebra import widest_swizzle
 from tilec.lower.cexpr import I32, add, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, WarpRoles, shared_bytes, shared_view
 from tilec.lower.exprs import ref_of, value_of
-from tilec.lower.ops import cleared_accumulator, lower_copy
+from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
 from tilec.passes.plan_pipeline import producers, ring_stages
 from tilec.passes.select import gemm_depth
@@ -100,7 +100,7 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     m0, n0 = simplify(mul(g_m, mi * 64)), simplify(mul(g_n, width))
     a_region = s.a
     if s.a.buffer.scope == "fragment" and not s.a_from_registers:  # laid out otherwise: A from shared memory
-        a_region, staging = _staged_a(ctx, s.a)
+        a_region, staging = stage_fragment(ctx, s.a, descriptors=True)
         out += staging
         record = WGMMA_M64NNK16
     types = types_entry(record, s.a.buffer.dtype)
@@ -146,22 +146,6 @@ def _a_registers(ctx: LowerContext, s: tir.Gemm, mt: int, kk: tir.Var) -> T.Addr
     tiles = ctx.layouts.buffers[a].local_parts[1].extent  # A's n8 tiles along K
     first = simplify(mul(add(int_(mt * tiles), mul(kk, 2)), 4))
     return T.AddressOf(T.Subscript(ctx.name(a), (first,), a.dtype))
-
-
-def _staged_a(ctx: LowerContext, region: tir.Region) -> tuple[tir.Region, list[T.Stmt]]:
-    """A register A that is not laid out as wgmma's A fragment, written to a shared tile in the
-    descriptors' swizzle first (the previous reads of it done: a barrier before, and one after;
-    the sync pass fences the asynchronous proxy before each, as in every kernel wgmma reads)."""
-    buf = region.buffer
-    rows, cols = ctx.layouts.buffers[buf].shape
-    stage = tir.Buffer(ctx.fresh(f"{ctx.name(buf)}_smem"), (int_(rows), int_(cols)), buf.dtype, "shared", buf.span)
-    ctx.state.names.given[stage] = stage.name
-    place_descriptor_operand(stage, ctx.layouts)
-    shared_view(ctx, stage.name, buf.dtype, (rows * cols,), ctx.layouts.align[stage])
-    whole = (int_(0), int_(0)), (int_(rows), int_(cols))
-    staged = tir.Region(stage, *whole, region.span)
-    write = lower_copy(ctx, tir.Copy(region, staged, span=region.span))
-    return staged, [BLOCK, *write, BLOCK]
 
 
 def _descriptor(ctx: LowerContext, region: tir.Region, at: tuple[tir.Expr, tir.Expr], mn_major: bool) -> T.Intrin:
