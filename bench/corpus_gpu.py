@@ -161,6 +161,25 @@ def as_list(r) -> list:
     return list(r) if isinstance(r, (list, tuple)) else [r]
 
 
+def save_tilelang_sources(name: str, label: str, kernels: dict[str, Any]) -> None:
+    """TileLang's generated CUDA for each kernel, to $OUT/tilelang-src/ (read beside tilec's .cu)."""
+    out_dir = os.environ.get("OUT")
+    if not out_dir:
+        return
+    os.makedirs(os.path.join(out_dir, "tilelang-src"), exist_ok=True)
+    for part, k in kernels.items():
+        get = getattr(k, "get_kernel_source", None)
+        if get is None:
+            continue
+        try:
+            text = get()
+        except Exception:  # noqa: BLE001 -- a kernel without source is only not saved
+            continue
+        stem = "-".join(x for x in (name, label, part) if x)
+        with open(os.path.join(out_dir, "tilelang-src", stem + ".cu"), "w") as f:
+            f.write(text)
+
+
 def tl_kernel(obj: Any) -> Any:
     """The JIT object under an @autotune wrapper (its tuner is bypassed: every config value is given)."""
     return getattr(obj, "jit_impl", obj)
@@ -1539,6 +1558,7 @@ def worker(name: str, folder: str, skip: set[str], budget: float) -> int:
                 ex = load_example(src, prog.load, prog.stubs, prog.example_globals(c))
                 tl[c.label] = prog.tl_compile(ex, c)
                 emit(event="tilelang-compile", case=c.label, seconds=round(time.perf_counter() - t0, 2))
+                save_tilelang_sources(prog.name, c.label, tl[c.label])
             emit(event="tilelang-version", version=getattr(tilelang, "__version__", "?"))
         except Exception as e:  # noqa: BLE001
             tl_error = _err(e)

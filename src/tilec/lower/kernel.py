@@ -184,7 +184,7 @@ def lower_stmt(ctx: LowerContext, s: tir.Stmt) -> list[T.Stmt]:
         case tir.Atomic():
             return as_scope(ctx, s, lower_atomic_element(ctx, s))
         case tir.For() if s.warp_specialized:
-            return ctx.backend.warp_specialized(ctx, s)
+            return ctx.backend.warp_specialized(ctx, s, lower_stmt)
         case tir.For() if s.schedule is not None and s.schedule.honoured:
             return lower_scheduled(ctx, s, lower_stmt)
         case tir.For() if producers(s):

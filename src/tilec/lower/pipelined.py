@@ -69,13 +69,11 @@ first wait); the consumers are ordinary tile ops, ordered by the pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir
 from tilec.lower.cexpr import I32, add, lt, source_comment
-from tilec.lower.context import LowerContext, MmaGemm, shared_names
+from tilec.lower.context import LowerContext, MmaGemm, StmtLowering, shared_names
 from tilec.lower.exprs import value_of
 from tilec.lower.ops import lower_copy
 from tilec.passes import plan_pipeline
@@ -84,8 +82,6 @@ from tilec.sync import BLOCK, shared_reads_writes
 from tilec.targets import instruction_named
 
 COMMIT = T.Barrier("async_commit")
-
-StmtLowering = Callable[[LowerContext, tir.Stmt], list[T.Stmt]]  # one statement of the loop body
 
 
 def wait_until(pending: int) -> T.Barrier:

@@ -222,7 +222,9 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     """Whether `loop` runs by warp roles (tir.For.warp_specialized): on a target with bulk copies,
     a loop at the top of the kernel (the roles split the whole body), its only pipelined one,
     whose body is its producers and one gemm on a warp-group instruction reading two of their
-    tiles, each producer a whole 2-D tile of a 2-D tensor of the tile's type (or of a 3-D one, one
+    tiles, after which only register work may follow (`register_only`: TileLang's fp8 2xAcc
+    example folds its accumulator into a second one every few steps), each producer a whole 2-D
+    tile of a 2-D tensor of the tile's type (or of a 3-D one, one
     index deep in its first dimension: a batch) whose last stride is 1 (row-major, or declared with
     strides ending in a literal 1: its tensor map takes the other strides as pitches), no tile
     read or written outside the loop, no pad but zero (a TMA box's corner may lie outside the
@@ -231,7 +233,9 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
         return False
     loops = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
     rest = [s for s in loop.body if not any(s is c for c in found)]
-    if len(loops) != 1 or len(rest) != 1 or not isinstance(rest[0], tir.Gemm):
+    if len(loops) != 1 or not rest or not isinstance(rest[0], tir.Gemm):
+        return False
+    if not all(register_only(x) for x in rest[1:]):
         return False
     g = rest[0]
     tiles = {c.dst.buffer for c in found}
@@ -249,13 +253,43 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
         if extents[-2:] != dst.const_shape or any(e != 1 for e in extents[:-2]) or dst.const_shape[0] > 256:
             return False
     # the producer runs apart from the body: its bounds and tile corners may use only the block's
-    # indices, the tensors' dimensions, scalars and the loop's own variable
+    # indices, the tensors' dimensions, scalars, the loop's own variable and the lets it may copy
     known = {*kernel.block_vars, *kernel.dims, *kernel.scalars, loop.var}
+    known |= {s.var for s in producer_lets(kernel)}
     used = [loop.start, loop.stop, *(e for c in found for e in c.src.starts)]
     if any(v not in known for e in used for v in tir_walk.variables(e)):
         return False
     outside = [s for s in tir_walk.stmts(kernel.body) if not any(s is t for t in tir_walk.stmts(loop.body))]
     return not any(b in tiles for s in outside if s is not loop for b in set().union(*shared_reads_writes(s)))
+
+
+def producer_lets(kernel: tir.Kernel) -> list[tir.Let]:
+    """The kernel's top-level lets computed, without loads, from its block indices, tensor
+    dimensions, scalars and earlier such lets (`K_iters = ceildiv(K, block_K)`): a warp-role
+    producer declares the ones it reads itself, as it does not run the body that binds them."""
+    known = {*kernel.block_vars, *kernel.dims, *kernel.scalars}
+    out: list[tir.Let] = []
+    for s in kernel.body:
+        if isinstance(s, tir.Let) and not tir_walk.loads(s.value) and tir_walk.variables(s.value) <= known:
+            known.add(s.var)
+            out.append(s)
+    return out
+
+
+def register_only(s: tir.Stmt) -> bool:
+    """Whether `s` touches no shared or global memory and holds no gemm, copy or barrier: the
+    consumers of a warp-role loop can run it after their wgmmas without the producer knowing."""
+    for x in tir_walk.stmts((s,)):
+        if isinstance(x, (tir.Gemm, tir.Copy, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)):
+            return False
+        if any(r.buffer.scope in ("shared", "global") for r in tir_walk.regions(x)):
+            return False
+        if isinstance(x, tir.Store) and x.buffer.scope in ("shared", "global"):
+            return False
+        exprs = tir_walk.stmt_exprs(x)
+        if any(ld.buffer.scope in ("shared", "global") for e in exprs for ld in tir_walk.loads(e)):
+            return False
+    return True
 
 
 def producers(loop: tir.For) -> list[tir.Copy]:

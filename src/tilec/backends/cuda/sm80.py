@@ -24,7 +24,7 @@ from tilec import tir
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, group_threads, types_entry
 from tilec.lower.cexpr import I32, add, const_int, mul
-from tilec.lower.context import LowerContext, MmaGemm
+from tilec.lower.context import LowerContext, MmaGemm, StmtLowering
 from tilec.lower.exprs import ref_of
 from tilec.lower.ops import cleared_accumulator, operand_index, staged_operand
 from tilec.simplify import int_, simplify
@@ -182,7 +182,7 @@ def async_copy(ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: in
     return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))
 
 
-def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
+def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list[T.Stmt]:
     """Warp roles need bulk copies, which no target of this backend has (Target.bulk_copies):
     plan_pipeline never marks a loop for them here."""
     raise AssertionError(f"{ctx.target.arch} has no bulk copies: no loop runs by warp roles")

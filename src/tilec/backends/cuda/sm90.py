@@ -32,7 +32,7 @@ import math
 from dataclasses import replace
 
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.backends.cuda.fragments import WARP_GROUP
 from tilec.backends.cuda.instructions import WGMMA_M64NNK16
 from tilec.backends.cuda.sm80 import (
@@ -50,11 +50,11 @@ from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
 from tilec.lower.cexpr import I32, add, mul, source_comment, source_line
-from tilec.lower.context import LowerContext, WarpRoles, shared_bytes, shared_view
-from tilec.lower.exprs import ref_of, value_of
+from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_view
+from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
-from tilec.passes.plan_pipeline import producers, ring_stages
+from tilec.passes.plan_pipeline import producer_lets, producers, ring_stages
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK
@@ -170,7 +170,7 @@ PRODUCER_REGISTERS = 40  # setmaxnreg of the producer warp group: it only issues
 REGISTER_FILE = 65536  # 32-bit registers of one multiprocessor, shared by the block's warp groups
 
 
-def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
+def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list[T.Stmt]:
     """A GEMM main loop by warp roles (plan_pipeline's tir.For.warp_specialized), in a kernel
     whose blocks walk its tiles (lower_kernel builds the tile loop, WarpRoles):
 
@@ -190,7 +190,10 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
         }
 
     The ring position of iteration k is `filled + k` (`consumed + k`), counted over the tiles the
-    block has walked: stage = position % stages, phase = (position / stages) % 2. A stage is
+    block has walked: stage = position % stages, phase = (position / stages) % 2. The register
+    work after the gemm (plan_pipeline.register_only) follows its wgmmas in the consumers' loop,
+    lowered by `lower`; when it reads or writes the accumulator, each step waits for all its
+    wgmmas first. A stage is
     released once the wgmma group that read it has retired (one group stays in flight), the
     last one of a tile before its epilogue, so the producer fills the next tile's stages while
     the consumers store this one's. Returns the consumers' loop; the rest goes to ctx.state.roles."""
@@ -204,6 +207,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
         shared_view(ctx, name, DType.uint64, (stages,), 8)
     start = simplify(value_of(ctx, s.start, None))
     count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
+    if not nonnegative(ctx, count):  # an empty range (split-K's last blocks) must not run the ring back
+        count = tir.Call("max", (count, int_(0)), I32)
     it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
     ctx.state.nonneg.add(it.name)  # the iteration: 0, 1, ..., count - 1
     ctx.state.cvars[s.var] = simplify(add(start, it))
@@ -243,7 +248,9 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
         maps.append(tmap)
     issue.append(T.Barrier("mbarrier_arrive", (_bar(full, stage),)))
     loop = T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(issue))
-    producer_tile = (T.Scope(f"{_loop_comment(s)} (producer: bulk copies)", (loop, filled_step), s.span, T.NO_ACCESS),)
+    lets = _lets_read(ctx, s, copies)
+    producer_code = (*lets, loop, filled_step)
+    producer_tile = (T.Scope(f"{_loop_comment(s)} (producer: bulk copies)", producer_code, s.span, T.NO_ACCESS),)
     # set-up: one thread initializes the ring, then every thread of the block waits for it
     warps = threads // ctx.target.warp_size
     i = tir.Var(ctx.fresh("i"), I32, "thread")
@@ -266,10 +273,15 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(full, stage), phase))]
     for buf in (g.a.buffer, g.b.buffer):
         ctx.state.stage_of[buf] = stage
-    code = _wgmma_gemm(ctx, g, record, in_flight=1)
+    after = list(s.body[next(i for i, x in enumerate(s.body) if x is g) + 1 :])
+    after = [x for x in after if not any(x is c for c in copies)]
+    uses_acc = any(g.c.buffer in _buffers(x) for x in after)
+    code = _wgmma_gemm(ctx, g, record, in_flight=0 if uses_acc else 1)
     for buf in (g.a.buffer, g.b.buffer):
         del ctx.state.stage_of[buf]
     body.append(T.Scope(source_comment(g), tuple(code), g.span, T.SharedAccess(proxy_reads=True)))
+    for x in after:
+        body += lower(ctx, x)
     lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
 
     def release(cond: tir.Expr, position: tir.Expr) -> T.IfThen:
@@ -313,6 +325,28 @@ def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
         max_blocks=2 if consumer_registers(groups, 2) - fragments >= ADDRESS_REGISTERS else 1,
     )
     return consumer
+
+
+def _lets_read(ctx: LowerContext, s: tir.For, copies: list[tir.Copy]) -> list[T.Stmt]:
+    """The declarations of the kernel's top-level lets (plan_pipeline.producer_lets) that the
+    producer of `s` reads, through its bounds, its copies' corners or other such lets."""
+    lets = producer_lets(ctx.kernel)
+    wanted = set().union(
+        *(tir_walk.variables(e) for e in (s.start, s.stop, *(e for c in copies for e in c.src.starts)))
+    )
+    for let in reversed(lets):
+        if let.var in wanted:
+            wanted |= tir_walk.variables(let.value)
+    return [let_decl(ctx, let.var, value_of(ctx, let.value, None)) for let in lets if let.var in wanted]
+
+
+def _buffers(s: tir.Stmt) -> set[tir.Buffer]:
+    """The buffers `s` and the statements in it read or write."""
+    out: set[tir.Buffer] = set()
+    for x in tir_walk.stmts((s,)):
+        out |= {r.buffer for r in tir_walk.regions(x)} | set(tir_walk.written(x))
+        out |= {ld.buffer for e in tir_walk.stmt_exprs(x) for ld in tir_walk.loads(e)}
+    return out
 
 
 # Registers a consumer thread needs beside its fragments (indices, addresses, descriptors, the

@@ -24,7 +24,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.instructions import Instruction, group_threads, types_entry
 from tilec.lower.cexpr import I32, add, const_int, mul
-from tilec.lower.context import LowerContext, MmaGemm
+from tilec.lower.context import LowerContext, MmaGemm, StmtLowering
 from tilec.lower.exprs import ref_of
 from tilec.lower.ops import cleared_accumulator, operand_index, staged_operand
 from tilec.simplify import int_, simplify
@@ -148,7 +148,7 @@ def async_copy(ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: in
     raise AssertionError(f"{ctx.target.arch} has no asynchronous copy into LDS")
 
 
-def warp_specialized(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
+def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list[T.Stmt]:
     """Warp roles need bulk copies, which CDNA does not have (Target.bulk_copies)."""
     raise AssertionError(f"{ctx.target.arch} has no bulk copies: no loop runs by warp roles")
 
