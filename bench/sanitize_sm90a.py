@@ -5,7 +5,8 @@
 Small calls of each prebuilt sm_90a GEMM variant (the example GEMM, its k32 build, the ReLU
 example): the warp-role kernel at 256x256x256 and at 2000x3000x200 (more tiles than
 multiprocessors: persistent blocks walk two, the TMA-store epilogue reuses its stage), its
-cp.async fallback at 129x77x45; prints each one's largest error against float64."""
+cp.async fallback at 129x77x45; then the split-K example on warp roles, with empty splits; prints
+each one's largest error against float64."""
 
 import os
 import sys
@@ -26,3 +27,16 @@ for variant, kernel in (("gemm-sm90a", "gemm"), ("gemm-sm90a-k32", "gemm"), ("ge
         ref = a.double() @ b.double()
         err = (c.double() - (ref.relu() if kernel == "gemm_relu" else ref)).abs().max().item()
         print(f"{variant} {m}x{n}x{k}: max abs error {err:.3g}", flush=True)
+
+# split-K on warp roles (it adds to C): K=50 leaves the last splits an empty range, K=1000 does not
+if os.environ.get("TILEC_SANITIZE_SPLITK", "1") == "1":
+    mod = runtime.load(os.path.join(os.environ.get("TILEC_PREBUILT", ".gpu"), "gemm_splitk-sm90a.cu"))
+    for m, n, k in ((200, 130, 50), (256, 256, 1000)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        c0 = torch.randn(m, n, device="cuda", dtype=torch.float32)
+        c = c0.clone()
+        mod.gemm_splitk(a, b, c)
+        torch.cuda.synchronize()
+        err = (c.double() - (c0.double() + a.double() @ b.double())).abs().max().item()
+        print(f"gemm_splitk-sm90a {m}x{n}x{k}: max abs error {err:.3g}", flush=True)
