@@ -247,6 +247,16 @@ def written(s: tir.Stmt) -> tuple[tir.Buffer, ...]:
             assert_never(s)
 
 
+def buffers(s: tir.Stmt) -> set[tir.Buffer]:
+    """Every buffer `s` and the statements in its bodies read or write: the tile ops' operands,
+    the buffers they write (`written`) and those their expressions load."""
+    out: set[tir.Buffer] = set()
+    for x in stmts((s,)):
+        out |= {r.buffer for r in regions(x)} | set(written(x))
+        out |= {ld.buffer for e in stmt_exprs(x) for ld in loads(e)}
+    return out
+
+
 def with_bodies(s: tir.Stmt, new: tuple[Body, ...]) -> tir.Stmt:
     """`s` with the statement lists `bodies(s)` replaced by `new` (`s` itself when all are the same)."""
     if all(a is b for a, b in zip(bodies(s), new, strict=True)):

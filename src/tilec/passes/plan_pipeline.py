@@ -279,17 +279,10 @@ def producer_lets(kernel: tir.Kernel) -> list[tir.Let]:
 def register_only(s: tir.Stmt) -> bool:
     """Whether `s` touches no shared or global memory and holds no gemm, copy or barrier: the
     consumers of a warp-role loop can run it after their wgmmas without the producer knowing."""
-    for x in tir_walk.stmts((s,)):
-        if isinstance(x, (tir.Gemm, tir.Copy, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)):
-            return False
-        if any(r.buffer.scope in ("shared", "global") for r in tir_walk.regions(x)):
-            return False
-        if isinstance(x, tir.Store) and x.buffer.scope in ("shared", "global"):
-            return False
-        exprs = tir_walk.stmt_exprs(x)
-        if any(ld.buffer.scope in ("shared", "global") for e in exprs for ld in tir_walk.loads(e)):
-            return False
-    return True
+    barred = (tir.Gemm, tir.Copy, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)
+    if any(isinstance(x, barred) for x in tir_walk.stmts((s,))):
+        return False
+    return all(b.scope not in ("shared", "global") for b in tir_walk.buffers(s))
 
 
 def producers(loop: tir.For) -> list[tir.Copy]:

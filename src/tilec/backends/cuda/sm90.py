@@ -273,9 +273,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(full, stage), phase))]
     for buf in (g.a.buffer, g.b.buffer):
         ctx.state.stage_of[buf] = stage
-    after = list(s.body[next(i for i, x in enumerate(s.body) if x is g) + 1 :])
-    after = [x for x in after if not any(x is c for c in copies)]
-    uses_acc = any(g.c.buffer in _buffers(x) for x in after)
+    after = [x for x in s.body if x is not g and not any(x is c for c in copies)]  # the gemm comes first
+    uses_acc = any(g.c.buffer in tir_walk.buffers(x) for x in after)
     code = _wgmma_gemm(ctx, g, record, in_flight=0 if uses_acc else 1)
     for buf in (g.a.buffer, g.b.buffer):
         del ctx.state.stage_of[buf]
@@ -338,15 +337,6 @@ def _lets_read(ctx: LowerContext, s: tir.For, copies: list[tir.Copy]) -> list[T.
         if let.var in wanted:
             wanted |= tir_walk.variables(let.value)
     return [let_decl(ctx, let.var, value_of(ctx, let.value, None)) for let in lets if let.var in wanted]
-
-
-def _buffers(s: tir.Stmt) -> set[tir.Buffer]:
-    """The buffers `s` and the statements in it read or write."""
-    out: set[tir.Buffer] = set()
-    for x in tir_walk.stmts((s,)):
-        out |= {r.buffer for r in tir_walk.regions(x)} | set(tir_walk.written(x))
-        out |= {ld.buffer for e in tir_walk.stmt_exprs(x) for ld in tir_walk.loads(e)}
-    return out
 
 
 # Registers a consumer thread needs beside its fragments (indices, addresses, descriptors, the
