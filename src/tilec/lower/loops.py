@@ -245,12 +245,13 @@ def _vector_path(
     post: list[T.Stmt] = []
     written = {s.buffer for s in stores}
     lane_zero = {lane_var: int_(0)}
+    per_lane = frozenset(s.var for s in steps if isinstance(s, tir.Let))  # bound anew in each lane
     for ld in loads:
         if ld.buffer.scope not in ("global", "shared") or ld.buffer in written:
             continue
-        plan = _vec_access(ctx, ld.buffer, ld.indices, lane_var, width, lane_zero)
+        plan = _vec_access(ctx, ld.buffer, ld.indices, lane_var, width, lane_zero, per_lane)
         if plan is None:
-            window = _window(ctx, ld, lane_var, width, lane_zero, windows)
+            window = _window(ctx, ld, lane_var, width, lane_zero, windows, per_lane)
             if window is not None:
                 pre += window[0]
                 vec_loads[ld] = window[1]
@@ -276,7 +277,7 @@ def _vector_path(
             continue
         target_plan = None
         if s.buffer.scope in ("global", "shared"):
-            target_plan = _vec_access(ctx, s.buffer, s.indices, lane_var, width, lane_zero)
+            target_plan = _vec_access(ctx, s.buffer, s.indices, lane_var, width, lane_zero, per_lane)
         if target_plan is None:
             if s.buffer.scope in ("global",):
                 return None  # a scalar global store needs per-element bounds: keep the scalar path
@@ -302,7 +303,13 @@ def _vector_path(
 
 
 def _window(
-    ctx: LowerContext, ld: tir.Load, lane: tir.Var, width: int, lane_zero: dict, windows: dict[tuple, tir.Buffer]
+    ctx: LowerContext,
+    ld: tir.Load,
+    lane: tir.Var,
+    width: int,
+    lane_zero: dict,
+    windows: dict[tuple, tir.Buffer],
+    per_lane: frozenset[tir.Var],
 ) -> tuple[list[T.Stmt], tuple[tir.Buffer, int]] | None:
     """A shared-tile read `width` lanes wide that starts `r` elements past a 16-byte chunk (a
     stencil's left or right neighbour, `X_s[i, j + 1]`), as the two aligned chunks around it
@@ -313,7 +320,7 @@ def _window(
     # one 16-byte chunk per `width` lanes: the window's two chunks are then 16-byte aligned
     if buf.scope != "shared" or buf in ctx.layouts.swizzle or width * buf.dtype.bytes != 16:
         return None
-    base = _lane_base(idx, lane, lane_zero)
+    base = _lane_base(idx, lane, lane_zero, per_lane)
     pitch = ctx.layouts.row(buf)
     r = None if base is None else residue(_column(ctx, buf, base), width)
     if base is None or not r or pitch % width:
@@ -336,10 +343,14 @@ def _window(
     return [decl, *moves], (reg_buf, r)
 
 
-def _lane_base(idx: tuple[tir.Expr, ...], lane: tir.Var, lane_zero: dict) -> tir.Expr | None:
+def _lane_base(
+    idx: tuple[tir.Expr, ...], lane: tir.Var, lane_zero: dict, per_lane: frozenset[tir.Var]
+) -> tir.Expr | None:
     """`base` of an access whose last index is `base + lane` and whose other indices and `base`
-    are the same in every lane (no lane, no let), or None."""
-    if any(lane in vars_in(i) for i in idx[:-1]) or any(v.kind == "let" for i in idx for v in vars_in(i)):
+    are the same in every lane (no lane, no let of the element body: `per_lane`), or None. Lets
+    bound outside the element loop (`cur_kv_head = hid // 2`, a page-table lookup) are the same
+    in every lane."""
+    if any(lane in vars_in(i) for i in idx[:-1]) or any(v in per_lane for i in idx for v in vars_in(i)):
         return None
     last = simplify(idx[-1])
     base = simplify(substitute(last, lane_zero))
@@ -370,8 +381,8 @@ def _async_vector(
     if load.buffer.dtype != store.buffer.dtype or nbytes not in ctx.backend.ASYNC_COPY_BYTES:
         return None
     zero_lane = {lane: int_(0)}
-    src = _vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane)
-    dst = _vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane)
+    src = _vec_access(ctx, load.buffer, load.indices, lane, width, zero_lane, frozenset())
+    dst = _vec_access(ctx, store.buffer, store.indices, lane, width, zero_lane, frozenset())
     if src is None or dst is None or len(src[1]) != 1 or len(dst[1]) != 1:
         return None  # one asynchronous copy moves the whole vector: one piece on each side
     copy = ctx.backend.async_copy(ctx, dst[1][0], src[1][0], nbytes)  # the target's instruction
@@ -379,7 +390,13 @@ def _async_vector(
 
 
 def _vec_access(
-    ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], lane: tir.Var, width: int, lane_zero: dict
+    ctx: LowerContext,
+    buf: tir.Buffer,
+    idx: tuple[tir.Expr, ...],
+    lane: tir.Var,
+    width: int,
+    lane_zero: dict,
+    per_lane: frozenset[tir.Var],
 ) -> tuple[tir.Expr, list[T.Subscript]] | None:
     """(condition, subscript of the first element) for a vector access, or None."""
     if width * buf.dtype.bytes > 16 and (width * buf.dtype.bytes) % 16:
@@ -388,7 +405,7 @@ def _vec_access(
         return None  # a row's elements may lie apart: element by element
     if (width * buf.dtype.bytes) & (width * buf.dtype.bytes - 1):
         return None
-    base = _lane_base(idx, lane, lane_zero)
+    base = _lane_base(idx, lane, lane_zero, per_lane)
     if base is None or gcd_of(_column(ctx, buf, base)) % width:
         return None  # not `base + lane`, or base not the first of an aligned chunk
     base_idx = tuple(substitute(i, lane_zero) for i in idx)
