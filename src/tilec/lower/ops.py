@@ -387,23 +387,29 @@ def lower_reduce(ctx: LowerContext, s: tir.Reduce) -> list[T.Stmt]:
     by_dst: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
     for digits in L.local_digits(sf):
         by_dst.setdefault(tuple(digits[k] for k in kept), []).append(digits)
-    for dslot, group in enumerate(by_dst.values()):
-        acc = ctx.fresh("red")
-        out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
-        for digits in group:
-            reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
-            x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-            if s.kind in ("abssum", "absmax"):
-                x = tir.Call("abs", (x,), acc_t)
-            upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
-            idx = L.tile_index(sf, coords, digits)
-            out += guarded(all_of([lt(idx[d], int_(sf.shape[d])) for d in padded]), [upd])
-        out += _cross_thread(ctx, s.kind, acc, acc_t, across)
-        target = T.Subscript(dname, (int_(dslot),), dst.dtype)
-        val: tir.Expr = tir.Var(acc, acc_t, "let")
-        if not s.clear:
-            val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-        out.append(T.Assign(target, cast(val, dst.dtype)))
+    # each destination slot's fold in this thread; rows spanning warps meet in shared memory in
+    # one round for several slots, so those slots are folded first, then combined together
+    batches = [list(by_dst)] if _lane_plan(ctx, across)[1] else [[key] for key in by_dst]
+    dslots = {key: n for n, key in enumerate(by_dst)}
+    for batch in batches:
+        accs = [ctx.fresh("red") for _ in batch]
+        for acc, key in zip(accs, batch):
+            out.append(T.Decl(acc, acc_t, (), init=identity(s.kind, acc_t)))
+            for digits in by_dst[key]:
+                reg = T.Subscript(sname, (L.slot(sf, digits),), src.dtype)
+                x: tir.Expr = cast(reg, acc_t)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+                if s.kind in ("abssum", "absmax"):
+                    x = tir.Call("abs", (x,), acc_t)
+                upd = T.Assign(T.Sym(acc, acc_t), combine(s.kind, tir.Var(acc, acc_t, "let"), x))
+                idx = L.tile_index(sf, coords, digits)
+                out += guarded(all_of([lt(idx[d], int_(sf.shape[d])) for d in padded]), [upd])
+        out += _cross_thread(ctx, s.kind, accs, acc_t, across)
+        for acc, key in zip(accs, batch):
+            target = T.Subscript(dname, (int_(dslots[key]),), dst.dtype)
+            val: tir.Expr = tir.Var(acc, acc_t, "let")
+            if not s.clear:
+                val = combine(s.kind, cast(target, acc_t), val)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+            out.append(T.Assign(target, cast(val, dst.dtype)))
     return out
 
 
@@ -438,37 +444,57 @@ def _across_warps(ctx: LowerContext, outer: list[tuple[int, int]]) -> tuple[tir.
     return simplify(base), offsets
 
 
-def _cross_thread(ctx: LowerContext, kind: str, acc: str, dtype: DType, parts: list[tuple[int, int]]) -> list[T.Stmt]:
-    """Combine `acc` over the threads that differ only in `parts` ((extent,
-    thread-id stride) each): xor shuffles inside a warp, then a round
-    through shared memory for the factors that span warps."""
-    accv = tir.Var(acc, dtype, "let")
+def _cross_thread(
+    ctx: LowerContext, kind: str, accs: list[str], dtype: DType, parts: list[tuple[int, int]]
+) -> list[T.Stmt]:
+    """Combine each of `accs` over the threads that differ only in `parts` ((extent, thread-id
+    stride) each): xor shuffles inside a warp, then rounds through shared memory for the factors
+    that span warps, as many accumulators a round as fit the scratch's 8 bytes a thread (a
+    fragment's two rows per thread: one pair of barriers, not two)."""
     masks, outer = _lane_plan(ctx, parts)
     out: list[T.Stmt] = []
-    for mask in masks:
-        other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
-        out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+    for acc in accs:
+        accv = tir.Var(acc, dtype, "let")
+        for mask in masks:
+            other = T.Intrin("shfl_xor", (accv, int_(mask)), dtype)
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
     if not outer:
         return out
-    red = _red_scratch(ctx)
+    per_round = max(1, 8 // dtype.bytes)
+    for first in range(0, len(accs), per_round):
+        out += _across_warps_round(ctx, kind, accs[first : first + per_round], dtype, outer)
+    return out
 
-    def scratch_at(i: tir.Expr) -> T.Subscript:
-        return T.Subscript(red, (i,), dtype, reinterpret=True)
+
+def _across_warps_round(
+    ctx: LowerContext, kind: str, accs: list[str], dtype: DType, outer: list[tuple[int, int]]
+) -> list[T.Stmt]:
+    """One round through the reduction scratch: every thread writes its accumulators (the j-th in
+    the scratch's j-th row of `threads` elements), then folds in its partners' across warps."""
+    red = _red_scratch(ctx)
+    threads = ctx.kernel.threads
+
+    def scratch_at(j: int, i: tir.Expr) -> T.Subscript:
+        return T.Subscript(red, (simplify(add(int_(j * threads), i)),), dtype, reinterpret=True)
 
     base, offsets = _across_warps(ctx, outer)
-    out += [BLOCK, T.Assign(scratch_at(ctx.tx), accv), BLOCK]
-    out.append(T.Assign(T.Sym(acc, dtype), scratch_at(base)))
-    if len(outer) == 1:
-        extent, step = outer[0]
-        k = T.Sym(ctx.fresh("k"), I32)
-        kv = counter_var(k, extent, ctx.state.bounds)
-        other_ref = scratch_at(simplify(add(base, mul(kv, step))))
-        body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
-        out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
-        return out
-    for off in offsets[1:]:
-        other_ref = scratch_at(simplify(add(base, int_(off))))
-        out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+    out: list[T.Stmt] = [BLOCK]
+    out += [T.Assign(scratch_at(j, ctx.tx), tir.Var(acc, dtype, "let")) for j, acc in enumerate(accs)]
+    out.append(BLOCK)
+    for j, acc in enumerate(accs):
+        accv = tir.Var(acc, dtype, "let")
+        out.append(T.Assign(T.Sym(acc, dtype), scratch_at(j, base)))
+        if len(outer) == 1:
+            extent, step = outer[0]
+            k = T.Sym(ctx.fresh("k"), I32)
+            kv = counter_var(k, extent, ctx.state.bounds)
+            other_ref = scratch_at(j, simplify(add(base, mul(kv, step))))
+            body = (T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)),)  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
+            out.append(T.Loop(k, int_(1), int_(extent), 1, True, body))
+            continue
+        for off in offsets[1:]:
+            other_ref = scratch_at(j, simplify(add(base, int_(off))))
+            out.append(T.Assign(T.Sym(acc, dtype), combine(kind, accv, other_ref)))  # type: ignore[arg-type]  # Thread IR leaf in a Tile IR expression
     return out
 
 
