@@ -30,8 +30,17 @@ TARGETS = sorted(d.name for d in CODEGEN.iterdir() if d.is_dir())
 UNSUPPORTED: dict[str, dict[str, str]] = {
     # two 64 KB tiles live at once, packed by lifetime: still over the 64 KB of LDS
     # and CDNA has no 4-bit matrix instruction (no CUDA-core fallback for packed operands)
-    "gfx90a": {"shared_packed": "shared memory", "gemm_int4": "gemm of int4 operands is not supported on gfx90a"},
-    "gfx942": {"shared_packed": "shared memory", "gemm_int4": "gemm of int4 operands is not supported on gfx942"},
+    # and no atomic add of 16-bit floats (ROCm 5.2's headers)
+    "gfx90a": {
+        "shared_packed": "shared memory",
+        "gemm_int4": "gemm of int4 operands is not supported on gfx90a",
+        "atomic_add_pairs": "gfx90a has no atomic add for float16",
+    },
+    "gfx942": {
+        "shared_packed": "shared memory",
+        "gemm_int4": "gemm of int4 operands is not supported on gfx942",
+        "atomic_add_pairs": "gfx942 has no atomic add for float16",
+    },
 }
 
 
@@ -84,6 +93,19 @@ def test_codegen_golden(target: str, case: pathlib.Path, golden, monkeypatch: py
     _, defines = case_options(case.read_text())
     actual = compile_file(str(case.relative_to(ROOT)), defines, target)
     golden.check(CODEGEN / target / case.with_suffix(suffix(target)).name, actual)
+
+
+@pytest.mark.parametrize(
+    ("target", "stem"), [(t, stem) for t, cases in UNSUPPORTED.items() for stem in cases], ids="-".join
+)
+def test_unsupported_cases_are_diagnostics(target: str, stem: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each input a target goes without is refused with the message UNSUPPORTED gives."""
+    from tilec.diagnostics import CompileError
+    from tilec.driver import compile_file
+
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(CompileError, match=UNSUPPORTED[target][stem]):
+        compile_file(f"tests/golden/codegen/{stem}.tile", {}, target)
 
 
 def test_every_target_has_a_directory() -> None:

@@ -37,8 +37,9 @@ flattening (for a tensor declared with strides, the sum of each index times its 
 `Subscript.strides`) and each index inside its dimension, which implies the flat index inside
 the tensor (for strides, inside the memory the launcher's caller describes by them).
 
-Widths: a vector move (`VecRef`) covers all its lanes, and `tilec_cp_async_N` both its N-byte
-operands; any other intrinsic taking an address is checked at that element only (matrix
+Widths: a vector move (`VecRef`) covers all its lanes, `tilec_cp_async_N` both its N-byte
+operands, and a vector atomic add (`tilec_red_add_f32x4`, `tilec_atomic_add_f16x2`) both its
+N-element ones; any other intrinsic taking an address is checked at that element only (matrix
 instructions' operands, register arrays and tiles whose extents lowering sizes by construction).
 """
 
@@ -67,6 +68,7 @@ INT_MAX = 2**31 - 1
 MAX_POINTS = 1 << 20  # the most points one index is enumerated at
 MAX_FAILURES = 20  # reported per kernel (the rest are the same bug, most likely)
 _CP_ASYNC = re.compile(r"tilec_cp_async_(\d+)$")
+_VECTOR_ADD = re.compile(r"tilec_(?:red|atomic)_add_(?:f32|f16|bf16)x(\d+)$")  # the backends' atomic_add_vector
 
 Checked: TypeAlias = T.Expr | T.VecRef
 
@@ -306,10 +308,12 @@ class _Walker:
                 assert_never(e)
 
     def intrinsic(self, name: str, args: tuple[T.Expr | str, ...]) -> None:
-        width = _CP_ASYNC.match(name)
+        nbytes, lanes = _CP_ASYNC.match(name), _VECTOR_ADD.match(name)
         for a in args:
-            if isinstance(a, T.AddressOf) and width:
-                self.access(a.target, max(1, int(width.group(1)) // a.target.dtype.bytes))
+            if isinstance(a, T.AddressOf) and nbytes:
+                self.access(a.target, max(1, int(nbytes.group(1)) // a.target.dtype.bytes))
+            elif isinstance(a, T.AddressOf) and lanes:
+                self.access(a.target, int(lanes.group(1)))
             elif not isinstance(a, str):
                 self.check(a)
 

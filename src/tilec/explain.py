@@ -44,6 +44,7 @@ from tilec import tir, tir_walk
 from tilec.budget import RegisterEstimate, register_estimate
 from tilec.dtypes import UNPACKED_OF
 from tilec.instructions import Instruction, explain_name
+from tilec.lower.context import backend_of
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.pack_subbyte import logical_dim
 from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages
@@ -200,6 +201,25 @@ def _vector_text(frag: L.Fragment, regions: list[tir.Region]) -> str:
     nbytes = sorted({v * b.dtype.bytes for b in memory})
     width = "/".join(f"{n}-byte" for n in nbytes)
     return f"{width} vector ld/st when aligned ({sizes}), scalar tail with bounds masks"
+
+
+def atomic_instruction(kernel: tir.Kernel, target: Target, layouts: Layouts, s: tir.Atomic) -> str:
+    """An atomic tile op: per element (by thread 0 for a single element), or for a tile's add into
+    a tensor's rows on a target with vector atomic adds (the backend's ATOMIC_ADD_LANES), a few
+    lanes per instruction where aligned, per element at the edges (as lower/loops.py does)."""
+    atomic = target.spelling.explain[f"atomic_{s.op}"]
+    if s.op != "add" and s.dst.buffer.dtype.is_float:
+        atomic = "compare-and-swap loop (atomicCAS)"
+    if s.src is None:
+        return f"{atomic} by thread 0"
+    dst = s.dst.buffer
+    width = vec_last(op_layout(kernel, layouts, [s.src]))
+    last = s.dst.extents[-1]
+    rows = dst.scope == "global" and tir.unit_innermost(dst) and not (isinstance(last, tir.IntImm) and last.value == 1)
+    lanes = next((n for n in backend_of(target).ATOMIC_ADD_LANES.get(dst.dtype, ()) if width % n == 0), None)
+    if s.op != "add" or not rows or lanes is None:
+        return f"{atomic} per element"
+    return f"vector atomic adds of {lanes} x {dst.dtype.tile_name} when aligned, {atomic} per element at the edges"
 
 
 def spread(frag: L.Fragment) -> str:
@@ -380,10 +400,7 @@ def instruction(
             lines = math.prod(e for d, e in enumerate(_squeezed(s.src)) if d != s.dim) if len(s.src.extents) > 1 else 1
             return f"one thread per line ({lines} lines over {kernel.threads} threads), serial scan"
         case tir.Atomic():
-            atomic = target.spelling.explain[f"atomic_{s.op}"]
-            if s.op != "add" and s.dst.buffer.dtype.is_float:
-                atomic = "compare-and-swap loop (atomicCAS)"
-            return f"{atomic} per element" if s.src is not None else f"{atomic} by thread 0"
+            return atomic_instruction(kernel, target, layouts, s)
         case tir.Print():
             return "printf"
         case (

@@ -560,6 +560,40 @@ def check_atomic_minmax(mod, gen, M):
     return next((r for r in results if not r["ok"]), results[0])
 
 
+def _accumulator(M, N, dtype, gen, shift):
+    """(guarded buffer, (M, N) tensor, its start): random start values in a poisoned buffer; with
+    `shift`, the tensor starts one element in (rows not 16-byte aligned: the element atomics), and
+    the element skipped stays poisoned."""
+    g = guarded_output((M * N + shift,), dtype)
+    view = g.tensor[shift:].view(M, N)
+    view.copy_(randn((M, N), dtype, gen))
+    return g, view, view.double()  # the start, read before the kernel runs
+
+
+def check_atomic_add_tiles(mod, gen, S, M, N, shift):
+    """Tile atomic adds from S blocks into each tile: O += sum of X's S slices (float32, from a
+    shared tile), E += 2 * sum (float32, element form from a fragment), P += sum (float16 from a
+    shared tile), Q += sum (bfloat16 from a float32 fragment), onto random starts."""
+    x32 = randn((S, M, N), f32, gen)
+    x16 = randn((S, M, N), f16, gen)
+    (o, ov, o0), (e, ev, e0) = (_accumulator(M, N, f32, gen, shift) for _ in range(2))
+    p, pv, p0 = _accumulator(M, N, f16, gen, shift)
+    q, qv, q0 = _accumulator(M, N, torch.bfloat16, gen, shift)
+    mod.add_f32(guarded_input(x32).tensor, ov, ev)
+    mod.add_halfs(guarded_input(x16).tensor, pv, qv)
+    s32, s16 = x32.double().sum(0), x16.double().sum(0)
+    sync()
+    results = [
+        compare(ov, o0 + s32, tol_for(ov), [o]),
+        compare(ev, e0 + 2 * s32, tol_for(ev), [e]),
+        compare(pv, p0 + s16, tol_for(pv), [p]),
+        compare(qv, q0 + s16, tol_for(qv), [q]),
+    ]
+    skipped = all(bool(g.tensor[:shift].isnan().all().item()) for g in (o, e, p, q))
+    results = [{**r, "guards": r["guards"] and skipped, "ok": r["ok"] and skipped} for r in results]
+    return next((r for r in results if not r["ok"]), results[0])
+
+
 def check_row_scan(mod, gen, M):
     """cumsum, cummax, cummin and a reversed cummax along the rows of a float16 tile in shared memory."""
     x = randn((M, 64), f16, gen)
@@ -856,6 +890,15 @@ def _cases() -> list[Case]:
             add(v, f"M={M} {what}", check_atomic_minmax, M=M)
     for N, lo, hi, what in ((65536, 0, 256, "16 blocks"), (10001, -10, 266, "ragged, clamped"), (7, 0, 200, "N=7")):
         add("block_histogram", f"N={N} {what}", check_block_histogram, N=N, lo=lo, hi=hi)
+    atomic_sizes = [
+        (3, 128, 256, 0, "tile multiple"),
+        (4, 100, 72, 0, "ragged, aligned rows"),
+        (2, 37, 70, 0, "ragged, rows not 16-byte multiples"),
+        (3, 64, 128, 1, "tile multiple, not aligned"),
+    ]
+    for v in ("atomic_add_tiles", "atomic_add_tiles-sm90a"):
+        for S, M, N, shift, what in atomic_sizes:
+            add(v, f"S={S} {M}x{N} {what}", check_atomic_add_tiles, S=S, M=M, N=N, shift=shift)
     for N, what in ((4096, "tile multiple"), (1000, "ragged"), (3, "N=3")):
         add("extern_gelu", f"N={N} {what}", check_extern_gelu, N=N)
     for v in ("row_scan", "row_scan-sm90a"):

@@ -145,6 +145,8 @@ VARIANTS: list[Variant] = [
     Variant("extern_gelu", "extern_gelu", folder=PRIMITIVES, includes=(f"{PRIMITIVES}/extern_ops.cuh",)),
     Variant("row_scan-sm90a", "row_scan", arch="sm_90a", folder=PRIMITIVES),
     Variant("atomic_minmax-sm90a", "atomic_minmax", arch="sm_90a", folder=PRIMITIVES),
+    Variant("atomic_add_tiles", "atomic_add_tiles", folder=PRIMITIVES),
+    Variant("atomic_add_tiles-sm90a", "atomic_add_tiles", arch="sm_90a", folder=PRIMITIVES),
     Variant("scaled_gemm", "scaled_gemm", folder=PRIMITIVES),
     Variant("scaled_gemm-sm90a", "scaled_gemm", arch="sm_90a", folder=PRIMITIVES),
     Variant("strided_views", "strided_views", folder=PRIMITIVES),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -271,10 +271,12 @@ class MmaGemm:
 
 class Backend(Protocol):
     """What a backend module (tilec.backends.<Target.backend>) provides: gemms on its warp-level
-    instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
-    interleaves), and the asynchronous global -> shared copy of pipelined loops."""
+        instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
+        interleaves), the asynchronous global -> shared copy of pipelined loops, and the atomic add of
+    a few lanes at once into global memory."""
 
     ASYNC_COPY_BYTES: tuple[int, ...]  # the sizes one asynchronous copy moves
+    ATOMIC_ADD_LANES: Mapping[DType, tuple[int, ...]]  # element type -> lanes of one vector atomic add, widest first
 
     def gemm(self, ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]: ...
     def setup(self, ctx: LowerContext, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]: ...
@@ -283,6 +285,7 @@ class Backend(Protocol):
     def load(self, ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str, kk: tir.Expr) -> list[T.Stmt]: ...
     def products(self, ctx: LowerContext, mma: MmaGemm, a_reg: str, b_reg: str) -> list[T.Stmt]: ...
     def async_copy(self, ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt: ...
+    def atomic_add_vector(self, ctx: LowerContext, dst: T.Subscript, values: T.Subscript, lanes: int) -> T.Stmt: ...
     def warp_specialized(self, ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list[T.Stmt]: ...
     def bulk_store(self, ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None: ...
 

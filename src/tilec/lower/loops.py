@@ -1,6 +1,8 @@
 """Distributed loops: a loop nest over a tile whose elements are spread over
 the block's threads by a Fragment layout, with 16-byte vector accesses where
-shape, alignment and bounds allow (decided per vector at run time).
+shape, alignment and bounds allow (decided per vector at run time), and atomic
+adds into a tensor a few lanes at once where the target has such an instruction
+(the backend's ATOMIC_ADD_LANES: `tilec_red_add_f32x4(&C[...], &C_v[0])` on sm_90a).
 
     for i, j in Parallel(4, 1024): Y[i, j] = X[i, j] * 2     (128 threads, f16)
   ->
@@ -222,28 +224,32 @@ def device_assert(ctx: LowerContext, s: tir.DeviceAssert, loop: ElementLoop | No
 def _vector_path(
     ctx: LowerContext, body: tuple[tir.Stmt, ...], loop: ElementLoop, lane: T.Sym, width: int
 ) -> tuple[tir.Expr, list[T.Stmt]] | None:
-    """The 16-byte-vector version of a body of plain stores and lets, or None.
+    """The 16-byte-vector version of a body of plain stores, lets and atomic adds, or None.
 
     Each global/shared access whose last index is `base + lane` becomes one
     vector load into registers before the lane loop, or one vector store
-    after it; the rest of the body (the lets, in order) runs per lane on those registers."""
+    (vector atomic adds: `_vector_add`) after it; the rest of the body (the
+    lets, in order) runs per lane on those registers."""
     lane_var = next(v for v in ctx.state.bounds if isinstance(v, tir.Var) and v.name == lane.name)
-    if not all(isinstance(s, (tir.Store, tir.Let)) for s in body):
+    steps = [t for s in body if (t := _vector_step(s)) is not None]
+    if len(steps) != len(body):
         return None
     if ctx.state.async_copy:
         return _async_vector(ctx, body, loop, lane_var, width)
-    steps = [s for s in body if isinstance(s, (tir.Store, tir.Let))]
     stores = [s for s in steps if isinstance(s, tir.Store)]
     accesses: dict[tuple, tuple[tir.Buffer, tuple[tir.Expr, ...]]] = {}
     loads: list[tir.Load] = []
     for s in steps:
-        loads += tir_walk.loads(s.value)
+        loads += tir_walk.loads(_step_value(s))
+    added = {s.dst.buffer for s in steps if isinstance(s, tir.Atomic)}
+    if any(ld.buffer in added for ld in loads):
+        return None  # a read of what the atomics add to would come before the adds
     vec_loads: dict[tir.Load, tir.Buffer | tuple[tir.Buffer, int]] = {}
     windows: dict[tuple, tir.Buffer] = {}  # (tile, row indices, first chunk's column) -> registers
     conds: list[tir.Expr] = []
     pre: list[T.Stmt] = []
     post: list[T.Stmt] = []
-    written = {s.buffer for s in stores}
+    written = {s.buffer for s in stores} | added
     lane_zero = {lane_var: int_(0)}
     per_lane = frozenset(s.var for s in steps if isinstance(s, tir.Let))  # bound anew in each lane
     for ld in loads:
@@ -271,9 +277,18 @@ def _vector_path(
         accesses[key] = (reg_buf, ())
     lane_body: list[T.Stmt] = []
     for s in steps:
-        value = replace_loads(s.value, {ld: _lane_load(r, lane_var) for ld, r in vec_loads.items()})
+        value = replace_loads(_step_value(s), {ld: _lane_load(r, lane_var) for ld, r in vec_loads.items()})
         if isinstance(s, tir.Let):
             lane_body.append(let_decl(ctx, s.var, value_of(ctx, value, loop)))
+            continue
+        if isinstance(s, tir.Atomic):
+            adds = _vector_add(ctx, s, value, loop, lane_var, width, per_lane)
+            if adds is None:
+                return None  # one atomic add per element, each with its own bounds check: the scalar path
+            conds += [adds.cond, replica_zero(ctx, loop.layout)]
+            pre.append(adds.decl)
+            lane_body.append(adds.lane)
+            post += adds.adds
             continue
         target_plan = None
         if s.buffer.scope in ("global", "shared"):
@@ -300,6 +315,74 @@ def _vector_path(
         return None
     body_out = pre + [T.Loop(T.Sym(lane.name, I32), int_(0), int_(width), 1, True, tuple(lane_body))] + post
     return all_of(conds), body_out
+
+
+def _vector_step(s: tir.Stmt) -> tir.Store | tir.Let | tir.Atomic | None:
+    """`s` if a vectorized body may hold it: a store, a let, or an element's atomic add
+    (`atomic_add(C[i, j], v)`, as a tile op's is once lowered per element)."""
+    match s:
+        case tir.Store() | tir.Let():
+            return s
+        case tir.Atomic(value=value, op="add") if value is not None:
+            return s
+        case _:
+            return None
+
+
+def _step_value(s: tir.Store | tir.Let | tir.Atomic) -> tir.Expr:
+    """The value a step of a vectorized body stores, binds or adds."""
+    value = s.value
+    assert value is not None, "_vector_step: an element's atomic add has a value"
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _VectorAdd:
+    """An element's atomic add over a vector's lanes: each lane's value into a register of `decl`
+    (`lane`), then the backend's atomic adds of a few lanes each (`adds`), under `cond`."""
+
+    cond: tir.Expr
+    decl: T.Stmt
+    lane: T.Stmt
+    adds: list[T.Stmt]
+
+
+def _vector_add(
+    ctx: LowerContext,
+    s: tir.Atomic,
+    value: tir.Expr,
+    loop: ElementLoop,
+    lane: tir.Var,
+    width: int,
+    per_lane: frozenset[tir.Var],
+) -> _VectorAdd | None:
+    """An atomic add into a tensor whose last index is `base + lane`, as vector atomic adds of
+    the widest lane count of the target's (`ATOMIC_ADD_LANES`) that divides `width`; None where
+    the target has none for the type, or the access is not a vector (`_vec_access`)."""
+    buf = s.dst.buffer
+    lanes = next((n for n in ctx.backend.ATOMIC_ADD_LANES.get(buf.dtype, ()) if width % n == 0), None)
+    if lanes is None or buf.scope != "global":
+        return None  # shared memory: one atomic per element
+    plan = _vec_access(ctx, buf, s.dst.starts, lane, width, {lane: int_(0)}, per_lane)
+    if plan is None:
+        return None
+    cond, refs = plan
+    ctx.state.written.add(refs[0].array)
+    reg = ctx.fresh(f"{ctx.name(buf)}_v")
+    assign = T.Assign(
+        T.Subscript(reg, (value_of(ctx, lane, loop),), buf.dtype), cast(value_of(ctx, value, loop), buf.dtype)
+    )
+    *rows, first = (substitute(i, {lane: int_(0)}) for i in s.dst.starts)
+    adds = [  # each `lanes` elements on from the vector's first (aligned to the whole vector's size)
+        ctx.backend.atomic_add_vector(
+            ctx,
+            ref_of(ctx, buf, (*rows, simplify(add(first, int_(k)))), None).ref,
+            T.Subscript(reg, (int_(k),), buf.dtype),
+            lanes,
+        )
+        for k in range(0, width, lanes)
+    ]
+    return _VectorAdd(cond, T.Decl(reg, buf.dtype, (width,), align=16), assign, adds)
 
 
 def _window(

@@ -233,8 +233,7 @@ def lower_atomic_region(ctx: LowerContext, s: tir.Atomic) -> list[T.Stmt]:
             s.op,
         ),
     )
-    out = distributed(ctx, layout, vars, body, vectorize=False)
-    return out
+    return distributed(ctx, layout, vars, body)  # vector atomic adds where the target has them
 
 
 def lower_atomic_element(ctx: LowerContext, s: tir.Atomic) -> list[T.Stmt]:

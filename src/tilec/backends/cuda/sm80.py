@@ -1,6 +1,7 @@
 """sm_80's own lowerings: the gemm on tensor cores, mma.sync m16n8k16 / m16n8k32 (the
 records of instructions.py here) with operands by ldmatrix from shared memory, and the
-asynchronous global -> shared copy, cp.async (`async_copy`).
+asynchronous global -> shared copy, cp.async (`async_copy`), and the atomic add of 16-bit
+float pairs (`atomic_add_vector`).
 
     gemm(A_s, B_s, acc)     # float16, 128x128x32 tile, 4 warps of 64x64 (FullRow, Square, ...)
   ->
@@ -180,6 +181,20 @@ def async_copy(ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: in
     """`nbytes` from global `src` to shared `dst` by cp.async, in the current commit group."""
     ctx.state.helpers.add("cp_async")
     return T.Call(T.Intrin(f"tilec_cp_async_{nbytes}", (T.AddressOf(dst), T.AddressOf(src)), I32))
+
+
+# vector atomic adds into global memory: element type -> the lanes one instruction adds, widest
+# first; 16-bit floats in pairs (spelling.py's atomic_add_f16x2 / atomic_add_bf16x2 helpers)
+ATOMIC_ADD_LANES: dict[DType, tuple[int, ...]] = {DType.float16: (2,), DType.bfloat16: (2,)}
+_ATOMIC_SUFFIX = {DType.float32: "f32", DType.float16: "f16", DType.bfloat16: "bf16"}  # of the helpers' names
+
+
+def atomic_add_vector(ctx: LowerContext, dst: T.Subscript, values: T.Subscript, lanes: int) -> T.Stmt:
+    """The `lanes` registers from `values` on added into global memory from `dst` on (aligned to
+    their size), each element atomically on its own."""
+    name = f"atomic_add_{_ATOMIC_SUFFIX[dst.dtype]}x{lanes}"
+    ctx.state.helpers.add(name)
+    return T.Call(T.Intrin(f"tilec_{name}", (T.AddressOf(dst), T.AddressOf(values)), I32))
 
 
 def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list[T.Stmt]:

@@ -36,6 +36,7 @@ from tilec import tir, tir_walk
 from tilec.backends.cuda.fragments import WARP_GROUP
 from tilec.backends.cuda.instructions import WGMMA_M64NNK16
 from tilec.backends.cuda.sm80 import (
+    _ATOMIC_SUFFIX,
     ASYNC_COPY_BYTES,
     _smem_elem,
     async_copy,
@@ -62,7 +63,9 @@ from tilec.targets import instruction_named
 
 __all__ = [
     "ASYNC_COPY_BYTES",
+    "ATOMIC_ADD_LANES",
     "async_copy",
+    "atomic_add_vector",
     "bulk_store",
     "declare",
     "gemm",
@@ -74,6 +77,22 @@ __all__ = [
 ]
 
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's swizzle field
+
+# vector atomic adds into global memory (red.global.add, sm_90): element type -> the lanes one
+# instruction adds, widest first (16 bytes, 8, and a 16-bit pair)
+ATOMIC_ADD_LANES: dict[DType, tuple[int, ...]] = {
+    DType.float32: (4, 2),
+    DType.float16: (8, 4, 2),
+    DType.bfloat16: (8, 4, 2),
+}
+
+
+def atomic_add_vector(ctx: LowerContext, dst: T.Subscript, values: T.Subscript, lanes: int) -> T.Stmt:
+    """The `lanes` registers from `values` on added into global memory from `dst` on (aligned to
+    their size) by one red.global.add, each element atomically on its own."""
+    suffix = _ATOMIC_SUFFIX[dst.dtype]
+    ctx.state.helpers.add(f"red_add_{suffix}")
+    return T.Call(T.Intrin(f"tilec_red_add_{suffix}x{lanes}", (T.AddressOf(dst), T.AddressOf(values)), I32))
 
 
 def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:

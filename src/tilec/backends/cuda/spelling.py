@@ -384,6 +384,62 @@ __device__ __forceinline__ void tilec_mma_m16n8k32_e5m2(float* c, const unsigned
 }
 
 
+# ---------------------------------------------------------------- vector atomic adds
+
+# The backends' atomic_add_vector: a few lanes of a tile op's atomic add into global memory by one
+# instruction, each element still atomic on its own (the same adds as one atomicAdd per element).
+# sm_80 and later: 16-bit floats in pairs, through CUDA's own atomicAdd of __half2 / __nv_bfloat162.
+HELPERS["atomic_add_f16x2"] = """
+// atomicAdd of the 2 halfs at v into p (4-byte aligned) as one __half2, each half atomically.
+__device__ __forceinline__ void tilec_atomic_add_f16x2(half* p, const half* v) {
+  atomicAdd(reinterpret_cast<__half2*>(p), *reinterpret_cast<const __half2*>(v));
+}"""
+HELPERS["atomic_add_bf16x2"] = """
+// atomicAdd of the 2 bfloat16s at v into p (4-byte aligned) as one __nv_bfloat162, each atomically
+// (before sm_90, CUDA's compare-and-swap loop on the 32 bits: one loop for the pair, not two).
+__device__ __forceinline__ void tilec_atomic_add_bf16x2(__nv_bfloat16* p, const __nv_bfloat16* v) {
+  atomicAdd(reinterpret_cast<__nv_bfloat162*>(p), *reinterpret_cast<const __nv_bfloat162*>(v));
+}"""
+HELPER_TYPES["atomic_add_f16x2"] = ("half", "__half2")
+HELPER_TYPES["atomic_add_bf16x2"] = ("__nv_bfloat16", "__nv_bfloat162")
+
+
+# sm_90: vector red.global.add (no value returned) of float32 (4 or 2 lanes) and of 16-bit floats
+# packed two to a 32-bit register (8, 4 or 2 lanes), every element added atomically on its own.
+HELPERS["red_add_f32"] = """
+// red.global.add of the 4 (2) floats at v into p (16-, 8-byte aligned), each float atomically.
+__device__ __forceinline__ void tilec_red_add_f32x4(float* p, const float* v) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v[0]), "f"(v[1]),
+               "f"(v[2]), "f"(v[3])
+               : "memory");
+}
+__device__ __forceinline__ void tilec_red_add_f32x2(float* p, const float* v) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(v[0]), "f"(v[1]) : "memory");
+}"""
+HELPERS["red_add_f16"] = """
+// red.global.add of the 8 (4, 2) halfs at v into p (16-, 8-, 4-byte aligned), each atomically.
+__device__ __forceinline__ void tilec_red_add_f16x8(half* p, const half* v) {
+  const unsigned* r = reinterpret_cast<const unsigned*>(v);
+  asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+__device__ __forceinline__ void tilec_red_add_f16x4(half* p, const half* v) {
+  const unsigned* r = reinterpret_cast<const unsigned*>(v);
+  asm volatile("red.global.add.noftz.v2.f16x2 [%0], {%1, %2};" ::"l"(p), "r"(r[0]), "r"(r[1])
+               : "memory");
+}
+__device__ __forceinline__ void tilec_red_add_f16x2(half* p, const half* v) {
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;" ::"l"(p),
+               "r"(*reinterpret_cast<const unsigned*>(v))
+               : "memory");
+}"""
+HELPERS["red_add_bf16"] = (  # the same for bfloat16
+    HELPERS["red_add_f16"].replace("halfs", "bfloat16s").replace("f16", "bf16").replace("half*", "__nv_bfloat16*")
+)
+HELPER_TYPES["red_add_f16"] = ("half",)
+HELPER_TYPES["red_add_bf16"] = ("__nv_bfloat16",)
+
 SMEM_ADDR_HELPER = """
 __device__ __forceinline__ unsigned tilec_smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));

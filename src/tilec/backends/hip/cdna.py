@@ -14,14 +14,16 @@ A lane's A (and a (N, K) B's) four K-consecutive elements are one 8-byte read; a
 (K, M) A's) are four reads of one element. The MmaGemm fields keep sm80's names: `mi_n`, `ni_n`
 count the wave's MFMA tiles (16 or 32 wide) along M and N. Copies into LDS are plain loads and
 stores (`ASYNC_COPY_BYTES` is empty: a pipelined loop stages its next stage through registers,
-lower/pipelined.py's `_staged`, its stages still multi-buffered), and no loop runs by warp roles
-(no bulk copies on these targets).
+lower/pipelined.py's `_staged`, its stages still multi-buffered), no loop runs by warp roles
+(no bulk copies on these targets), and a tile's atomic add is one atomicAdd per element
+(`ATOMIC_ADD_LANES` is empty).
 """
 
 from __future__ import annotations
 
 from tilec import thread_ir as T
 from tilec import tir
+from tilec.dtypes import DType
 from tilec.instructions import Instruction, group_threads, types_entry
 from tilec.lower.cexpr import I32, add, const_int, mul
 from tilec.lower.context import LowerContext, MmaGemm, StmtLowering
@@ -146,6 +148,14 @@ def _lanes(ctx: LowerContext, record: Instruction) -> int:
 def async_copy(ctx: LowerContext, dst: T.Subscript, src: T.Subscript, nbytes: int) -> T.Stmt:
     """Never called: ASYNC_COPY_BYTES is empty, so pipelined.py stages copies through registers."""
     raise AssertionError(f"{ctx.target.arch} has no asynchronous copy into LDS")
+
+
+ATOMIC_ADD_LANES: dict[DType, tuple[int, ...]] = {}  # no vector atomic adds: one atomicAdd per element
+
+
+def atomic_add_vector(ctx: LowerContext, dst: T.Subscript, values: T.Subscript, lanes: int) -> T.Stmt:
+    """Never called: ATOMIC_ADD_LANES is empty, so a tile op's atomic add goes element by element."""
+    raise AssertionError(f"{ctx.target.arch} has no vector atomic add")
 
 
 def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list[T.Stmt]:

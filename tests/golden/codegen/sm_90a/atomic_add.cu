@@ -3,12 +3,23 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+// red.global.add of the 4 (2) floats at v into p (16-, 8-byte aligned), each float atomically.
+__device__ __forceinline__ void tilec_red_add_f32x4(float* p, const float* v) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v[0]), "f"(v[1]),
+               "f"(v[2]), "f"(v[3])
+               : "memory");
+}
+__device__ __forceinline__ void tilec_red_add_f32x2(float* p, const float* v) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(v[0]), "f"(v[1]) : "memory");
+}
+
 extern "C" __global__ void __launch_bounds__(64)
     partial_kernel(const float* __restrict__ A, float* __restrict__ C, float* __restrict__ total,
                    int M) {
   const int tx = threadIdx.x;
   const int bx = blockIdx.x;
   const bool A_vec4 = reinterpret_cast<uintptr_t>(A) % 16 == 0;
+  const bool C_vec4 = reinterpret_cast<uintptr_t>(C) % 16 == 0;
   float t[16];
   // atomic_add.tile:5: copy(A[bx * 16, 0], t)
   {
@@ -49,12 +60,21 @@ extern "C" __global__ void __launch_bounds__(64)
   {
 #pragma unroll
     for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
+      if (C_vec4 && bx * 16 + g0_2 * 4 + tx / 16 < M) {
+        alignas(16) float C_v[4];
 #pragma unroll
-      for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
-        const int i_2 = g0_2 * 4 + tx / 16;
-        const int j_2 = tx % 16 * 4 + e1_2;
-        if (bx * 16 + i_2 < M) {
-          atomicAdd(&C[bx * 1024 + i_2 * 64 + j_2], t[g0_2 * 4 + e1_2]);
+        for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
+          C_v[e1_2] = t[g0_2 * 4 + e1_2];
+        }
+        tilec_red_add_f32x4(&C[bx * 1024 + g0_2 * 256 + tx / 16 * 64 + tx % 16 * 4], &C_v[0]);
+      } else {
+#pragma unroll
+        for (int e1_2 = 0; e1_2 < 4; ++e1_2) {
+          const int i_2 = g0_2 * 4 + tx / 16;
+          const int j_2 = tx % 16 * 4 + e1_2;
+          if (bx * 16 + i_2 < M) {
+            atomicAdd(&C[bx * 1024 + i_2 * 64 + j_2], t[g0_2 * 4 + e1_2]);
+          }
         }
       }
     }

@@ -149,6 +149,16 @@ static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   return static_cast<unsigned>(tiles < most ? tiles : most);
 }
 
+// red.global.add of the 4 (2) floats at v into p (16-, 8-byte aligned), each float atomically.
+__device__ __forceinline__ void tilec_red_add_f32x4(float* p, const float* v) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v[0]), "f"(v[1]),
+               "f"(v[2]), "f"(v[3])
+               : "memory");
+}
+__device__ __forceinline__ void tilec_red_add_f32x2(float* p, const float* v) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(v[0]), "f"(v[1]) : "memory");
+}
+
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
 // earlier uses before the wgmmas that follow; commit closes a group of issued wgmmas; wait<N>
 // returns once at most N of the warp group's groups are still running.
@@ -217,6 +227,7 @@ extern "C" __global__ void __launch_bounds__(128)
   half* B_shared = reinterpret_cast<half*>(smem + 8192);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
+  const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   float C_local[128];
   // gemm_split_k_stages0.tile:15: clear(C_local)
   {
@@ -346,13 +357,25 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
         for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          if (C_vec2 && by * 128 + g0_6 * 64 + warp * 16 + g0_7 * 8 + tx / 4 % 8 < M &&
+              bx * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+            alignas(16) float C_v[2];
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-            const int i_5 = g0_6 * 64 + warp * 16 + g0_7 * 8 + tx / 4 % 8;
-            const int j_5 = g1_1 * 8 + tx % 4 * 2 + e1_5;
-            if (by * 128 + i_5 < M && bx * 128 + j_5 < N) {
-              atomicAdd(&C[(by * 128 + i_5) * N + bx * 128 + j_5],
-                        C_local[g0_6 * 64 + g1_1 * 4 + g0_7 * 2 + e1_5]);
+            for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+              C_v[e1_5] = C_local[g0_6 * 64 + g1_1 * 4 + g0_7 * 2 + e1_5];
+            }
+            tilec_red_add_f32x2(&C[(by * 128 + g0_6 * 64 + warp * 16 + g0_7 * 8 + tx / 4 % 8) * N +
+                                   bx * 128 + g1_1 * 8 + tx % 4 * 2],
+                                &C_v[0]);
+          } else {
+#pragma unroll
+            for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+              const int i_5 = g0_6 * 64 + warp * 16 + g0_7 * 8 + tx / 4 % 8;
+              const int j_5 = g1_1 * 8 + tx % 4 * 2 + e1_5;
+              if (by * 128 + i_5 < M && bx * 128 + j_5 < N) {
+                atomicAdd(&C[(by * 128 + i_5) * N + bx * 128 + j_5],
+                          C_local[g0_6 * 64 + g1_1 * 4 + g0_7 * 2 + e1_5]);
+              }
             }
           }
         }
@@ -393,6 +416,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   // persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles
   const int block_tiles =
       (tiles - blockIdx.x + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   if (tx == 0) {
 #pragma unroll
     for (int i_1 = 0; i_1 < 2; ++i_1) {
@@ -503,13 +527,26 @@ extern "C" __global__ void __launch_bounds__(256, 2)
           for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
             for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+              if (C_vec2 && by * 128 + g0_2 * 64 + warp * 16 + g0_3 * 8 + tx / 4 % 8 < M &&
+                  bx * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
+                alignas(16) float C_v[2];
 #pragma unroll
-              for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
-                const int i_2 = g0_2 * 64 + warp * 16 + g0_3 * 8 + tx / 4 % 8;
-                const int j_1 = g1_1 * 8 + tx % 4 * 2 + e1_1;
-                if (by * 128 + i_2 < M && bx * 128 + j_1 < N) {
-                  atomicAdd(&C[(by * 128 + i_2) * N + bx * 128 + j_1],
-                            C_local[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1]);
+                for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
+                  C_v[e1_1] = C_local[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1];
+                }
+                tilec_red_add_f32x2(
+                    &C[(by * 128 + g0_2 * 64 + warp * 16 + g0_3 * 8 + tx / 4 % 8) * N + bx * 128 +
+                       g1_1 * 8 + tx % 4 * 2],
+                    &C_v[0]);
+              } else {
+#pragma unroll
+                for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
+                  const int i_2 = g0_2 * 64 + warp * 16 + g0_3 * 8 + tx / 4 % 8;
+                  const int j_1 = g1_1 * 8 + tx % 4 * 2 + e1_1;
+                  if (by * 128 + i_2 < M && bx * 128 + j_1 < N) {
+                    atomicAdd(&C[(by * 128 + i_2) * N + bx * 128 + j_1],
+                              C_local[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1]);
+                  }
                 }
               }
             }
