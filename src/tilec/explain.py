@@ -47,7 +47,7 @@ from tilec.instructions import Instruction, explain_name
 from tilec.lower.context import backend_of
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.pack_subbyte import logical_dim
-from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages
+from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages, skeleton
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.shared_plan import sequential_bytes, sharing_notes
 from tilec.targets import Target, instruction_named
@@ -580,7 +580,7 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
                 out.append(_schedule_table(title, s, s.schedule, words))
                 continue
             if s.warp_specialized:
-                caption = _warp_roles_caption(s, words)
+                caption = _warp_roles_caption(kernel, s, words)
             elif s.single_buffered:
                 caption = (
                     f"num_stages={s.num_stages}, one buffer per tile ({s.num_stages} are over the shared memory): "
@@ -649,8 +649,16 @@ def _schedule_table(title: str, loop: tir.For, sched: tir.Schedule, words: Words
     return Table(title, ("stage", "order", "works on", "where", "statement"), tuple(rows), caption)
 
 
-def _warp_roles_caption(loop: tir.For, words: Words) -> str:
+def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words) -> str:
     ring = ring_stages(loop)
+    levels = skeleton(kernel, loop) or []
+    lines = ", ".join(str(lv.holder.span.line) for lv in levels[:-1])
+    ahead = (
+        f"into the loop's next run too (the producer replays the loops and ifs around it, lines {lines}; "
+        "the kernel keeps its grid)"
+        if lines
+        else "into the next tile too"
+    )
     asked = (
         f" (num_stages={loop.num_stages} keeps the consumers' iterations apart; the producer's copies "
         f"still fill the other of {ring} stages while they compute)"
@@ -660,10 +668,10 @@ def _warp_roles_caption(loop: tir.For, words: Words) -> str:
     return (
         f"num_stages={loop.num_stages}, warp roles{asked}: one thread of a producer warp group issues the copies "
         f"as {words['bulk_copy']} into a ring of {ring} stages (full and empty "
-        f"{words['ring_barrier']}s with phase bits), as far ahead as free stages allow, into the next tile "
-        f"too; the consumers (the block's threads) run the rest, keeping one {words['warp_group_mma']} group "
-        f"in flight, and free a stage once the group that read it has retired; {words['move_registers']} "
-        "gives the producer's registers to them"
+        f"{words['ring_barrier']}s with phase bits), as far ahead as free stages allow, {ahead}; the consumers "
+        f"(the block's threads) run the rest, keeping one {words['warp_group_mma']} group in flight, and free a "
+        f"stage once the group that read it has retired; {words['move_registers']} gives the producer's registers "
+        "to them"
     )
 
 

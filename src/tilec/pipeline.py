@@ -266,7 +266,7 @@ def _through(passes: tuple[Pass, ...], u: Unit, verify: bool) -> Unit:
 
 
 def _has_warp_roles(kernel: tir.Kernel) -> bool:
-    return any(isinstance(s, tir.For) and s.warp_specialized for s in kernel.body)
+    return any(isinstance(s, tir.For) and s.warp_specialized for s in tir_walk.stmts(kernel.body))
 
 
 def _with_fallback(k: T.Kernel, plain: T.Kernel) -> T.Kernel:

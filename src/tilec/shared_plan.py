@@ -50,7 +50,7 @@ PACKING: Packing = "over_limit"  # pack only kernels whose sequential offsets ex
 
 def shared_lifetimes(kernel: tir.Kernel) -> dict[tir.Buffer, T.Lifetime]:
     """The lifetime of every shared tile the kernel body uses; none in a kernel with warp roles."""
-    if any(isinstance(s, tir.For) and s.warp_specialized for s in kernel.body):
+    if any(isinstance(s, tir.For) and s.warp_specialized for s in tir_walk.stmts(kernel.body)):
         return {}
     order = _Order()
     order.block(kernel.body)

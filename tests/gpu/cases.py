@@ -815,6 +815,14 @@ def _cases() -> list[Case]:
         add(v, "skinny 64x8192x1024", check_gemm, M=64, N=8192, K=1024)
         add(v, "skinny 100x1000x1000", check_gemm, M=100, N=1000, K=1000)
     add("gemm", "runtime API", check_runtime_api)
+    # warp roles inside the user's wave loop: the ring's counters run on across waves and skipped
+    # slots (tile multiple, ragged M and N, one k step per tile: the ring wraps across tiles);
+    # 129x77x45 has unaligned rows (the launcher's cp.async build)
+    waves = [(1024, 2048, 512), (1000, 1944, 200), (1000, 1944, 40), (129, 77, 45)]
+    for M, N, K in waves:
+        add("gemm_persistent-sm90a-waves", f"{M}x{N}x{K}", check_gemm, M=M, N=N, K=K, kernel="matmul_persistent")
+    for M, N, K in [(1024, 1024, 512), (600, 1000, 200), (600, 1000, 40), (1, 1, 1)]:
+        add("gemm_waves-sm90a", f"{M}x{N}x{K}", check_gemm, M=M, N=N, K=K, kernel="gemm_waves")
 
     for v in ("gemm_relu", "gemm_relu-sm90a"):
         add(v, "256x256x256", check_gemm, M=256, N=256, K=256, kernel="gemm_relu", relu=True)

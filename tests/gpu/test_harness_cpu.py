@@ -49,6 +49,12 @@ class Fake:
     def gemm(self, a, b, c):
         self._store(c, a.float() @ b.float())
 
+    def matmul_persistent(self, a, b, c):  # tests/corpus/tilelang/gemm_persistent.tile
+        self._store(c, a.float() @ b.float())
+
+    def gemm_waves(self, a, b, c):
+        self._store(c, a.float() @ b.float())
+
     def gemm_tn(self, a, b, c):  # A stored (K, M)
         self._store(c, a.float().T @ b.float())
 

@@ -157,6 +157,11 @@ VARIANTS: list[Variant] = [
     # TileLang's own example program (anchors.py tl-gemm) exactly: examples/gemm.tile's
     # 128x256x64 tile, 3 stages, 256 threads, with its panel of 10 block rows instead of 8
     Variant("gemm-sm90a-p10", "gemm", {"panel": "10"}, arch="sm_90a", bench=True),
+    # GEMMs walking their own tiles in a wave loop (TileLang's persistent example, by hand): the
+    # main loop runs by warp roles inside it, the kernel keeps its grid; 20 blocks, so that a
+    # block runs several waves and the last one has slots past the last tile
+    Variant("gemm_persistent-sm90a-waves", "gemm_persistent", {"sm_num": "20"}, arch="sm_90a", folder=CORPUS),
+    Variant("gemm_waves-sm90a", "gemm_waves", arch="sm_90a", folder=PRIMITIVES),  # holes mid-walk
 ]
 
 BY_NAME: dict[str, Variant] = {v.name: v for v in VARIANTS}

@@ -146,9 +146,11 @@ class LowerState:
 
 @dataclass(frozen=True)
 class WarpRoles:
-    """What a warp-specialized loop adds to its kernel, which then runs persistently: each block
-    walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... (lower_kernel builds that loop, with the
-    block indices of each tile, around `producer_tile` and around the consumers' body).
+    """What a warp-specialized loop adds to its kernel. A `persistent` one's blocks walk tiles
+    blockIdx.x, blockIdx.x + gridDim.x, ... (lower_kernel builds that loop, with the block
+    indices of each tile, around `producer_tile` and around the consumers' body); otherwise the
+    loop sits in the kernel's own loops (a persistent wave loop written by hand), which
+    `producer_tile` replays, and the kernel keeps its grid: each role runs its part once.
 
     `setup` runs on all threads first (barrier set-up). The producer warp group runs
     `producer_entry`, then its thread `producer_thread` runs `producer_state` once and
@@ -172,6 +174,7 @@ class WarpRoles:
     # how many of the SM's blocks the consumers' registers allow: 2 where one block's warp groups
     # leave room for a second block (its producer's epilogue overlaps the other's main loop)
     max_blocks: int
+    persistent: bool = True
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,12 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     tx = _const(ctx.tx, builtin("thread_index"))
     if roles is None:
         body = [tx, *_block_index(ctx), *state.views, *state.prologue, *body]
-    else:  # the block's threads consume; a producer warp group after them; both walk the tiles
+    else:  # the block's threads consume; a producer warp group after them
         blocks = blocks_per_multiprocessor(roles, shared_bytes(state.views), target)
-        body = [tx, *state.views, *_warp_roles(ctx, roles, grid, body, blocks)]
+        if roles.persistent:  # both walk the tiles
+            body = [tx, *state.views, *_warp_roles(ctx, roles, grid, body, blocks)]
+        else:  # the kernel's own loops walk them
+            body = [tx, *_block_index(ctx), *state.views, *state.prologue, *_roles_once(ctx, roles, body, blocks)]
         threads += roles.producer_threads
     body = name_lanes(body, ctx.tx, threads, target.warp_size, ctx.fresh)
     smem = shared_bytes(state.views)
@@ -69,7 +72,11 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     if roles is None:
         return k
     return replace(
-        k, consumer_threads=kernel.threads, min_blocks=blocks, tensor_maps=roles.tensor_maps, persistent=True
+        k,
+        consumer_threads=kernel.threads,
+        min_blocks=blocks,
+        tensor_maps=roles.tensor_maps,
+        persistent=roles.persistent,
     )
 
 
@@ -129,18 +136,38 @@ def _warp_roles(
     def walk(stmts: list[T.Stmt]) -> T.Loop:
         return T.Loop(t, int_(0), mine, 1, False, (*indices, *stmts))
 
-    producing = tir.BinOp(">=", ctx.tx, int_(ctx.kernel.threads), DType.bool)
+    block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
+    per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]  # a tile's interior tests
+    kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
+    split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], [walk([*per_tile, *body])])
+    return [*head, *kernel_wide, *roles.setup, split]
+
+
+def _roles_once(ctx: LowerContext, roles: WarpRoles, body: list[T.Stmt], per_sm: int) -> list[T.Stmt]:
+    """The body of a kernel with warp roles that keeps its grid (its loop sits in the kernel's
+    own loops, which the producer replays: WarpRoles.persistent is false): the ring's set-up,
+    then each role runs its part once.
+
+        <ring set-up>
+        if (tx >= threads) { producer entry; if (tx == threads) { state; replayed loops } }
+        else { consumer entry; body }
+    """
+    return [*roles.setup, _roles_split(ctx, roles, per_sm, list(roles.producer_tile), body)]
+
+
+def _roles_split(
+    ctx: LowerContext, roles: WarpRoles, per_sm: int, producing: list[T.Stmt], consuming: list[T.Stmt]
+) -> T.IfThen:
+    """The split between the roles: the producer warp group (its registers given back; its one
+    thread runs its state, then `producing`) and the block's own threads (`consuming`)."""
     producer_registers, consumer_registers = roles.registers(per_sm)
     producer = (
         producer_registers,
         *roles.producer_entry,
-        T.IfThen(roles.producer_thread, (*roles.producer_state, walk(list(roles.producer_tile)))),
+        T.IfThen(roles.producer_thread, (*roles.producer_state, *producing)),
     )
-    block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
-    per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]  # a tile's interior tests
-    kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
-    consumer = (consumer_registers, *roles.consumer_entry, walk([*per_tile, *body]), *roles.consumer_exit)
-    return [*head, *kernel_wide, *roles.setup, T.IfThen(producing, producer, consumer)]
+    consumer = (consumer_registers, *roles.consumer_entry, *consuming, *roles.consumer_exit)
+    return T.IfThen(tir.BinOp(">=", ctx.tx, int_(ctx.kernel.threads), DType.bool), producer, consumer)
 
 
 def _reads_any(d: T.Stmt, names: set[str]) -> bool:

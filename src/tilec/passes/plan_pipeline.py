@@ -220,7 +220,8 @@ def _ring_without_stages(kernel: tir.Kernel, loop: tir.Stmt, target: Target) -> 
 
 def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:
     """Whether `loop` runs by warp roles (tir.For.warp_specialized): on a target with bulk copies,
-    a loop at the top of the kernel (the roles split the whole body), its only pipelined one,
+    a loop at the top of the kernel or inside serial loops and ifs there that its producer can
+    replay (`skeleton`: the roles split the whole body), its only pipelined one,
     whose body is its producers and one gemm on a warp-group instruction reading two of their
     tiles, after which only register work may follow (`register_only`: TileLang's fp8 2xAcc
     example folds its accumulator into a second one every few steps), each producer a whole 2-D
@@ -229,7 +230,8 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     strides ending in a literal 1: its tensor map takes the other strides as pitches), no tile
     read or written outside the loop, no pad but zero (a TMA box's corner may lie outside the
     tensor on any side, negative ones included; the hardware reads those elements as zero)."""
-    if not target.bulk_copies or not any(s is loop for s in kernel.body):
+    levels = skeleton(kernel, loop) if target.bulk_copies else None
+    if levels is None:
         return False
     loops = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
     rest = [s for s in loop.body if not any(s is c for c in found)]
@@ -253,27 +255,83 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
         if extents[-2:] != dst.const_shape or any(e != 1 for e in extents[:-2]) or dst.const_shape[0] > 256:
             return False
     # the producer runs apart from the body: its bounds and tile corners may use only the block's
-    # indices, the tensors' dimensions, scalars, the loop's own variable and the lets it may copy
-    known = {*kernel.block_vars, *kernel.dims, *kernel.scalars, loop.var}
-    known |= {s.var for s in producer_lets(kernel)}
+    # indices, the tensors' dimensions, scalars, the loop's own variable and what it replays
+    known = {*kernel.block_vars, *kernel.dims, *kernel.scalars, loop.var, *skeleton_vars(levels)}
     used = [loop.start, loop.stop, *(e for c in found for e in c.src.starts)]
     if any(v not in known for e in used for v in tir_walk.variables(e)):
         return False
-    outside = [s for s in tir_walk.stmts(kernel.body) if not any(s is t for t in tir_walk.stmts(loop.body))]
-    return not any(b in tiles for s in outside if s is not loop for b in set().union(*shared_reads_writes(s)))
+    inside = [*(lv.holder for lv in levels), *tir_walk.stmts(loop.body)]  # (the holders hold the loop)
+    outside = [s for s in tir_walk.stmts(kernel.body) if not any(s is t for t in inside)]
+    return not any(b in tiles for s in outside for b in set().union(*shared_reads_writes(s)))
 
 
-def producer_lets(kernel: tir.Kernel) -> list[tir.Let]:
-    """The kernel's top-level lets computed, without loads, from its block indices, tensor
-    dimensions, scalars and earlier such lets (`K_iters = ceildiv(K, block_K)`): a warp-role
-    producer declares the ones it reads itself, as it does not run the body that binds them."""
+@dataclass(frozen=True, slots=True)
+class Level:
+    """One step of the way from the kernel body down to a warp-role loop (`skeleton`): the lets
+    of that statement list, before `holder`, that the producer can compute itself, and `holder`,
+    the serial loop or `if` the way goes through (its else branch when `orelse`), or the loop."""
+
+    lets: tuple[tir.Let, ...]
+    holder: tir.Stmt
+    orelse: bool = False
+
+
+def skeleton(kernel: tir.Kernel, loop: tir.For) -> list[Level] | None:
+    """The control around `loop` that its producer replays, outermost first, the loop's own level
+    last (one level: the loop is at the top of the kernel); None when anything but serial loops
+    and ifs holds it, or one of them has a bound or condition the producer cannot compute
+    (`_computable`), or a loop of them may `break`. The producer declares the lets it reads:
+    TileLang's persistent GEMM binds a tile's indices from its wave loop's variable
+    (`tile_id = sm_num * w + block_id`) and tests them (`if bx * block_M < M ...`)."""
+    path = _path(kernel.body, loop)
+    if path is None:
+        return None
     known = {*kernel.block_vars, *kernel.dims, *kernel.scalars}
-    out: list[tir.Let] = []
-    for s in kernel.body:
-        if isinstance(s, tir.Let) and not tir_walk.loads(s.value) and tir_walk.variables(s.value) <= known:
-            known.add(s.var)
-            out.append(s)
-    return out
+    levels: list[Level] = []
+    for body, i, orelse in path:
+        lets: list[tir.Let] = []
+        for s in body[:i]:
+            if isinstance(s, tir.Let) and _computable(s.value, known):
+                lets.append(s)
+                known.add(s.var)
+        holder = body[i]
+        match holder:
+            case tir.For() if holder is not loop:
+                if not all(_computable(e, known) for e in (holder.start, holder.stop, holder.step)):
+                    return None
+                if any(isinstance(x, tir.Break) for x in tir_walk.stmts(holder.body)):
+                    return None
+                known.add(holder.var)
+            case tir.If() if not _computable(holder.cond, known):
+                return None
+        levels.append(Level(tuple(lets), holder, orelse))
+    return levels
+
+
+def skeleton_vars(levels: list[Level]) -> set[tir.Var]:
+    """The names a producer's replayed control binds: its lets and its loops' variables."""
+    loops = {lv.holder.var for lv in levels[:-1] if isinstance(lv.holder, tir.For)}
+    return loops | {let.var for lv in levels for let in lv.lets}
+
+
+def _path(body: tuple[tir.Stmt, ...], loop: tir.For) -> list[tuple[tuple[tir.Stmt, ...], int, bool]] | None:
+    """Each statement list from `body` down to `loop` through serial loops and ifs, with the index
+    of the statement the way goes through and whether through its else branch; None elsewhere."""
+    for i, s in enumerate(body):
+        if s is loop:
+            return [(body, i, False)]
+        if (isinstance(s, tir.For) and s.kind == "serial") or isinstance(s, tir.If):
+            for branch, inner in enumerate(tir_walk.bodies(s)):
+                found = _path(inner, loop)
+                if found is not None:
+                    return [(body, i, branch == 1), *found]
+    return None
+
+
+def _computable(e: tir.Expr, known: set[tir.Var]) -> bool:
+    """Whether the producer can compute `e` itself: no loads, only names of `known` (block
+    indices, dimensions, scalars, the enclosing loops' variables, earlier such lets)."""
+    return not tir_walk.loads(e) and tir_walk.variables(e) <= known
 
 
 def register_only(s: tir.Stmt) -> bool:

@@ -29,7 +29,7 @@ a kernel with such reads (sync.py).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
@@ -55,7 +55,7 @@ from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_by
 from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
-from tilec.passes.plan_pipeline import producer_lets, producers, ring_stages
+from tilec.passes.plan_pipeline import Level, producers, ring_stages, skeleton
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK
@@ -215,117 +215,22 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     wgmmas first. A stage is
     released once the wgmma group that read it has retired (one group stays in flight), the
     last one of a tile before its epilogue, so the producer fills the next tile's stages while
-    the consumers store this one's. Returns the consumers' loop; the rest goes to ctx.state.roles."""
-    stages = ring_stages(s)
+    the consumers store this one's.
+
+    A loop inside the kernel's own serial loops and ifs (TileLang's persistent GEMM walks its
+    tiles in a wave loop of its own: plan_pipeline.skeleton) keeps the kernel's grid: the
+    producer thread replays those loops and ifs around its loop (`_replayed`), the consumers run
+    the body as written, and the counters run on across the runs of the loop as across tiles.
+    Returns the consumers' loop; the rest goes to ctx.state.roles."""
     copies = producers(s)
     (g,) = [x for x in s.body if isinstance(x, tir.Gemm)]
-    record = instruction_named(ctx.target, g.instruction)
     threads = ctx.kernel.threads
-    full, empty = ctx.fresh("full_bar"), ctx.fresh("empty_bar")
-    for name in (full, empty):
-        shared_view(ctx, name, DType.uint64, (stages,), 8)
-    start = simplify(value_of(ctx, s.start, None))
-    count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
-    if not nonnegative(ctx, count):  # an empty range (split-K's last blocks) must not run the ring back
-        count = tir.Call("max", (count, int_(0)), I32)
-    it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
-    ctx.state.nonneg.add(it.name)  # the iteration: 0, 1, ..., count - 1
-    ctx.state.cvars[s.var] = simplify(add(start, it))
-
-    def ring(base: tir.Var) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
-        position = add(base, it)
-        stage = tir.Var(ctx.fresh("stage"), I32, "thread")
-        phase = tir.Var(ctx.fresh("phase"), I32, "thread")
-        ctx.state.bounds[stage], ctx.state.bounds[phase] = stages - 1, 1
-        decls: list[T.Stmt] = [
-            T.Decl(stage.name, I32, init=tir.BinOp("%", position, int_(stages), I32), const=True),
-            T.Decl(
-                phase.name,
-                I32,
-                init=tir.BinOp("%", tir.BinOp("//", position, int_(stages), I32), int_(2), I32),
-                const=True,
-            ),
-        ]
-        return stage, phase, decls
-
-    def counter(name: str) -> tuple[tir.Var, T.Decl, T.Assign]:
-        var = tir.Var(ctx.fresh(name), I32, "thread")
-        return var, T.Decl(var.name, I32, init=int_(0)), T.Assign(T.Sym(var.name, I32), count, "+=")
-
-    # the producer: one thread
+    ring = _ring(ctx, s)
     ctx.state.helpers |= {"bulk_copy", "mbarrier"}
-    filled, filled_decl, filled_step = counter("filled")
-    stage, phase, decls = ring(filled)
-    tx_bytes = sum(math.prod(c.dst.buffer.const_shape) * c.dst.buffer.dtype.bytes for c in copies)
-    issue: list[T.Stmt] = [*decls]
-    issue.append(T.Barrier("mbarrier_wait", (_bar(empty, stage), tir.BinOp("^", phase, int_(1), I32))))
-    issue.append(T.Barrier("mbarrier_expect_tx", (_bar(full, stage), int_(tx_bytes))))
-    maps: list[T.TensorMap] = []
-    for c in copies:
-        code, tmap = _bulk_copy(ctx, c, stage, _bar(full, stage))
-        issue.append(T.Scope(source_comment(c), tuple(code), c.span, T.NO_ACCESS))
-        maps.append(tmap)
-    issue.append(T.Barrier("mbarrier_arrive", (_bar(full, stage),)))
-    loop = T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(issue))
-    lets = _lets_read(ctx, s, copies)
-    producer_code = (*lets, loop, filled_step)
-    producer_tile = (T.Scope(f"{_loop_comment(s)} (producer: bulk copies)", producer_code, s.span, T.NO_ACCESS),)
-    # set-up: one thread initializes the ring, then every thread of the block waits for it
-    warps = threads // ctx.target.warp_size
-    i = tir.Var(ctx.fresh("i"), I32, "thread")
-    init = (
-        T.Barrier("mbarrier_init", (_bar(full, i), int_(1))),
-        T.Barrier("mbarrier_init", (_bar(empty, i), int_(warps))),
-    )
-    first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
-    setup = (
-        T.IfThen(
-            first,
-            (T.Loop(T.Sym(i.name, I32), int_(0), int_(stages), 1, True, init), _call("tilec_mbarrier_init_fence")),
-        ),
-        T.Barrier("named", (int_(0), int_(threads + WARP_GROUP))),
-    )
-    # the consumers
+    filled_decl, producer_code, maps = _producer(ctx, s, ring, copies)
+    setup = _ring_setup(ctx, ring, threads)
     groups = threads // WARP_GROUP
-    consumed, consumed_decl, consumed_step = counter("consumed")
-    stage, phase, decls = ring(consumed)
-    body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(full, stage), phase))]
-    for buf in (g.a.buffer, g.b.buffer):
-        ctx.state.stage_of[buf] = stage
-    after = [x for x in s.body if x is not g and not any(x is c for c in copies)]  # the gemm comes first
-    uses_acc = any(g.c.buffer in tir_walk.buffers(x) for x in after)
-    code = _wgmma_gemm(ctx, g, record, in_flight=0 if uses_acc else 1)
-    for buf in (g.a.buffer, g.b.buffer):
-        del ctx.state.stage_of[buf]
-    body.append(T.Scope(source_comment(g), tuple(code), g.span, T.SharedAccess(proxy_reads=True)))
-    for x in after:
-        body += lower(ctx, x)
-    lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
-
-    def release(cond: tir.Expr, position: tir.Expr) -> T.IfThen:
-        at = tir.BinOp("%", position, int_(stages), I32)
-        return T.IfThen(tir.BinOp("and", cond, lane0, DType.bool), (T.Barrier("mbarrier_arrive", (_bar(empty, at),)),))
-
-    body.append(release(tir.BinOp(">", it, int_(0), DType.bool), _minus_one(add(consumed, it))))
-    acc = g.c.buffer
-    hold = _hold(ctx.name(acc), ctx.layouts.buffers[acc].local_size, acc.dtype)
-    last = release(tir.BinOp(">", count, int_(0), DType.bool), _minus_one(add(consumed, count)))
-    consumer: list[T.Stmt] = [
-        T.Comment(f"{_loop_comment(s)} (consumers: wgmma)"),
-        T.Comment(f"warp roles: a producer warp group fills a ring of {stages} stages by bulk copies"),
-        T.Scope(
-            "",
-            (
-                T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body)),
-                _call("tilec_wgmma_wait<0>"),
-                hold,
-                last,
-                consumed_step,
-            ),
-            s.span,
-            T.SharedAccess(proxy_reads=True),
-        ),
-    ]
+    consumed_decl, consumer = _consumers(ctx, s, ring, g, copies, lower)
     params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
     fragments = fragment_registers(ctx.layouts)
     ctx.state.roles = WarpRoles(
@@ -333,7 +238,7 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
         producer_entry=(),
         producer_thread=tir.BinOp("==", ctx.tx, int_(threads), DType.bool),
         producer_state=(filled_decl,),
-        producer_tile=producer_tile,
+        producer_tile=producer_code,
         consumer_entry=(consumed_decl,),
         consumer_exit=(),
         producer_threads=WARP_GROUP,
@@ -341,21 +246,196 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
         tensor_maps=tuple(maps),
         registers=lambda blocks: _register_moves(groups, blocks),
         max_blocks=2 if consumer_registers(groups, 2) - fragments >= ADDRESS_REGISTERS else 1,
+        persistent=any(x is s for x in ctx.kernel.body),
     )
     return consumer
 
 
-def _lets_read(ctx: LowerContext, s: tir.For, copies: list[tir.Copy]) -> list[T.Stmt]:
-    """The declarations of the kernel's top-level lets (plan_pipeline.producer_lets) that the
-    producer of `s` reads, through its bounds, its copies' corners or other such lets."""
-    lets = producer_lets(ctx.kernel)
-    wanted = set().union(
-        *(tir_walk.variables(e) for e in (s.start, s.stop, *(e for c in copies for e in c.src.starts)))
-    )
-    for let in reversed(lets):
+@dataclass(frozen=True, slots=True)
+class _Ring:
+    """The ring of a warp-role loop: its full and empty mbarrier arrays of `stages` each, and the
+    loop's trip count and iteration variable (0, 1, ..., count - 1)."""
+
+    full: str
+    empty: str
+    stages: int
+    count: tir.Expr
+    it: tir.Var
+
+
+def _ring(ctx: LowerContext, s: tir.For) -> _Ring:
+    """The ring of `s`, its barriers placed in shared memory; the loop variable becomes
+    start + iteration. A range that may be empty (split-K's last blocks) counts as 0 iterations,
+    never fewer: the counters must not run the ring back."""
+    stages = ring_stages(s)
+    full, empty = ctx.fresh("full_bar"), ctx.fresh("empty_bar")
+    for name in (full, empty):
+        shared_view(ctx, name, DType.uint64, (stages,), 8)
+    start = simplify(value_of(ctx, s.start, None))
+    count = simplify(value_of(ctx, tir.BinOp("-", s.stop, s.start, I32), None))
+    if not nonnegative(ctx, count):
+        count = tir.Call("max", (count, int_(0)), I32)
+    it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
+    ctx.state.nonneg.add(it.name)
+    ctx.state.cvars[s.var] = simplify(add(start, it))
+    return _Ring(full, empty, stages, count, it)
+
+
+def _slot(ctx: LowerContext, ring: _Ring, base: tir.Var) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
+    """The stage and phase of the current iteration at ring position `base + it`, declared."""
+    position = add(base, ring.it)
+    stage = tir.Var(ctx.fresh("stage"), I32, "thread")
+    phase = tir.Var(ctx.fresh("phase"), I32, "thread")
+    ctx.state.bounds[stage], ctx.state.bounds[phase] = ring.stages - 1, 1
+    decls: list[T.Stmt] = [
+        T.Decl(stage.name, I32, init=tir.BinOp("%", position, int_(ring.stages), I32), const=True),
+        T.Decl(
+            phase.name,
+            I32,
+            init=tir.BinOp("%", tir.BinOp("//", position, int_(ring.stages), I32), int_(2), I32),
+            const=True,
+        ),
+    ]
+    return stage, phase, decls
+
+
+def _counter(ctx: LowerContext, ring: _Ring, name: str) -> tuple[tir.Var, T.Decl, T.Assign]:
+    """A ring position (filled, consumed): declared 0, advanced by the trip count after each run."""
+    var = tir.Var(ctx.fresh(name), I32, "thread")
+    return var, T.Decl(var.name, I32, init=int_(0)), T.Assign(T.Sym(var.name, I32), ring.count, "+=")
+
+
+def _producer(
+    ctx: LowerContext, s: tir.For, ring: _Ring, copies: list[tir.Copy]
+) -> tuple[T.Decl, tuple[T.Stmt, ...], list[T.TensorMap]]:
+    """The producer thread's counter, its code per run of `s` (`_replayed` in the control around
+    it) and its tensor maps: per iteration, wait for a free stage, announce its bytes, issue
+    the copies' boxes."""
+    filled, filled_decl, filled_step = _counter(ctx, ring, "filled")
+    stage, phase, decls = _slot(ctx, ring, filled)
+    full = _bar(ring.full, stage)
+    tx_bytes = sum(math.prod(c.dst.buffer.const_shape) * c.dst.buffer.dtype.bytes for c in copies)
+    issue: list[T.Stmt] = [*decls]
+    issue.append(T.Barrier("mbarrier_wait", (_bar(ring.empty, stage), tir.BinOp("^", phase, int_(1), I32))))
+    issue.append(T.Barrier("mbarrier_expect_tx", (full, int_(tx_bytes))))
+    maps: list[T.TensorMap] = []
+    for c in copies:
+        code, tmap = _bulk_copy(ctx, c, stage, full)
+        issue.append(T.Scope(source_comment(c), tuple(code), c.span, T.NO_ACCESS))
+        maps.append(tmap)
+    issue.append(T.Barrier("mbarrier_arrive", (full,)))
+    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, tuple(issue))
+    return filled_decl, _replayed(ctx, s, copies, (loop, filled_step)), maps
+
+
+def _replayed(ctx: LowerContext, s: tir.For, copies: list[tir.Copy], run: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:
+    """The producer's `run` of `s` in the control the kernel body holds `s` in
+    (plan_pipeline.skeleton), outermost first: each serial loop and `if` on the way replayed,
+    after the lets of its level that the producer reads (`_wanted`); `run` and its own level's
+    lets in one Scope (a loop at the top of the kernel has only that)."""
+    levels = skeleton(ctx.kernel, s)
+    assert levels is not None, "plan_pipeline runs by warp roles only a loop whose way the producer replays"
+    wanted = _wanted(s, copies, levels)
+    code = run
+    for level in reversed(levels):
+        lets = [let_decl(ctx, x.var, value_of(ctx, x.value, None)) for x in level.lets if x.var in wanted]
+        if level.holder is s:
+            code = (T.Scope(f"{_first_line(s)} (producer: bulk copies)", (*lets, *code), s.span, T.NO_ACCESS),)
+        else:
+            code = (*lets, *_replay(ctx, level, code))
+    return code
+
+
+def _wanted(s: tir.For, copies: list[tir.Copy], levels: list[Level]) -> set[tir.Var]:
+    """The names the producer of `s` reads: through the loop's bounds, its copies' corners, the
+    replayed loops' bounds and ifs' conditions, and the lets of those names."""
+    exprs = [s.start, s.stop, *(e for c in copies for e in c.src.starts)]
+    for level in levels[:-1]:
+        h = level.holder
+        exprs += [h.start, h.stop, h.step] if isinstance(h, tir.For) else [h.cond] if isinstance(h, tir.If) else []
+    wanted: set[tir.Var] = set().union(*(tir_walk.variables(e) for e in exprs))
+    for let in reversed([x for level in levels for x in level.lets]):
         if let.var in wanted:
             wanted |= tir_walk.variables(let.value)
-    return [let_decl(ctx, let.var, value_of(ctx, let.value, None)) for let in lets if let.var in wanted]
+    return wanted
+
+
+def _replay(ctx: LowerContext, level: Level, body: tuple[T.Stmt, ...]) -> list[T.Stmt]:
+    """A serial loop or `if` on the way to a warp-role loop, as the producer runs it around
+    `body` (the loop variable and lets keep their names: the producer's branch declares its own)."""
+    h = level.holder
+    comment = T.Comment(f"{_first_line(h)} (replayed by the producer)")
+    if isinstance(h, tir.For):
+        step = h.step.value if isinstance(h.step, tir.IntImm) else 1
+        start, stop = value_of(ctx, h.start, None), value_of(ctx, h.stop, None)
+        return [comment, T.Loop(T.Sym(ctx.name(h.var), I32), start, stop, step, False, body)]
+    assert isinstance(h, tir.If), "plan_pipeline.skeleton holds a loop in serial loops and ifs"
+    cond = value_of(ctx, h.cond, None)
+    return [comment, T.IfThen(tir.UnaryOp("not", cond, DType.bool) if level.orelse else cond, body)]
+
+
+def _ring_setup(ctx: LowerContext, ring: _Ring, threads: int) -> tuple[T.Stmt, ...]:
+    """One thread initializes the ring's barriers (a full one for the producer's arrival, an
+    empty one for each consumer warp's), then every thread of the block waits for it."""
+    warps = threads // ctx.target.warp_size
+    i = tir.Var(ctx.fresh("i"), I32, "thread")
+    init = (
+        T.Barrier("mbarrier_init", (_bar(ring.full, i), int_(1))),
+        T.Barrier("mbarrier_init", (_bar(ring.empty, i), int_(warps))),
+    )
+    first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
+    return (
+        T.IfThen(
+            first,
+            (T.Loop(T.Sym(i.name, I32), int_(0), int_(ring.stages), 1, True, init), _call("tilec_mbarrier_init_fence")),
+        ),
+        T.Barrier("named", (int_(0), int_(threads + WARP_GROUP))),
+    )
+
+
+def _consumers(
+    ctx: LowerContext, s: tir.For, ring: _Ring, g: tir.Gemm, copies: list[tir.Copy], lower: StmtLowering
+) -> tuple[T.Decl, list[T.Stmt]]:
+    """The consumers' counter and their loop: per iteration, wait for the stage to be full, the
+    wgmmas (then the register work after the gemm, lowered by `lower`), release the previous
+    stage; after the loop, wait for the last group and release its stage."""
+    consumed, consumed_decl, consumed_step = _counter(ctx, ring, "consumed")
+    stage, phase, decls = _slot(ctx, ring, consumed)
+    body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(ring.full, stage), phase))]
+    for buf in (g.a.buffer, g.b.buffer):
+        ctx.state.stage_of[buf] = stage
+    after = [x for x in s.body if x is not g and not any(x is c for c in copies)]  # the gemm comes first
+    uses_acc = any(g.c.buffer in tir_walk.buffers(x) for x in after)
+    record = instruction_named(ctx.target, g.instruction)
+    code = _wgmma_gemm(ctx, g, record, in_flight=0 if uses_acc else 1)
+    for buf in (g.a.buffer, g.b.buffer):
+        del ctx.state.stage_of[buf]
+    body.append(T.Scope(source_comment(g), tuple(code), g.span, T.SharedAccess(proxy_reads=True)))
+    for x in after:
+        body += lower(ctx, x)
+    it, count = ring.it, ring.count
+    body.append(_release(ctx, ring, tir.BinOp(">", it, int_(0), DType.bool), _minus_one(add(consumed, it))))
+    acc = g.c.buffer
+    hold = _hold(ctx.name(acc), ctx.layouts.buffers[acc].local_size, acc.dtype)
+    last = _release(ctx, ring, tir.BinOp(">", count, int_(0), DType.bool), _minus_one(add(consumed, count)))
+    loop = T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body))
+    return consumed_decl, [
+        T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
+        T.Comment(f"warp roles: a producer warp group fills a ring of {ring.stages} stages by bulk copies"),
+        T.Scope(
+            "",
+            (loop, _call("tilec_wgmma_wait<0>"), hold, last, consumed_step),
+            s.span,
+            T.SharedAccess(proxy_reads=True),
+        ),
+    ]
+
+
+def _release(ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr) -> T.IfThen:
+    """Lane 0 of each consumer warp frees the stage of ring position `position`, when `cond`."""
+    lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
+    at = tir.BinOp("%", position, int_(ring.stages), I32)
+    return T.IfThen(tir.BinOp("and", cond, lane0, DType.bool), (T.Barrier("mbarrier_arrive", (_bar(ring.empty, at),)),))
 
 
 # Registers a consumer thread needs beside its fragments (indices, addresses, descriptors, the
@@ -467,7 +547,8 @@ def _minus_one(e: tir.Expr) -> tir.Expr:
     return tir.BinOp("-", e, int_(1), I32)
 
 
-def _loop_comment(s: tir.For) -> str:
+def _first_line(s: tir.Stmt) -> str:
+    """`file.tile:12: for k in Pipelined(...):`, the first line of a loop or `if`."""
     return f"{source_line(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"
 
 
