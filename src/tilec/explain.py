@@ -47,7 +47,7 @@ from tilec.instructions import Instruction, explain_name
 from tilec.lower.context import backend_of
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.pack_subbyte import logical_dim
-from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages, skeleton
+from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages, runs_products, skeleton
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.shared_plan import sequential_bytes, sharing_notes
 from tilec.targets import Target, instruction_named
@@ -665,13 +665,18 @@ def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words) -> str:
         if loop.num_stages < ring
         else ""
     )
+    consume = (
+        f"run the rest as written on each stage's tiles, every product's {words['warp_group_mma']}s finished "
+        "before the next statement, and free the stage at the end of its iteration"
+        if runs_products(loop)
+        else f"run the rest, keeping one {words['warp_group_mma']} group in flight, and free a stage once the "
+        "group that read it has retired"
+    )
     return (
         f"num_stages={loop.num_stages}, warp roles{asked}: one thread of a producer warp group issues the copies "
         f"as {words['bulk_copy']} into a ring of {ring} stages (full and empty "
         f"{words['ring_barrier']}s with phase bits), as far ahead as free stages allow, {ahead}; the consumers "
-        f"(the block's threads) run the rest, keeping one {words['warp_group_mma']} group in flight, and free a "
-        f"stage once the group that read it has retired; {words['move_registers']} gives the producer's registers "
-        "to them"
+        f"(the block's threads) {consume}; {words['move_registers']} gives the producer's registers to them"
     )
 
 

@@ -107,8 +107,9 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
         id(copy)
         for block in tir_walk.blocks(kernel.body)
         for i, loop in enumerate(block)
-        if isinstance(loop, tir.For) and id(loop) in pipelined and id(loop) not in single_ids
-        for copy in _early_copies(block[:i], loop)  # (a single-buffered loop has no wait to retire one)
+        if isinstance(loop, tir.For) and id(loop) in pipelined and id(loop) not in single_ids | specialized
+        # (a single-buffered loop has no wait to retire one, nor have the consumers of warp roles)
+        for copy in _early_copies(block[:i], loop)
     }
 
     def decided(s: tir.Stmt) -> tir.Stmt:
@@ -235,24 +236,18 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
         return False
     loops = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
     rest = [s for s in loop.body if not any(s is c for c in found)]
-    if len(loops) != 1 or not rest or not isinstance(rest[0], tir.Gemm):
-        return False
-    if not all(register_only(x) for x in rest[1:]):
-        return False
-    g = rest[0]
     tiles = {c.dst.buffer for c in found}
-    if instruction_named(target, g.instruction).group != "warp_group" or {g.a.buffer, g.b.buffer} != tiles:
+    if len(loops) != 1 or not (gemm_form(rest, tiles, target) or _products_form(rest, tiles, target)):
         return False
     for c in found:
         src, dst = c.src.buffer, c.dst.buffer
-        if len(src.shape) not in (2, 3) or src.dtype != dst.dtype or len(dst.shape) != 2:
+        if src.dtype != dst.dtype or len(dst.shape) != 2 or box_row_dim(c) is None:
             return False
         if not tir.unit_innermost(src):  # a tensor map's innermost stride is 1
             return False
         if c.pad is not None and not (isinstance(c.pad, (tir.IntImm, tir.FloatImm)) and c.pad.value == 0):
             return False
-        extents = tuple(const(e) for e in c.src.extents)
-        if extents[-2:] != dst.const_shape or any(e != 1 for e in extents[:-2]) or dst.const_shape[0] > 256:
+        if dst.const_shape[0] > 256:
             return False
     # the producer runs apart from the body: its bounds and tile corners may use only the block's
     # indices, the tensors' dimensions, scalars, the loop's own variable and what it replays
@@ -263,6 +258,67 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     inside = [*(lv.holder for lv in levels), *tir_walk.stmts(loop.body)]  # (the holders hold the loop)
     outside = [s for s in tir_walk.stmts(kernel.body) if not any(s is t for t in inside)]
     return not any(b in tiles for s in outside for b in set().union(*shared_reads_writes(s)))
+
+
+def box_row_dim(c: tir.Copy) -> int | None:
+    """The dimension of `c`'s tensor that its tile's rows run along, when a tensor map of at most
+    3 dimensions can serve the copy, else None. The tile spans that dimension and the last one, one
+    index deep in every other. A row-major tensor's dimensions before the rows fold into a batch
+    (K[b, h, rows, :] of a (B, H, S, D) tensor: B * H matrices of S x D) and those between the rows
+    and the last fold into the columns (K[b, rows, h, :] of a (B, S, H, D) tensor: B matrices of
+    S x H * D) when the tile spans the whole last dimension, so that its box never reaches the next
+    index's columns; a tensor with strides keeps at most 3 dimensions, a batch one deep in the first."""
+    src, dst = c.src.buffer, c.dst.buffer
+    extents = [const(e) for e in c.src.extents]
+    if len(dst.shape) != 2 or len(src.shape) < 2 or None in extents or extents[-1] != dst.const_shape[1]:
+        return None
+    rows = [d for d, e in enumerate(extents[:-1]) if e != 1] or [len(extents) - 2]
+    r = rows[-1]
+    if len(rows) > 1 or extents[r] != dst.const_shape[0]:
+        return None
+    if src.strides is not None:
+        return r if r == len(src.shape) - 2 and len(src.shape) in (2, 3) else None
+    if r < len(src.shape) - 2:  # columns folded with the dimensions before them: the whole last one
+        whole = const(c.src.starts[-1]) == 0 and const(src.shape[-1]) == extents[-1]
+        return r if whole else None
+    return r
+
+
+def gemm_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target) -> bool:
+    """A GEMM main loop's body less its producers: one gemm on a warp-group instruction reading
+    both ring tiles, then only register work (`register_only`)."""
+    if not _one_gemm_first(rest, tiles):
+        return False
+    g = rest[0]
+    return isinstance(g, tir.Gemm) and instruction_named(target, g.instruction).group == "warp_group"
+
+
+def _one_gemm_first(rest: list[tir.Stmt], tiles: set[tir.Buffer]) -> bool:
+    g = rest[0] if rest else None
+    if not isinstance(g, tir.Gemm) or {g.a.buffer, g.b.buffer} != tiles:
+        return False
+    return all(register_only(x) for x in rest[1:])
+
+
+def runs_products(loop: tir.For) -> bool:
+    """Whether a warp-role loop has the products form (`_products_form`), not the GEMM form."""
+    found = producers(loop)
+    rest = [s for s in loop.body if not any(s is c for c in found)]
+    return not _one_gemm_first(rest, {c.dst.buffer for c in found})
+
+
+def _products_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target) -> bool:
+    """A loop of several products and register work between them (flash attention: S = Q K^T,
+    the softmax in registers, O += P V), less its producers: gemms on a warp-group instruction
+    whose shared operands are ring tiles or tiles the loop never writes, every ring tile read by
+    one of them, and otherwise only register work; each gemm finishes before the next statement."""
+    gemms = [x for x in rest if isinstance(x, tir.Gemm)]
+    if not gemms or not all(isinstance(x, tir.Gemm) or register_only(x) for x in rest):
+        return False
+    if any(instruction_named(target, g.instruction).group != "warp_group" for g in gemms):
+        return False
+    read = {r.buffer for g in gemms for r in (g.a, g.b) if r.buffer.scope == "shared"}
+    return tiles <= read
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,9 +391,10 @@ def _computable(e: tir.Expr, known: set[tir.Var]) -> bool:
 
 
 def register_only(s: tir.Stmt) -> bool:
-    """Whether `s` touches no shared or global memory and holds no gemm, copy or barrier: the
-    consumers of a warp-role loop can run it after their wgmmas without the producer knowing."""
-    barred = (tir.Gemm, tir.Copy, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)
+    """Whether `s` touches no shared or global memory and holds no gemm, barrier or copy but
+    between registers: the consumers of a warp-role loop can run it beside their wgmmas without
+    the producer knowing."""
+    barred = (tir.Gemm, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)
     if any(isinstance(x, barred) for x in tir_walk.stmts((s,))):
         return False
     return all(b.scope not in ("shared", "global") for b in tir_walk.buffers(s))

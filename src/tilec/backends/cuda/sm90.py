@@ -55,7 +55,7 @@ from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_by
 from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
-from tilec.passes.plan_pipeline import Level, producers, ring_stages, skeleton
+from tilec.passes.plan_pipeline import Level, box_row_dim, producers, ring_stages, runs_products, skeleton
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK
@@ -223,14 +223,17 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     the body as written, and the counters run on across the runs of the loop as across tiles.
     Returns the consumers' loop; the rest goes to ctx.state.roles."""
     copies = producers(s)
-    (g,) = [x for x in s.body if isinstance(x, tir.Gemm)]
     threads = ctx.kernel.threads
     ring = _ring(ctx, s)
     ctx.state.helpers |= {"bulk_copy", "mbarrier"}
     filled_decl, producer_code, maps = _producer(ctx, s, ring, copies)
     setup = _ring_setup(ctx, ring, threads)
     groups = threads // WARP_GROUP
-    consumed_decl, consumer = _consumers(ctx, s, ring, g, copies, lower)
+    if runs_products(s):
+        consumed_decl, consumer = _consumers_of_products(ctx, s, ring, copies, lower)
+    else:
+        (g,) = [x for x in s.body if isinstance(x, tir.Gemm)]
+        consumed_decl, consumer = _consumers(ctx, s, ring, g, copies, lower)
     params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
     fragments = fragment_registers(ctx.layouts)
     ctx.state.roles = WarpRoles(
@@ -431,6 +434,42 @@ def _consumers(
     ]
 
 
+def _consumers_of_products(
+    ctx: LowerContext, s: tir.For, ring: _Ring, copies: list[tir.Copy], lower: StmtLowering
+) -> tuple[T.Decl, list[T.Stmt]]:
+    """The consumers of a loop of several products (plan_pipeline's products form: flash
+    attention's Q K^T, softmax, P V): per iteration, wait for the stage to be full, run the body
+    as written on that stage's tiles (each gemm's wgmmas waited for before the next statement),
+    then release the stage, which nothing reads any more."""
+    consumed, consumed_decl, consumed_step = _counter(ctx, ring, "consumed")
+    stage, phase, decls = _slot(ctx, ring, consumed)
+    body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(ring.full, stage), phase))]
+    for c in copies:
+        ctx.state.stage_of[c.dst.buffer] = stage
+    for x in s.body:
+        if not any(x is c for c in copies):
+            body += lower(ctx, x)
+    for c in copies:
+        del ctx.state.stage_of[c.dst.buffer]
+    body.append(_release(ctx, ring, tir.BoolImm(True), add(consumed, ring.it)))
+    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, tuple(body))
+    # what the body's ops do to the other shared tiles (Q's, read by every product) orders the
+    # loop against the code around it; the ring's tiles are ordered by its barriers
+    inner = [x.access for x in T.all_stmts(tuple(body)) if isinstance(x, T.Scope)]
+    ring_tiles = {ctx.name(c.dst.buffer) for c in copies}
+    access = T.SharedAccess(
+        reads=frozenset().union(*(a.reads for a in inner)) - ring_tiles,
+        writes=frozenset().union(*(a.writes for a in inner)) - ring_tiles,
+        scratch=any(a.scratch for a in inner),
+        proxy_reads=True,
+    )
+    return consumed_decl, [
+        T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
+        T.Comment(f"warp roles: a producer warp group fills a ring of {ring.stages} stages by bulk copies"),
+        T.Scope("", (loop, consumed_step), s.span, access),
+    ]
+
+
 def _release(ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr) -> T.IfThen:
     """Lane 0 of each consumer warp frees the stage of ring position `position`, when `cond`."""
     lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
@@ -564,15 +603,18 @@ def _hold(cname: str, size: int, dtype: DType) -> T.Call:
 
 def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript) -> tuple[list[T.Stmt], T.TensorMap]:
     """A producer copy as TMA boxes, one per swizzle-wide column block of its tile (the layout
-    layout inference gave it), and the tensor map they read. A 3-D tensor (a batch of matrices)
-    gets a 3-D map and boxes one deep in its first dimension."""
+    layout inference gave it), and the tensor map they read. A tensor of more dimensions is read
+    as a batch of matrices (plan_pipeline.box_row_dim): a 3-D map, boxes one deep in the batch."""
     src, dst = c.src.buffer, c.dst.buffer
-    batched = len(src.shape) == 3
+    r = box_row_dim(c)
+    assert r is not None, "plan_pipeline gives warp roles only to copies a tensor map serves"
+    batched = r > 0
     rows = dst.const_shape[0]
     tname = ctx.name(src)
     mname = ctx.fresh(f"{tname}_map")
-    starts = [simplify(value_of(ctx, e, None)) for e in c.src.starts]
-    z0, (y0, x0) = (starts[0] if batched else None), starts[-2:]
+    z0 = _flat_index(ctx, c.src.starts[:r], src.shape[:r]) if batched else None
+    y0 = simplify(value_of(ctx, c.src.starts[r], None))
+    x0 = _flat_index(ctx, c.src.starts[r + 1 :], src.shape[r + 1 :])
     if batched:
         ctx.state.helpers.add("bulk_copy_3d")
     ctx.state.stage_of[dst] = stage
@@ -583,9 +625,26 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
         args = (at, T.Sym(mname, DType.uint8), T.AddressOf(bar), simplify(add(x0, int_(col))), y0)
         load = "tilec_tma_load_3d" if batched else "tilec_tma_load_2d"
         out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
-    inner, outer = (simplify(value_of(ctx, d, None)) for d in (src.shape[-1], src.shape[-2]))
-    batch = simplify(value_of(ctx, src.shape[0], None)) if batched else None
+    inner = _extent(ctx, src.shape[r + 1 :])
+    outer = simplify(value_of(ctx, src.shape[r], None))
+    batch = _extent(ctx, src.shape[:r]) if batched else None
     return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch, _pitches(ctx, src))
+
+
+def _flat_index(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Expr, ...]) -> tir.Expr:
+    """The row-major index of `starts` in dimensions `dims` folded into one."""
+    flat: tir.Expr = int_(0)
+    for start, dim in zip(starts, dims):
+        flat = add(tir.BinOp("*", flat, value_of(ctx, dim, None), I32), value_of(ctx, start, None))
+    return simplify(flat)
+
+
+def _extent(ctx: LowerContext, dims: tuple[tir.Expr, ...]) -> tir.Expr:
+    """The extent of dimensions `dims` folded into one."""
+    total: tir.Expr = int_(1)
+    for dim in dims:
+        total = tir.BinOp("*", total, value_of(ctx, dim, None), I32)
+    return simplify(total)
 
 
 def _pitches(ctx: LowerContext, tensor: tir.Buffer) -> tuple[tir.Expr, ...]:
