@@ -13,7 +13,7 @@ import typing
 from tilec import tir, tir_walk
 from tilec.dtypes import DType
 
-F32, I32 = DType.float32, DType.int32
+F32, I32, BOOL = DType.float32, DType.int32, DType.bool
 
 
 def _region(buf: tir.Buffer) -> tir.Region:
@@ -161,11 +161,14 @@ def _with_inits() -> tuple[tir.Stmt, ...]:
     v = tir.Buffer("v", (), F32, "var")
     g = tir.Buffer("G", (tir.IntImm(4),), F32, "global")
     element = tir.Region(g, (tir.IntImm(2),), (tir.IntImm(1),))
+    s = tir.Buffer("S", (tir.IntImm(4),), F32, "shared")
+    mask = tir.Load(tir.Buffer("Mask", (tir.IntImm(4),), BOOL, "global"), (tir.IntImm(3),))
     return (
         *_body(),
         tir.Alloc(v, init=tir.FloatImm(5.0)),
         tir.Atomic(element, None, tir.FloatImm(6.0)),
         tir.Print(_region(g), "tile"),
+        tir.Copy(_region(g), _region(s), guard=mask),  # a producer taken from the top of an `if`
     )
 
 
@@ -180,10 +183,13 @@ def test_stmt_exprs_are_the_statements_own_expressions() -> None:
     assert isinstance(copy, tir.Copy)
     assert tir_walk.stmt_exprs(copy) == (*copy.src.starts, *copy.src.extents, *copy.dst.starts, *copy.dst.extents)
     assert tir_walk.stmt_exprs(by_kind["Parallel"]) == ()
-    alloc_var, element_add, region_print = _with_inits()[-3:]
+    alloc_var, element_add, region_print = _with_inits()[-4:-1]
     assert tir_walk.stmt_exprs(alloc_var) == (tir.FloatImm(5.0),)  # an alloc_var's init
     assert tir_walk.stmt_exprs(element_add)[0] == tir.FloatImm(6.0)
     assert tir_walk.stmt_exprs(region_print) == (tir.IntImm(0), tir.IntImm(4))
+    guarded = _with_inits()[-1]
+    assert isinstance(guarded, tir.Copy) and guarded.guard is not None
+    assert tir_walk.stmt_exprs(guarded)[0] == guarded.guard  # its guard, then its regions
 
 
 def test_map_stmt_exprs_rewrites_every_expression_and_keeps_unchanged_statements() -> None:
@@ -205,7 +211,7 @@ def test_written_is_each_statements_destination() -> None:
     assert [b.name for b in written["Copy"]] == ["S"] and [b.name for b in written["Gemm"]] == ["C"]
     assert [b.name for b in written["Store"]] == ["F"] and [b.name for b in written["Atomic"]] == ["G"]
     assert written["Alloc"] == () and written["For"] == () and written["Print"] == ()
-    alloc_var = _with_inits()[-3]
+    alloc_var = _with_inits()[-4]
     assert [b.name for b in tir_walk.written(alloc_var)] == ["v"]  # given its first value
 
 

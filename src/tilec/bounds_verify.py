@@ -403,7 +403,7 @@ class _Walker:
             case T.Subscript(name, ()) if _tracked(e.dtype):  # an alloc_var
                 return self.scalar_read(name)
             case T.Subscript(name, idx) if _tracked(e.dtype) and name in self.read_only and not e.reinterpret:
-                return self.element_read(name, tuple(self.value(i) for i in idx))
+                return self.element_read(name, tuple(self.value(i) for i in idx), _kind(e.dtype))
             case tir.Var(name) | T.Sym(name):
                 bound = self.lookup(name)
                 if bound is COUNTER:
@@ -424,13 +424,14 @@ class _Walker:
             case _:
                 return self.unknown(e.dtype)
 
-    def element_read(self, name: str, idx: tuple[tir.Expr, ...]) -> tir.Var:
+    def element_read(self, name: str, idx: tuple[tir.Expr, ...], kind: DType = I32) -> tir.Var:
         """An element of a tensor the kernel only reads (a `const` parameter: a page table): one
         variable per element read, unbounded, so that two reads of it (a gathered copy's flat
-        index and its per-dimension one, `Table[bx * T + k]` in both) are the same value."""
+        index and its per-dimension one, `Table[bx * T + k]` in both) are the same value; of
+        type `kind` (a mask's bool: `m < n ? Mask[m] : false`, the condition of a copy)."""
         key = (name, idx)
         if key not in self.elements:
-            self.elements[key] = tir.Var(f"{name}[{len(self.elements)}]", I32, "scalar")
+            self.elements[key] = tir.Var(f"{name}[{len(self.elements)}]", kind, "scalar")
         return self.elements[key]
 
     def counter_read(self, name: str) -> tir.Var:

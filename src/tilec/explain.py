@@ -50,6 +50,7 @@ from tilec.passes.pack_subbyte import logical_dim
 from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages, runs_products, skeleton
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.shared_plan import sequential_bytes, sharing_notes
+from tilec.simplify import add, int_, substitute
 from tilec.targets import Target, instruction_named
 from tilec.tir_print import expr_text
 
@@ -594,6 +595,11 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
                     f"num_stages={s.num_stages}: copies issued {ahead} iteration(s) ahead as {issue} into "
                     f"{s.num_stages} copies of their tiles; the rest runs on the tiles of iteration k"
                 )
+                if any(c.guard is not None for c in ahead_copies):
+                    caption += (
+                        "; the copies of an `if` are issued only where its condition holds for their iteration, "
+                        "and only that `if` reads their tiles"
+                    )
                 if any(isinstance(t, tir.Gemm) and t.fragments_ahead for t in s.body):
                     caption += (
                         "; GEMM main loop: the gemm's fragments are loaded one k step ahead into a second "
@@ -706,6 +712,9 @@ def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     if loop.single_buffered:
         return "k + 1 (registers)"
     label = f"k + {loop.num_stages - 1}"
+    if t.guard is not None:  # a copy from the top of an `if`: issued where it holds for that iteration
+        later = add(loop.var, int_(loop.num_stages - 1))
+        label += f" if {expr_text(substitute(t.guard, {loop.var: later}))}"
     tile = t.dst.buffer
     gemm = next((g for g in loop.body if isinstance(g, tir.Gemm) and tile in g.then_issue), None)
     if gemm is not None:

@@ -256,6 +256,9 @@ class Copy:
     dst: Region
     pipeline: CopyPipeline = None  # how the pipeline issues it asynchronously (passes/plan_pipeline.py)
     pad: Expr | None = None  # what elements outside the source tensor read as (`pad=`, a constant); None: zero
+    # the copy runs only where this holds (None: always): a producer that plan_pipeline took from the
+    # top of an `if` of its loop body, issued for iteration k + s only when the `if` holds for k + s
+    guard: Expr | None = None
     span: Span = field(default=NO_SPAN, compare=False)
 
 

@@ -106,8 +106,9 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
         case tir.Store(buf, idx, value):
             sub = f"[{', '.join(expr_text(i) for i in idx)}]" if idx else ""
             return [f"{pad}{buf.name}{sub} = {expr_text(value)}"]
-        case tir.Copy(src, dst, pipeline, pad_value):
+        case tir.Copy(src, dst, pipeline, pad_value, guard):
             tail = f" pad={expr_text(pad_value)}" if pad_value is not None else ""
+            tail += f" when {expr_text(guard)}" if guard is not None else ""
             tail += f" (pipeline={pipeline})" if pipeline is not None else ""
             return [f"{pad}copy {_region(src)} -> {_region(dst)}{tail}"]
         case tir.Gemm(a, b, c, ta, tb, policy, clear, instruction, a_registers, ahead, then_issue):

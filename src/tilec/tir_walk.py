@@ -155,8 +155,8 @@ def stmt_exprs(s: tir.Stmt) -> tuple[tir.Expr, ...]:
             own = (cond,)
         case tir.Print(value=value):
             own = () if isinstance(value, tir.Region) else (value,)
-        case tir.Copy(pad=pad):
-            own = () if pad is None else (pad,)
+        case tir.Copy(pad=pad, guard=guard):
+            own = tuple(e for e in (pad, guard) if e is not None)
         case (
             tir.Gemm()
             | tir.Reduce()
@@ -203,8 +203,14 @@ def map_stmt_exprs(s: tir.Stmt, fn: Callable[[tir.Expr], tir.Expr]) -> tir.Stmt:
             out = dataclasses.replace(s, cond=fn(cond))
         case tir.Print(value=value):
             out = dataclasses.replace(s, value=region(value) if isinstance(value, tir.Region) else fn(value))
-        case tir.Copy(src, dst, pad=pad):
-            out = dataclasses.replace(s, src=region(src), dst=region(dst), pad=None if pad is None else fn(pad))
+        case tir.Copy(src, dst, pad=pad, guard=guard):
+            out = dataclasses.replace(
+                s,
+                src=region(src),
+                dst=region(dst),
+                pad=None if pad is None else fn(pad),
+                guard=None if guard is None else fn(guard),
+            )
         case tir.Reduce(src=src, dst=dst) | tir.CumSum(src=src, dst=dst):
             out = dataclasses.replace(s, src=region(src), dst=region(dst))
         case tir.Gemm(a, b, c):

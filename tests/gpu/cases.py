@@ -312,6 +312,29 @@ def check_paged_gather(mod, gen, P, NB, T):
     return _finish(c, ref)
 
 
+def check_blocksparse_gemm(mod, gen, M, N, K, bm, bn, bk):
+    """Block-sparse GEMM (tests/gpu/programs/blocksparse_gemm.tile): C = the sum over K tiles kb of
+    A[:, kb] @ B[kb, :] on the (M tile, N tile) blocks whose mask entry for kb is set, the copies
+    running ahead under the mask. A random mask, half set, with its first M tile's entries all
+    false (those rows of C stay 0) and another tile's all true; M and N tiles past the mask's
+    M // bm, N // bn read as false (zero rows and columns)."""
+    a, b = randn((M, K), f16, gen), randn((K, N), f16, gen)
+    mb, nb, kb = M // bm, N // bn, (K + bk - 1) // bk
+    mask = torch.rand((mb, nb, kb), generator=gen, device=harness.DEVICE) < 0.5
+    mask[0] = False
+    if mb > 1:
+        mask[mb - 1, nb - 1] = True
+    c = guarded_output((M, N), f32)
+    mod.blocksparse_gemm(guarded_input(a).tensor, guarded_input(b).tensor, guarded_input(mask).tensor, c.tensor)
+    ref = torch.zeros((M, N), dtype=torch.float64, device=harness.DEVICE)
+    for t in range(kb):
+        part = a[:, t * bk : (t + 1) * bk].double() @ b[t * bk : (t + 1) * bk].double()
+        on = torch.zeros((M, N), dtype=torch.bool, device=harness.DEVICE)
+        on[: mb * bm, : nb * bn] = mask[:, :, t].repeat_interleave(bm, 0).repeat_interleave(bn, 1)
+        ref += torch.where(on, part, 0.0)
+    return _finish(c, ref)
+
+
 def check_scaled_gemm(mod, gen, M, N):
     """A register A into a gemm two ways (tests/gpu/programs/scaled_gemm.tile): scaled row by row in
     a Parallel loop (staged to shared memory first), and an accumulator cast to float16 (on sm_90a
@@ -933,6 +956,18 @@ def _cases() -> list[Case]:
         ):
             add(v, f"{M}x{N}x{K} {what}", check_gemm_schedule, M=M, N=N, K=K)
         add(v, "1000x1000x1000 ragged", check_gemm_schedule, M=1000, N=1000, K=1000)
+    blocksparse = [("blocksparse_gemm", 64, 64), ("blocksparse_gemm-sm90a", 64, 64)]
+    blocksparse += [("blocksparse_gemm-sm90a-128x128-s4", 128, 128)]
+    for v, bm, bn in blocksparse:
+        for mt, nt, K, extra, what in (
+            (4, 3, 512, 0, "tile multiple, 16 K tiles"),
+            (2, 4, 200, 0, "ragged K"),
+            (3, 2, 100, 0, "ragged K, rows not 16-byte aligned"),
+            (2, 2, 32, 0, "one K tile: below the stages"),
+            (3, 2, 96, 8, "ragged M and N: tiles past the mask"),
+        ):
+            M, N = mt * bm + extra, nt * bn + extra
+            add(v, f"{M}x{N}x{K} {what}", check_blocksparse_gemm, M=M, N=N, K=K, bm=bm, bn=bn, bk=32)
     for v in ("row_argmax", "row_argmax-sm90a"):
         for M, what in ((64, "tile multiple"), (37, "ragged"), (1, "one row")):
             add(v, f"M={M} {what}", check_row_argmax, M=M)

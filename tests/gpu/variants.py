@@ -130,6 +130,17 @@ VARIANTS: list[Variant] = [
     Variant("gemm_schedule", "gemm_schedule", folder=PRIMITIVES),
     Variant("gemm_schedule-sm90a", "gemm_schedule", arch="sm_90a", folder=PRIMITIVES),
     Variant("row_argmax-sm90a", "row_argmax", arch="sm_90a", folder=PRIMITIVES),
+    # block-sparse GEMM: copies that open a Pipelined loop's `if` run ahead under its mask (cp.async;
+    # on sm_90a with wgmma, not warp roles), 3 stages, and 4 on 128x128 tiles
+    Variant("blocksparse_gemm", "blocksparse_gemm", folder=PRIMITIVES),
+    Variant("blocksparse_gemm-sm90a", "blocksparse_gemm", arch="sm_90a", folder=PRIMITIVES),
+    Variant(
+        "blocksparse_gemm-sm90a-128x128-s4",
+        "blocksparse_gemm",
+        {"block_M": "128", "block_N": "128", "num_stages": "4"},
+        arch="sm_90a",
+        folder=PRIMITIVES,
+    ),
     # sub-byte types: packed int4 / uint4 / fp4 tensors and tiles, TileLang's int4 GEMM, an MXFP4 dequantize GEMM
     Variant("subbyte_unpack", "subbyte_unpack", folder=PRIMITIVES),
     Variant("subbyte_unpack-sm90a", "subbyte_unpack", arch="sm_90a", folder=PRIMITIVES),

@@ -122,6 +122,20 @@ def _tile_layout(ctx: LowerContext, regions: list[tir.Region], shape: tuple[int,
 
 
 def lower_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
+    """The copy's code; a guarded one (plan_pipeline: a producer from the top of an `if`) under
+    `if (guard)`, whose condition, when it loads nothing, its bounds checks may assume."""
+    if s.guard is None:
+        return _unguarded_copy(ctx, s)
+    cond = value_of(ctx, s.guard, None)
+    outer = ctx.state.assumed
+    if not tir_walk.loads(s.guard):
+        ctx.state.assumed = [*outer, *conjuncts(cond)]
+    code = _unguarded_copy(ctx, replace(s, guard=None))
+    ctx.state.assumed = outer
+    return guarded(cond, code)
+
+
+def _unguarded_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     s = _widened_to_pitch(ctx, s)
     vars, shape = _tile_domain(ctx, [s.dst, s.src])
     layout = _tile_layout(ctx, [s.src, s.dst], shape)

@@ -297,16 +297,16 @@ def _staged(
         reg = _staging_buffer(ctx, prod)
         decls.append(T.Decl(ctx.name(reg), reg.dtype, (ctx.layouts.buffers[reg].local_size,)))
         whole = tir.Region(reg, tuple(int_(0) for _ in reg.shape), reg.shape, prod.span)
-        load = tir.Copy(prod.src, whole, pad=prod.pad, span=prod.span)
+        load = tir.Copy(prod.src, whole, pad=prod.pad, guard=prod.guard, span=prod.span)
         loads.append(T.Scope(source_comment(prod), tuple(lower_copy(ctx, load)), prod.span, T.SharedAccess()))
         if stage is None:
             access = _writes(ctx, prod)
-            code = lower_copy(ctx, tir.Copy(whole, prod.dst, span=prod.span))
+            code = lower_copy(ctx, tir.Copy(whole, prod.dst, guard=prod.guard, span=prod.span))
         else:
             reads, writes = shared_reads_writes(prod)
             access = T.SharedAccess(reads=shared_names(ctx, reads), stage_writes=shared_names(ctx, writes))
             ctx.state.stage_of[prod.dst.buffer] = stage
-            code = lower_copy(ctx, tir.Copy(whole, prod.dst, span=prod.span))
+            code = lower_copy(ctx, tir.Copy(whole, prod.dst, guard=prod.guard, span=prod.span))
             del ctx.state.stage_of[prod.dst.buffer]
         stores.append(T.Scope(f"{source_comment(prod)} (registers -> LDS)", tuple(code), prod.span, access))
     guard = lt(iteration, count)

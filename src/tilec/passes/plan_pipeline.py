@@ -18,6 +18,18 @@ a buffer the body writes, when anything else in the loop writes its tile, or
 when it is not at the top level of the body; `refusals` says which copies and
 why (-Wlost-pipeline and explain print it).
 
+Copies that open an `if` of the body (no else) whose condition the copies can
+evaluate for a later iteration, as they do their indices, and whose tiles only
+that `if` reads, are taken out in front of it, guarded (`_guards_hoisted`;
+tir.Copy.guard): they run ahead like any producer, issued for iteration k + s
+only where the condition holds for k + s (block-sparse GEMM). An iteration
+whose condition fails has a stage nobody fills and nobody reads.
+
+    for k in Pipelined(n, num_stages=2):      copy(A[.., k * 32], A_shared) when M[bx, k], producer
+        if M[bx, k]:                     ->    if M[bx, k]:
+            copy(A[.., k * 32], A_shared)           gemm(A_shared, B_shared, C)
+            gemm(A_shared, B_shared, C)
+
 A global -> shared copy that comes before a pipelined loop in the same block,
 with nothing between them touching its tile and nothing in the loop writing
 it, is issued asynchronously too (an *early* copy, e.g. the Q tile of flash
@@ -54,6 +66,7 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
     """`kernel` with the plan on its nodes: each producer and early copy's `pipeline`, each
     multi-buffered tile's `Alloc.stages`, a main-loop gemm's `fragments_ahead`, and the producers
     a gemm is followed by (`then_issue`). `target`: the records of the gemms' instructions."""
+    kernel = tir_walk.map_kernel(kernel, _guards_hoisted)  # copies that open an `if` run ahead under it
     kernel = tir_walk.map_kernel(kernel, _indices_through_lets)
     multi = _stages_asked(kernel)  # every pipelined loop's tiles at their num_stages
     producer_ids: set[int] = set()  # ids, like the others below, of statements of `kernel`
@@ -234,6 +247,8 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     levels = skeleton(kernel, loop) if target.bulk_copies else None
     if levels is None:
         return False
+    if any(c.guard is not None for c in found):  # the ring has no skipped stages (the copies of an `if`)
+        return False
     loops = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
     rest = [s for s in loop.body if not any(s is c for c in found)]
     tiles = {c.dst.buffer for c in found}
@@ -413,6 +428,7 @@ def _early_copies(before: tuple[tir.Stmt, ...], loop: tir.For) -> list[tir.Copy]
     bound_loads = [ld for e in (loop.start, loop.stop) for ld in tir_walk.loads(e)]
     copies = [s for s in tir_walk.stmts(loop.body) if isinstance(s, tir.Copy)]
     index_loads = [ld for s in copies for r in (s.src, s.dst) for ld in _index_loads(r)]
+    index_loads += [ld for s in copies if s.guard is not None for ld in tir_walk.loads(s.guard)]  # and guards
     touched |= {ld.buffer for ld in bound_loads + index_loads}
     for j in range(len(before) - 1, -1, -1):
         s = before[j]
@@ -495,9 +511,22 @@ def refusals(loop: tir.For) -> list[tuple[tir.Copy, Refusal]]:
     top = _top_level_candidates(loop)
     out = [(c, r) for c in top if (r := _refusal(loop, c)) is not None]
     nested = [s for s in _copies_into_shared(tir_walk.stmts(loop.body)) if not any(s is c for c in top)]
-    why = "it is inside a block of the loop body; only copies at the top level of the body run ahead"
-    hint = "move the copy to the top level of the loop body if it may run in every iteration"
-    return out + [(c, Refusal(why, hint)) for c in nested]
+    return out + [(c, _nested_refusal(loop, c)) for c in nested]
+
+
+def _nested_refusal(loop: tir.For, c: tir.Copy) -> Refusal:
+    """Why `c`, a copy inside a statement of `loop`'s body, stays in its iteration: the reason its
+    `if` gives (`_hoist_refusal`) when it opens one at the top of the body, else its being nested."""
+    for i, branch in enumerate(loop.body):
+        if isinstance(branch, tir.If) and any(c is t for t in _leading_copies(branch)):
+            refusal = _hoist_refusal(loop, branch, c, _trial(loop, i, (c,)), i)
+            if refusal is not None:
+                return refusal
+    why = (
+        "it is inside a block of the loop body; only copies at the top level of the body, or opening an "
+        "`if` (without else) there, run ahead"
+    )
+    return Refusal(why, "move the copy to the top level of the loop body if it may run in every iteration")
 
 
 def loop_refusal(loop: tir.For) -> tuple[str, str] | None:
@@ -531,17 +560,147 @@ def _indices_through_lets(s: tir.Stmt) -> tir.Stmt:
     body's other uses."""
     if not (isinstance(s, tir.For) and s.kind == "pipelined" and s.num_stages >= 2):
         return s
-    values: dict[tir.Var, tir.Expr] = {}
+    values = _ahead_lets(s)
     body: list[tir.Stmt] = []
     for t in s.body:
-        if isinstance(t, tir.Let):
-            value = _ahead_value(s, substitute(t.value, values))
-            if value is not None:
-                values[t.var] = value
         if isinstance(t, tir.Copy) and t.src.buffer.scope == "global" and (_vars(t.src) | _vars(t.dst)) & set(values):
             t = replace(t, src=_substituted(t.src, values), dst=_substituted(t.dst, values))
         body.append(t)
     return replace(s, body=tuple(body))
+
+
+def _ahead_lets(loop: tir.For) -> dict[tir.Var, tir.Expr]:
+    """The names the top level of `loop`'s body binds to values a copy may evaluate for a later
+    iteration (`_ahead_value`), each with its value (earlier such names written out)."""
+    values: dict[tir.Var, tir.Expr] = {}
+    for t in loop.body:
+        if isinstance(t, tir.Let):
+            value = _ahead_value(loop, substitute(t.value, values))
+            if value is not None:
+                values[t.var] = value
+    return values
+
+
+def _guards_hoisted(s: tir.Stmt) -> tir.Stmt:
+    """A Pipelined loop whose top-level `if C:` (no else) opens with copies that can run ahead
+    under their condition (`_hoist_refusal` is None), with those copies taken out in front of it,
+    each guarded by C (its lets written out, so that the copy can evaluate it for the iteration it
+    fetches); the rest of the `if` stays, dropped if nothing is left:
+
+        if BlockMask[by, bx, k]:                     copy(A[.., k * 32], A_s) when BlockMask[by, bx, k]
+            copy(A[.., k * 32], A_s)         ->      if BlockMask[by, bx, k]:
+            gemm(A_s, B_s, C)                            gemm(A_s, B_s, C)
+
+    Loops with a manual schedule are left alone (their units are positions in the body)."""
+    if not (isinstance(s, tir.For) and s.kind == "pipelined" and s.num_stages >= 2 and s.schedule is None):
+        return s
+    body: list[tir.Stmt] = []
+    for i, t in enumerate(s.body):
+        if not (isinstance(t, tir.If) and _leading_copies(t)):
+            body.append(t)
+            continue
+        trial = _trial(s, i, t.then)
+        taken = [c for j, c in enumerate(_leading_copies(t)) if _hoist_refusal(s, t, c, trial, i + j) is None]
+        body += _hoisted(s, t, taken)
+    same = len(body) == len(s.body) and all(a is b for a, b in zip(body, s.body))
+    return s if same else replace(s, body=tuple(body))
+
+
+def _hoisted(loop: tir.For, branch: tir.If, taken: Iterable[tir.Stmt]) -> list[tir.Stmt]:
+    """`branch` with those of its leading copies that are in `taken` in front of it, guarded."""
+    ids = {id(c) for c in taken}
+    chosen = {id(c) for c in _leading_copies(branch) if id(c) in ids}
+    if not chosen:
+        return [branch]
+    guard = substitute(branch.cond, _ahead_lets(loop))
+    out: list[tir.Stmt] = [replace(c, guard=guard) for c in _leading_copies(branch) if id(c) in chosen]
+    rest = tuple(t for t in branch.then if id(t) not in chosen)
+    return out + [replace(branch, then=rest)] if rest else out
+
+
+def _trial(loop: tir.For, i: int, taken: Iterable[tir.Stmt]) -> tir.For:
+    """`loop` with the `if` at `loop.body[i]` hoisted for the copies of `taken` (`_hoisted`), and
+    their indices written out (`_indices_through_lets`): where their own reasons are asked."""
+    branch = loop.body[i]
+    assert isinstance(branch, tir.If)
+    hoisted = replace(loop, body=(*loop.body[:i], *_hoisted(loop, branch, taken), *loop.body[i + 1 :]))
+    out = _indices_through_lets(hoisted)
+    assert isinstance(out, tir.For)
+    return out
+
+
+def _leading_copies(branch: tir.If) -> list[tir.Copy]:
+    """The global -> shared copies that open the then-body of an `if` without else."""
+    if branch.orelse:
+        return []
+    out: list[tir.Copy] = []
+    for t in branch.then:
+        if not _copies_into_shared((t,)):
+            break
+        assert isinstance(t, tir.Copy)
+        out.append(t)
+    return out
+
+
+def _hoist_refusal(loop: tir.For, branch: tir.If, c: tir.Copy, trial: tir.For, at: int) -> Refusal | None:
+    """Why `c`, a leading copy of `branch` (an `if` at the top of `loop`'s body), cannot run ahead
+    under its condition (None: it can). `trial.body[at]` is the copy taken out in front of the
+    `if` (`_trial`): its own reasons are `_refusal`'s there."""
+    if loop.schedule is not None:
+        return Refusal(
+            "it is inside an `if` of a loop with a manual schedule (order=, stage=); only the schedule's "
+            "units run ahead",
+            "move the copy to the top level of the loop body if it may run in every iteration",
+        )
+    why = _condition_refusal(loop, branch)
+    if why is not None:
+        return why
+    tile = c.dst.buffer.name
+    reader = next((t for t in loop.body if t is not branch and c.dst.buffer in shared_reads_writes(t)[0]), None)
+    if reader is not None:
+        return Refusal(
+            f"its tile '{tile}' is read outside the `if` at line {branch.span.line}, where an iteration whose "
+            "condition fails would read a stage it did not fill",
+            f"read '{tile}' only under the `if` that copies it, or copy it in every iteration",
+            reader,
+            f"'{tile}' is read here",
+        )
+    hoisted = trial.body[at]
+    assert isinstance(hoisted, tir.Copy)
+    return _refusal(trial, hoisted)
+
+
+def _condition_refusal(loop: tir.For, branch: tir.If) -> Refusal | None:
+    """Why the condition of `branch`, an `if` at the top of `loop`'s body, cannot be evaluated for a
+    later iteration (`_ahead_value`, its lets written out), or None."""
+    values = _ahead_lets(loop)
+    if _ahead_value(loop, substitute(branch.cond, values)) is not None:
+        return None
+    line = branch.span.line
+    hint = (
+        f"a pipelined copy under an `if` evaluates its condition for the iteration it fetches "
+        f"({loop.var.name} + {loop.num_stages - 1}): compute it from {loop.var.name} and tables the loop does not write"
+    )
+    lets = [t for t in loop.body if isinstance(t, tir.Let) and t.var in tir_walk.variables(branch.cond)]
+    let = next((t for t in lets if t.var not in values), None)
+    if let is not None:
+        how = "loaded" if tir_walk.loads(let.value) else "computed"
+        note = f"'{let.var.name}' is {how} here, from a value of the iteration the copy would run ahead of"
+        return Refusal(
+            f"the condition of its `if` (line {line}) uses '{let.var.name}', {how} in the loop body", hint, let, note
+        )
+    loaded = [ld.buffer for ld in tir_walk.loads(substitute(branch.cond, values))]
+    for buf in loaded:
+        writer = _writer(loop, buf, None)
+        if writer is not None:
+            note = f"'{buf.name}' is written here, in the iteration the copy would run ahead of"
+            return Refusal(
+                f"the condition of its `if` (line {line}) reads '{buf.name}', which the loop body writes",
+                hint,
+                writer,
+                note,
+            )
+    return Refusal(f"the condition of its `if` (line {line}) uses a value of the iteration", hint)
 
 
 def _substituted(r: tir.Region, values: dict[tir.Var, tir.Expr]) -> tir.Region:
