@@ -303,11 +303,25 @@ class _Placement:
         return code, after
 
     def iteration(self, body: tuple[T.Stmt, ...], st: _State, touches: bool) -> list[T.Stmt]:
-        """One iteration of a loop body; nothing is left pending at its end (module docstring)."""
+        """One iteration of a loop body; nothing is left pending at its end (module docstring),
+        but reads of tiles the body never writes: the next iteration's reads of them need no
+        barrier, and they stay pending after the loop for whatever writes them next."""
         code = self.block(body, st)
-        if touches and not self.starts_with_barrier(body):
+        if touches and not self.starts_with_barrier(body) and (st.writes or st.reads & self.written_in(body)):
             code += st.flush()
         return code
+
+    def written_in(self, body: tuple[T.Stmt, ...]) -> set[str]:
+        """The shared tiles `body` (nested statements too) writes in any way, and those sharing
+        their bytes."""
+        out: set[str] = set()
+        for t in T.all_stmts(body):
+            match t:
+                case T.Scope(access=a):
+                    out |= a.writes | a.async_writes | a.tx_writes | a.stage_writes
+                case T.Decl() | T.Assign() | T.IfThen() | T.Loop() | T.While():
+                    out |= self.scalar_access(t).writes
+        return out | {b for n in out for b in self.aliases.get(n, frozenset())}
 
     def owners_in(self, body: tuple[T.Stmt, ...]) -> dict[str, Owners | None]:
         """Each shared tile `body` touches -> the owner map all its accesses there have (None: they

@@ -452,29 +452,41 @@ def _consumers_of_products(
     for c in copies:
         del ctx.state.stage_of[c.dst.buffer]
     body.append(_release(ctx, ring, tir.BoolImm(True), add(consumed, ring.it)))
-    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, tuple(body))
-    # what the body's ops do to the other shared tiles (Q's, read by every product) orders the
-    # loop against the code around it; the ring's tiles are ordered by its barriers
-    inner = [x.access for x in T.all_stmts(tuple(body)) if isinstance(x, T.Scope)]
-    ring_tiles = {ctx.name(c.dst.buffer) for c in copies}
-    access = T.SharedAccess(
-        reads=frozenset().union(*(a.reads for a in inner)) - ring_tiles,
-        writes=frozenset().union(*(a.writes for a in inner)) - ring_tiles,
-        scratch=any(a.scratch for a in inner),
-        proxy_reads=True,
-    )
+    # the ring's tiles are ordered by its barriers: barrier placement sees the body's other
+    # accesses only (Q's tile read by every product, a tile of P written for the next one)
+    ring_tiles = frozenset(ctx.name(c.dst.buffer) for c in copies)
+    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, _without(tuple(body), ring_tiles))
     return consumed_decl, [
         T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
         T.Comment(f"warp roles: a producer warp group fills a ring of {ring.stages} stages by bulk copies"),
-        T.Scope("", (loop, consumed_step), s.span, access),
+        loop,
+        consumed_step,
     ]
+
+
+def _without(body: tuple[T.Stmt, ...], tiles: frozenset[str]) -> tuple[T.Stmt, ...]:
+    """`body` with `tiles` left out of its tile ops' recorded accesses."""
+    out: list[T.Stmt] = []
+    for x in body:
+        match x:
+            case T.Scope(access=a):
+                kept = replace(a, reads=a.reads - tiles, writes=a.writes - tiles)
+                out.append(replace(x, access=kept, body=_without(x.body, tiles)))
+            case T.Loop() | T.While():
+                out.append(replace(x, body=_without(x.body, tiles)))
+            case T.IfThen():
+                out.append(replace(x, then=_without(x.then, tiles), orelse=_without(x.orelse, tiles)))
+            case _:
+                out.append(x)
+    return tuple(out)
 
 
 def _release(ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr) -> T.IfThen:
     """Lane 0 of each consumer warp frees the stage of ring position `position`, when `cond`."""
     lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
     at = tir.BinOp("%", position, int_(ring.stages), I32)
-    return T.IfThen(tir.BinOp("and", cond, lane0, DType.bool), (T.Barrier("mbarrier_arrive", (_bar(ring.empty, at),)),))
+    when = lane0 if cond == tir.BoolImm(True) else tir.BinOp("and", cond, lane0, DType.bool)
+    return T.IfThen(when, (T.Barrier("mbarrier_arrive", (_bar(ring.empty, at),)),))
 
 
 # Registers a consumer thread needs beside its fragments (indices, addresses, descriptors, the

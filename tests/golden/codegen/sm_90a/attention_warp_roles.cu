@@ -930,202 +930,200 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
       // attention_warp_roles.tile:22: for k in Pipelined(ceildiv(S, 64), num_stages=2): (consumers: wgmma)
       // warp roles: a producer warp group fills a ring of 2 stages by bulk copies
-      {
-        for (int k = 0; k < (S + 63) / 64; ++k) {
-          const int stage_1 = (consumed + k) % 2;
-          const int phase_1 = (consumed + k) / 2 % 2;
-          tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
-          // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
-          {
+      for (int k = 0; k < (S + 63) / 64; ++k) {
+        const int stage_1 = (consumed + k) % 2;
+        const int phase_1 = (consumed + k) / 2 % 2;
+        tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
+        // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
+        {
 #pragma unroll
-            for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
+          for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-              for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
 #pragma unroll
-                for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-                  const int j_3 = g1_1 * 8 + tx % 4 * 2 + e1_3;
-                  acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = k * 64 + j_3 < S ? 0.0f : -INFINITY;
-                }
+              for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
+                const int j_3 = g1_1 * 8 + tx % 4 * 2 + e1_3;
+                acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = k * 64 + j_3 < S ? 0.0f : -INFINITY;
               }
             }
-          }
-          // attention_warp_roles.tile:27: gemm(Q_shared, K_shared, acc_s, transpose_B=True)
-          {
-            tilec_wgmma_hold<32>(&acc_s[0]);
-            tilec_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-              tilec_wgmma_m64n64k16_f16<0, 0>(
-                  &acc_s[0], tilec_wgmma_desc(&Q_shared[kk * 16], 16, 1024, 1),
-                  tilec_wgmma_desc(&K_shared[stage_1][kk * 16], 16, 1024, 1));
-            }
-            tilec_wgmma_commit();
-            tilec_wgmma_wait<0>();
-            tilec_wgmma_hold<32>(&acc_s[0]);
-          }
-          // attention_warp_roles.tile:28: copy(m, m_prev)
-          {
-#pragma unroll
-            for (int g_2 = 0; g_2 < 2; ++g_2) {
-              m_prev[g_2] = m[g_2];
-            }
-          }
-          // attention_warp_roles.tile:29: reduce_max(acc_s, m, dim=1, clear=False)
-          {
-            float red = -INFINITY;
-            red = fmaxf(red, acc_s[0]);
-            red = fmaxf(red, acc_s[1]);
-            red = fmaxf(red, acc_s[4]);
-            red = fmaxf(red, acc_s[5]);
-            red = fmaxf(red, acc_s[8]);
-            red = fmaxf(red, acc_s[9]);
-            red = fmaxf(red, acc_s[12]);
-            red = fmaxf(red, acc_s[13]);
-            red = fmaxf(red, acc_s[16]);
-            red = fmaxf(red, acc_s[17]);
-            red = fmaxf(red, acc_s[20]);
-            red = fmaxf(red, acc_s[21]);
-            red = fmaxf(red, acc_s[24]);
-            red = fmaxf(red, acc_s[25]);
-            red = fmaxf(red, acc_s[28]);
-            red = fmaxf(red, acc_s[29]);
-            red = fmaxf(red, __shfl_xor_sync(0xffffffffu, red, 2));
-            red = fmaxf(red, __shfl_xor_sync(0xffffffffu, red, 1));
-            m[0] = fmaxf(m[0], red);
-            float red_1 = -INFINITY;
-            red_1 = fmaxf(red_1, acc_s[2]);
-            red_1 = fmaxf(red_1, acc_s[3]);
-            red_1 = fmaxf(red_1, acc_s[6]);
-            red_1 = fmaxf(red_1, acc_s[7]);
-            red_1 = fmaxf(red_1, acc_s[10]);
-            red_1 = fmaxf(red_1, acc_s[11]);
-            red_1 = fmaxf(red_1, acc_s[14]);
-            red_1 = fmaxf(red_1, acc_s[15]);
-            red_1 = fmaxf(red_1, acc_s[18]);
-            red_1 = fmaxf(red_1, acc_s[19]);
-            red_1 = fmaxf(red_1, acc_s[22]);
-            red_1 = fmaxf(red_1, acc_s[23]);
-            red_1 = fmaxf(red_1, acc_s[26]);
-            red_1 = fmaxf(red_1, acc_s[27]);
-            red_1 = fmaxf(red_1, acc_s[30]);
-            red_1 = fmaxf(red_1, acc_s[31]);
-            red_1 = fmaxf(red_1, __shfl_xor_sync(0xffffffffu, red_1, 2));
-            red_1 = fmaxf(red_1, __shfl_xor_sync(0xffffffffu, red_1, 1));
-            m[1] = fmaxf(m[1], red_1);
-          }
-          // attention_warp_roles.tile:30: for i, j in Parallel(64, 64):
-          {
-#pragma unroll
-            for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
-#pragma unroll
-              for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-#pragma unroll
-                for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
-                  acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] =
-                      tilec_exp2((acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] - m[g0_4]) * 0.18f);
-                }
-              }
-            }
-          }
-          // attention_warp_roles.tile:32: reduce_sum(acc_s, row_sum, dim=1)
-          {
-            float red_2 = 0.0f;
-            red_2 = red_2 + acc_s[0];
-            red_2 = red_2 + acc_s[1];
-            red_2 = red_2 + acc_s[4];
-            red_2 = red_2 + acc_s[5];
-            red_2 = red_2 + acc_s[8];
-            red_2 = red_2 + acc_s[9];
-            red_2 = red_2 + acc_s[12];
-            red_2 = red_2 + acc_s[13];
-            red_2 = red_2 + acc_s[16];
-            red_2 = red_2 + acc_s[17];
-            red_2 = red_2 + acc_s[20];
-            red_2 = red_2 + acc_s[21];
-            red_2 = red_2 + acc_s[24];
-            red_2 = red_2 + acc_s[25];
-            red_2 = red_2 + acc_s[28];
-            red_2 = red_2 + acc_s[29];
-            red_2 = red_2 + __shfl_xor_sync(0xffffffffu, red_2, 2);
-            red_2 = red_2 + __shfl_xor_sync(0xffffffffu, red_2, 1);
-            row_sum[0] = red_2;
-            float red_3 = 0.0f;
-            red_3 = red_3 + acc_s[2];
-            red_3 = red_3 + acc_s[3];
-            red_3 = red_3 + acc_s[6];
-            red_3 = red_3 + acc_s[7];
-            red_3 = red_3 + acc_s[10];
-            red_3 = red_3 + acc_s[11];
-            red_3 = red_3 + acc_s[14];
-            red_3 = red_3 + acc_s[15];
-            red_3 = red_3 + acc_s[18];
-            red_3 = red_3 + acc_s[19];
-            red_3 = red_3 + acc_s[22];
-            red_3 = red_3 + acc_s[23];
-            red_3 = red_3 + acc_s[26];
-            red_3 = red_3 + acc_s[27];
-            red_3 = red_3 + acc_s[30];
-            red_3 = red_3 + acc_s[31];
-            red_3 = red_3 + __shfl_xor_sync(0xffffffffu, red_3, 2);
-            red_3 = red_3 + __shfl_xor_sync(0xffffffffu, red_3, 1);
-            row_sum[1] = red_3;
-          }
-          // attention_warp_roles.tile:33: for i in Parallel(64):
-          {
-#pragma unroll
-            for (int g_3 = 0; g_3 < 2; ++g_3) {
-              l[g_3] = l[g_3] * tilec_exp2((m_prev[g_3] - m[g_3]) * 0.18f) + row_sum[g_3];
-            }
-          }
-          // attention_warp_roles.tile:35: for i, j in Parallel(64, 64):
-          {
-#pragma unroll
-            for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
-#pragma unroll
-              for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-#pragma unroll
-                for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-                  acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] = acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] *
-                                                      tilec_exp2((m_prev[g0_5] - m[g0_5]) * 0.18f);
-                }
-              }
-            }
-          }
-          // attention_warp_roles.tile:37: copy(acc_s, acc_s_cast)
-          {
-#pragma unroll
-            for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
-#pragma unroll
-              for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-#pragma unroll
-                for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-                  acc_s_cast[g1_4 * 4 + g0_6 * 2 + e1_6] =
-                      static_cast<half>(acc_s[g1_4 * 4 + g0_6 * 2 + e1_6]);
-                }
-              }
-            }
-          }
-          // attention_warp_roles.tile:38: gemm(acc_s_cast, V_shared, acc_o)
-          {
-            tilec_wgmma_hold<32>(&acc_o[0]);
-            tilec_wgmma_hold_a<16>(&acc_s_cast[0]);
-            tilec_wgmma_fence();
-#pragma unroll
-            for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
-              tilec_wgmma_m64n64k16_rs_f16<1>(
-                  &acc_o[0], &acc_s_cast[kk_1 * 8],
-                  tilec_wgmma_desc(&V_shared[stage_1][kk_1 * 1024], 8192, 1024, 1));
-            }
-            tilec_wgmma_commit();
-            tilec_wgmma_wait<0>();
-            tilec_wgmma_hold<32>(&acc_o[0]);
-          }
-          if (true && lane == 0) {
-            tilec_mbarrier_arrive(&empty_bar[(consumed + k) % 2]);
           }
         }
-        consumed += (S + 63) / 64;
+        // attention_warp_roles.tile:27: gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+        {
+          tilec_wgmma_hold<32>(&acc_s[0]);
+          tilec_wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            tilec_wgmma_m64n64k16_f16<0, 0>(
+                &acc_s[0], tilec_wgmma_desc(&Q_shared[kk * 16], 16, 1024, 1),
+                tilec_wgmma_desc(&K_shared[stage_1][kk * 16], 16, 1024, 1));
+          }
+          tilec_wgmma_commit();
+          tilec_wgmma_wait<0>();
+          tilec_wgmma_hold<32>(&acc_s[0]);
+        }
+        // attention_warp_roles.tile:28: copy(m, m_prev)
+        {
+#pragma unroll
+          for (int g_2 = 0; g_2 < 2; ++g_2) {
+            m_prev[g_2] = m[g_2];
+          }
+        }
+        // attention_warp_roles.tile:29: reduce_max(acc_s, m, dim=1, clear=False)
+        {
+          float red = -INFINITY;
+          red = fmaxf(red, acc_s[0]);
+          red = fmaxf(red, acc_s[1]);
+          red = fmaxf(red, acc_s[4]);
+          red = fmaxf(red, acc_s[5]);
+          red = fmaxf(red, acc_s[8]);
+          red = fmaxf(red, acc_s[9]);
+          red = fmaxf(red, acc_s[12]);
+          red = fmaxf(red, acc_s[13]);
+          red = fmaxf(red, acc_s[16]);
+          red = fmaxf(red, acc_s[17]);
+          red = fmaxf(red, acc_s[20]);
+          red = fmaxf(red, acc_s[21]);
+          red = fmaxf(red, acc_s[24]);
+          red = fmaxf(red, acc_s[25]);
+          red = fmaxf(red, acc_s[28]);
+          red = fmaxf(red, acc_s[29]);
+          red = fmaxf(red, __shfl_xor_sync(0xffffffffu, red, 2));
+          red = fmaxf(red, __shfl_xor_sync(0xffffffffu, red, 1));
+          m[0] = fmaxf(m[0], red);
+          float red_1 = -INFINITY;
+          red_1 = fmaxf(red_1, acc_s[2]);
+          red_1 = fmaxf(red_1, acc_s[3]);
+          red_1 = fmaxf(red_1, acc_s[6]);
+          red_1 = fmaxf(red_1, acc_s[7]);
+          red_1 = fmaxf(red_1, acc_s[10]);
+          red_1 = fmaxf(red_1, acc_s[11]);
+          red_1 = fmaxf(red_1, acc_s[14]);
+          red_1 = fmaxf(red_1, acc_s[15]);
+          red_1 = fmaxf(red_1, acc_s[18]);
+          red_1 = fmaxf(red_1, acc_s[19]);
+          red_1 = fmaxf(red_1, acc_s[22]);
+          red_1 = fmaxf(red_1, acc_s[23]);
+          red_1 = fmaxf(red_1, acc_s[26]);
+          red_1 = fmaxf(red_1, acc_s[27]);
+          red_1 = fmaxf(red_1, acc_s[30]);
+          red_1 = fmaxf(red_1, acc_s[31]);
+          red_1 = fmaxf(red_1, __shfl_xor_sync(0xffffffffu, red_1, 2));
+          red_1 = fmaxf(red_1, __shfl_xor_sync(0xffffffffu, red_1, 1));
+          m[1] = fmaxf(m[1], red_1);
+        }
+        // attention_warp_roles.tile:30: for i, j in Parallel(64, 64):
+        {
+#pragma unroll
+          for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
+#pragma unroll
+            for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+#pragma unroll
+              for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
+                acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] =
+                    tilec_exp2((acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] - m[g0_4]) * 0.18f);
+              }
+            }
+          }
+        }
+        // attention_warp_roles.tile:32: reduce_sum(acc_s, row_sum, dim=1)
+        {
+          float red_2 = 0.0f;
+          red_2 = red_2 + acc_s[0];
+          red_2 = red_2 + acc_s[1];
+          red_2 = red_2 + acc_s[4];
+          red_2 = red_2 + acc_s[5];
+          red_2 = red_2 + acc_s[8];
+          red_2 = red_2 + acc_s[9];
+          red_2 = red_2 + acc_s[12];
+          red_2 = red_2 + acc_s[13];
+          red_2 = red_2 + acc_s[16];
+          red_2 = red_2 + acc_s[17];
+          red_2 = red_2 + acc_s[20];
+          red_2 = red_2 + acc_s[21];
+          red_2 = red_2 + acc_s[24];
+          red_2 = red_2 + acc_s[25];
+          red_2 = red_2 + acc_s[28];
+          red_2 = red_2 + acc_s[29];
+          red_2 = red_2 + __shfl_xor_sync(0xffffffffu, red_2, 2);
+          red_2 = red_2 + __shfl_xor_sync(0xffffffffu, red_2, 1);
+          row_sum[0] = red_2;
+          float red_3 = 0.0f;
+          red_3 = red_3 + acc_s[2];
+          red_3 = red_3 + acc_s[3];
+          red_3 = red_3 + acc_s[6];
+          red_3 = red_3 + acc_s[7];
+          red_3 = red_3 + acc_s[10];
+          red_3 = red_3 + acc_s[11];
+          red_3 = red_3 + acc_s[14];
+          red_3 = red_3 + acc_s[15];
+          red_3 = red_3 + acc_s[18];
+          red_3 = red_3 + acc_s[19];
+          red_3 = red_3 + acc_s[22];
+          red_3 = red_3 + acc_s[23];
+          red_3 = red_3 + acc_s[26];
+          red_3 = red_3 + acc_s[27];
+          red_3 = red_3 + acc_s[30];
+          red_3 = red_3 + acc_s[31];
+          red_3 = red_3 + __shfl_xor_sync(0xffffffffu, red_3, 2);
+          red_3 = red_3 + __shfl_xor_sync(0xffffffffu, red_3, 1);
+          row_sum[1] = red_3;
+        }
+        // attention_warp_roles.tile:33: for i in Parallel(64):
+        {
+#pragma unroll
+          for (int g_3 = 0; g_3 < 2; ++g_3) {
+            l[g_3] = l[g_3] * tilec_exp2((m_prev[g_3] - m[g_3]) * 0.18f) + row_sum[g_3];
+          }
+        }
+        // attention_warp_roles.tile:35: for i, j in Parallel(64, 64):
+        {
+#pragma unroll
+          for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
+#pragma unroll
+            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+#pragma unroll
+              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+                acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] = acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] *
+                                                    tilec_exp2((m_prev[g0_5] - m[g0_5]) * 0.18f);
+              }
+            }
+          }
+        }
+        // attention_warp_roles.tile:37: copy(acc_s, acc_s_cast)
+        {
+#pragma unroll
+          for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
+#pragma unroll
+            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+#pragma unroll
+              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+                acc_s_cast[g1_4 * 4 + g0_6 * 2 + e1_6] =
+                    static_cast<half>(acc_s[g1_4 * 4 + g0_6 * 2 + e1_6]);
+              }
+            }
+          }
+        }
+        // attention_warp_roles.tile:38: gemm(acc_s_cast, V_shared, acc_o)
+        {
+          tilec_wgmma_hold<32>(&acc_o[0]);
+          tilec_wgmma_hold_a<16>(&acc_s_cast[0]);
+          tilec_wgmma_fence();
+#pragma unroll
+          for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
+            tilec_wgmma_m64n64k16_rs_f16<1>(
+                &acc_o[0], &acc_s_cast[kk_1 * 8],
+                tilec_wgmma_desc(&V_shared[stage_1][kk_1 * 1024], 8192, 1024, 1));
+          }
+          tilec_wgmma_commit();
+          tilec_wgmma_wait<0>();
+          tilec_wgmma_hold<32>(&acc_o[0]);
+        }
+        if (lane == 0) {
+          tilec_mbarrier_arrive(&empty_bar[(consumed + k) % 2]);
+        }
       }
+      consumed += (S + 63) / 64;
       // attention_warp_roles.tile:39: for i, j in Parallel(64, 64):
       {
 #pragma unroll
