@@ -49,9 +49,16 @@ PACKING: Packing = "over_limit"  # pack only kernels whose sequential offsets ex
 
 
 def shared_lifetimes(kernel: tir.Kernel) -> dict[tir.Buffer, T.Lifetime]:
-    """The lifetime of every shared tile the kernel body uses; none in a kernel with warp roles."""
-    if any(isinstance(s, tir.For) and s.warp_specialized for s in tir_walk.stmts(kernel.body)):
-        return {}
+    """The lifetime of every shared tile the kernel body uses, but a warp-role loop's ring tiles:
+    its producer fills them ahead of the consumers, into the next tile's run too, so they keep
+    bytes of their own (the consumers' tiles, ordered by their own barriers, may share)."""
+    ring = {
+        c.dst.buffer
+        for s in tir_walk.stmts(kernel.body)
+        if isinstance(s, tir.For) and s.warp_specialized
+        for c in s.body
+        if isinstance(c, tir.Copy) and c.pipeline == "producer"
+    }
     order = _Order()
     order.block(kernel.body)
     out = {}
@@ -60,7 +67,8 @@ def shared_lifetimes(kernel: tir.Kernel) -> dict[tir.Buffer, T.Lifetime]:
         for loop, (lo, hi) in order.loops:
             if any(lo <= p <= hi for p in at) and _whole_loop(loop, buf):
                 first, last = min(first, lo), max(last, hi)
-        out[buf] = T.Lifetime(first, last, order.lines(first, last))
+        if buf not in ring:
+            out[buf] = T.Lifetime(first, last, order.lines(first, last))
     return out
 
 

@@ -315,6 +315,16 @@ def _one_gemm_first(rest: list[tir.Stmt], tiles: set[tir.Buffer]) -> bool:
     return all(register_only(x) for x in rest[1:])
 
 
+def _consumer_work(s: tir.Stmt, tiles: set[tir.Buffer]) -> bool:
+    """Work of a products-form loop between its gemms: in registers, or on shared tiles other than
+    the ring's (MLA's scores written to a tile for the next product; barriers among the consumers
+    order those), never global memory, a gemm, a barrier or a loop of its own."""
+    barred = (tir.Gemm, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)
+    if any(isinstance(x, barred) for x in tir_walk.stmts((s,))):
+        return False
+    return all(b.scope != "global" and b not in tiles for b in tir_walk.buffers(s))
+
+
 def runs_products(loop: tir.For) -> bool:
     """Whether a warp-role loop has the products form (`_products_form`), not the GEMM form."""
     found = producers(loop)
@@ -328,7 +338,7 @@ def _products_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target)
     whose shared operands are ring tiles or tiles the loop never writes, every ring tile read by
     one of them, and otherwise only register work; each gemm finishes before the next statement."""
     gemms = [x for x in rest if isinstance(x, tir.Gemm)]
-    if not gemms or not all(isinstance(x, tir.Gemm) or register_only(x) for x in rest):
+    if not gemms or not all(isinstance(x, tir.Gemm) or _consumer_work(x, tiles) for x in rest):
         return False
     if any(instruction_named(target, g.instruction).group != "warp_group" for g in gemms):
         return False
