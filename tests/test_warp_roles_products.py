@@ -1,0 +1,76 @@
+"""Warp roles for loops of several products (plan_pipeline's products form: flash attention's
+Q K^T, softmax, P V; TileLang's MLA decode), and the tensor maps that fold a tensor of any rank
+into a batch of matrices (plan_pipeline.box_row_dim)."""
+
+from __future__ import annotations
+
+import pathlib
+
+from tilec import tir, tir_walk
+from tilec.driver import compile_file
+from tilec.elaborate import elaborate_file
+from tilec.passes.plan_pipeline import box_row_dim, runs_products
+from tilec.pipeline import run_passes
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "corpus" / "tilelang"
+
+
+def loops(path: pathlib.Path, arch: str = "sm_90a") -> list[tir.For]:
+    out = []
+    for u in run_passes(elaborate_file(str(path), {}), arch):
+        out += [s for s in tir_walk.stmts(u.kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
+    return out
+
+
+def test_attention_loops_of_tilelangs_examples_run_by_warp_roles() -> None:
+    for name in ("mha_fwd_bhsd", "mha_fwd_bshd", "gqa_fwd_bshd", "mla_decode"):
+        (loop,) = loops(CORPUS / f"{name}.tile")
+        assert loop.warp_specialized and runs_products(loop), name
+
+
+def test_a_gemm_main_loop_keeps_the_gemm_form() -> None:
+    (loop,) = loops(ROOT / "examples" / "gemm.tile")
+    assert loop.warp_specialized and not runs_products(loop)
+
+
+def test_sm80_has_no_warp_roles() -> None:
+    (loop,) = loops(CORPUS / "mha_fwd_bhsd.tile", "sm_80")
+    assert not loop.warp_specialized
+
+
+def test_work_on_global_memory_between_the_products_keeps_the_cp_async_pipeline(tmp_path: pathlib.Path) -> None:
+    # linear attention adds each chunk's output into O: its loop is no products form
+    (loop,) = loops(CORPUS / "linear_attn_fwd.tile")
+    assert not loop.warp_specialized
+
+
+def test_mla_scores_tile_is_ordered_by_a_consumer_barrier_before_p_v() -> None:
+    text = compile_file(str(CORPUS / "mla_decode.tile"), {}, arch="sm_90a")
+    kernel = text[text.index("main_no_split_kernel(") :]
+    store = kernel.index("copy(acc_s, S_shared)")
+    product = kernel.index("gemm(S_shared, KV_shared, acc_o")
+    between = kernel[store:product]
+    assert 'bar.sync %0, %1;" ::"r"(1), "r"(256)' in between and "fence.proxy.async" in between
+
+
+def test_attention_consumers_run_no_barrier_per_iteration() -> None:
+    text = compile_file(str(CORPUS / "mha_fwd_bhsd.tile"), {}, arch="sm_90a")
+    kernel = text[text.index("flashattn_kernel(") :]
+    loop = kernel[kernel.index("(consumers: wgmma)") : kernel.index("consumed +=")]
+    assert "bar.sync" not in loop and "__syncthreads" not in loop
+    assert loop.count("tilec_mbarrier_wait(&full_bar") == 1 and "tilec_mbarrier_arrive(&empty_bar" in loop
+
+
+def test_tensor_maps_fold_leading_dimensions_into_a_batch_and_unit_ones_into_the_columns() -> None:
+    # K of (batch 8, seq_len 4096, heads 32, dim 128), tile K[bz, k * 64 : ..., by, :]: each batch
+    # a matrix of seq_len x heads * dim, boxes of 64 columns x 64 rows
+    text = compile_file(str(CORPUS / "mha_fwd_bshd.tile"), {}, arch="sm_90a")
+    assert "tilec_tensor_map_3d(&K_map, K, 4096, 4096, 8, 64, 64, 2, 128)" in text
+    (loop,) = loops(CORPUS / "mha_fwd_bshd.tile")
+    producers = [c for c in loop.body if isinstance(c, tir.Copy) and c.pipeline == "producer"]
+    assert [box_row_dim(c) for c in producers] == [1, 1]
+    # K of (batch, heads, seq_len, dim), tile K[bz, by, k * 128 : ..., :]: batch * heads matrices
+    (loop,) = loops(CORPUS / "mha_fwd_bhsd.tile")
+    producers = [c for c in loop.body if isinstance(c, tir.Copy) and c.pipeline == "producer"]
+    assert [box_row_dim(c) for c in producers] == [2, 2]
