@@ -64,6 +64,8 @@ CANDIDATES = {
         "flash_attention-bench-sm90a-t256",
     ],
     "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench-s1", "flash_attention-causal-sm90a"],
+    "fa-cudnn": ["flash_attention-sm90a", "flash_attention-bench-sm90a-t256"],
+    "fa-causal-cudnn": ["flash_attention-causal-sm90a"],
 }
 TOL = 1e-2  # relative error norm of fp16 outputs against torch's
 
@@ -320,7 +322,9 @@ def w_gemm_int8(quick: bool):
     )
 
 
-def _w_fa(quick: bool, causal: bool):
+def _w_fa(quick: bool, causal: bool, backend: str = "FLASH_ATTENTION"):
+    """Attention against SDPA's `backend`: FlashAttention-2 (FLASH_ATTENTION) or cuDNN's fused
+    attention (CUDNN_ATTENTION, the faster on Hopper)."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -333,7 +337,7 @@ def _w_fa(quick: bool, causal: bool):
     ]
 
     def sdpa(q, k, v):
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        with sdpa_kernel(getattr(SDPBackend, backend)):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     return dict(
@@ -341,7 +345,7 @@ def _w_fa(quick: bool, causal: bool):
         sets=sets,
         units="TFLOP/s",
         amount=4 * B * H * S * S * D // (2 if causal else 1),
-        torch_name="SDPA flash backend",
+        torch_name="SDPA flash backend" if backend == "FLASH_ATTENTION" else "SDPA cuDNN backend",
         torch=sdpa,
         out=lambda: torch.full(shape, math.nan, device="cuda", dtype=torch.float16),
         tilec=lambda mod, q, k, v, out: mod.flash_attention(q, k, v, out),
@@ -358,6 +362,8 @@ WORKLOADS = {
     "gemm-int8": w_gemm_int8,
     "fa": lambda quick: _w_fa(quick, False),
     "fa-causal": lambda quick: _w_fa(quick, True),
+    "fa-cudnn": lambda quick: _w_fa(quick, False, "CUDNN_ATTENTION"),
+    "fa-causal-cudnn": lambda quick: _w_fa(quick, True, "CUDNN_ATTENTION"),
 }
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tilec import tir
 from tilec.dtypes import DType
 from tilec.emit import expr_text
-from tilec.simplify import divides, int_, simplify
+from tilec.simplify import divides, gcd_of, int_, simplify
 
 I32 = DType.int32
 tx = tir.Var("tx", I32, "thread")
@@ -149,3 +149,16 @@ def test_simplify_agrees_with_c_division_where_every_index_is_nonnegative(
         want = c_evaluate(e, env, values)
         if min(values) >= 0:
             assert c_evaluate(simple, env) == want, f"{expr_text(e)} -> {expr_text(simple)} at {env}"
+
+
+def test_gcd_of_reads_a_negated_leading_term() -> None:
+    # simplify writes k * -512 + 7680 as -(k * 512) + 7680 (a reversed loop's column, RMSNorm's
+    # second pass): its chunks are still 4-aligned, so the copy stays vectorized
+    k, tx = tir.Var("k", I32, "loop"), tir.Var("tx", I32, "thread")
+    e = simplify(
+        tir.BinOp(
+            "+", tir.BinOp("*", tir.BinOp("-", int_(15), k, I32), int_(512), I32), tir.BinOp("*", tx, int_(4), I32), I32
+        )
+    )
+    assert isinstance(e, tir.BinOp) and gcd_of(e) == 4
+    assert gcd_of(tir.UnaryOp("-", tir.BinOp("*", k, int_(512), I32), I32)) == 512

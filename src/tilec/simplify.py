@@ -47,6 +47,9 @@ def _linear(e: tir.Expr) -> Linear | None:
     """Decompose an int32 expression into a linear form, or None."""
     if isinstance(e, tir.IntImm):
         return {}, e.value
+    if isinstance(e, tir.UnaryOp) and e.op == "-" and e.dtype.is_int:  # as _build writes -(k * 512) + 7680
+        la = _linear(e.a)
+        return None if la is None else _scale(la, -1)
     if isinstance(e, tir.BinOp) and e.op in ("+", "-", "*") and e.dtype.is_int:
         la, lb = _linear(e.a), _linear(e.b)
         if la is None or lb is None:
