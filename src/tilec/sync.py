@@ -38,7 +38,8 @@ The contract with lowering:
   (a barrier before it if anything is), and its body ends with nothing pending
   (a barrier at its end) unless the body begins with a `block` barrier (before
   any tile op, loop, branch or scalar access of a shared array), which orders
-  one iteration's accesses against the next one's. A body issuing asynchronous
+  one iteration's accesses against the next one's, or all that is pending are
+  reads of tiles the body never writes (they stay pending after the loop). A body issuing asynchronous
   copies is walked iteration by iteration until its state repeats or its trip
   count is reached (`_Placement.iterations`). A barrier placed before a
   statement goes above the comments heading it. A while loop is a loop of unknown trip
