@@ -74,3 +74,27 @@ def test_tensor_maps_fold_leading_dimensions_into_a_batch_and_unit_ones_into_the
     (loop,) = loops(CORPUS / "mha_fwd_bhsd.tile")
     producers = [c for c in loop.body if isinstance(c, tir.Copy) and c.pipeline == "producer"]
     assert [box_row_dim(c) for c in producers] == [2, 2]
+
+
+def test_a_folded_index_that_may_lie_outside_its_dimension_reads_zeros(tmp_path: pathlib.Path) -> None:
+    # A[bz // 4, bz % 4, ...] of a (2, 3, ...) tensor: bz % 4 == 3 is past the second dimension, where
+    # the copy reads zeros; folded into the batch it would read A[bz // 4 + 1, 0]: the box goes
+    # wholly outside the map instead (batch coordinate 6), which the hardware fills with zeros
+    path = tmp_path / "k.tile"
+    path.write_text(
+        """kernel bmm(A: Tensor((2, 3, 256, 128), float16), B: Tensor((128, 256), float16),
+            C: Tensor((2, 4, 256, 256), float32)):
+    with Kernel(2, 2, 8, threads=128) as (bx, by, bz):
+        A_s = alloc_shared([128, 64], float16)
+        B_s = alloc_shared([64, 128], float16)
+        C_f = alloc_fragment([128, 128], float32)
+        clear(C_f)
+        for k in Pipelined(2, num_stages=2):
+            copy(A[bz // 4, bz % 4, by * 128, k * 64], A_s)
+            copy(B[k * 64, bx * 128], B_s)
+            gemm(A_s, B_s, C_f)
+        copy(C_f, C[bz // 4, bz % 4, by * 128, bx * 128])
+"""
+    )
+    text = " ".join(compile_file(str(path), {}, arch="sm_90a").split())
+    assert "bz % 4 < 3 ? bz / 4 * 3 + bz % 4 : 6);" in text

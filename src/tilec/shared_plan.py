@@ -17,9 +17,9 @@ one left (not `_fresh`); a tile each iteration overwrites whole before reading i
 where it is used (gemm_persistent's wave loop: A and B, then C_shared). Tiles of the two branches
 of an `if` may share bytes: one branch runs. Everything that is not a user tile (the reductions'
 scratch row, a gemm's staged operand, mbarriers, a TMA store's staging tile) has no lifetime: it
-is live for the whole kernel and shares nothing; so does every tile of a kernel with warp roles,
-whose body runs once per tile in a persistent loop, beside a producer warp group that fills the
-ring asynchronously.
+is live for the whole kernel and shares nothing; so does the ring of a warp-role loop, which a
+producer warp group fills asynchronously, ahead of the consumers and into the next tile's run
+(the consumers' own tiles of such a kernel share bytes as anywhere else, their barriers ordering them).
 
 The plan (`packed`) places the views in declaration order, each at the lowest offset that keeps
 its alignment (16 bytes; a descriptor swizzle's 512 or 1024) and overlaps no view placed so far

@@ -333,10 +333,10 @@ def runs_products(loop: tir.For) -> bool:
 
 
 def _products_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target) -> bool:
-    """A loop of several products and register work between them (flash attention: S = Q K^T,
-    the softmax in registers, O += P V), less its producers: gemms on a warp-group instruction
-    whose shared operands are ring tiles or tiles the loop never writes, every ring tile read by
-    one of them, and otherwise only register work; each gemm finishes before the next statement."""
+    """A loop of several products and work between them (flash attention: S = Q K^T, the softmax
+    in registers, O += P V; MLA decode writes P to a shared tile), less its producers: gemms on a
+    warp-group instruction, every ring tile read by one of them and by nothing else, and otherwise
+    `_consumer_work`; each gemm finishes before the next statement."""
     gemms = [x for x in rest if isinstance(x, tir.Gemm)]
     if not gemms or not all(isinstance(x, tir.Gemm) or _consumer_work(x, tiles) for x in rest):
         return False

@@ -52,7 +52,7 @@ from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
 from tilec.lower.cexpr import I32, add, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_view
-from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
+from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
 from tilec.passes.plan_pipeline import Level, box_row_dim, producers, ring_stages, runs_products, skeleton
@@ -624,9 +624,12 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
     rows = dst.const_shape[0]
     tname = ctx.name(src)
     mname = ctx.fresh(f"{tname}_map")
-    z0 = _flat_index(ctx, c.src.starts[:r], src.shape[:r]) if batched else None
+    inner = _extent(ctx, src.shape[r + 1 :])
+    outer = simplify(value_of(ctx, src.shape[r], None))
+    batch = _extent(ctx, src.shape[:r]) if batched else None
+    z0 = _folded(ctx, c.src.starts[:r], src.shape[:r], batch) if batch is not None else None
     y0 = simplify(value_of(ctx, c.src.starts[r], None))
-    x0 = _flat_index(ctx, c.src.starts[r + 1 :], src.shape[r + 1 :])
+    x0 = _folded(ctx, c.src.starts[r + 1 :], src.shape[r + 1 :], inner)
     if batched:
         ctx.state.helpers.add("bulk_copy_3d")
     ctx.state.stage_of[dst] = stage
@@ -637,10 +640,29 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
         args = (at, T.Sym(mname, DType.uint8), T.AddressOf(bar), simplify(add(x0, int_(col))), y0)
         load = "tilec_tma_load_3d" if batched else "tilec_tma_load_2d"
         out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
-    inner = _extent(ctx, src.shape[r + 1 :])
-    outer = simplify(value_of(ctx, src.shape[r], None))
-    batch = _extent(ctx, src.shape[:r]) if batched else None
     return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch, _pitches(ctx, src))
+
+
+def _folded(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Expr, ...], extent: tir.Expr) -> tir.Expr:
+    """The coordinate of `starts` in dimensions `dims` folded into one of `extent`. An index of
+    any dimension but the first that may lie outside its own would land on a neighbour's
+    elements (K[b, h, ...] with h == H reads K[b + 1, 0]) where the language reads zeros: the
+    coordinate is then `extent` unless all are inside, a box wholly outside the map, which the
+    hardware fills with zeros (its bytes still count toward the stage's transaction)."""
+    flat = _flat_index(ctx, starts, dims)
+    conds: list[tir.Expr] = []
+    for start, dim in list(zip(starts, dims))[1:]:
+        i, d = simplify(value_of(ctx, start, None)), simplify(value_of(ctx, dim, None))
+        if not nonnegative(ctx, i):
+            conds.append(tir.BinOp(">=", i, int_(0), DType.bool))
+        if not below(ctx, i, d):
+            conds.append(tir.BinOp("<", i, d, DType.bool))
+    if not conds:
+        return flat
+    inside = conds[0]
+    for cond in conds[1:]:
+        inside = tir.BinOp("and", inside, cond, DType.bool)
+    return tir.Select(inside, flat, extent, I32)
 
 
 def _flat_index(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Expr, ...]) -> tir.Expr:

@@ -825,12 +825,12 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             // attention_warp_roles.tile:23: copy(K[bz, by, k * 64 : k * 64 + 64, :], K_shared)
             {
               tilec_tma_load_3d(&K_shared[stage][0], K_map, &full_bar[stage], 0, k * 64,
-                                bz * H + by);
+                                by < H ? bz * H + by : B * H);
             }
             // attention_warp_roles.tile:24: copy(V[bz, by, k * 64 : k * 64 + 64, :], V_shared)
             {
               tilec_tma_load_3d(&V_shared[stage][0], V_map, &full_bar[stage], 0, k * 64,
-                                bz * H + by);
+                                by < H ? bz * H + by : B * H);
             }
             tilec_mbarrier_arrive(&full_bar[stage]);
           }
