@@ -302,9 +302,7 @@ def box_row_dim(c: tir.Copy) -> int | None:
 def gemm_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target) -> bool:
     """A GEMM main loop's body less its producers: one gemm on a warp-group instruction reading
     both ring tiles, then only register work (`register_only`)."""
-    if not _one_gemm_first(rest, tiles):
-        return False
-    g = rest[0]
+    g = rest[0] if _one_gemm_first(rest, tiles) else None
     return isinstance(g, tir.Gemm) and instruction_named(target, g.instruction).group == "warp_group"
 
 
@@ -319,10 +317,7 @@ def _consumer_work(s: tir.Stmt, tiles: set[tir.Buffer]) -> bool:
     """Work of a products-form loop between its gemms: in registers, or on shared tiles other than
     the ring's (MLA's scores written to a tile for the next product; barriers among the consumers
     order those), never global memory, a gemm, a barrier or a loop of its own."""
-    barred = (tir.Gemm, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)
-    if any(isinstance(x, barred) for x in tir_walk.stmts((s,))):
-        return False
-    return all(b.scope != "global" and b not in tiles for b in tir_walk.buffers(s))
+    return _plain(s) and all(b.scope != "global" and b not in tiles for b in tir_walk.buffers(s))
 
 
 def runs_products(loop: tir.For) -> bool:
@@ -419,10 +414,14 @@ def register_only(s: tir.Stmt) -> bool:
     """Whether `s` touches no shared or global memory and holds no gemm, barrier or copy but
     between registers: the consumers of a warp-role loop can run it beside their wgmmas without
     the producer knowing."""
+    return _plain(s) and all(b.scope not in ("shared", "global") for b in tir_walk.buffers(s))
+
+
+def _plain(s: tir.Stmt) -> bool:
+    """`s` holds no gemm, barrier, atomic or loop of its own (Parallel loops aside): work the
+    consumers of a warp-role loop can run between their wgmmas."""
     barred = (tir.Gemm, tir.SyncThreads, tir.Atomic, tir.For, tir.While, tir.Break)
-    if any(isinstance(x, barred) for x in tir_walk.stmts((s,))):
-        return False
-    return all(b.scope not in ("shared", "global") for b in tir_walk.buffers(s))
+    return not any(isinstance(x, barred) for x in tir_walk.stmts((s,)))
 
 
 def producers(loop: tir.For) -> list[tir.Copy]:

@@ -50,7 +50,7 @@ from tilec.backends.cuda.sm80 import gemm as warp_gemm
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
-from tilec.lower.cexpr import I32, add, mul, source_comment, source_line
+from tilec.lower.cexpr import I32, add, all_of, at_least_zero, flatten, lt, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_view
 from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
@@ -216,6 +216,10 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     released once the wgmma group that read it has retired (one group stays in flight), the
     last one of a tile before its epilogue, so the producer fills the next tile's stages while
     the consumers store this one's.
+
+    A loop of several products (plan_pipeline's products form: flash attention's Q K^T, softmax,
+    P V) has consumers of its own (`_consumers_of_products`): each iteration waits for its
+    stage, runs the body as written on it and frees it at the end.
 
     A loop inside the kernel's own serial loops and ifs (TileLang's persistent GEMM walks its
     tiles in a wave loop of its own: plan_pipeline.skeleton) keeps the kernel's grid: the
@@ -396,6 +400,13 @@ def _ring_setup(ctx: LowerContext, ring: _Ring, threads: int) -> tuple[T.Stmt, .
     )
 
 
+def _wait_full(ctx: LowerContext, ring: _Ring, consumed: tir.Var) -> tuple[tir.Var, list[T.Stmt]]:
+    """The stage of the consumers' current iteration, and the start of its body: the stage and
+    phase declared, then the wait for the producer to have filled it."""
+    stage, phase, decls = _slot(ctx, ring, consumed)
+    return stage, [*decls, T.Barrier("mbarrier_wait", (_bar(ring.full, stage), phase))]
+
+
 def _consumers(
     ctx: LowerContext, s: tir.For, ring: _Ring, g: tir.Gemm, copies: list[tir.Copy], lower: StmtLowering
 ) -> tuple[T.Decl, list[T.Stmt]]:
@@ -403,8 +414,7 @@ def _consumers(
     wgmmas (then the register work after the gemm, lowered by `lower`), release the previous
     stage; after the loop, wait for the last group and release its stage."""
     consumed, consumed_decl, consumed_step = _counter(ctx, ring, "consumed")
-    stage, phase, decls = _slot(ctx, ring, consumed)
-    body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(ring.full, stage), phase))]
+    stage, body = _wait_full(ctx, ring, consumed)
     for buf in (g.a.buffer, g.b.buffer):
         ctx.state.stage_of[buf] = stage
     after = [x for x in s.body if x is not g and not any(x is c for c in copies)]  # the gemm comes first
@@ -442,8 +452,7 @@ def _consumers_of_products(
     as written on that stage's tiles (each gemm's wgmmas waited for before the next statement),
     then release the stage, which nothing reads any more."""
     consumed, consumed_decl, consumed_step = _counter(ctx, ring, "consumed")
-    stage, phase, decls = _slot(ctx, ring, consumed)
-    body: list[T.Stmt] = [*decls, T.Barrier("mbarrier_wait", (_bar(ring.full, stage), phase))]
+    stage, body = _wait_full(ctx, ring, consumed)
     for c in copies:
         ctx.state.stage_of[c.dst.buffer] = stage
     for x in s.body:
@@ -649,28 +658,14 @@ def _folded(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Exp
     elements (K[b, h, ...] with h == H reads K[b + 1, 0]) where the language reads zeros: the
     coordinate is then `extent` unless all are inside, a box wholly outside the map, which the
     hardware fills with zeros (its bytes still count toward the stage's transaction)."""
-    flat = _flat_index(ctx, starts, dims)
+    idx = tuple(simplify(value_of(ctx, e, None)) for e in starts)
+    shape = tuple(simplify(value_of(ctx, d, None)) for d in dims)
+    flat = flatten(idx, shape)
     conds: list[tir.Expr] = []
-    for start, dim in list(zip(starts, dims))[1:]:
-        i, d = simplify(value_of(ctx, start, None)), simplify(value_of(ctx, dim, None))
-        if not nonnegative(ctx, i):
-            conds.append(tir.BinOp(">=", i, int_(0), DType.bool))
-        if not below(ctx, i, d):
-            conds.append(tir.BinOp("<", i, d, DType.bool))
-    if not conds:
-        return flat
-    inside = conds[0]
-    for cond in conds[1:]:
-        inside = tir.BinOp("and", inside, cond, DType.bool)
-    return tir.Select(inside, flat, extent, I32)
-
-
-def _flat_index(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Expr, ...]) -> tir.Expr:
-    """The row-major index of `starts` in dimensions `dims` folded into one."""
-    flat: tir.Expr = int_(0)
-    for start, dim in zip(starts, dims):
-        flat = add(tir.BinOp("*", flat, value_of(ctx, dim, None), I32), value_of(ctx, start, None))
-    return simplify(flat)
+    for i, d in list(zip(idx, shape))[1:]:
+        conds += [] if nonnegative(ctx, i) else [at_least_zero(i)]
+        conds += [] if below(ctx, i, d) else [lt(i, d)]
+    return tir.Select(all_of(conds), flat, extent, I32) if conds else flat
 
 
 def _extent(ctx: LowerContext, dims: tuple[tir.Expr, ...]) -> tir.Expr:
