@@ -331,12 +331,13 @@ kernel k(Kc: Tensor((P, 64), float16), Tab: Tensor((G, 16), int32), A: Tensor((6
 
 
 def test_interior_flags_never_read_memory(tmp_path: pathlib.Path) -> None:
-    # cp.async copies get a kernel-wide `{tensor}_interior` flag (here: alignment and bx < G);
-    # the parts of the bound test that read shared memory or a variable stay in the loop
+    # cp.async copies get a kernel-wide `{tensor}_interior` flag (here: alignment and bx < G, which
+    # a grid of M blocks does not prove); the parts of the bound test that read shared memory or a
+    # variable stay in the loop
     text = _compile(
         """
 kernel k(A: Tensor((G, M, N), float16), Idx: Tensor((G,), int32), C: Tensor((G, 64, N), float16)):
-    with Kernel(G, threads=128) as bx:
+    with Kernel(M, threads=128) as bx:
         I_s = alloc_shared((1,), int32)
         row = alloc_var(int32, 0)
         S = alloc_shared((64, 64), float16)

@@ -185,7 +185,27 @@ def upper_bound(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
         case tir.BinOp("%", _, tir.IntImm(c)) if c > 0:
             return c - 1
         case _:
+            return _linear_upper_bound(e, bounds)
+
+
+def _linear_upper_bound(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
+    """An upper bound of a linear form whose terms are bounded above (positive coefficients) or
+    at least 0 (negative ones): `7680 - k * 512` with 0 <= k is at most 7680."""
+    lin = linear(e)
+    if lin is None:
+        return None
+    terms, high = lin
+    if any(atom == e for atom in terms):
+        return None  # not a sum: an atom upper_bound does not know
+    for atom, k in terms.items():
+        if k > 0:
+            hi = upper_bound(atom, bounds)
+            if hi is None:
+                return None
+            high += k * hi
+        elif not _nonnegative_atom(atom, bounds, set()):
             return None
+    return high
 
 
 def lower_bound(e: tir.Expr, bounds: dict[tir.Var, int], nonneg: set[str]) -> int | None:

@@ -213,7 +213,11 @@ def new_context(kernel: tir.Kernel, layouts: Layouts, target: Target) -> LowerCo
         names.of(v)
     tx = tir.Var(names.fresh("tx"), I32, "thread")
     nonneg = {names.of(v) for v in (*kernel.dims, *kernel.block_vars)}
-    state = LowerState(names, {tx: kernel.threads - 1}, nonneg, lifetimes=shared_lifetimes(kernel))
+    bounds: dict[tir.Var, int] = {tx: kernel.threads - 1}
+    for v, extent in zip(kernel.block_vars, kernel.grid):  # a block index below a constant grid extent
+        if isinstance(extent, tir.IntImm):
+            bounds[tir.Var(names.of(v), I32, "thread")] = extent.value - 1
+    state = LowerState(names, bounds, nonneg, lifetimes=shared_lifetimes(kernel))
     state.staged = {s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.stages > 1}
     return LowerContext(kernel, layouts, target, backend_of(target), tx, state, thread_varying(kernel.body))
 

@@ -32,7 +32,7 @@ from tilec.lower.cexpr import (
     zero,
 )
 from tilec.lower.context import LowerContext
-from tilec.simplify import int_, simplify
+from tilec.simplify import from_linear, int_, linear, simplify
 from tilec.source import NO_SPAN, Span
 
 
@@ -191,6 +191,8 @@ def let_decl(ctx: LowerContext, var: tir.Var, value: tir.Expr) -> T.Decl:
     name = ctx.name(var)
     if var.dtype.is_int and nonnegative(ctx, simplify(value)):
         ctx.state.nonneg.add(name)
+        if (hi := upper_bound(simplify(value), ctx.state.bounds)) is not None:  # `i_b = i_bh // 32`: at most 7
+            ctx.state.bounds[tir.Var(name, I32, "thread")] = hi
     if var.dtype.is_int and (r := int_range(ctx, value)) is not None:
         ctx.state.ranges[name] = r
     return T.Decl(name, var.dtype, init=let_init(value, var.dtype), const=True)
@@ -232,11 +234,47 @@ def nonnegative(ctx: LowerContext, i: tir.Expr) -> bool:
 
 
 def below(ctx: LowerContext, i: tir.Expr, d: tir.Expr) -> bool:
-    """True if index `i` is provably below the constant extent `d`."""
-    if not isinstance(d, tir.IntImm):
-        return False
+    """True if index `i` is provably below the extent `d`: a constant above its upper bound,
+    or a dimension the grid's last block index reaches no further than (`at_most`)."""
     hi = upper_bound(i, ctx.state.bounds)
-    return hi is not None and hi < d.value
+    if isinstance(d, tir.IntImm) and hi is not None and hi < d.value:
+        return True
+    return at_most(ctx, simplify(tir.BinOp("+", i, int_(1), I32)), d)
+
+
+def at_most(ctx: LowerContext, a: tir.Expr, b: tir.Expr) -> bool:
+    """True if `a <= b` provably holds in every block: the gap `a - b`, with each block index that
+    raises it at the grid's last one, is at most 0. A row kernel's `bx + 1 <= M` holds in a grid of
+    M blocks (`Kernel(ceildiv(M, 1))`); a tile's `bx * 128 + 128 <= M` does not (the last tile may
+    be ragged)."""
+    gap = linear(simplify(tir.BinOp("-", a, b, I32)))
+    if gap is None:
+        return False
+    terms, high = gap
+    last = _last_block_indices(ctx)
+    widened: dict[tir.Expr, int] = {}
+    for atom, k in terms.items():
+        if k > 0 and isinstance(atom, tir.Var) and atom.name in last:
+            high_term = linear(simplify(tir.BinOp("*", last[atom.name], int_(k), I32)))
+            if high_term is None:
+                return False
+            for a2, k2 in high_term[0].items():
+                widened[a2] = widened.get(a2, 0) + k2
+            high += high_term[1]
+        else:
+            widened[atom] = widened.get(atom, 0) + k
+    rest = simplify(from_linear(({a2: k2 for a2, k2 in widened.items() if k2}, high)))
+    hi = upper_bound(rest, ctx.state.bounds)
+    return hi is not None and hi <= 0
+
+
+def _last_block_indices(ctx: LowerContext) -> dict[str, tir.Expr]:
+    """Each block index's C name -> its largest value, the grid extent less one."""
+    kernel = ctx.kernel
+    return {
+        ctx.name(b): simplify(tir.BinOp("-", value_of(ctx, g, None), int_(1), I32))
+        for b, g in zip(kernel.block_vars, kernel.grid)
+    }
 
 
 # The largest integer each float type holds exactly, with every integer below it: 2^(mantissa bits + 1).

@@ -317,12 +317,85 @@ def lower_for(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     start, stop = value_of(ctx, s.start, None), value_of(ctx, s.stop, None)
     if step > 0 and nonnegative(ctx, simplify(start)):
         ctx.state.nonneg.add(var)  # counts up from a nonnegative start
+        stop_value = simplify(stop)
+        if isinstance(stop_value, tir.IntImm):  # and below a constant: its checks fold away
+            ctx.state.bounds[tir.Var(var, I32, "thread")] = stop_value.value - 1
     body = lower_block(ctx, s.body)
     loop = T.Loop(T.Sym(var, I32), start, stop, step, s.kind == "unroll", tuple(body))
+    code = _unswitched(ctx, loop)
     if s.kind == "pipelined":
         comment = f"{source_line(s)}: {s.span.text.splitlines()[0].strip() if s.span.text else 'Pipelined loop'}"
-        return [T.Comment(comment), loop]
-    return [loop]
+        return [T.Comment(comment), *code]
+    return code
+
+
+def _unswitched(ctx: LowerContext, loop: T.Loop) -> list[T.Stmt]:
+    """A loop whose copies test kernel-wide flags every iteration (`A_vec4`: the tensor's rows
+    16-byte aligned) in two versions: where the flags hold, one whose body takes their fast paths
+    with no test; the loop as it was otherwise. nvcc leaves such tests in a loop whose body has
+    more than one of them (RMSNorm's second pass: one 16-byte load in flight per iteration)."""
+    if loop.unroll or _has_loop(loop.body):
+        return [loop]  # an inner loop has its own versions: one level of copies, not one per level
+    flags = set(ctx.state.flags.values())
+    tests = _flag_tests(loop.body, flags)
+    if not tests or any(not c <= flags for c in tests):
+        return [loop]  # no test, or one that would stay (`A_vec8 && by * 64 + 64 <= M`): no gain
+    tested = sorted((f for f in flags if any(f in c for c in tests)), key=lambda f: f.name)
+    fast = replace(loop, body=tuple(_assuming(loop.body, set(tested))))
+    return [T.IfThen(all_of(list(tested)), (fast,), (loop,))]
+
+
+def _has_loop(body: tuple[T.Stmt, ...]) -> bool:
+    """Whether `body` holds a loop the emitted code keeps (not one unrolled into copies of its body)."""
+    for s in body:
+        match s:
+            case T.Loop(unroll=False) | T.While():
+                return True
+            case T.Loop(body=inner) | T.Scope(body=inner):
+                if _has_loop(inner):
+                    return True
+            case T.IfThen(then=then, orelse=orelse):
+                if _has_loop(then) or _has_loop(orelse):
+                    return True
+    return False
+
+
+def _flag_tests(body: tuple[T.Stmt, ...], flags: set[tir.Var]) -> list[set[tir.Expr]]:
+    """The conjuncts of each `if` condition of `body` that tests one of `flags`, at any depth but
+    in the `else` of an `if` of flags alone (code the flags holding never runs)."""
+    found: list[set[tir.Expr]] = []
+    for s in body:
+        match s:
+            case T.IfThen(cond, then, orelse):
+                parts = set(conjuncts(cond))
+                if parts & flags:
+                    found.append(parts)
+                found += _flag_tests(then, flags)
+                if not parts <= flags:
+                    found += _flag_tests(orelse, flags)
+            case T.Loop(body=inner) | T.While(body=inner) | T.Scope(body=inner):
+                found += _flag_tests(inner, flags)
+    return found
+
+
+def _assuming(body: tuple[T.Stmt, ...], flags: set[tir.Var]) -> list[T.Stmt]:
+    """`body` with `flags` known true: conditions lose them, and an `if` of nothing else is its
+    `then` branch."""
+    out: list[T.Stmt] = []
+    for s in body:
+        match s:
+            case T.IfThen(cond, then, orelse):
+                rest = [c for c in conjuncts(cond) if c not in flags]
+                then_, else_ = _assuming(then, flags), _assuming(orelse, flags)
+                if rest:
+                    out.append(T.IfThen(all_of(rest), tuple(then_), tuple(else_)))
+                else:  # its declarations have names of their own (fresh): they join the block
+                    out.extend(then_)
+            case T.Loop(body=inner) | T.While(body=inner) | T.Scope(body=inner):
+                out.append(replace(s, body=tuple(_assuming(inner, flags))))
+            case _:
+                out.append(s)
+    return out
 
 
 def lower_if(ctx: LowerContext, s: tir.If) -> list[T.Stmt]:

@@ -38,7 +38,7 @@ from tilec.lower.cexpr import (
     vars_in,
 )
 from tilec.lower.context import LowerContext, kernel_flag
-from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
+from tilec.lower.exprs import at_most, below, let_decl, nonnegative, ref_of, value_of
 from tilec.simplify import add, gcd_of, int_, residue, simplify, substitute
 
 
@@ -512,7 +512,9 @@ def _vec_access(
             conds.append(at_least_zero(vals[-1]))
         last_end = simplify(tir.BinOp("+", vals[-1], int_(width), I32))
         hi = upper_bound(vals[-1], ctx.state.bounds)
-        if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value):
+        if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value) and not at_most(
+            ctx, last_end, shape[-1]
+        ):
             conds.append(tir.BinOp("<=", last_end, shape[-1], DType.bool))
     return all_of(conds), refs
 

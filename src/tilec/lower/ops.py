@@ -32,10 +32,11 @@ from tilec.lower.cexpr import (
     mul,
     printf,
     symv,
+    upper_bound,
     zero,
 )
 from tilec.lower.context import LowerContext, kernel_flag, shared_view
-from tilec.lower.exprs import nonnegative, value_of
+from tilec.lower.exprs import at_most, nonnegative, value_of
 from tilec.lower.loops import aligned, atomic, distributed, replica_zero
 from tilec.lower.owners import Owners, owner_map, parallel_indices
 from tilec.passes.infer_layouts import place_descriptor_operand
@@ -213,7 +214,10 @@ def _tile_in_dimension(ctx: LowerContext, start: tir.Expr, ext: tir.Expr, dim: t
     start = simplify(start)
     end = simplify(add(start, ext))
     conds = [] if nonnegative(ctx, start) else [at_least_zero(start)]
-    if not (isinstance(dim, tir.IntImm) and isinstance(end, tir.IntImm) and end.value <= dim.value):
+    last = upper_bound(end, ctx.state.bounds)
+    if isinstance(dim, tir.IntImm) and last is not None and last <= dim.value:
+        return conds
+    if not at_most(ctx, end, value_of(ctx, dim, None)):
         conds.append(tir.BinOp("<=", end, value_of(ctx, dim, None), DType.bool))
     return conds
 

@@ -57,7 +57,7 @@ extern "C" __global__ void __launch_bounds__(128)
     if (stage < (K + 63) / 64) {
       // bmm_strides_warp_roles.tile:11: copy(A[bz, by * 64, k * 64], A_shared)
       {
-        if (A_vec8 && bz + 1 <= Z && by * 64 + 64 <= M && stage * 64 + 64 <= K) {
+        if (A_vec8 && by * 64 + 64 <= M && stage * 64 + 64 <= K) {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
             alignas(16) half A_v_1[8];
@@ -76,8 +76,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-            if (A_vec8 && bz < Z && by * 64 + g0_2 * 16 + tx / 8 < M &&
-                stage * 64 + tx % 8 * 8 + 8 <= K) {
+            if (A_vec8 && by * 64 + g0_2 * 16 + tx / 8 < M && stage * 64 + tx % 8 * 8 + 8 <= K) {
               alignas(16) half A_v[8];
               *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
                   &A[bz * sAz + (by * 64 + g0_2 * 16 + tx / 8) * sAm + stage * 64 + tx % 8 * 8]);
@@ -163,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(128)
     if (k + 1 < (K + 63) / 64) {
       // bmm_strides_warp_roles.tile:11: copy(A[bz, by * 64, k * 64], A_shared)
       {
-        if (A_vec8 && bz + 1 <= Z && by * 64 + 64 <= M && k * 64 + 128 <= K) {
+        if (A_vec8 && by * 64 + 64 <= M && k * 64 + 128 <= K) {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
             alignas(16) half A_v_3[8];
@@ -177,8 +176,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-            if (A_vec8 && bz < Z && by * 64 + g0_6 * 16 + tx / 8 < M &&
-                k * 64 + tx % 8 * 8 + 72 <= K) {
+            if (A_vec8 && by * 64 + g0_6 * 16 + tx / 8 < M && k * 64 + tx % 8 * 8 + 72 <= K) {
               alignas(16) half A_v_2[8];
               *reinterpret_cast<uint4*>(&A_v_2[0]) = *reinterpret_cast<const uint4*>(
                   &A[bz * sAz + (by * 64 + g0_6 * 16 + tx / 8) * sAm + k * 64 + tx % 8 * 8 + 64]);

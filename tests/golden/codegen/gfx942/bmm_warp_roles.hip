@@ -56,7 +56,7 @@ extern "C" __global__ void __launch_bounds__(256)
   if (0 < (K + 63) / 64) {
     // bmm_warp_roles.tile:12: copy(A[bz, by * 128, k * 64], A_s)
     {
-      if (A_vec8 && bz + 1 <= Batch && by * 128 + 128 <= M && 64 <= K) {
+      if (A_vec8 && by * 128 + 128 <= M && 64 <= K) {
 #pragma unroll
         for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
           alignas(16) half A_v_1[8];
@@ -75,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(256)
       } else {
 #pragma unroll
         for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-          if (A_vec8 && bz < Batch && by * 128 + g0_2 * 32 + tx / 8 < M && tx % 8 * 8 + 8 <= K) {
+          if (A_vec8 && by * 128 + g0_2 * 32 + tx / 8 < M && tx % 8 * 8 + 8 <= K) {
             alignas(16) half A_v[8];
             *reinterpret_cast<uint4*>(&A_v[0]) = *reinterpret_cast<const uint4*>(
                 &A[(bz * M + by * 128 + g0_2 * 32 + tx / 8) * K + tx % 8 * 8]);
@@ -104,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     // bmm_warp_roles.tile:13: copy(B[bz, k * 64, bx * 256], B_s)
     {
-      if (B_vec8 && bz + 1 <= Batch && bx * 256 + 256 <= N && 64 <= K) {
+      if (B_vec8 && bx * 256 + 256 <= N && 64 <= K) {
 #pragma unroll
         for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
           alignas(16) half B_v_1[8];
@@ -123,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(256)
       } else {
 #pragma unroll
         for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
-          if (B_vec8 && bz < Batch && g0_4 * 8 + tx / 32 < K && bx * 256 + tx % 32 * 8 + 8 <= N) {
+          if (B_vec8 && g0_4 * 8 + tx / 32 < K && bx * 256 + tx % 32 * 8 + 8 <= N) {
             alignas(16) half B_v[8];
             *reinterpret_cast<uint4*>(&B_v[0]) = *reinterpret_cast<const uint4*>(
                 &B[(bz * K + g0_4 * 8 + tx / 32) * N + bx * 256 + tx % 32 * 8]);
@@ -159,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(256)
     if (k + 1 < (K + 63) / 64) {
       // bmm_warp_roles.tile:12: copy(A[bz, by * 128, k * 64], A_s)
       {
-        if (A_vec8 && bz + 1 <= Batch && by * 128 + 128 <= M && k * 64 + 128 <= K) {
+        if (A_vec8 && by * 128 + 128 <= M && k * 64 + 128 <= K) {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
             alignas(16) half A_v_3[8];
@@ -173,8 +173,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-            if (A_vec8 && bz < Batch && by * 128 + g0_6 * 32 + tx / 8 < M &&
-                k * 64 + tx % 8 * 8 + 72 <= K) {
+            if (A_vec8 && by * 128 + g0_6 * 32 + tx / 8 < M && k * 64 + tx % 8 * 8 + 72 <= K) {
               alignas(16) half A_v_2[8];
               *reinterpret_cast<uint4*>(&A_v_2[0]) = *reinterpret_cast<const uint4*>(
                   &A[(bz * M + by * 128 + g0_6 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + 64]);
@@ -198,7 +197,7 @@ extern "C" __global__ void __launch_bounds__(256)
       }
       // bmm_warp_roles.tile:13: copy(B[bz, k * 64, bx * 256], B_s)
       {
-        if (B_vec8 && bz + 1 <= Batch && bx * 256 + 256 <= N && k * 64 + 128 <= K) {
+        if (B_vec8 && bx * 256 + 256 <= N && k * 64 + 128 <= K) {
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 8; ++g0_10) {
             alignas(16) half B_v_3[8];
@@ -212,8 +211,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_9 = 0; g0_9 < 8; ++g0_9) {
-            if (B_vec8 && bz < Batch && k * 64 + g0_9 * 8 + tx / 32 + 64 < K &&
-                bx * 256 + tx % 32 * 8 + 8 <= N) {
+            if (B_vec8 && k * 64 + g0_9 * 8 + tx / 32 + 64 < K && bx * 256 + tx % 32 * 8 + 8 <= N) {
               alignas(16) half B_v_2[8];
               *reinterpret_cast<uint4*>(&B_v_2[0]) = *reinterpret_cast<const uint4*>(
                   &B[(bz * K + k * 64 + g0_9 * 8 + tx / 32 + 64) * N + bx * 256 + tx % 32 * 8]);

@@ -15,34 +15,21 @@ extern "C" __global__ void __launch_bounds__(256)
   float s[1];
   // reduce_rows.tile:6: copy(X[bx, 0], x)
   {
-    if (X_vec4 && bx + 1 <= M) {
 #pragma unroll
-      for (int g1_1 = 0; g1_1 < 2; ++g1_1) {
-        alignas(16) float X_v_1[4];
-        *reinterpret_cast<uint4*>(&X_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&X[bx * 2048 + g1_1 * 1024 + tx * 4]);
+    for (int g1 = 0; g1 < 2; ++g1) {
+      if (X_vec4) {
+        alignas(16) float X_v[4];
+        *reinterpret_cast<uint4*>(&X_v[0]) =
+            *reinterpret_cast<const uint4*>(&X[bx * 2048 + g1 * 1024 + tx * 4]);
 #pragma unroll
-        for (int e1_1 = 0; e1_1 < 4; ++e1_1) {
-          x[g1_1 * 4 + e1_1] = X_v_1[e1_1];
+        for (int e1 = 0; e1 < 4; ++e1) {
+          x[g1 * 4 + e1] = X_v[e1];
         }
-      }
-    } else {
+      } else {
 #pragma unroll
-      for (int g1 = 0; g1 < 2; ++g1) {
-        if (X_vec4 && bx < M) {
-          alignas(16) float X_v[4];
-          *reinterpret_cast<uint4*>(&X_v[0]) =
-              *reinterpret_cast<const uint4*>(&X[bx * 2048 + g1 * 1024 + tx * 4]);
-#pragma unroll
-          for (int e1 = 0; e1 < 4; ++e1) {
-            x[g1 * 4 + e1] = X_v[e1];
-          }
-        } else {
-#pragma unroll
-          for (int e1 = 0; e1 < 4; ++e1) {
-            const int j = g1 * 1024 + tx * 4 + e1;
-            x[g1 * 4 + e1] = bx < M ? X[bx * 2048 + j] : 0.0f;
-          }
+        for (int e1 = 0; e1 < 4; ++e1) {
+          const int j = g1 * 1024 + tx * 4 + e1;
+          x[g1 * 4 + e1] = bx < M ? X[bx * 2048 + j] : 0.0f;
         }
       }
     }

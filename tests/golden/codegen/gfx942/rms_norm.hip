@@ -21,15 +21,7 @@ extern "C" __global__ void __launch_bounds__(256)
   float sum_sq[1];
   // rms_norm.tile:11: copy(X[bx, 0], x)
   {
-    if (X_vec8 && bx + 1 <= M) {
-      alignas(16) half X_v_1[8];
-      *reinterpret_cast<uint4*>(&X_v_1[0]) =
-          *reinterpret_cast<const uint4*>(&X[bx * 2048 + tx * 8]);
-#pragma unroll
-      for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-        x[e1_1] = static_cast<float>(X_v_1[e1_1]);
-      }
-    } else if (X_vec8 && bx < M) {
+    if (X_vec8) {
       alignas(16) half X_v[8];
       *reinterpret_cast<uint4*>(&X_v[0]) = *reinterpret_cast<const uint4*>(&X[bx * 2048 + tx * 8]);
 #pragma unroll
@@ -67,8 +59,8 @@ extern "C" __global__ void __launch_bounds__(256)
   // rms_norm.tile:13: for i, j in Parallel(1, 2048):
   {
 #pragma unroll
-    for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-      x_sq[e1_2] = x[e1_2] * x[e1_2];
+    for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+      x_sq[e1_1] = x[e1_1] * x[e1_1];
     }
   }
   // rms_norm.tile:15: reduce_sum(x_sq, sum_sq, dim=1)
@@ -108,33 +100,25 @@ extern "C" __global__ void __launch_bounds__(256)
     *reinterpret_cast<uint4*>(&W_shared_v_1[0]) =
         *reinterpret_cast<const uint4*>(&W_shared[tx * 8]);
 #pragma unroll
-    for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-      x[e1_3] = x[e1_3] * sum_sq[0] * static_cast<float>(W_shared_v_1[e1_3]);
+    for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+      x[e1_2] = x[e1_2] * sum_sq[0] * static_cast<float>(W_shared_v_1[e1_2]);
     }
   }
   // rms_norm.tile:20: copy(x, Y[bx, 0])
   {
-    if (Y_vec8 && bx + 1 <= M) {
-      alignas(16) half Y_v_1[8];
-#pragma unroll
-      for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-        Y_v_1[e1_5] = static_cast<half>(x[e1_5]);
-      }
-      *reinterpret_cast<uint4*>(&Y[bx * 2048 + tx * 8]) =
-          *reinterpret_cast<const uint4*>(&Y_v_1[0]);
-    } else if (Y_vec8 && bx < M) {
+    if (Y_vec8) {
       alignas(16) half Y_v[8];
 #pragma unroll
-      for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-        Y_v[e1_4] = static_cast<half>(x[e1_4]);
+      for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+        Y_v[e1_3] = static_cast<half>(x[e1_3]);
       }
       *reinterpret_cast<uint4*>(&Y[bx * 2048 + tx * 8]) = *reinterpret_cast<const uint4*>(&Y_v[0]);
     } else {
 #pragma unroll
-      for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-        const int j_3 = tx * 8 + e1_4;
+      for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+        const int j_2 = tx * 8 + e1_3;
         if (bx < M) {
-          Y[bx * 2048 + j_3] = static_cast<half>(x[e1_4]);
+          Y[bx * 2048 + j_2] = static_cast<half>(x[e1_3]);
         }
       }
     }

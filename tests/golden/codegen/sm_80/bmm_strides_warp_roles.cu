@@ -74,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(128)
   half(*A_shared)[4096] = reinterpret_cast<half(*)[4096]>(smem + 0);
   half(*B_shared)[64][136] = reinterpret_cast<half(*)[64][136]>(smem + 16384);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && sAz % 8 == 0 && sAm % 8 == 0;
-  const bool A_interior = A_vec8 && bz + 1 <= Z && by * 64 + 64 <= M;
+  const bool A_interior = A_vec8 && by * 64 + 64 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
   const bool B_interior = B_vec8 && bx * 128 + 128 <= N;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
@@ -112,8 +112,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-            if (A_vec8 && bz < Z && by * 64 + g0_2 * 16 + tx / 8 < M &&
-                stage * 64 + tx % 8 * 8 + 8 <= K) {
+            if (A_vec8 && by * 64 + g0_2 * 16 + tx / 8 < M && stage * 64 + tx % 8 * 8 + 8 <= K) {
               tilec_cp_async_16(
                   &A_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 1024],
                   &A[bz * sAz + (by * 64 + g0_2 * 16 + tx / 8) * sAm + stage * 64 + tx % 8 * 8]);
@@ -180,8 +179,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-            if (A_vec8 && bz < Z && by * 64 + g0_6 * 16 + tx / 8 < M &&
-                k * 64 + tx % 8 * 8 + 72 <= K) {
+            if (A_vec8 && by * 64 + g0_6 * 16 + tx / 8 < M && k * 64 + tx % 8 * 8 + 72 <= K) {
               tilec_cp_async_16(
                   &A_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 1024],
                   &A[bz * sAz + (by * 64 + g0_6 * 16 + tx / 8) * sAm + k * 64 + tx % 8 * 8 + 64]);
@@ -280,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(128)
   __syncthreads();
   // bmm_strides_warp_roles.tile:14: copy(C_local, C[bz, by * 64, bx * 128])
   {
-    if (C_vec2 && bz + 1 <= Z && by * 64 + 64 <= M && bx * 128 + 128 <= N) {
+    if (C_vec2 && by * 64 + 64 <= M && bx * 128 + 128 <= N) {
 #pragma unroll
       for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
 #pragma unroll
@@ -306,8 +304,7 @@ extern "C" __global__ void __launch_bounds__(128)
         for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
           for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
-            if (C_vec2 && bz < Z &&
-                by * 64 + warp / 2 * 32 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8 < M &&
+            if (C_vec2 && by * 64 + warp / 2 * 32 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8 < M &&
                 bx * 128 + warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) float C_v[2];
 #pragma unroll

@@ -74,9 +74,9 @@ extern "C" __global__ void __launch_bounds__(256)
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
   half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
-  const bool A_interior = A_vec8 && bz + 1 <= Batch && by * 128 + 128 <= M;
+  const bool A_interior = A_vec8 && by * 128 + 128 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
-  const bool B_interior = B_vec8 && bz + 1 <= Batch && bx * 256 + 256 <= N;
+  const bool B_interior = B_vec8 && bx * 256 + 256 <= N;
   const bool Bias_vec2 = reinterpret_cast<uintptr_t>(Bias) % 16 == 0;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   float acc[128];
@@ -113,8 +113,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-            if (A_vec8 && bz < Batch && by * 128 + g0_2 * 32 + tx / 8 < M &&
-                stage * 64 + tx % 8 * 8 + 8 <= K) {
+            if (A_vec8 && by * 128 + g0_2 * 32 + tx / 8 < M && stage * 64 + tx % 8 * 8 + 8 <= K) {
               tilec_cp_async_16(
                   &A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 2048],
                   &A[(bz * M + by * 128 + g0_2 * 32 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
@@ -144,8 +143,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
-            if (B_vec8 && bz < Batch && stage * 64 + g0_4 * 8 + warp < K &&
-                bx * 256 + lane * 8 + 8 <= N) {
+            if (B_vec8 && stage * 64 + g0_4 * 8 + warp < K && bx * 256 + lane * 8 + 8 <= N) {
               tilec_cp_async_16(
                   &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_4 * 512 + lane / 8 * 4096],
                   &B[(bz * K + stage * 64 + g0_4 * 8 + warp) * N + bx * 256 + lane * 8]);
@@ -294,8 +292,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-            if (A_vec8 && bz < Batch && by * 128 + g0_6 * 32 + tx / 8 < M &&
-                k * 64 + tx % 8 * 8 + 136 <= K) {
+            if (A_vec8 && by * 128 + g0_6 * 32 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
               tilec_cp_async_16(
                   &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 2048],
                   &A[(bz * M + by * 128 + g0_6 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
@@ -385,8 +382,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 8; ++g0_8) {
-            if (B_vec8 && bz < Batch && k * 64 + g0_8 * 8 + warp + 128 < K &&
-                bx * 256 + lane * 8 + 8 <= N) {
+            if (B_vec8 && k * 64 + g0_8 * 8 + warp + 128 < K && bx * 256 + lane * 8 + 8 <= N) {
               tilec_cp_async_16(
                   &B_s[write_stage]
                       [(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_8 * 512 + lane / 8 * 4096],
@@ -536,7 +532,7 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   // bmm_warp_roles.tile:17: copy(acc, C[bz, by * 128, bx * 256])
   {
-    if (C_vec2 && bz + 1 <= Batch && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
+    if (C_vec2 && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
 #pragma unroll
       for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
 #pragma unroll
@@ -562,8 +558,7 @@ extern "C" __global__ void __launch_bounds__(256)
         for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
           for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
-            if (C_vec2 && bz < Batch &&
-                by * 128 + warp / 4 * 64 + g0_12 * 16 + g0_13 * 8 + tx / 4 % 8 < M &&
+            if (C_vec2 && by * 128 + warp / 4 * 64 + g0_12 * 16 + g0_13 * 8 + tx / 4 % 8 < M &&
                 bx * 256 + warp % 4 * 64 + g1_2 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) half C_v[2];
 #pragma unroll

@@ -69,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(128)
   {
 #pragma unroll
     for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
-      if (O_vec4 && b < B && bx * 32 + g0_2 * 8 + tx / 16 < M && h < H) {
+      if (O_vec4 && bx * 32 + g0_2 * 8 + tx / 16 < M) {
         alignas(16) float x_s_v_2[4];
         *reinterpret_cast<uint4*>(&x_s_v_2[0]) =
             *reinterpret_cast<const uint4*>(&x_s[g0_2 * 8 + tx / 16][tx % 16 * 4]);

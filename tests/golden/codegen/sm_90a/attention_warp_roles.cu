@@ -294,9 +294,7 @@ extern "C" __global__ void __launch_bounds__(128)
   half(*V_shared)[4096] = reinterpret_cast<half(*)[4096]>(smem + 24576);
   const bool Q_vec8 = reinterpret_cast<uintptr_t>(Q) % 16 == 0;
   const bool K_vec8 = reinterpret_cast<uintptr_t>(K) % 16 == 0;
-  const bool K_interior = K_vec8 && bz + 1 <= B && by + 1 <= H;
   const bool V_vec8 = reinterpret_cast<uintptr_t>(V) % 16 == 0;
-  const bool V_interior = V_vec8 && bz + 1 <= B && by + 1 <= H;
   const bool O_vec2 = reinterpret_cast<uintptr_t>(O) % 16 == 0;
   float acc_s[32];
   half acc_s_cast[32];
@@ -307,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(128)
   float row_sum[2];
   // attention_warp_roles.tile:18: copy(Q[bz, by, bx * 64 : bx * 64 + 64, :], Q_shared)
   {
-    if (Q_vec8 && bz + 1 <= B && by + 1 <= H && bx * 64 + 64 <= S) {
+    if (Q_vec8 && bx * 64 + 64 <= S) {
 #pragma unroll
       for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
         tilec_cp_async_16(
@@ -317,7 +315,7 @@ extern "C" __global__ void __launch_bounds__(128)
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 4; ++g0) {
-        if (Q_vec8 && bz < B && by < H && bx * 64 + g0 * 16 + tx / 8 < S) {
+        if (Q_vec8 && bx * 64 + g0 * 16 + tx / 8 < S) {
           tilec_cp_async_16(
               &Q_shared[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0 * 1024],
               &Q[(bz * H + by) * S * 64 + bx * 4096 + g0 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
@@ -370,7 +368,7 @@ extern "C" __global__ void __launch_bounds__(128)
     if (stage < (S + 63) / 64) {
       // attention_warp_roles.tile:23: copy(K[bz, by, k * 64 : k * 64 + 64, :], K_shared)
       {
-        if (K_interior && stage * 64 + 64 <= S) {
+        if (K_vec8 && stage * 64 + 64 <= S) {
 #pragma unroll
           for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
             tilec_cp_async_16(
@@ -380,7 +378,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
-            if (K_vec8 && bz < B && by < H && stage * 64 + g0_3 * 16 + tx / 8 < S) {
+            if (K_vec8 && stage * 64 + g0_3 * 16 + tx / 8 < S) {
               tilec_cp_async_16(
                   &K_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 1024],
                   &K[(bz * H + by) * S * 64 + stage * 4096 + g0_3 * 1024 + tx / 8 * 64 +
@@ -402,7 +400,7 @@ extern "C" __global__ void __launch_bounds__(128)
       }
       // attention_warp_roles.tile:24: copy(V[bz, by, k * 64 : k * 64 + 64, :], V_shared)
       {
-        if (V_interior && stage * 64 + 64 <= S) {
+        if (V_vec8 && stage * 64 + 64 <= S) {
 #pragma unroll
           for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
             tilec_cp_async_16(
@@ -412,7 +410,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            if (V_vec8 && bz < B && by < H && stage * 64 + g0_5 * 16 + tx / 8 < S) {
+            if (V_vec8 && stage * 64 + g0_5 * 16 + tx / 8 < S) {
               tilec_cp_async_16(
                   &V_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 1024],
                   &V[(bz * H + by) * S * 64 + stage * 4096 + g0_5 * 1024 + tx / 8 * 64 +
@@ -444,7 +442,7 @@ extern "C" __global__ void __launch_bounds__(128)
     if (k + 1 < (S + 63) / 64) {
       // attention_warp_roles.tile:23: copy(K[bz, by, k * 64 : k * 64 + 64, :], K_shared)
       {
-        if (K_interior && k * 64 + 128 <= S) {
+        if (K_vec8 && k * 64 + 128 <= S) {
 #pragma unroll
           for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
             tilec_cp_async_16(
@@ -455,7 +453,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
-            if (K_vec8 && bz < B && by < H && k * 64 + g0_7 * 16 + tx / 8 + 64 < S) {
+            if (K_vec8 && k * 64 + g0_7 * 16 + tx / 8 + 64 < S) {
               tilec_cp_async_16(
                   &K_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 1024],
                   &K[(bz * H + by) * S * 64 + k * 4096 + g0_7 * 1024 + tx / 8 * 64 + tx % 8 * 8 +
@@ -507,7 +505,7 @@ extern "C" __global__ void __launch_bounds__(128)
     if (k + 1 < (S + 63) / 64) {
       // attention_warp_roles.tile:24: copy(V[bz, by, k * 64 : k * 64 + 64, :], V_shared)
       {
-        if (V_interior && k * 64 + 128 <= S) {
+        if (V_vec8 && k * 64 + 128 <= S) {
 #pragma unroll
           for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
             tilec_cp_async_16(
@@ -518,7 +516,7 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
-            if (V_vec8 && bz < B && by < H && k * 64 + g0_9 * 16 + tx / 8 + 64 < S) {
+            if (V_vec8 && k * 64 + g0_9 * 16 + tx / 8 + 64 < S) {
               tilec_cp_async_16(
                   &V_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 1024],
                   &V[(bz * H + by) * S * 64 + k * 4096 + g0_9 * 1024 + tx / 8 * 64 + tx % 8 * 8 +
@@ -716,7 +714,7 @@ extern "C" __global__ void __launch_bounds__(128)
   }
   // attention_warp_roles.tile:41: copy(acc_o, O[bz, by, bx * 64 : bx * 64 + 64, :])
   {
-    if (O_vec2 && bz + 1 <= B && by + 1 <= H && bx * 64 + 64 <= S) {
+    if (O_vec2 && bx * 64 + 64 <= S) {
 #pragma unroll
       for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
@@ -736,7 +734,7 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
         for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
-          if (O_vec2 && bz < B && by < H && bx * 64 + warp * 16 + g0_16 * 8 + tx / 4 % 8 < S) {
+          if (O_vec2 && bx * 64 + warp * 16 + g0_16 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
             for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
@@ -825,12 +823,12 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             // attention_warp_roles.tile:23: copy(K[bz, by, k * 64 : k * 64 + 64, :], K_shared)
             {
               tilec_tma_load_3d(&K_shared[stage][0], K_map, &full_bar[stage], 0, k * 64,
-                                by < H ? bz * H + by : B * H);
+                                bz * H + by);
             }
             // attention_warp_roles.tile:24: copy(V[bz, by, k * 64 : k * 64 + 64, :], V_shared)
             {
               tilec_tma_load_3d(&V_shared[stage][0], V_map, &full_bar[stage], 0, k * 64,
-                                by < H ? bz * H + by : B * H);
+                                bz * H + by);
             }
             tilec_mbarrier_arrive(&full_bar[stage]);
           }
@@ -855,7 +853,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       float row_sum[2];
       // attention_warp_roles.tile:18: copy(Q[bz, by, bx * 64 : bx * 64 + 64, :], Q_shared)
       {
-        if (Q_vec8 && bz + 1 <= B && by + 1 <= H && bx * 64 + 64 <= S) {
+        if (Q_vec8 && bx * 64 + 64 <= S) {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
             alignas(16) half Q_v_1[8];
@@ -873,7 +871,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         } else {
 #pragma unroll
           for (int g0 = 0; g0 < 4; ++g0) {
-            if (Q_vec8 && bz < B && by < H && bx * 64 + g0 * 16 + tx / 8 < S) {
+            if (Q_vec8 && bx * 64 + g0 * 16 + tx / 8 < S) {
               alignas(16) half Q_v[8];
               *reinterpret_cast<uint4*>(&Q_v[0]) = *reinterpret_cast<const uint4*>(
                   &Q[(bz * H + by) * S * 64 + bx * 4096 + g0 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
@@ -1139,7 +1137,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       }
       // attention_warp_roles.tile:41: copy(acc_o, O[bz, by, bx * 64 : bx * 64 + 64, :])
       {
-        if (O_vec2 && bz + 1 <= B && by + 1 <= H && bx * 64 + 64 <= S) {
+        if (O_vec2 && bx * 64 + 64 <= S) {
 #pragma unroll
           for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
@@ -1160,7 +1158,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
           for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
             for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-              if (O_vec2 && bz < B && by < H && bx * 64 + warp * 16 + g0_8 * 8 + tx / 4 % 8 < S) {
+              if (O_vec2 && bx * 64 + warp * 16 + g0_8 * 8 + tx / 4 % 8 < S) {
                 alignas(16) half O_v[2];
 #pragma unroll
                 for (int e1_8 = 0; e1_8 < 2; ++e1_8) {

@@ -274,9 +274,9 @@ extern "C" __global__ void __launch_bounds__(256)
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
   half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
   const bool A_vec8 = reinterpret_cast<uintptr_t>(A) % 16 == 0 && K % 8 == 0;
-  const bool A_interior = A_vec8 && bz + 1 <= Batch && by * 128 + 128 <= M;
+  const bool A_interior = A_vec8 && by * 128 + 128 <= M;
   const bool B_vec8 = reinterpret_cast<uintptr_t>(B) % 16 == 0 && N % 8 == 0;
-  const bool B_interior = B_vec8 && bz + 1 <= Batch && bx * 256 + 256 <= N;
+  const bool B_interior = B_vec8 && bx * 256 + 256 <= N;
   const bool Bias_vec2 = reinterpret_cast<uintptr_t>(Bias) % 16 == 0;
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   float acc[128];
@@ -310,8 +310,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
-            if (A_vec8 && bz < Batch && by * 128 + g0_1 * 32 + tx / 8 < M &&
-                stage * 64 + tx % 8 * 8 + 8 <= K) {
+            if (A_vec8 && by * 128 + g0_1 * 32 + tx / 8 < M && stage * 64 + tx % 8 * 8 + 8 <= K) {
               tilec_cp_async_16(
                   &A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_1 * 2048],
                   &A[(bz * M + by * 128 + g0_1 * 32 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
@@ -341,8 +340,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_3 = 0; g0_3 < 8; ++g0_3) {
-            if (B_vec8 && bz < Batch && stage * 64 + g0_3 * 8 + warp < K &&
-                bx * 256 + lane * 8 + 8 <= N) {
+            if (B_vec8 && stage * 64 + g0_3 * 8 + warp < K && bx * 256 + lane * 8 + 8 <= N) {
               tilec_cp_async_16(
                   &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_3 * 512 + lane / 8 * 4096],
                   &B[(bz * K + stage * 64 + g0_3 * 8 + warp) * N + bx * 256 + lane * 8]);
@@ -383,8 +381,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            if (A_vec8 && bz < Batch && by * 128 + g0_5 * 32 + tx / 8 < M &&
-                k * 64 + tx % 8 * 8 + 136 <= K) {
+            if (A_vec8 && by * 128 + g0_5 * 32 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
               tilec_cp_async_16(
                   &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 2048],
                   &A[(bz * M + by * 128 + g0_5 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
@@ -415,8 +412,7 @@ extern "C" __global__ void __launch_bounds__(256)
         } else {
 #pragma unroll
           for (int g0_7 = 0; g0_7 < 8; ++g0_7) {
-            if (B_vec8 && bz < Batch && k * 64 + g0_7 * 8 + warp + 128 < K &&
-                bx * 256 + lane * 8 + 8 <= N) {
+            if (B_vec8 && k * 64 + g0_7 * 8 + warp + 128 < K && bx * 256 + lane * 8 + 8 <= N) {
               tilec_cp_async_16(
                   &B_s[write_stage]
                       [(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_7 * 512 + lane / 8 * 4096],
@@ -486,7 +482,7 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   // bmm_warp_roles.tile:17: copy(acc, C[bz, by * 128, bx * 256])
   {
-    if (C_vec2 && bz + 1 <= Batch && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
+    if (C_vec2 && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
 #pragma unroll
       for (int g1_3 = 0; g1_3 < 32; ++g1_3) {
 #pragma unroll
@@ -507,8 +503,7 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int g1_2 = 0; g1_2 < 32; ++g1_2) {
 #pragma unroll
         for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-          if (C_vec2 && bz < Batch &&
-              by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8 < M &&
+          if (C_vec2 && by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8 < M &&
               bx * 256 + g1_2 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) half C_v[2];
 #pragma unroll
@@ -704,7 +699,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       // bmm_warp_roles.tile:17: copy(acc, C[bz, by * 128, bx * 256])
       {
-        if (C_vec2 && bz + 1 <= Batch && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
+        if (C_vec2 && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
 #pragma unroll
           for (int g1_3 = 0; g1_3 < 32; ++g1_3) {
 #pragma unroll
@@ -726,8 +721,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int g1_2 = 0; g1_2 < 32; ++g1_2) {
 #pragma unroll
             for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
-              if (C_vec2 && bz < Batch &&
-                  by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8 < M &&
+              if (C_vec2 && by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8 < M &&
                   bx * 256 + g1_2 * 8 + tx % 4 * 2 + 2 <= N) {
                 alignas(16) half C_v[2];
 #pragma unroll

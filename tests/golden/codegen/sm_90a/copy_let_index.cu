@@ -55,30 +55,19 @@ extern "C" __global__ void __launch_bounds__(128)
     if (stage < 4) {
       // copy_let_index.tile:12: copy(KV[rows * 32 : rows * 32 + 32, head, :], KV_shared)
       {
-        if (KV_vec8 && (bx + stage) % 4 * 32 + 32 <= 128 && head + 1 <= 2) {
 #pragma unroll
-          for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+        for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+          if (KV_vec8) {
             tilec_cp_async_16(
-                &KV_shared[stage][g0_2 * 16 + tx / 8][tx % 8 * 8],
-                &KV[(bx + stage) % 4 * 4096 + g0_2 * 2048 + tx / 8 * 128 + head * 64 + tx % 8 * 8]);
-          }
-        } else {
+                &KV_shared[stage][g0_1 * 16 + tx / 8][tx % 8 * 8],
+                &KV[(bx + stage) % 4 * 4096 + g0_1 * 2048 + tx / 8 * 128 + head * 64 + tx % 8 * 8]);
+          } else {
 #pragma unroll
-          for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-            if (KV_vec8 && head < 2) {
-              tilec_cp_async_16(&KV_shared[stage][g0_1 * 16 + tx / 8][tx % 8 * 8],
-                                &KV[(bx + stage) % 4 * 4096 + g0_1 * 2048 + tx / 8 * 128 +
-                                    head * 64 + tx % 8 * 8]);
-            } else {
-#pragma unroll
-              for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-                const int i_1 = g0_1 * 16 + tx / 8;
-                const int j_1 = tx % 8 * 8 + e1_1;
-                KV_shared[stage][i_1][j_1] = static_cast<half>(
-                    head < 2 ? static_cast<float>(
-                                   KV[(bx + stage) % 4 * 4096 + i_1 * 128 + head * 64 + j_1])
-                             : 0.0f);
-              }
+            for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+              const int i_1 = g0_1 * 16 + tx / 8;
+              const int j_1 = tx % 8 * 8 + e1_1;
+              KV_shared[stage][i_1][j_1] =
+                  KV[(bx + stage) % 4 * 4096 + i_1 * 128 + head * 64 + j_1];
             }
           }
         }
@@ -94,30 +83,19 @@ extern "C" __global__ void __launch_bounds__(128)
     if (k + 1 < 4) {
       // copy_let_index.tile:12: copy(KV[rows * 32 : rows * 32 + 32, head, :], KV_shared)
       {
-        if (KV_vec8 && (bx + k + 1) % 4 * 32 + 32 <= 128 && head + 1 <= 2) {
 #pragma unroll
-          for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+        for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+          if (KV_vec8) {
             tilec_cp_async_16(
-                &KV_shared[write_stage][g0_4 * 16 + tx / 8][tx % 8 * 8],
-                &KV[(bx + k + 1) % 4 * 4096 + g0_4 * 2048 + tx / 8 * 128 + head * 64 + tx % 8 * 8]);
-          }
-        } else {
+                &KV_shared[write_stage][g0_2 * 16 + tx / 8][tx % 8 * 8],
+                &KV[(bx + k + 1) % 4 * 4096 + g0_2 * 2048 + tx / 8 * 128 + head * 64 + tx % 8 * 8]);
+          } else {
 #pragma unroll
-          for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-            if (KV_vec8 && head < 2) {
-              tilec_cp_async_16(&KV_shared[write_stage][g0_3 * 16 + tx / 8][tx % 8 * 8],
-                                &KV[(bx + k + 1) % 4 * 4096 + g0_3 * 2048 + tx / 8 * 128 +
-                                    head * 64 + tx % 8 * 8]);
-            } else {
-#pragma unroll
-              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-                const int i_3 = g0_3 * 16 + tx / 8;
-                const int j_3 = tx % 8 * 8 + e1_3;
-                KV_shared[write_stage][i_3][j_3] = static_cast<half>(
-                    head < 2 ? static_cast<float>(
-                                   KV[(bx + k + 1) % 4 * 4096 + i_3 * 128 + head * 64 + j_3])
-                             : 0.0f);
-              }
+            for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+              const int i_2 = g0_2 * 16 + tx / 8;
+              const int j_2 = tx % 8 * 8 + e1_2;
+              KV_shared[write_stage][i_2][j_2] =
+                  KV[(bx + k + 1) % 4 * 4096 + i_2 * 128 + head * 64 + j_2];
             }
           }
         }
@@ -127,13 +105,13 @@ extern "C" __global__ void __launch_bounds__(128)
     // copy_let_index.tile:13: for i, j in Parallel(32, 64):
     {
 #pragma unroll
-      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+      for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
         alignas(16) half KV_shared_v[8];
         *reinterpret_cast<uint4*>(&KV_shared_v[0]) =
-            *reinterpret_cast<const uint4*>(&KV_shared[read_stage][g0_5 * 16 + tx / 8][tx % 8 * 8]);
+            *reinterpret_cast<const uint4*>(&KV_shared[read_stage][g0_3 * 16 + tx / 8][tx % 8 * 8]);
 #pragma unroll
-        for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-          acc[g0_5 * 8 + e1_5] = acc[g0_5 * 8 + e1_5] + static_cast<float>(KV_shared_v[e1_5]);
+        for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+          acc[g0_3 * 8 + e1_3] = acc[g0_3 * 8 + e1_3] + static_cast<float>(KV_shared_v[e1_3]);
         }
       }
     }
@@ -142,36 +120,23 @@ extern "C" __global__ void __launch_bounds__(128)
   __syncthreads();
   // copy_let_index.tile:15: copy(acc, Out[bx, :, :])
   {
-    if (Out_vec8 && bx + 1 <= P) {
 #pragma unroll
-      for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
-        alignas(16) half Out_v_1[8];
+    for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+      if (Out_vec8) {
+        alignas(16) half Out_v[8];
 #pragma unroll
-        for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-          Out_v_1[e1_7] = static_cast<half>(acc[g0_7 * 8 + e1_7]);
+        for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+          Out_v[e1_4] = static_cast<half>(acc[g0_4 * 8 + e1_4]);
         }
-        *reinterpret_cast<uint4*>(&Out[bx * 2048 + g0_7 * 1024 + tx / 8 * 64 + tx % 8 * 8]) =
-            *reinterpret_cast<const uint4*>(&Out_v_1[0]);
-      }
-    } else {
+        *reinterpret_cast<uint4*>(&Out[bx * 2048 + g0_4 * 1024 + tx / 8 * 64 + tx % 8 * 8]) =
+            *reinterpret_cast<const uint4*>(&Out_v[0]);
+      } else {
 #pragma unroll
-      for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-        if (Out_vec8 && bx < P) {
-          alignas(16) half Out_v[8];
-#pragma unroll
-          for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-            Out_v[e1_6] = static_cast<half>(acc[g0_6 * 8 + e1_6]);
-          }
-          *reinterpret_cast<uint4*>(&Out[bx * 2048 + g0_6 * 1024 + tx / 8 * 64 + tx % 8 * 8]) =
-              *reinterpret_cast<const uint4*>(&Out_v[0]);
-        } else {
-#pragma unroll
-          for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-            const int i_6 = g0_6 * 16 + tx / 8;
-            const int j_6 = tx % 8 * 8 + e1_6;
-            if (bx < P) {
-              Out[bx * 2048 + i_6 * 64 + j_6] = static_cast<half>(acc[g0_6 * 8 + e1_6]);
-            }
+        for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+          const int i_4 = g0_4 * 16 + tx / 8;
+          const int j_4 = tx % 8 * 8 + e1_4;
+          if (bx < P) {
+            Out[bx * 2048 + i_4 * 64 + j_4] = static_cast<half>(acc[g0_4 * 8 + e1_4]);
           }
         }
       }

@@ -196,43 +196,26 @@ extern "C" __global__ void __launch_bounds__(128)
   __syncthreads();
   // pipeline_page_table.tile:18: copy(acc, C[bx, 0, 0])
   {
-    if (C_vec2 && bx + 1 <= NB) {
 #pragma unroll
-      for (int g1_2 = 0; g1_2 < 2; ++g1_2) {
+    for (int g1_1 = 0; g1_1 < 2; ++g1_1) {
 #pragma unroll
-        for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-          alignas(16) float C_v_1[2];
+      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+        if (C_vec2) {
+          alignas(16) float C_v[2];
 #pragma unroll
-          for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-            C_v_1[e1_7] = acc[g1_2 * 4 + g0_3 * 2 + e1_7];
+          for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+            C_v[e1_6] = acc[g1_1 * 4 + g0_2 * 2 + e1_6];
           }
           *reinterpret_cast<uint2*>(
-              &C[bx * 1024 + g0_3 * 512 + tx / 4 % 8 * 64 + warp * 16 + g1_2 * 8 + tx % 4 * 2]) =
-              *reinterpret_cast<const uint2*>(&C_v_1[0]);
-        }
-      }
-    } else {
+              &C[bx * 1024 + g0_2 * 512 + tx / 4 % 8 * 64 + warp * 16 + g1_1 * 8 + tx % 4 * 2]) =
+              *reinterpret_cast<const uint2*>(&C_v[0]);
+        } else {
 #pragma unroll
-      for (int g1_1 = 0; g1_1 < 2; ++g1_1) {
-#pragma unroll
-        for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
-          if (C_vec2 && bx < NB) {
-            alignas(16) float C_v[2];
-#pragma unroll
-            for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-              C_v[e1_6] = acc[g1_1 * 4 + g0_2 * 2 + e1_6];
-            }
-            *reinterpret_cast<uint2*>(
-                &C[bx * 1024 + g0_2 * 512 + tx / 4 % 8 * 64 + warp * 16 + g1_1 * 8 + tx % 4 * 2]) =
-                *reinterpret_cast<const uint2*>(&C_v[0]);
-          } else {
-#pragma unroll
-            for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-              const int i_6 = g0_2 * 8 + tx / 4 % 8;
-              const int j_6 = warp * 16 + g1_1 * 8 + tx % 4 * 2 + e1_6;
-              if (bx < NB) {
-                C[bx * 1024 + i_6 * 64 + j_6] = acc[g1_1 * 4 + g0_2 * 2 + e1_6];
-              }
+          for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+            const int i_6 = g0_2 * 8 + tx / 4 % 8;
+            const int j_6 = warp * 16 + g1_1 * 8 + tx % 4 * 2 + e1_6;
+            if (bx < NB) {
+              C[bx * 1024 + i_6 * 64 + j_6] = acc[g1_1 * 4 + g0_2 * 2 + e1_6];
             }
           }
         }

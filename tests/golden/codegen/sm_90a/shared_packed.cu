@@ -25,84 +25,50 @@ extern "C" __global__ void __launch_bounds__(256)
   half s[128];
   // shared_packed.tile:14: copy(A[bx * 128, 0], A_shared)
   {
-    if (A_vec8 && bx * 128 + 128 <= 4096) {
 #pragma unroll
-      for (int g0_1 = 0; g0_1 < 16; ++g0_1) {
-        alignas(16) half A_v_1[8];
-        *reinterpret_cast<uint4*>(&A_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&A[bx * 32768 + g0_1 * 2048 + warp * 256 + lane * 8]);
-        alignas(16) half A_shared_v_1[8];
+    for (int g0 = 0; g0 < 16; ++g0) {
+      if (A_vec8) {
+        alignas(16) half A_v[8];
+        *reinterpret_cast<uint4*>(&A_v[0]) =
+            *reinterpret_cast<const uint4*>(&A[bx * 32768 + g0 * 2048 + warp * 256 + lane * 8]);
+        alignas(16) half A_shared_v[8];
 #pragma unroll
-        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
-          A_shared_v_1[e1_1] = A_v_1[e1_1];
+        for (int e1 = 0; e1 < 8; ++e1) {
+          A_shared_v[e1] = A_v[e1];
         }
-        *reinterpret_cast<uint4*>(&A_shared[g0_1 * 8 + warp][lane * 8]) =
-            *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
-      }
-    } else {
+        *reinterpret_cast<uint4*>(&A_shared[g0 * 8 + warp][lane * 8]) =
+            *reinterpret_cast<const uint4*>(&A_shared_v[0]);
+      } else {
 #pragma unroll
-      for (int g0 = 0; g0 < 16; ++g0) {
-        if (A_vec8 && bx * 128 + g0 * 8 + warp < 4096) {
-          alignas(16) half A_v[8];
-          *reinterpret_cast<uint4*>(&A_v[0]) =
-              *reinterpret_cast<const uint4*>(&A[bx * 32768 + g0 * 2048 + warp * 256 + lane * 8]);
-          alignas(16) half A_shared_v[8];
-#pragma unroll
-          for (int e1 = 0; e1 < 8; ++e1) {
-            A_shared_v[e1] = A_v[e1];
-          }
-          *reinterpret_cast<uint4*>(&A_shared[g0 * 8 + warp][lane * 8]) =
-              *reinterpret_cast<const uint4*>(&A_shared_v[0]);
-        } else {
-#pragma unroll
-          for (int e1 = 0; e1 < 8; ++e1) {
-            const int i = g0 * 8 + warp;
-            const int j = lane * 8 + e1;
-            A_shared[i][j] = static_cast<half>(
-                bx * 128 + i < 4096 ? static_cast<float>(A[bx * 32768 + i * 256 + j]) : 0.0f);
-          }
+        for (int e1 = 0; e1 < 8; ++e1) {
+          const int i = g0 * 8 + warp;
+          const int j = lane * 8 + e1;
+          A_shared[i][j] = A[bx * 32768 + i * 256 + j];
         }
       }
     }
   }
   // shared_packed.tile:15: copy(B[bx * 128, 0], B_shared)
   {
-    if (B_vec8 && bx * 128 + 128 <= 4096) {
 #pragma unroll
-      for (int g0_3 = 0; g0_3 < 16; ++g0_3) {
-        alignas(16) half B_v_1[8];
-        *reinterpret_cast<uint4*>(&B_v_1[0]) =
-            *reinterpret_cast<const uint4*>(&B[bx * 32768 + g0_3 * 2048 + warp * 256 + lane * 8]);
-        alignas(16) half B_shared_v_1[8];
+    for (int g0_1 = 0; g0_1 < 16; ++g0_1) {
+      if (B_vec8) {
+        alignas(16) half B_v[8];
+        *reinterpret_cast<uint4*>(&B_v[0]) =
+            *reinterpret_cast<const uint4*>(&B[bx * 32768 + g0_1 * 2048 + warp * 256 + lane * 8]);
+        alignas(16) half B_shared_v[8];
 #pragma unroll
-        for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-          B_shared_v_1[e1_3] = B_v_1[e1_3];
+        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+          B_shared_v[e1_1] = B_v[e1_1];
         }
-        *reinterpret_cast<uint4*>(&B_shared[g0_3 * 8 + warp][lane * 8]) =
-            *reinterpret_cast<const uint4*>(&B_shared_v_1[0]);
-      }
-    } else {
+        *reinterpret_cast<uint4*>(&B_shared[g0_1 * 8 + warp][lane * 8]) =
+            *reinterpret_cast<const uint4*>(&B_shared_v[0]);
+      } else {
 #pragma unroll
-      for (int g0_2 = 0; g0_2 < 16; ++g0_2) {
-        if (B_vec8 && bx * 128 + g0_2 * 8 + warp < 4096) {
-          alignas(16) half B_v[8];
-          *reinterpret_cast<uint4*>(&B_v[0]) =
-              *reinterpret_cast<const uint4*>(&B[bx * 32768 + g0_2 * 2048 + warp * 256 + lane * 8]);
-          alignas(16) half B_shared_v[8];
-#pragma unroll
-          for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-            B_shared_v[e1_2] = B_v[e1_2];
-          }
-          *reinterpret_cast<uint4*>(&B_shared[g0_2 * 8 + warp][lane * 8]) =
-              *reinterpret_cast<const uint4*>(&B_shared_v[0]);
-        } else {
-#pragma unroll
-          for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-            const int i_2 = g0_2 * 8 + warp;
-            const int j_2 = lane * 8 + e1_2;
-            B_shared[i_2][j_2] = static_cast<half>(
-                bx * 128 + i_2 < 4096 ? static_cast<float>(B[bx * 32768 + i_2 * 256 + j_2]) : 0.0f);
-          }
+        for (int e1_1 = 0; e1_1 < 8; ++e1_1) {
+          const int i_1 = g0_1 * 8 + warp;
+          const int j_1 = lane * 8 + e1_1;
+          B_shared[i_1][j_1] = B[bx * 32768 + i_1 * 256 + j_1];
         }
       }
     }
@@ -111,17 +77,17 @@ extern "C" __global__ void __launch_bounds__(256)
   // shared_packed.tile:16: for i, j in Parallel(128, 256):
   {
 #pragma unroll
-    for (int g0_4 = 0; g0_4 < 16; ++g0_4) {
-      alignas(16) half A_shared_v_2[8];
-      *reinterpret_cast<uint4*>(&A_shared_v_2[0]) =
-          *reinterpret_cast<const uint4*>(&A_shared[g0_4 * 8 + warp][lane * 8]);
-      alignas(16) half B_shared_v_2[8];
-      *reinterpret_cast<uint4*>(&B_shared_v_2[0]) =
-          *reinterpret_cast<const uint4*>(&B_shared[g0_4 * 8 + warp][lane * 8]);
+    for (int g0_2 = 0; g0_2 < 16; ++g0_2) {
+      alignas(16) half A_shared_v_1[8];
+      *reinterpret_cast<uint4*>(&A_shared_v_1[0]) =
+          *reinterpret_cast<const uint4*>(&A_shared[g0_2 * 8 + warp][lane * 8]);
+      alignas(16) half B_shared_v_1[8];
+      *reinterpret_cast<uint4*>(&B_shared_v_1[0]) =
+          *reinterpret_cast<const uint4*>(&B_shared[g0_2 * 8 + warp][lane * 8]);
 #pragma unroll
-      for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-        s[g0_4 * 8 + e1_4] = static_cast<half>(static_cast<float>(A_shared_v_2[e1_4]) +
-                                               static_cast<float>(B_shared_v_2[e1_4]));
+      for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+        s[g0_2 * 8 + e1_2] = static_cast<half>(static_cast<float>(A_shared_v_1[e1_2]) +
+                                               static_cast<float>(B_shared_v_1[e1_2]));
       }
     }
   }
@@ -129,103 +95,67 @@ extern "C" __global__ void __launch_bounds__(256)
   // shared_packed.tile:18: for i, j in Parallel(128, 256):
   {
 #pragma unroll
-    for (int g0_5 = 0; g0_5 < 16; ++g0_5) {
+    for (int g0_3 = 0; g0_3 < 16; ++g0_3) {
       alignas(16) half C_shared_v[8];
       alignas(16) half D_shared_v[8];
 #pragma unroll
-      for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-        C_shared_v[e1_5] = static_cast<half>(static_cast<float>(s[g0_5 * 8 + e1_5]) * 2.0f);
-        D_shared_v[e1_5] = static_cast<half>(static_cast<float>(s[g0_5 * 8 + e1_5]) - 1.0f);
+      for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+        C_shared_v[e1_3] = static_cast<half>(static_cast<float>(s[g0_3 * 8 + e1_3]) * 2.0f);
+        D_shared_v[e1_3] = static_cast<half>(static_cast<float>(s[g0_3 * 8 + e1_3]) - 1.0f);
       }
-      *reinterpret_cast<uint4*>(&C_shared[g0_5 * 8 + warp][lane * 8]) =
+      *reinterpret_cast<uint4*>(&C_shared[g0_3 * 8 + warp][lane * 8]) =
           *reinterpret_cast<const uint4*>(&C_shared_v[0]);
-      *reinterpret_cast<uint4*>(&D_shared[g0_5 * 8 + warp][lane * 8]) =
+      *reinterpret_cast<uint4*>(&D_shared[g0_3 * 8 + warp][lane * 8]) =
           *reinterpret_cast<const uint4*>(&D_shared_v[0]);
     }
   }
   __syncthreads();
   // shared_packed.tile:21: copy(C_shared, C[bx * 128, 0])
   {
-    if (C_vec8 && bx * 128 + 128 <= 4096) {
 #pragma unroll
-      for (int g0_7 = 0; g0_7 < 16; ++g0_7) {
-        alignas(16) half C_shared_v_2[8];
-        *reinterpret_cast<uint4*>(&C_shared_v_2[0]) =
-            *reinterpret_cast<const uint4*>(&C_shared[g0_7 * 8 + warp][lane * 8]);
-        alignas(16) half C_v_1[8];
+    for (int g0_4 = 0; g0_4 < 16; ++g0_4) {
+      if (C_vec8) {
+        alignas(16) half C_shared_v_1[8];
+        *reinterpret_cast<uint4*>(&C_shared_v_1[0]) =
+            *reinterpret_cast<const uint4*>(&C_shared[g0_4 * 8 + warp][lane * 8]);
+        alignas(16) half C_v[8];
 #pragma unroll
-        for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-          C_v_1[e1_7] = C_shared_v_2[e1_7];
+        for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+          C_v[e1_4] = C_shared_v_1[e1_4];
         }
-        *reinterpret_cast<uint4*>(&C[bx * 32768 + g0_7 * 2048 + warp * 256 + lane * 8]) =
-            *reinterpret_cast<const uint4*>(&C_v_1[0]);
-      }
-    } else {
+        *reinterpret_cast<uint4*>(&C[bx * 32768 + g0_4 * 2048 + warp * 256 + lane * 8]) =
+            *reinterpret_cast<const uint4*>(&C_v[0]);
+      } else {
 #pragma unroll
-      for (int g0_6 = 0; g0_6 < 16; ++g0_6) {
-        if (C_vec8 && bx * 128 + g0_6 * 8 + warp < 4096) {
-          alignas(16) half C_shared_v_1[8];
-          *reinterpret_cast<uint4*>(&C_shared_v_1[0]) =
-              *reinterpret_cast<const uint4*>(&C_shared[g0_6 * 8 + warp][lane * 8]);
-          alignas(16) half C_v[8];
-#pragma unroll
-          for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-            C_v[e1_6] = C_shared_v_1[e1_6];
-          }
-          *reinterpret_cast<uint4*>(&C[bx * 32768 + g0_6 * 2048 + warp * 256 + lane * 8]) =
-              *reinterpret_cast<const uint4*>(&C_v[0]);
-        } else {
-#pragma unroll
-          for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-            const int i_5 = g0_6 * 8 + warp;
-            const int j_5 = lane * 8 + e1_6;
-            if (bx * 128 + i_5 < 4096) {
-              C[bx * 32768 + i_5 * 256 + j_5] = C_shared[i_5][j_5];
-            }
-          }
+        for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+          const int i_3 = g0_4 * 8 + warp;
+          const int j_3 = lane * 8 + e1_4;
+          C[bx * 32768 + i_3 * 256 + j_3] = C_shared[i_3][j_3];
         }
       }
     }
   }
   // shared_packed.tile:22: copy(D_shared, D[bx * 128, 0])
   {
-    if (D_vec8 && bx * 128 + 128 <= 4096) {
 #pragma unroll
-      for (int g0_9 = 0; g0_9 < 16; ++g0_9) {
-        alignas(16) half D_shared_v_2[8];
-        *reinterpret_cast<uint4*>(&D_shared_v_2[0]) =
-            *reinterpret_cast<const uint4*>(&D_shared[g0_9 * 8 + warp][lane * 8]);
-        alignas(16) half D_v_1[8];
+    for (int g0_5 = 0; g0_5 < 16; ++g0_5) {
+      if (D_vec8) {
+        alignas(16) half D_shared_v_1[8];
+        *reinterpret_cast<uint4*>(&D_shared_v_1[0]) =
+            *reinterpret_cast<const uint4*>(&D_shared[g0_5 * 8 + warp][lane * 8]);
+        alignas(16) half D_v[8];
 #pragma unroll
-        for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-          D_v_1[e1_9] = D_shared_v_2[e1_9];
+        for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+          D_v[e1_5] = D_shared_v_1[e1_5];
         }
-        *reinterpret_cast<uint4*>(&D[bx * 32768 + g0_9 * 2048 + warp * 256 + lane * 8]) =
-            *reinterpret_cast<const uint4*>(&D_v_1[0]);
-      }
-    } else {
+        *reinterpret_cast<uint4*>(&D[bx * 32768 + g0_5 * 2048 + warp * 256 + lane * 8]) =
+            *reinterpret_cast<const uint4*>(&D_v[0]);
+      } else {
 #pragma unroll
-      for (int g0_8 = 0; g0_8 < 16; ++g0_8) {
-        if (D_vec8 && bx * 128 + g0_8 * 8 + warp < 4096) {
-          alignas(16) half D_shared_v_1[8];
-          *reinterpret_cast<uint4*>(&D_shared_v_1[0]) =
-              *reinterpret_cast<const uint4*>(&D_shared[g0_8 * 8 + warp][lane * 8]);
-          alignas(16) half D_v[8];
-#pragma unroll
-          for (int e1_8 = 0; e1_8 < 8; ++e1_8) {
-            D_v[e1_8] = D_shared_v_1[e1_8];
-          }
-          *reinterpret_cast<uint4*>(&D[bx * 32768 + g0_8 * 2048 + warp * 256 + lane * 8]) =
-              *reinterpret_cast<const uint4*>(&D_v[0]);
-        } else {
-#pragma unroll
-          for (int e1_8 = 0; e1_8 < 8; ++e1_8) {
-            const int i_7 = g0_8 * 8 + warp;
-            const int j_7 = lane * 8 + e1_8;
-            if (bx * 128 + i_7 < 4096) {
-              D[bx * 32768 + i_7 * 256 + j_7] = D_shared[i_7][j_7];
-            }
-          }
+        for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+          const int i_4 = g0_5 * 8 + warp;
+          const int j_4 = lane * 8 + e1_5;
+          D[bx * 32768 + i_4 * 256 + j_4] = D_shared[i_4][j_4];
         }
       }
     }
