@@ -9,7 +9,7 @@ import pathlib
 from tilec import tir, tir_walk
 from tilec.driver import compile_file
 from tilec.elaborate import elaborate_file
-from tilec.passes.plan_pipeline import box_row_dim, runs_products
+from tilec.passes.plan_pipeline import box_row_dim, producers, runs_products
 from tilec.pipeline import run_passes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -98,3 +98,21 @@ def test_a_folded_index_that_may_lie_outside_its_dimension_reads_zeros(tmp_path:
     )
     text = " ".join(compile_file(str(path), {}, arch="sm_90a").split())
     assert "bz % 4 < 3 ? bz / 4 * 3 + bz % 4 : 6);" in text
+
+
+def test_products_under_a_mask_keep_the_cp_async_pipeline(tmp_path: pathlib.Path) -> None:
+    """Flash attention whose loop body is one `if` of a block mask (K and V copied first): the GEMM
+    form alone runs by warp roles under a guard (plan_pipeline._consumer_form), as barrier
+    placement finds no one code for consumers whose products' barriers sit under the `if`."""
+    lines = (ROOT / "tests" / "golden" / "codegen" / "attention_warp_roles.tile").read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if "for k in Pipelined" in line) + 1
+    end = next(i for i in range(first, len(lines)) if not lines[i].startswith(" " * 12))
+    body = ["            if Mask[k]:", *("    " + line for line in lines[first:end])]
+    text = "\n".join([*lines[:first], *body, *lines[end:]]) + "\n"
+    old = "O: Tensor((B, H, S, 64), float16)):"
+    path = tmp_path / "masked.tile"
+    path.write_text(text.replace(old, old[:-2] + ', Mask: Tensor((S,), "bool")):'))
+    (found,) = loops(path)
+    assert len(producers(found)) == 2 and all(c.guard is not None for c in producers(found))
+    assert isinstance(found.body[-1], tir.If) and not found.warp_specialized
+    compile_file(str(path), {}, arch="sm_90a")  # the cp.async pipeline with wgmma builds

@@ -47,7 +47,15 @@ from tilec.instructions import Instruction, explain_name
 from tilec.lower.context import backend_of
 from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.pack_subbyte import logical_dim
-from tilec.passes.plan_pipeline import loop_refusal, producers, refusals, ring_stages, runs_products, skeleton
+from tilec.passes.plan_pipeline import (
+    loop_refusal,
+    producers,
+    refusals,
+    ring_guard,
+    ring_stages,
+    runs_products,
+    skeleton,
+)
 from tilec.pipeline import Unit, run_passes, tile_ir_passes
 from tilec.shared_plan import sequential_bytes, sharing_notes
 from tilec.simplify import add, int_, substitute
@@ -678,11 +686,25 @@ def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words) -> str:
         else f"run the rest, keeping one {words['warp_group_mma']} group in flight, and free a stage once the "
         "group that read it has retired"
     )
+    branch = ring_guard(loop)
+    guarded = f" with the guard of the `if` at line {branch.span.line}" if branch is not None else ""
     return (
-        f"num_stages={loop.num_stages}, warp roles{asked}: one thread of a producer warp group issues the copies "
-        f"as {words['bulk_copy']} into a ring of {ring} stages (full and empty "
+        f"num_stages={loop.num_stages}, warp roles{guarded}{asked}: one thread of a producer warp group issues the "
+        f"copies as {words['bulk_copy']} into a ring of {ring} stages (full and empty "
         f"{words['ring_barrier']}s with phase bits), as far ahead as free stages allow, {ahead}; the consumers "
         f"(the block's threads) {consume}; {words['move_registers']} gives the producer's registers to them"
+        f"{_ring_guard_note(branch)}"
+    )
+
+
+def _ring_guard_note(branch: tir.If | None) -> str:
+    """What a guarded ring (the copies of an `if`, plan_pipeline.ring_guard) does differently."""
+    if branch is None:
+        return ""
+    return (
+        f"; only the iterations where {expr_text(branch.cond)} holds take a stage: the producer fills, and the "
+        "consumers wait for and free, the next one only then; both test it, so both walk the ring alike, and a "
+        "run that takes none leaves the ring as it was"
     )
 
 
@@ -707,6 +729,8 @@ def _stage_label(t: tir.Stmt, loop: tir.For, pipelined: bool) -> str:
     loop's copies run in the producer."""
     if not (isinstance(t, tir.Copy) and t.pipeline == "producer"):
         return "k" if pipelined else "-"
+    if loop.warp_specialized and t.guard is not None:  # ahead by the iterations taken, not by k
+        return f"producer if {expr_text(t.guard)} (up to {ring_stages(loop)} stages ahead)"
     if loop.warp_specialized:
         return f"producer (up to k + {ring_stages(loop)})"
     if loop.single_buffered:

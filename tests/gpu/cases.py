@@ -317,7 +317,9 @@ def check_blocksparse_gemm(mod, gen, M, N, K, bm, bn, bk):
     A[:, kb] @ B[kb, :] on the (M tile, N tile) blocks whose mask entry for kb is set, the copies
     running ahead under the mask. A random mask, half set, with its first M tile's entries all
     false (those rows of C stay 0) and another tile's all true; M and N tiles past the mask's
-    M // bm, N // bn read as false (zero rows and columns)."""
+    M // bm, N // bn read as false (zero rows and columns). On sm_90a (warp roles) a tile whose
+    entries are all false takes no stage of the ring; with more tiles than persistent blocks, the
+    block's next tile goes on from the same ring position."""
     a, b = randn((M, K), f16, gen), randn((K, N), f16, gen)
     mb, nb, kb = M // bm, N // bn, (K + bk - 1) // bk
     mask = torch.rand((mb, nb, kb), generator=gen, device=harness.DEVICE) < 0.5
@@ -965,6 +967,7 @@ def _cases() -> list[Case]:
             (3, 2, 100, 0, "ragged K, rows not 16-byte aligned"),
             (2, 2, 32, 0, "one K tile: below the stages"),
             (3, 2, 96, 8, "ragged M and N: tiles past the mask"),
+            (24, 20, 256, 8, "more tiles than blocks (the ring runs on across a block's tiles), ragged M and N"),
         ):
             M, N = mt * bm + extra, nt * bn + extra
             add(v, f"{M}x{N}x{K} {what}", check_blocksparse_gemm, M=M, N=N, K=K, bm=bm, bn=bn, bk=32)

@@ -131,7 +131,8 @@ VARIANTS: list[Variant] = [
     Variant("gemm_schedule-sm90a", "gemm_schedule", arch="sm_90a", folder=PRIMITIVES),
     Variant("row_argmax-sm90a", "row_argmax", arch="sm_90a", folder=PRIMITIVES),
     # block-sparse GEMM: copies that open a Pipelined loop's `if` run ahead under its mask (cp.async;
-    # on sm_90a with wgmma, not warp roles), 3 stages, and 4 on 128x128 tiles
+    # on sm_90a by warp roles, taking a stage of the ring only where the mask is set, and the
+    # cp.async + wgmma fallback for unaligned rows), 3 stages, and 4 on 128x128 tiles
     Variant("blocksparse_gemm", "blocksparse_gemm", folder=PRIMITIVES),
     Variant("blocksparse_gemm-sm90a", "blocksparse_gemm", arch="sm_90a", folder=PRIMITIVES),
     Variant(

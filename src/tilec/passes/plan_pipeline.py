@@ -23,7 +23,10 @@ evaluate for a later iteration, as they do their indices, and whose tiles only
 that `if` reads, are taken out in front of it, guarded (`_guards_hoisted`;
 tir.Copy.guard): they run ahead like any producer, issued for iteration k + s
 only where the condition holds for k + s (block-sparse GEMM). An iteration
-whose condition fails has a stage nobody fills and nobody reads.
+whose condition fails has a stage nobody fills and nobody reads. Where such a
+loop runs by warp roles (its body then the one `if` of its copies and gemm:
+`ring_guard`), an iteration whose condition fails takes no stage of the ring at
+all, on the producer's side as on the consumers'.
 
     for k in Pipelined(n, num_stages=2):      copy(A[.., k * 32], A_shared) when M[bx, k], producer
         if M[bx, k]:                     ->    if M[bx, k]:
@@ -243,16 +246,20 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     index deep in its first dimension: a batch) whose last stride is 1 (row-major, or declared with
     strides ending in a literal 1: its tensor map takes the other strides as pitches), no tile
     read or written outside the loop, no pad but zero (a TMA box's corner may lie outside the
-    tensor on any side, negative ones included; the hardware reads those elements as zero)."""
+    tensor on any side, negative ones included; the hardware reads those elements as zero).
+    The body may also be one `if` of those copies and that gemm (`_consumer_part`: a block-sparse
+    GEMM's mask), whose condition reads only tensors the kernel never writes (`_read_only`) and
+    names the producer knows: only the iterations where it holds take a stage (`ring_guard`)."""
     levels = skeleton(kernel, loop) if target.bulk_copies else None
     if levels is None:
         return False
-    if any(c.guard is not None for c in found):  # the ring has no skipped stages (the copies of an `if`)
-        return False
     loops = [s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
-    rest = [s for s in loop.body if not any(s is c for c in found)]
+    rest = _consumer_part(loop, found)
     tiles = {c.dst.buffer for c in found}
-    if len(loops) != 1 or not (gemm_form(rest, tiles, target) or _products_form(rest, tiles, target)):
+    guard = found[0].guard
+    if len(loops) != 1 or rest is None or not _consumer_form(rest, tiles, target, guard is not None):
+        return False
+    if guard is not None and not _read_only(kernel, guard):
         return False
     for c in found:
         src, dst = c.src.buffer, c.dst.buffer
@@ -267,12 +274,67 @@ def _warp_specialized(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], 
     # the producer runs apart from the body: its bounds and tile corners may use only the block's
     # indices, the tensors' dimensions, scalars, the loop's own variable and what it replays
     known = {*kernel.block_vars, *kernel.dims, *kernel.scalars, loop.var, *skeleton_vars(levels)}
-    used = [loop.start, loop.stop, *(e for c in found for e in c.src.starts)]
+    used = [loop.start, loop.stop, *(e for c in found for e in c.src.starts), *([guard] if guard is not None else [])]
     if any(v not in known for e in used for v in tir_walk.variables(e)):
         return False
     inside = [*(lv.holder for lv in levels), *tir_walk.stmts(loop.body)]  # (the holders hold the loop)
     outside = [s for s in tir_walk.stmts(kernel.body) if not any(s is t for t in inside)]
     return not any(b in tiles for s in outside for b in set().union(*shared_reads_writes(s)))
+
+
+def _consumer_part(loop: tir.For, found: list[tir.Copy]) -> list[tir.Stmt] | None:
+    """`loop`'s body less its producers `found`, as the consumers of warp roles run it: as it is
+    when no producer is guarded; when all are, by one condition (the copies of an `if`,
+    `_guards_hoisted`), the body of that `if`, which must then be all that is left (the
+    block-sparse GEMM's `if BlockMask[by, bx, k]: gemm(...)`): the producer and the consumers
+    each test it, and only the iterations where it holds take a stage of the ring. None for
+    any other body (producers guarded differently or not all, statements beside the `if`)."""
+    rest = [s for s in loop.body if not any(s is c for c in found)]
+    guards = [c.guard for c in found]
+    if all(g is None for g in guards):
+        return rest
+    match rest:
+        case [tir.If(cond, then, ())] if all(g == cond for g in guards):
+            return list(then)
+    return None
+
+
+def _consumer_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target, guarded: bool) -> bool:
+    """Whether the consumers of warp roles can run `rest` (`_consumer_part`): the GEMM form, or
+    the products form unless guarded (barrier placement finds no one code for the consumers'
+    iterations when their products' barriers sit under the guard: flash attention under a mask
+    keeps the software pipeline of other targets)."""
+    return gemm_form(rest, tiles, target) or (not guarded and _products_form(rest, tiles, target))
+
+
+def _read_only(kernel: tir.Kernel, guard: tir.Expr) -> bool:
+    """Whether `guard` reads only global tensors the kernel never writes (a block-sparse mask): the
+    producer thread and the consumers evaluate it at different times and must agree on it, or
+    the ring's two sides would count different iterations."""
+    tensors = {ld.buffer.view_of or ld.buffer for ld in tir_walk.loads(guard)}
+    if any(t.scope != "global" for t in tensors):
+        return False
+    written = {b.view_of or b for s in tir_walk.stmts(kernel.body) for b in tir_walk.written(s)}
+    return not tensors & written
+
+
+def ring_guard(loop: tir.For) -> tir.If | None:
+    """The `if` of a warp-role loop whose copies are its producers (`_consumer_part`): only the
+    iterations where its condition holds take a stage of the ring; None when every iteration does."""
+    found = producers(loop)
+    if not found or found[0].guard is None:
+        return None
+    (branch,) = [s for s in loop.body if not any(s is c for c in found)]
+    assert isinstance(branch, tir.If), "plan_pipeline gives warp roles a guarded loop only as one `if`"
+    return branch
+
+
+def consumer_body(loop: tir.For) -> list[tir.Stmt]:
+    """A warp-role loop's body as its consumers run it in an iteration that takes a stage: less
+    its producers, and inside the `if` of `ring_guard` when there is one."""
+    body = _consumer_part(loop, producers(loop))
+    assert body is not None, "plan_pipeline gives warp roles only a body of this form"
+    return body
 
 
 def box_row_dim(c: tir.Copy) -> int | None:
@@ -322,9 +384,7 @@ def _consumer_work(s: tir.Stmt, tiles: set[tir.Buffer]) -> bool:
 
 def runs_products(loop: tir.For) -> bool:
     """Whether a warp-role loop has the products form (`_products_form`), not the GEMM form."""
-    found = producers(loop)
-    rest = [s for s in loop.body if not any(s is c for c in found)]
-    return not _one_gemm_first(rest, {c.dst.buffer for c in found})
+    return not _one_gemm_first(consumer_body(loop), {c.dst.buffer for c in producers(loop)})
 
 
 def _products_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target) -> bool:

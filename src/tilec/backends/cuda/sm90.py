@@ -55,7 +55,16 @@ from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_by
 from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
-from tilec.passes.plan_pipeline import Level, box_row_dim, producers, ring_stages, runs_products, skeleton
+from tilec.passes.plan_pipeline import (
+    Level,
+    box_row_dim,
+    consumer_body,
+    producers,
+    ring_guard,
+    ring_stages,
+    runs_products,
+    skeleton,
+)
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify
 from tilec.sync import BLOCK
@@ -225,6 +234,11 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     tiles in a wave loop of its own: plan_pipeline.skeleton) keeps the kernel's grid: the
     producer thread replays those loops and ifs around its loop (`_replayed`), the consumers run
     the body as written, and the counters run on across the runs of the loop as across tiles.
+
+    A loop whose body is one `if` of its copies and gemm (plan_pipeline.ring_guard: a block-sparse
+    GEMM's mask) is walked by both roles in the iterations where its condition holds only
+    (`_run`, `_iteration`): each tests it for iteration k, and a taken iteration's ring position
+    is the counter plus `taken`, the iterations the run took before it.
     Returns the consumers' loop; the rest goes to ctx.state.roles."""
     copies = producers(s)
     threads = ctx.kernel.threads
@@ -236,8 +250,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     if runs_products(s):
         consumed_decl, consumer = _consumers_of_products(ctx, s, ring, copies, lower)
     else:
-        (g,) = [x for x in s.body if isinstance(x, tir.Gemm)]
-        consumed_decl, consumer = _consumers(ctx, s, ring, g, copies, lower)
+        (g,) = [x for x in consumer_body(s) if isinstance(x, tir.Gemm)]
+        consumed_decl, consumer = _consumers(ctx, s, ring, g, lower)
     params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
     fragments = fragment_registers(ctx.layouts)
     ctx.state.roles = WarpRoles(
@@ -260,14 +274,31 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
 
 @dataclass(frozen=True, slots=True)
 class _Ring:
-    """The ring of a warp-role loop: its full and empty mbarrier arrays of `stages` each, and the
-    loop's trip count and iteration variable (0, 1, ..., count - 1)."""
+    """The ring of a warp-role loop: its full and empty mbarrier arrays of `stages` each, the
+    loop's trip count and iteration variable (0, 1, ..., count - 1), and the `if` whose
+    condition an iteration takes a stage under (plan_pipeline.ring_guard; None: every one does)."""
 
     full: str
     empty: str
     stages: int
     count: tir.Expr
     it: tir.Var
+    guard: tir.If | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """How a role walks one run of the ring's loop from its counter (filled, consumed): `at`, the
+    current iteration's ring position less the counter, and `total`, the stages the run took,
+    which the counter advances by after it: the iteration and the trip count, or in a guarded
+    ring (`_Ring.guard`) the iterations taken so far, a count `head` declares and `step`
+    advances at the end of each iteration taken. Both roles test the same condition, so
+    they take the same iterations and walk the ring alike."""
+
+    at: tir.Expr
+    total: tir.Expr
+    head: tuple[T.Stmt, ...] = ()
+    step: tuple[T.Stmt, ...] = ()
 
 
 def _ring(ctx: LowerContext, s: tir.For) -> _Ring:
@@ -285,12 +316,31 @@ def _ring(ctx: LowerContext, s: tir.For) -> _Ring:
     it = tir.Var(ctx.name(s.var) + "_iter" if const(start) != 0 else ctx.name(s.var), I32, "thread")
     ctx.state.nonneg.add(it.name)
     ctx.state.cvars[s.var] = simplify(add(start, it))
-    return _Ring(full, empty, stages, count, it)
+    return _Ring(full, empty, stages, count, it, ring_guard(s))
 
 
-def _slot(ctx: LowerContext, ring: _Ring, base: tir.Var) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
-    """The stage and phase of the current iteration at ring position `base + it`, declared."""
-    position = add(base, ring.it)
+def _run(ctx: LowerContext, ring: _Ring) -> _Run:
+    """A role's walk of one run of `ring`'s loop: by the iteration, or for a guarded ring by a
+    count of the iterations taken (`taken`, 0 at the start of the run)."""
+    if ring.guard is None:
+        return _Run(ring.it, ring.count)
+    taken = tir.Var(ctx.fresh("taken"), I32, "thread")
+    ctx.state.nonneg.add(taken.name)
+    head = T.Decl(taken.name, I32, init=int_(0))
+    return _Run(taken, taken, (head,), (T.Assign(T.Sym(taken.name, I32), int_(1), "+="),))
+
+
+def _iteration(ctx: LowerContext, ring: _Ring, run: _Run, body: list[T.Stmt]) -> tuple[T.Stmt, ...]:
+    """One iteration of a role's loop: `body`; in a guarded ring only where the `if`'s condition
+    holds for the iteration, which then counts as taken."""
+    if ring.guard is None:
+        return tuple(body)
+    comment = T.Comment(f"{_first_line(ring.guard)} (only these iterations take a stage of the ring)")
+    return (comment, T.IfThen(value_of(ctx, ring.guard.cond, None), (*body, *run.step)))
+
+
+def _slot(ctx: LowerContext, ring: _Ring, position: tir.Expr) -> tuple[tir.Var, tir.Var, list[T.Stmt]]:
+    """The stage and phase of ring position `position`, declared."""
     stage = tir.Var(ctx.fresh("stage"), I32, "thread")
     phase = tir.Var(ctx.fresh("phase"), I32, "thread")
     ctx.state.bounds[stage], ctx.state.bounds[phase] = ring.stages - 1, 1
@@ -306,20 +356,21 @@ def _slot(ctx: LowerContext, ring: _Ring, base: tir.Var) -> tuple[tir.Var, tir.V
     return stage, phase, decls
 
 
-def _counter(ctx: LowerContext, ring: _Ring, name: str) -> tuple[tir.Var, T.Decl, T.Assign]:
-    """A ring position (filled, consumed): declared 0, advanced by the trip count after each run."""
+def _counter(ctx: LowerContext, run: _Run, name: str) -> tuple[tir.Var, T.Decl, T.Assign]:
+    """A ring position (filled, consumed): declared 0, advanced by the stages `run` took after each run."""
     var = tir.Var(ctx.fresh(name), I32, "thread")
-    return var, T.Decl(var.name, I32, init=int_(0)), T.Assign(T.Sym(var.name, I32), ring.count, "+=")
+    return var, T.Decl(var.name, I32, init=int_(0)), T.Assign(T.Sym(var.name, I32), run.total, "+=")
 
 
 def _producer(
     ctx: LowerContext, s: tir.For, ring: _Ring, copies: list[tir.Copy]
 ) -> tuple[T.Decl, tuple[T.Stmt, ...], list[T.TensorMap]]:
     """The producer thread's counter, its code per run of `s` (`_replayed` in the control around
-    it) and its tensor maps: per iteration, wait for a free stage, announce its bytes, issue
-    the copies' boxes."""
-    filled, filled_decl, filled_step = _counter(ctx, ring, "filled")
-    stage, phase, decls = _slot(ctx, ring, filled)
+    it) and its tensor maps: per iteration (taken, in a guarded ring), wait for a free stage,
+    announce its bytes, issue the copies' boxes."""
+    run = _run(ctx, ring)
+    filled, filled_decl, filled_step = _counter(ctx, run, "filled")
+    stage, phase, decls = _slot(ctx, ring, add(filled, run.at))
     full = _bar(ring.full, stage)
     tx_bytes = sum(math.prod(c.dst.buffer.const_shape) * c.dst.buffer.dtype.bytes for c in copies)
     issue: list[T.Stmt] = [*decls]
@@ -331,8 +382,8 @@ def _producer(
         issue.append(T.Scope(source_comment(c), tuple(code), c.span, T.NO_ACCESS))
         maps.append(tmap)
     issue.append(T.Barrier("mbarrier_arrive", (full,)))
-    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, tuple(issue))
-    return filled_decl, _replayed(ctx, s, copies, (loop, filled_step)), maps
+    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, _iteration(ctx, ring, run, issue))
+    return filled_decl, _replayed(ctx, s, copies, (*run.head, loop, filled_step)), maps
 
 
 def _replayed(ctx: LowerContext, s: tir.For, copies: list[tir.Copy], run: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:
@@ -355,8 +406,11 @@ def _replayed(ctx: LowerContext, s: tir.For, copies: list[tir.Copy], run: tuple[
 
 def _wanted(s: tir.For, copies: list[tir.Copy], levels: list[Level]) -> set[tir.Var]:
     """The names the producer of `s` reads: through the loop's bounds, its copies' corners, the
-    replayed loops' bounds and ifs' conditions, and the lets of those names."""
+    condition of a guarded ring, the replayed loops' bounds and ifs' conditions, and the lets of
+    those names."""
     exprs = [s.start, s.stop, *(e for c in copies for e in c.src.starts)]
+    guard = ring_guard(s)
+    exprs += [guard.cond] if guard is not None else []
     for level in levels[:-1]:
         h = level.holder
         exprs += [h.start, h.stop, h.step] if isinstance(h, tir.For) else [h.cond] if isinstance(h, tir.If) else []
@@ -400,24 +454,26 @@ def _ring_setup(ctx: LowerContext, ring: _Ring, threads: int) -> tuple[T.Stmt, .
     )
 
 
-def _wait_full(ctx: LowerContext, ring: _Ring, consumed: tir.Var) -> tuple[tir.Var, list[T.Stmt]]:
-    """The stage of the consumers' current iteration, and the start of its body: the stage and
-    phase declared, then the wait for the producer to have filled it."""
-    stage, phase, decls = _slot(ctx, ring, consumed)
+def _wait_full(ctx: LowerContext, ring: _Ring, position: tir.Expr) -> tuple[tir.Var, list[T.Stmt]]:
+    """The stage of the consumers' current iteration, at ring position `position`, and the start
+    of its body: the stage and phase declared, then the wait for the producer to have filled it."""
+    stage, phase, decls = _slot(ctx, ring, position)
     return stage, [*decls, T.Barrier("mbarrier_wait", (_bar(ring.full, stage), phase))]
 
 
 def _consumers(
-    ctx: LowerContext, s: tir.For, ring: _Ring, g: tir.Gemm, copies: list[tir.Copy], lower: StmtLowering
+    ctx: LowerContext, s: tir.For, ring: _Ring, g: tir.Gemm, lower: StmtLowering
 ) -> tuple[T.Decl, list[T.Stmt]]:
-    """The consumers' counter and their loop: per iteration, wait for the stage to be full, the
-    wgmmas (then the register work after the gemm, lowered by `lower`), release the previous
-    stage; after the loop, wait for the last group and release its stage."""
-    consumed, consumed_decl, consumed_step = _counter(ctx, ring, "consumed")
-    stage, body = _wait_full(ctx, ring, consumed)
+    """The consumers' counter and their loop: per iteration (taken, in a guarded ring), wait for
+    the stage to be full, the wgmmas (then the register work after the gemm, lowered by
+    `lower`), release the previous stage; after the loop, wait for the last group and release
+    its stage (none where the run took no stage)."""
+    run = _run(ctx, ring)
+    consumed, consumed_decl, consumed_step = _counter(ctx, run, "consumed")
+    stage, body = _wait_full(ctx, ring, add(consumed, run.at))
     for buf in (g.a.buffer, g.b.buffer):
         ctx.state.stage_of[buf] = stage
-    after = [x for x in s.body if x is not g and not any(x is c for c in copies)]  # the gemm comes first
+    after = [x for x in consumer_body(s) if x is not g]  # the gemm comes first
     uses_acc = any(g.c.buffer in tir_walk.buffers(x) for x in after)
     record = instruction_named(ctx.target, g.instruction)
     code = _wgmma_gemm(ctx, g, record, in_flight=0 if uses_acc else 1)
@@ -426,18 +482,18 @@ def _consumers(
     body.append(T.Scope(source_comment(g), tuple(code), g.span, T.SharedAccess(proxy_reads=True)))
     for x in after:
         body += lower(ctx, x)
-    it, count = ring.it, ring.count
-    body.append(_release(ctx, ring, tir.BinOp(">", it, int_(0), DType.bool), _minus_one(add(consumed, it))))
+    at, total = run.at, run.total
+    body.append(_release(ctx, ring, tir.BinOp(">", at, int_(0), DType.bool), _minus_one(add(consumed, at))))
     acc = g.c.buffer
     hold = _hold(ctx.name(acc), ctx.layouts.buffers[acc].local_size, acc.dtype)
-    last = _release(ctx, ring, tir.BinOp(">", count, int_(0), DType.bool), _minus_one(add(consumed, count)))
-    loop = T.Loop(T.Sym(it.name, I32), int_(0), count, 1, False, tuple(body))
+    last = _release(ctx, ring, tir.BinOp(">", total, int_(0), DType.bool), _minus_one(add(consumed, total)))
+    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, _iteration(ctx, ring, run, body))
     return consumed_decl, [
         T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
         T.Comment(f"warp roles: a producer warp group fills a ring of {ring.stages} stages by bulk copies"),
         T.Scope(
             "",
-            (loop, _call("tilec_wgmma_wait<0>"), hold, last, consumed_step),
+            (*run.head, loop, _call("tilec_wgmma_wait<0>"), hold, last, consumed_step),
             s.span,
             T.SharedAccess(proxy_reads=True),
         ),
@@ -451,23 +507,25 @@ def _consumers_of_products(
     attention's Q K^T, softmax, P V): per iteration, wait for the stage to be full, run the body
     as written on that stage's tiles (each gemm's wgmmas waited for before the next statement),
     then release the stage, which nothing reads any more."""
-    consumed, consumed_decl, consumed_step = _counter(ctx, ring, "consumed")
-    stage, body = _wait_full(ctx, ring, consumed)
+    run = _run(ctx, ring)
+    consumed, consumed_decl, consumed_step = _counter(ctx, run, "consumed")
+    stage, body = _wait_full(ctx, ring, add(consumed, run.at))
     for c in copies:
         ctx.state.stage_of[c.dst.buffer] = stage
-    for x in s.body:
-        if not any(x is c for c in copies):
-            body += lower(ctx, x)
+    for x in consumer_body(s):
+        body += lower(ctx, x)
     for c in copies:
         del ctx.state.stage_of[c.dst.buffer]
-    body.append(_release(ctx, ring, tir.BoolImm(True), add(consumed, ring.it)))
+    body.append(_release(ctx, ring, tir.BoolImm(True), add(consumed, run.at)))
     # the ring's tiles are ordered by its barriers: barrier placement sees the body's other
     # accesses only (Q's tile read by every product, a tile of P written for the next one)
     ring_tiles = frozenset(ctx.name(c.dst.buffer) for c in copies)
-    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, _without(tuple(body), ring_tiles))
+    iteration = _without(_iteration(ctx, ring, run, body), ring_tiles)
+    loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, iteration)
     return consumed_decl, [
         T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
         T.Comment(f"warp roles: a producer warp group fills a ring of {ring.stages} stages by bulk copies"),
+        *run.head,
         loop,
         consumed_step,
     ]
