@@ -578,9 +578,8 @@ def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, roles: Roles
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
 
 
-def pipeline_tables(kernel: tir.Kernel, words: Words, pingpong: bool = False) -> list[Table]:
-    """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass);
-    `pingpong`: the lowered kernel's consumer warp groups take turns (T.Kernel.pingpong)."""
+def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
+    """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass)."""
     out = []
     for s in _walk(kernel.body):
         if isinstance(s, tir.For) and s.kind == "pipelined":
@@ -590,7 +589,7 @@ def pipeline_tables(kernel: tir.Kernel, words: Words, pingpong: bool = False) ->
                 out.append(_schedule_table(title, s, s.schedule, words))
                 continue
             if s.warp_specialized:
-                caption = _warp_roles_caption(kernel, s, words, pingpong)
+                caption = _warp_roles_caption(kernel, s, words)
             elif s.single_buffered:
                 caption = (
                     f"num_stages={s.num_stages}, one buffer per tile ({s.num_stages} are over the shared memory): "
@@ -664,7 +663,7 @@ def _schedule_table(title: str, loop: tir.For, sched: tir.Schedule, words: Words
     return Table(title, ("stage", "order", "works on", "where", "statement"), tuple(rows), caption)
 
 
-def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words, pingpong: bool = False) -> str:
+def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words) -> str:
     ring = ring_stages(loop)
     levels = skeleton(kernel, loop) or []
     lines = ", ".join(str(lv.holder.span.line) for lv in levels[:-1])
@@ -683,12 +682,6 @@ def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words, pingpon
     consume = (
         f"run the rest as written on each stage's tiles, every product's {words['warp_group_mma']}s finished "
         "before the next statement, and free the stage at the end of its iteration"
-        + (
-            f"; its two warp groups take turns issuing their {words['warp_group_mma']}s (ping-pong: one "
-            "group's products run while the other computes between them)"
-            if pingpong
-            else ""
-        )
         if runs_products(loop)
         else f"run the rest, keeping one {words['warp_group_mma']} group in flight, and free a stage once the "
         "group that read it has retired"
@@ -832,7 +825,7 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     ops = ops_table(kernel, target, layouts, roles)
     thread_level = thread_level_table(kernel, target)
     tables = [buffers_table(kernel, layouts, words), ops, *([thread_level] if thread_level else [])]
-    tables += pipeline_tables(kernel, words, lowered.pingpong)
+    tables += pipeline_tables(kernel, words)
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
     notes = (

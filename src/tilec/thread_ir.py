@@ -204,7 +204,6 @@ BarrierKind = Literal[
     "mbarrier_expect_tx",  # args (barrier, bytes): the phase also waits for `bytes` of async (TMA) writes
     "mbarrier_wait",  # args (barrier, phase): wait until phase `phase` (its parity) of the barrier completes
     "named",  # args (id, count): bar.sync on hardware barrier `id` among `count` threads (warp groups)
-    "named_arrive",  # args (id, count): bar.arrive: count this thread on barrier `id` and go on, no wait
     "fence_proxy_async",  # order this thread's generic-proxy shared accesses before later async-proxy ones
 ]
 
@@ -342,7 +341,6 @@ class Kernel:
     # `grid` counts tiles, not blocks: the launcher starts at most one block per multiprocessor
     # and each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... (lower/kernel.py)
     persistent: bool = False
-    pingpong: bool = False  # its two consumer warp groups take turns at the tensor cores (sm90 _turns)
     # the C names of the block variables, in grid order: each in [0, its extent of `grid`), which
     # the raster lowering writes (blockIdx's, panels, a persistent kernel's tiles) keeps and
     # the bounds verifier (bounds_verify.py) takes as given

@@ -120,12 +120,6 @@ class LowerState:
     # The stage of a multi-buffered tile being accessed. Set and cleared by pipelined.py around
     # the code it generates for one stage; read by exprs.ref_of.
     stage_of: dict[tir.Buffer, tir.Expr] = field(default_factory=dict)
-    # The two consumer warp groups' turns at the tensor cores in a warp-role loop of products
-    # (sm90 `_turns`): (this group's hardware barrier, the other group's). Set by the consumers'
-    # lowering around the loop's body; read by the wgmma gemm, which waits for its turn before
-    # issuing and hands the turn over once issued.
-    turns: typing.Any = None  # sm90._Turns (a backend's type: the context does not import backends)
-    took_turns: bool = False  # some loop's consumers took turns: set with `turns`, read by lower_kernel
     # Tensors whose current tile is wholly in bounds and aligned. Set by ops.lower_copy while it
     # builds a copy's fast path; read by exprs.ref_of and the vector accesses (no checks needed).
     interior: set[tir.Buffer] = field(default_factory=set)

@@ -77,7 +77,6 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
         min_blocks=blocks,
         tensor_maps=roles.tensor_maps,
         persistent=roles.persistent,
-        pingpong=state.took_turns,
     )
 
 

@@ -160,15 +160,9 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
         words = ctx.layouts.buffers[a_tile].local_size * a_tile.dtype.bytes // 4
         first_word = T.AddressOf(T.Subscript(ctx.name(a_tile), (int_(0),), a_tile.dtype))
         out.append(T.Call(T.Intrin(f"tilec_wgmma_hold_a<{words}>", (first_word,), I32)))
-    turns = ctx.state.turns
-    if turns is not None:  # wait for this group's turn at the tensor cores (_turns)
-        out.append(turns.wait)
     out.append(_call("tilec_wgmma_fence"))
     out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
-    out.append(_call("tilec_wgmma_commit"))
-    if turns is not None:  # issued: the other group's turn
-        out.append(turns.hand_over)
-    out += [_call(f"tilec_wgmma_wait<{in_flight}>"), hold]
+    out += [_call("tilec_wgmma_commit"), _call(f"tilec_wgmma_wait<{in_flight}>"), hold]
     return out
 
 
@@ -518,12 +512,8 @@ def _consumers_of_products(
     stage, body = _wait_full(ctx, ring, add(consumed, run.at))
     for c in copies:
         ctx.state.stage_of[c.dst.buffer] = stage
-    turns = _turns(ctx, consumer_body(s))
-    ctx.state.turns = turns
-    ctx.state.took_turns |= turns is not None
     for x in consumer_body(s):
         body += lower(ctx, x)
-    ctx.state.turns = None
     for c in copies:
         del ctx.state.stage_of[c.dst.buffer]
     body.append(_release(ctx, ring, tir.BoolImm(True), add(consumed, run.at)))
@@ -536,59 +526,9 @@ def _consumers_of_products(
         T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
         T.Comment(f"warp roles: a producer warp group fills a ring of {ring.stages} stages by bulk copies"),
         *run.head,
-        *((turns.before,) if turns else ()),
         loop,
-        *((turns.after,) if turns else ()),
         consumed_step,
     ]
-
-
-@dataclass(frozen=True)
-class _Turns:
-    """Ping-pong of two consumer warp groups: each issues its wgmmas only in its turn (hardware
-    barrier 2 + its group, shared with the other group's arrivals), and hands the turn over once
-    they are issued, so that one group's products run on the tensor cores while the other works
-    on its scores. Group 1 gives group 0 the first turn (`before`); group 0 takes the turn group 1
-    hands over after its last products (`after`): every arrival on a barrier is matched by a wait,
-    tile after tile."""
-
-    wait: T.Stmt  # for this group's turn, before its wgmmas
-    hand_over: T.Stmt  # the turn to the other group, once they are issued
-    before: T.Stmt  # the loop's first turn to group 0
-    after: T.Stmt  # group 0 takes the turn group 1 handed over last
-
-
-def _turns(ctx: LowerContext, body: list[tir.Stmt]) -> _Turns | None:
-    """The turns of a products loop run by exactly two consumer warp groups whose gemms each
-    split their rows between the groups (each group's products and scores its own), issued in
-    every iteration (none under an `if` or in an inner loop), with A from registers or shared
-    tiles, and a body that writes no shared tile (no barrier among the consumers inside the
-    loop, which a group waiting for its turn would never reach); None otherwise."""
-    if ctx.kernel.threads != 2 * WARP_GROUP:
-        return None
-    gemms = [x for x in tir_walk.stmts(tuple(body)) if isinstance(x, tir.Gemm)]
-    if not gemms or any(not any(g is x for x in body) for g in gemms):
-        return None  # a gemm under an `if` or in a loop: the groups' turns could differ in number
-    for g in gemms:
-        frag = ctx.layouts.buffers[g.c.buffer]
-        if frag.thread_parts[3].extent != 1 or frag.thread_parts[4].extent != 2:
-            return None  # the groups split the columns: they share rows of the scores
-        if g.a.buffer.scope == "fragment" and not g.a_from_registers:
-            return None  # A staged through shared memory by both groups
-    if any(b.scope == "shared" for x in tir_walk.stmts(tuple(body)) for b in tir_walk.written(x)):
-        return None
-    group = simplify(tir.BinOp("//", ctx.tx, int_(WARP_GROUP), I32))
-    group0, group1 = (tir.BinOp("==", group, int_(g), DType.bool) for g in (0, 1))
-
-    def on(kind: T.BarrierKind, group: int) -> T.Barrier:  # barrier 2 + group: constant ids for ptxas
-        return T.Barrier(kind, (int_(2 + group), int_(2 * WARP_GROUP)))
-
-    return _Turns(
-        wait=T.IfThen(group0, (on("named", 0),), (on("named", 1),)),
-        hand_over=T.IfThen(group0, (on("named_arrive", 1),), (on("named_arrive", 0),)),
-        before=T.IfThen(group1, (on("named_arrive", 0),)),
-        after=T.IfThen(group0, (on("named", 0),)),
-    )
 
 
 def _without(body: tuple[T.Stmt, ...], tiles: frozenset[str]) -> tuple[T.Stmt, ...]:
