@@ -8,7 +8,7 @@ import pathlib
 
 from tilec import tir
 from tilec.elaborate import elaborate_file
-from tilec.lower.cexpr import upper_bound
+from tilec.lower.cexpr import max_value, upper_bound
 from tilec.pipeline import compile_program
 
 I32 = tir.IntImm(0).dtype
@@ -51,8 +51,61 @@ def test_a_loop_of_flag_tests_alone_runs_in_two_versions(tmp_path: pathlib.Path)
     assert "for (int k = 0; k < 16; ++k)" in slow
 
 
-def test_upper_bound_of_a_linear_form_with_a_falling_term() -> None:
+def test_max_value_of_a_linear_form_with_a_falling_term() -> None:
     k = tir.Var("k", I32, "thread")
     e = tir.BinOp("-", tir.IntImm(7680), tir.BinOp("*", k, tir.IntImm(512), I32), I32)
-    assert upper_bound(e, {k: 15}) == 7680
-    assert upper_bound(tir.BinOp("+", e, tir.Var("M", I32, "thread"), I32), {k: 15}) is None
+    assert max_value(e, {k: 15}) == 7680 and upper_bound(e, {k: 15}) is None  # may be negative
+    assert max_value(tir.BinOp("+", e, tir.Var("M", I32, "thread"), I32), {k: 15}) is None
+
+
+# Found in review: a falling linear term's bound is no bound of a product or a quotient (either may
+# be negative), and a loop or let lowered twice (a schedule's prologue, then its loop) keeps no
+# bound from its first lowering.
+PRODUCT = """
+kernel prod(A: Tensor((64,), float32), B: Tensor((64,), float32)):
+    with Kernel(1, threads=32) as bx:
+        for k in serial(16):
+            for j in serial(4):
+                B[(1 - k) * (1 - j)] = A[(3 - k) * (3 - k)]
+"""
+QUOTIENT = """
+kernel d(A: Tensor((5,), float32), B: Tensor((16,), float32)):
+    with Kernel(1, threads=32) as bx:
+        for k in serial(16):
+            B[k] = A[(k - 17) // 4 + 5]
+"""
+SCHEDULED_LET = """
+kernel sched(B: Tensor((128,), float32), C: Tensor((N,), float32)):
+    with Kernel(1, threads=64) as bx:
+        for k in Pipelined(ceildiv(N, 64), order=[0, 1], stage=[0, 1]):
+            for i in Parallel(64):
+                r = k * 64 + i
+                B[r] = 1.0
+            for i in Parallel(64):
+                C[k * 64 + i] = 2.0
+"""
+SCHEDULED_LOOP = """
+kernel sched2(B: Tensor((128,), float32), C: Tensor((N,), float32)):
+    with Kernel(1, threads=64) as bx:
+        for k in Pipelined(ceildiv(N, 64), order=[0, 1], stage=[0, 1]):
+            for j in serial(k + 1):
+                B[j] = 1.0
+            for i in Parallel(64):
+                C[k * 64 + i] = 2.0
+"""
+
+
+def test_a_product_of_falling_terms_keeps_its_upper_test(tmp_path: pathlib.Path) -> None:
+    assert "(3 - k) * (3 - k) < 64" in _compile(PRODUCT, tmp_path)
+
+
+def test_a_quotient_of_a_negative_value_keeps_its_upper_test(tmp_path: pathlib.Path) -> None:
+    assert "(k - 17) / 4 + 5 < 5" in _compile(QUOTIENT, tmp_path)
+
+
+def test_a_let_lowered_again_keeps_no_stale_bound(tmp_path: pathlib.Path) -> None:
+    assert "if (r < 128)" in _compile(SCHEDULED_LET, tmp_path)
+
+
+def test_a_loop_lowered_again_keeps_no_stale_bound(tmp_path: pathlib.Path) -> None:
+    assert "if (j < 128)" in _compile(SCHEDULED_LOOP, tmp_path)

@@ -185,12 +185,25 @@ def upper_bound(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
         case tir.BinOp("%", _, tir.IntImm(c)) if c > 0:
             return c - 1
         case _:
-            return _linear_upper_bound(e, bounds)
+            return None
 
 
-def _linear_upper_bound(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
-    """An upper bound of a linear form whose terms are bounded above (positive coefficients) or
-    at least 0 (negative ones): `7680 - k * 512` with 0 <= k is at most 7680."""
+def forget_bound(bounds: dict[tir.Var, int], name: str) -> None:
+    """Drop the bound of the C variable `name` (as `upper_bound` finds it: by name), before it is
+    lowered again where the old bound may not hold (a schedule's prologue, then its loop)."""
+    for k in [k for k in bounds if k.name == name and k.kind == "thread"]:
+        del bounds[k]
+
+
+def max_value(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
+    """An upper bound of an integer index expression that may be negative: `upper_bound`'s, or
+    that of its linear form whose terms are bounded above (positive coefficients: upper_bound's
+    nonnegative expressions) or at least 0 (negative ones): `7680 - k * 512` with 0 <= k is at
+    most 7680. Only for a whole expression compared with a bound: `upper_bound`'s products and
+    quotients need nonnegative operands, which this one's may not be."""
+    hi = upper_bound(e, bounds)
+    if hi is not None:
+        return hi
     lin = linear(e)
     if lin is None:
         return None

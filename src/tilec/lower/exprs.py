@@ -22,9 +22,11 @@ from tilec.lower.cexpr import (
     compute_dtype,
     conjuncts,
     flatten,
+    forget_bound,
     let_init,
     lower_bound,
     lt,
+    max_value,
     split_index,
     strided,
     swizzled_offset,
@@ -189,10 +191,12 @@ def let_decl(ctx: LowerContext, var: tir.Var, value: tir.Expr) -> T.Decl:
     """`const T name = value;` of a let whose C value is `value`; the name is known nonnegative
     when the value is, and its range recorded when it can be bounded."""
     name = ctx.name(var)
+    key = tir.Var(name, I32, "thread")
+    forget_bound(ctx.state.bounds, name)  # lowered again, its value may differ
     if var.dtype.is_int and nonnegative(ctx, simplify(value)):
         ctx.state.nonneg.add(name)
-        if (hi := upper_bound(simplify(value), ctx.state.bounds)) is not None:  # `i_b = i_bh // 32`: at most 7
-            ctx.state.bounds[tir.Var(name, I32, "thread")] = hi
+        if (hi := max_value(simplify(value), ctx.state.bounds)) is not None:  # `i_b = i_bh // 32`: at most 7
+            ctx.state.bounds[key] = hi
     if var.dtype.is_int and (r := int_range(ctx, value)) is not None:
         ctx.state.ranges[name] = r
     return T.Decl(name, var.dtype, init=let_init(value, var.dtype), const=True)
@@ -236,7 +240,7 @@ def nonnegative(ctx: LowerContext, i: tir.Expr) -> bool:
 def below(ctx: LowerContext, i: tir.Expr, d: tir.Expr) -> bool:
     """True if index `i` is provably below the extent `d`: a constant above its upper bound,
     or a dimension the grid's last block index reaches no further than (`at_most`)."""
-    hi = upper_bound(i, ctx.state.bounds)
+    hi = max_value(i, ctx.state.bounds)
     if isinstance(d, tir.IntImm) and hi is not None and hi < d.value:
         return True
     return at_most(ctx, simplify(tir.BinOp("+", i, int_(1), I32)), d)
@@ -264,7 +268,7 @@ def at_most(ctx: LowerContext, a: tir.Expr, b: tir.Expr) -> bool:
         else:
             widened[atom] = widened.get(atom, 0) + k
     rest = simplify(from_linear(({a2: k2 for a2, k2 in widened.items() if k2}, high)))
-    hi = upper_bound(rest, ctx.state.bounds)
+    hi = max_value(rest, ctx.state.bounds)
     return hi is not None and hi <= 0
 
 

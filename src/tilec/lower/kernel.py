@@ -14,7 +14,18 @@ from tilec import tir
 from tilec.budget import INT32_MAX
 from tilec.diagnostics import error
 from tilec.dtypes import UNPACKED_OF, DType
-from tilec.lower.cexpr import I32, all_of, builtin, cast, conjuncts, guarded, source_comment, source_line, symv
+from tilec.lower.cexpr import (
+    I32,
+    all_of,
+    builtin,
+    cast,
+    conjuncts,
+    forget_bound,
+    guarded,
+    source_comment,
+    source_line,
+    symv,
+)
 from tilec.lower.context import LowerContext, WarpRoles, new_context, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import let_decl, nonnegative, ref_of, value_of
 from tilec.lower.lanes import name_lanes
@@ -315,11 +326,13 @@ def lower_for(ctx: LowerContext, s: tir.For) -> list[T.Stmt]:
     var = ctx.name(s.var)
     step = s.step.value if isinstance(s.step, tir.IntImm) else 1
     start, stop = value_of(ctx, s.start, None), value_of(ctx, s.stop, None)
+    counter = tir.Var(var, I32, "thread")
+    forget_bound(ctx.state.bounds, var)
     if step > 0 and nonnegative(ctx, simplify(start)):
         ctx.state.nonneg.add(var)  # counts up from a nonnegative start
         stop_value = simplify(stop)
         if isinstance(stop_value, tir.IntImm):  # and below a constant: its checks fold away
-            ctx.state.bounds[tir.Var(var, I32, "thread")] = stop_value.value - 1
+            ctx.state.bounds[counter] = stop_value.value - 1
     body = lower_block(ctx, s.body)
     loop = T.Loop(T.Sym(var, I32), start, stop, step, s.kind == "unroll", tuple(body))
     code = _unswitched(ctx, loop)

@@ -29,10 +29,10 @@ from tilec.lower.cexpr import (
     guarded,
     index_vars,
     lt,
+    max_value,
     mul,
     printf,
     symv,
-    upper_bound,
     zero,
 )
 from tilec.lower.context import LowerContext, kernel_flag, shared_view
@@ -214,7 +214,7 @@ def _tile_in_dimension(ctx: LowerContext, start: tir.Expr, ext: tir.Expr, dim: t
     start = simplify(start)
     end = simplify(add(start, ext))
     conds = [] if nonnegative(ctx, start) else [at_least_zero(start)]
-    last = upper_bound(end, ctx.state.bounds)
+    last = max_value(end, ctx.state.bounds)
     if isinstance(dim, tir.IntImm) and last is not None and last <= dim.value:
         return conds
     if not at_most(ctx, end, value_of(ctx, dim, None)):
