@@ -162,3 +162,11 @@ def test_gcd_of_reads_a_negated_leading_term() -> None:
     )
     assert isinstance(e, tir.BinOp) and gcd_of(e) == 4
     assert gcd_of(tir.UnaryOp("-", tir.BinOp("*", k, int_(512), I32), I32)) == 512
+
+
+def test_constants_fold_as_c_divides_them() -> None:
+    # C's quotient rounds toward zero and its remainder keeps the dividend's sign (language.md)
+    i32 = tir.IntImm(0).dtype
+    for a, b, q, r in ((-7, 2, -3, -1), (7, -2, -3, 1), (-7, -2, 3, -1), (7, 2, 3, 1), (-8, 2, -4, 0)):
+        assert simplify(tir.BinOp("//", tir.IntImm(a), tir.IntImm(b), i32)) == tir.IntImm(q)
+        assert simplify(tir.BinOp("%", tir.IntImm(a), tir.IntImm(b), i32)) == tir.IntImm(r)

@@ -8,9 +8,11 @@ common to a dividend and its divisor divides out (`i * 32 / 64` -> `i / 2`),
 `x / k * k + x % k` in a dividend is `x`, and a `%` of a value already below
 its divisor goes (`tx % 8 / 2 % 4` -> `tx % 8 / 2`).
 
-It works on `tir` expressions and knows nothing of layouts. All index values
-are nonnegative in generated code, which is what makes the `//` and `%` rules
-below exact.
+It works on `tir` expressions and knows nothing of layouts. Constants fold as
+C computes them (`-7 / 2` is -3). The other `//` and `%` rules assume a
+nonnegative dividend, as index values in generated code are; a program's own
+index math of negative values (`(k - 17) // 4`) is left to C where no rule
+applies, but a rule that does apply folds it with floor semantics.
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
     if e.op == "%" and d is not None and d > 0 and limit is not None and limit <= d:
         return a  # tx % 8 / 2 % 4 = tx % 8 / 2: already below 4
     ca = const(a)
-    if d is not None and ca is not None and d != 0:
-        return int_(ca // d if e.op == "//" else ca % d)
+    if d is not None and ca is not None and d != 0:  # C's: the quotient rounds toward zero
+        q = abs(ca) // abs(d) * (1 if (ca >= 0) == (d > 0) else -1)
+        return int_(q if e.op == "//" else ca - d * q)
     if d == 1:
         return a if e.op == "//" else int_(0)
     lin = _linear(a)

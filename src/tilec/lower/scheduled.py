@@ -139,8 +139,11 @@ def _consume(
 
 
 def _stage(it: tir.Expr, ahead: int, stages: int) -> tir.Expr:
-    """The stage of iteration it + ahead's tiles (it + ahead >= 0): (it + ahead % stages) % stages."""
-    return simplify(tir.BinOp("%", add(it, int_(ahead % stages)), int_(stages), I32))
+    """The stage of iteration it + ahead's tiles (it + ahead >= 0): (it + ahead % stages) % stages
+    for the loop's counter (at least 0), (it + ahead) % stages for a prologue's constant iteration,
+    which may be negative (C's % keeps a negative dividend's sign)."""
+    shift = ahead if isinstance(it, tir.IntImm) else ahead % stages
+    return simplify(tir.BinOp("%", add(it, int_(shift)), int_(stages), I32))
 
 
 def _where(s: tir.For, sched: tir.Schedule, u: int) -> str:
