@@ -6,9 +6,10 @@
 # There (device tool, one call, carry [".corpus", ".tilelang"]):  bash bench/corpus_gpu.sh [--only gemm,topk]
 #
 # Needs python3 with torch and nvcc; TileLang comes from the carried archive (unpacked into
-# /tmp/tilec-tilelang, as bench/gemm_table.py does). Logs, the workers' output and corpus.json go to
-# $OUT (files that come back) or /tmp/tilec-out. Budget: the table stops starting programs after
-# --total 480 s (the rest are listed as skipped); the whole call stays under 10 minutes.
+# /tmp/tilec-tilelang, as bench/gemm_table.py does). Logs, the workers' output, corpus.json and
+# TileLang's generated CUDA (tilelang-src.tgz) go to $OUT (files that come back) or /tmp/tilec-out.
+# Budget: the table stops starting programs after --total 480 s (the rest are listed as skipped);
+# the whole call stays under 10 minutes.
 # Exit status 0 only if tilec got every program right.
 set -u
 cd "$(dirname "$0")/.."
@@ -43,6 +44,11 @@ export PYTHONPATH="$PWD/src:$site${PYTHONPATH:+:$PYTHONPATH}"
 
 timeout -k 10 550 python3 bench/corpus_gpu.py --dir .corpus "$@" 2>&1 | tee "$OUT/corpus_gpu.txt"
 rc=${PIPESTATUS[0]}
+# TileLang's generated CUDA, one file per kernel, in one archive: the device tool brings back at
+# most 8 files from $OUT (tar xzf tilelang-src.tgz here, then read beside .corpus/*.cu)
+if [ -d "$OUT/tilelang-src" ]; then
+    tar czf "$OUT/tilelang-src.tgz" -C "$OUT" tilelang-src && rm -rf "$OUT/tilelang-src"
+fi
 echo
 echo "==================== summary ===================="
 sed -n '/^## corpus: tilec against TileLang/,$p' "$OUT/corpus_gpu.txt"
