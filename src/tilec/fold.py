@@ -132,13 +132,15 @@ _BITS = {"&", "|", "^", "<<", ">>"}
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 
 
-def _c_div(a: int, b: int) -> int:
+def c_div(a: int, b: int) -> int:
+    """C's integer quotient: rounds toward zero (`-7 / 2 == -3`)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _c_mod(a: int, b: int) -> int:
-    return a - b * _c_div(a, b)
+def c_mod(a: int, b: int) -> int:
+    """C's remainder: the dividend's sign (`-7 % 2 == -1`)."""
+    return a - b * c_div(a, b)
 
 
 def _fold(op: str, x: Const, y: Const, dtype: DType, span: Span) -> Const:
@@ -156,9 +158,9 @@ def _fold(op: str, x: Const, y: Const, dtype: DType, span: Span) -> Const:
         case "/":
             return x / y
         case "//":
-            return _c_div(int(x), int(y))
+            return c_div(int(x), int(y))
         case "%":
-            return _c_mod(int(x), int(y))
+            return c_mod(int(x), int(y))
         case "&":
             return x & y  # type: ignore[operator]  # ints only: the caller rejects float operands of bit operators
         case "|":

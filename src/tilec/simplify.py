@@ -21,6 +21,7 @@ import math
 
 from tilec import tir
 from tilec.dtypes import DType
+from tilec.fold import c_div, c_mod
 
 Linear = tuple[dict[tir.Expr, int], int]  # {atom: coefficient}, constant
 
@@ -115,9 +116,8 @@ def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
     if e.op == "%" and d is not None and d > 0 and limit is not None and limit <= d:
         return a  # tx % 8 / 2 % 4 = tx % 8 / 2: already below 4
     ca = const(a)
-    if d is not None and ca is not None and d != 0:  # C's: the quotient rounds toward zero
-        q = abs(ca) // abs(d) * (1 if (ca >= 0) == (d > 0) else -1)
-        return int_(q if e.op == "//" else ca - d * q)
+    if d is not None and ca is not None and d != 0:
+        return int_(c_div(ca, d) if e.op == "//" else c_mod(ca, d))
     if d == 1:
         return a if e.op == "//" else int_(0)
     lin = _linear(a)

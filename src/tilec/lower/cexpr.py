@@ -208,8 +208,6 @@ def max_value(e: tir.Expr, bounds: dict[tir.Var, int]) -> int | None:
     if lin is None:
         return None
     terms, high = lin
-    if any(atom == e for atom in terms):
-        return None  # not a sum: an atom upper_bound does not know
     for atom, k in terms.items():
         if k > 0:
             hi = upper_bound(atom, bounds)

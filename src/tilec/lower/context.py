@@ -278,8 +278,8 @@ class MmaGemm:
 
 class Backend(Protocol):
     """What a backend module (tilec.backends.<Target.backend>) provides: gemms on its warp-level
-        instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
-        interleaves), the asynchronous global -> shared copy of pipelined loops, and the atomic add of
+    instructions (the whole gemm, and the pieces the GEMM main loop of lower/pipelined.py
+    interleaves), the asynchronous global -> shared copy of pipelined loops, and the atomic add of
     a few lanes at once into global memory."""
 
     ASYNC_COPY_BYTES: tuple[int, ...]  # the sizes one asynchronous copy moves

@@ -238,11 +238,7 @@ def nonnegative(ctx: LowerContext, i: tir.Expr) -> bool:
 
 
 def below(ctx: LowerContext, i: tir.Expr, d: tir.Expr) -> bool:
-    """True if index `i` is provably below the extent `d`: a constant above its upper bound,
-    or a dimension the grid's last block index reaches no further than (`at_most`)."""
-    hi = max_value(i, ctx.state.bounds)
-    if isinstance(d, tir.IntImm) and hi is not None and hi < d.value:
-        return True
+    """True if index `i` is provably below the extent `d` (`at_most(i + 1, d)`)."""
     return at_most(ctx, simplify(tir.BinOp("+", i, int_(1), I32)), d)
 
 
@@ -254,21 +250,13 @@ def at_most(ctx: LowerContext, a: tir.Expr, b: tir.Expr) -> bool:
     gap = linear(simplify(tir.BinOp("-", a, b, I32)))
     if gap is None:
         return False
-    terms, high = gap
+    terms, constant = gap
     last = _last_block_indices(ctx)
-    widened: dict[tir.Expr, int] = {}
-    for atom, k in terms.items():
-        if k > 0 and isinstance(atom, tir.Var) and atom.name in last:
-            high_term = linear(simplify(tir.BinOp("*", last[atom.name], int_(k), I32)))
-            if high_term is None:
-                return False
-            for a2, k2 in high_term[0].items():
-                widened[a2] = widened.get(a2, 0) + k2
-            high += high_term[1]
-        else:
-            widened[atom] = widened.get(atom, 0) + k
-    rest = simplify(from_linear(({a2: k2 for a2, k2 in widened.items() if k2}, high)))
-    hi = max_value(rest, ctx.state.bounds)
+    raised = {v: k for v, k in terms.items() if k > 0 and isinstance(v, tir.Var) and v.name in last}
+    widest = from_linear(({v: k for v, k in terms.items() if v not in raised}, constant))
+    for v, k in raised.items():
+        widest = tir.BinOp("+", widest, tir.BinOp("*", last[v.name], int_(k), I32), I32)
+    hi = max_value(simplify(widest), ctx.state.bounds)
     return hi is not None and hi <= 0
 
 

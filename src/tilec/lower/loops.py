@@ -33,7 +33,6 @@ from tilec.lower.cexpr import (
     guarded,
     lower_bound,
     lt,
-    max_value,
     printf,
     upper_bound,
     vars_in,
@@ -512,10 +511,7 @@ def _vec_access(
         if not nonnegative(ctx, vals[-1]):
             conds.append(at_least_zero(vals[-1]))
         last_end = simplify(tir.BinOp("+", vals[-1], int_(width), I32))
-        hi = max_value(vals[-1], ctx.state.bounds)
-        if not (isinstance(shape[-1], tir.IntImm) and hi is not None and hi + width <= shape[-1].value) and not at_most(
-            ctx, last_end, shape[-1]
-        ):
+        if not at_most(ctx, last_end, shape[-1]):
             conds.append(tir.BinOp("<=", last_end, shape[-1], DType.bool))
     return all_of(conds), refs
 

@@ -29,7 +29,6 @@ from tilec.lower.cexpr import (
     guarded,
     index_vars,
     lt,
-    max_value,
     mul,
     printf,
     symv,
@@ -214,9 +213,6 @@ def _tile_in_dimension(ctx: LowerContext, start: tir.Expr, ext: tir.Expr, dim: t
     start = simplify(start)
     end = simplify(add(start, ext))
     conds = [] if nonnegative(ctx, start) else [at_least_zero(start)]
-    last = max_value(end, ctx.state.bounds)
-    if isinstance(dim, tir.IntImm) and last is not None and last <= dim.value:
-        return conds
     if not at_most(ctx, end, value_of(ctx, dim, None)):
         conds.append(tir.BinOp("<=", end, value_of(ctx, dim, None), DType.bool))
     return conds
