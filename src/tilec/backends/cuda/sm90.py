@@ -50,9 +50,9 @@ from tilec.backends.cuda.sm80 import gemm as warp_gemm
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
-from tilec.lower.cexpr import I32, add, all_of, at_least_zero, flatten, lt, mul, source_comment, source_line
+from tilec.lower.cexpr import I32, add, all_of, flatten, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_view
-from tilec.lower.exprs import below, let_decl, nonnegative, ref_of, value_of
+from tilec.lower.exprs import in_dimension, let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
 from tilec.passes.plan_pipeline import (
@@ -719,10 +719,7 @@ def _folded(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Exp
     idx = tuple(simplify(value_of(ctx, e, None)) for e in starts)
     shape = tuple(simplify(value_of(ctx, d, None)) for d in dims)
     flat = flatten(idx, shape)
-    conds: list[tir.Expr] = []
-    for i, d in list(zip(idx, shape))[1:]:
-        conds += [] if nonnegative(ctx, i) else [at_least_zero(i)]
-        conds += [] if below(ctx, i, d) else [lt(i, d)]
+    conds = in_dimension(ctx, idx[1:], shape[1:])
     return tir.Select(all_of(conds), flat, extent, I32) if conds else flat
 
 
