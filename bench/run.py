@@ -63,9 +63,14 @@ CANDIDATES = {
         "flash_attention-sm90a",
         "flash_attention-bench-sm90a-t256",
     ],
-    "fa-causal": ["flash_attention-causal", "flash_attention-causal-bench-s1", "flash_attention-causal-sm90a"],
+    "fa-causal": [
+        "flash_attention-causal",
+        "flash_attention-causal-bench-s1",
+        "flash_attention-causal-sm90a",
+        "flash_attention-causal-bench-sm90a-t256",
+    ],
     "fa-cudnn": ["flash_attention-sm90a", "flash_attention-bench-sm90a-t256"],
-    "fa-causal-cudnn": ["flash_attention-causal-sm90a"],
+    "fa-causal-cudnn": ["flash_attention-causal-sm90a", "flash_attention-causal-bench-sm90a-t256"],
 }
 TOL = 1e-2  # relative error norm of fp16 outputs against torch's
 

@@ -49,6 +49,7 @@ from tilec.passes.infer_layouts import Layouts, fragment_registers
 from tilec.passes.pack_subbyte import logical_dim
 from tilec.passes.plan_pipeline import (
     loop_refusal,
+    overlap,
     producers,
     refusals,
     ring_guard,
@@ -578,8 +579,9 @@ def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, roles: Roles
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
 
 
-def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
-    """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass)."""
+def pipeline_tables(kernel: tir.Kernel, words: Words, overlapped: bool = False) -> list[Table]:
+    """One table per Pipelined loop: which statements run ahead (the plan_pipeline pass);
+    `overlapped`: the warp-role loop's consumers overlap its products (T.Kernel.overlapped_products)."""
     out = []
     for s in _walk(kernel.body):
         if isinstance(s, tir.For) and s.kind == "pipelined":
@@ -589,7 +591,7 @@ def pipeline_tables(kernel: tir.Kernel, words: Words) -> list[Table]:
                 out.append(_schedule_table(title, s, s.schedule, words))
                 continue
             if s.warp_specialized:
-                caption = _warp_roles_caption(kernel, s, words)
+                caption = _warp_roles_caption(kernel, s, words, overlapped)
             elif s.single_buffered:
                 caption = (
                     f"num_stages={s.num_stages}, one buffer per tile ({s.num_stages} are over the shared memory): "
@@ -663,7 +665,7 @@ def _schedule_table(title: str, loop: tir.For, sched: tir.Schedule, words: Words
     return Table(title, ("stage", "order", "works on", "where", "statement"), tuple(rows), caption)
 
 
-def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words) -> str:
+def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words, overlapped: bool = False) -> str:
     ring = ring_stages(loop)
     levels = skeleton(kernel, loop) or []
     lines = ", ".join(str(lv.holder.span.line) for lv in levels[:-1])
@@ -679,8 +681,14 @@ def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words) -> str:
         if loop.num_stages < ring
         else ""
     )
+    plan = overlap(loop) if overlapped else None
     consume = (
-        f"run the rest as written on each stage's tiles, every product's {words['warp_group_mma']}s finished "
+        f"issue iteration k's {op_text(plan.first)} before iteration k - 1's {op_text(plan.second)} and run "
+        f"k's work before line {plan.late[0].span.line if plan.late else plan.second.span.line} while the latter "
+        f"is in flight, the rest once it retired; the two products' tiles ride rings of their own, each "
+        "stage freed once its product retired"
+        if plan is not None
+        else f"run the rest as written on each stage's tiles, every product's {words['warp_group_mma']}s finished "
         "before the next statement, and free the stage at the end of its iteration"
         if runs_products(loop)
         else f"run the rest, keeping one {words['warp_group_mma']} group in flight, and free a stage once the "
@@ -825,7 +833,7 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     ops = ops_table(kernel, target, layouts, roles)
     thread_level = thread_level_table(kernel, target)
     tables = [buffers_table(kernel, layouts, words), ops, *([thread_level] if thread_level else [])]
-    tables += pipeline_tables(kernel, words)
+    tables += pipeline_tables(kernel, words, lowered.overlapped_products)
     if not any(t.title.startswith("Pipeline") for t in tables):
         tables.append(Table("Pipeline", (), (), "no Pipelined loops"))
     notes = (

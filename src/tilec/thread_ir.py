@@ -341,6 +341,9 @@ class Kernel:
     # `grid` counts tiles, not blocks: the launcher starts at most one block per multiprocessor
     # and each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... (lower/kernel.py)
     persistent: bool = False
+    # warp roles whose consumers issue a loop's first product of iteration k before the second
+    # of k - 1, each product's tiles in a ring of their own (backends/cuda/sm90.py)
+    overlapped_products: bool = False
     # the C names of the block variables, in grid order: each in [0, its extent of `grid`), which
     # the raster lowering writes (blockIdx's, panels, a persistent kernel's tiles) keeps and
     # the bounds verifier (bounds_verify.py) takes as given

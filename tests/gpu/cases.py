@@ -882,7 +882,14 @@ def _cases() -> list[Case]:
         for M, N, what in rows:
             add(v, f"{M}x{N} {what}", check_layernorm, M=M, N=N)
 
-    fa_sizes = [(2, 4, 256, "S=256"), (1, 3, 1000, "S=1000 ragged"), (2, 2, 77, "S=77 ragged")]
+    fa_sizes = [
+        (2, 4, 256, "S=256"),
+        (1, 3, 1000, "S=1000 ragged"),
+        (2, 2, 77, "S=77 ragged"),
+        (1, 2, 1, "S=1"),
+        (1, 1, 4097, "S=4097 ragged"),
+        (2, 8, 2048, "S=2048: more tiles than blocks, so a block walks several (its ring counters run on)"),
+    ]
     for v, causal in (
         ("flash_attention", False),
         ("flash_attention-causal", True),
@@ -892,6 +899,7 @@ def _cases() -> list[Case]:
         ("flash_attention-bench-s1", False),
         ("flash_attention-causal-bench-s1", True),
         ("flash_attention-bench-sm90a-t256", False),
+        ("flash_attention-causal-bench-sm90a-t256", True),
     ):
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what}", check_flash_attention, B=B, H=H, S=S, D=128, causal=causal)

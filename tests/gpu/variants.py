@@ -98,6 +98,13 @@ VARIANTS: list[Variant] = [
     Variant("flash_attention-causal-bench-s1", "flash_attention", {"is_causal": "True", "num_stages": "1"}, bench=True),
     # two consumer warp groups of 64 rows each (wgmma m64), the example's 128-row tile
     Variant("flash_attention-bench-sm90a-t256", "flash_attention", {"threads": "256"}, arch="sm_90a", bench=True),
+    Variant(
+        "flash_attention-causal-bench-sm90a-t256",
+        "flash_attention",
+        {"is_causal": "True", "threads": "256"},
+        arch="sm_90a",
+        bench=True,
+    ),
     Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
     Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
     Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),

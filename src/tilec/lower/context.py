@@ -175,6 +175,7 @@ class WarpRoles:
     # leave room for a second block (its producer's epilogue overlaps the other's main loop)
     max_blocks: int
     persistent: bool = True
+    overlapped: bool = False  # its consumers overlap two products across iterations (sm90._overlap)
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,7 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
         min_blocks=blocks,
         tensor_maps=roles.tensor_maps,
         persistent=roles.persistent,
+        overlapped_products=roles.overlapped,
     )
 
 

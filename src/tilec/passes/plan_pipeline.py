@@ -402,6 +402,81 @@ def _products_form(rest: list[tir.Stmt], tiles: set[tir.Buffer], target: Target)
 
 
 @dataclass(frozen=True, slots=True)
+class Overlap:
+    """A products-form warp-role loop whose two products overlap across iterations (`overlap`):
+    the consumers issue iteration k's first product (S = Q K^T), then iteration k - 1's second
+    (O += P V), and run iteration k's `early` work (the softmax) while the latter runs; `late`
+    work (O's rescale, P's conversion) waits for it. `head` runs before the first product."""
+
+    head: tuple[tir.Stmt, ...]
+    first: tir.Gemm
+    early: tuple[tir.Stmt, ...]
+    late: tuple[tir.Stmt, ...]
+    second: tir.Gemm
+
+    def tiles(self, loop: tir.For) -> tuple[list[tir.Copy], list[tir.Copy]]:
+        """`loop`'s producers split by the product reading their tile: the first's, the second's."""
+        found = producers(loop)
+        second = {self.second.a.buffer, self.second.b.buffer}
+        return [c for c in found if c.dst.buffer not in second], [c for c in found if c.dst.buffer in second]
+
+
+def overlap(loop: tir.For) -> Overlap | None:
+    """How a products-form warp-role loop (`runs_products`) overlaps its two products across
+    iterations (FlashAttention-3's intra-warp-group overlap), or None. The body, less its
+    producers: `head`, a first gemm, work, and a second gemm last, on A from registers (P, in
+    the first's accumulator layout) into an accumulator it does not clear (O); each ring tile
+    read by one of the two. The work splits into `early`, which touches neither the second's
+    accumulator nor its A (the softmax), and `late`, which does (O's rescale, P's conversion):
+    the early work runs while iteration k - 1's second product is in flight, so it must not
+    depend on late work before it, nor late work on early work after it. The head touches
+    neither either. Not for a guarded ring."""
+    if ring_guard(loop) is not None:
+        return None
+    body = consumer_body(loop)
+    at = [i for i, x in enumerate(body) if isinstance(x, tir.Gemm)]
+    if len(at) != 2 or at[1] != len(body) - 1:
+        return None
+    first, second = body[at[0]], body[-1]
+    assert isinstance(first, tir.Gemm) and isinstance(second, tir.Gemm)
+    if not second.a_from_registers or second.clear_accum:
+        return None
+    tiles = {c.dst.buffer for c in producers(loop)}
+    reads = ({first.a.buffer, first.b.buffer} & tiles, {second.a.buffer, second.b.buffer} & tiles)
+    if not all(reads) or reads[0] & reads[1]:
+        return None
+    held = {second.c.buffer, second.a.buffer}
+    head = body[: at[0]]
+    if first.c.buffer in held or any(held & tir_walk.buffers(x) for x in head):
+        return None
+    early: list[tir.Stmt] = []
+    late: list[tir.Stmt] = []
+    for x in body[at[0] + 1 : -1]:
+        if held & tir_walk.buffers(x):
+            late.append(x)
+        elif any(_dependent(x, y) for y in late):
+            return None
+        else:
+            early.append(x)
+    return Overlap(tuple(head), first, tuple(early), tuple(late), second)
+
+
+def _dependent(a: tir.Stmt, b: tir.Stmt) -> bool:
+    """Whether swapping `a` and `b` could change what either computes: one writes a buffer the
+    other touches, or binds a name the other reads."""
+    return _writes_into(a, b) or _writes_into(b, a)
+
+
+def _writes_into(a: tir.Stmt, b: tir.Stmt) -> bool:
+    """Whether `a` writes a buffer `b` touches or binds a name `b` reads."""
+    inside_a, inside_b = list(tir_walk.stmts((a,))), list(tir_walk.stmts((b,)))
+    if {w for x in inside_a for w in tir_walk.written(x)} & tir_walk.buffers(b):
+        return True
+    bound = {x.var for x in inside_a if isinstance(x, tir.Let)}
+    return any(bound & tir_walk.variables(e) for x in inside_b for e in tir_walk.stmt_exprs(x))
+
+
+@dataclass(frozen=True, slots=True)
 class Level:
     """One step of the way from the kernel body down to a warp-role loop (`skeleton`): the lets
     of that statement list, before `holder`, that the producer can compute itself, and `holder`,

@@ -51,14 +51,16 @@ from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
 from tilec.lower.cexpr import I32, add, all_of, flatten, mul, source_comment, source_line
-from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_view
+from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import in_dimension, let_decl, nonnegative, ref_of, value_of
 from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
 from tilec.passes.plan_pipeline import (
     Level,
+    Overlap,
     box_row_dim,
     consumer_body,
+    overlap,
     producers,
     ring_guard,
     ring_stages,
@@ -66,8 +68,8 @@ from tilec.passes.plan_pipeline import (
     skeleton,
 )
 from tilec.passes.select import gemm_depth
-from tilec.simplify import const, int_, simplify
-from tilec.sync import BLOCK
+from tilec.simplify import const, int_, simplify, substitute
+from tilec.sync import BLOCK, shared_reads_writes
 from tilec.targets import instruction_named
 
 __all__ = [
@@ -111,9 +113,10 @@ def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
     return _wgmma_gemm(ctx, s, record)
 
 
-def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: int = 0) -> list[T.Stmt]:
+def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: int | None = 0) -> list[T.Stmt]:
     """The warp groups' wgmmas of `s`, committed as one group; returns once at most `in_flight`
-    groups are still running (0: the accumulator is final)."""
+    groups are still running (0: the accumulator is final), or at once (None: the caller waits,
+    then holds the accumulator, `_hold`)."""
     c = s.c.buffer
     frag = ctx.layouts.buffers[c]
     gn, gm = frag.thread_parts[3].extent, frag.thread_parts[4].extent  # wgmma_accumulator's parts
@@ -162,7 +165,9 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
         out.append(T.Call(T.Intrin(f"tilec_wgmma_hold_a<{words}>", (first_word,), I32)))
     out.append(_call("tilec_wgmma_fence"))
     out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
-    out += [_call("tilec_wgmma_commit"), _call(f"tilec_wgmma_wait<{in_flight}>"), hold]
+    out.append(_call("tilec_wgmma_commit"))
+    if in_flight is not None:
+        out += [_call(f"tilec_wgmma_wait<{in_flight}>"), hold]
     return out
 
 
@@ -244,16 +249,24 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     threads = ctx.kernel.threads
     ring = _ring(ctx, s)
     ctx.state.helpers |= {"bulk_copy", "mbarrier"}
-    filled_decl, producer_code, maps = _producer(ctx, s, ring, copies)
-    setup = _ring_setup(ctx, ring, threads)
     groups = threads // WARP_GROUP
-    if runs_products(s):
+    fragments = fragment_registers(ctx.layouts)
+    plan = _overlap(s, fragments, groups)
+    if plan is not None:  # each product's tiles in a ring of their own
+        second = _second_ring(ctx, ring)
+        parts = list(zip((ring, second), plan.tiles(s), strict=True))
+    else:
+        parts = [(ring, copies)]
+    filled_decl, producer_code, maps = _producer(ctx, s, parts)
+    setup = _ring_setup(ctx, [r for r, _ in parts], threads)
+    if plan is not None:
+        consumed_decl, consumer = _consumers_overlapped(ctx, s, parts, plan, lower)
+    elif runs_products(s):
         consumed_decl, consumer = _consumers_of_products(ctx, s, ring, copies, lower)
     else:
         (g,) = [x for x in consumer_body(s) if isinstance(x, tir.Gemm)]
         consumed_decl, consumer = _consumers(ctx, s, ring, g, lower)
     params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
-    fragments = fragment_registers(ctx.layouts)
     ctx.state.roles = WarpRoles(
         setup=setup,
         producer_entry=(),
@@ -268,8 +281,23 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
         registers=lambda blocks: _register_moves(groups, blocks),
         max_blocks=2 if consumer_registers(groups, 2) - fragments >= ADDRESS_REGISTERS else 1,
         persistent=any(x is s for x in ctx.kernel.body),
+        overlapped=plan is not None,
     )
     return consumer
+
+
+def _overlap(s: tir.For, fragments: int, groups: int) -> Overlap | None:
+    """How the consumers of `s` overlap its two products (plan_pipeline.overlap), where the
+    registers allow: all its fragments live at once (iteration k's scores beside k - 1's P
+    and the output) besides the addresses, within the consumers' share of one block per
+    multiprocessor. (A 128-row tile on one warp group, 234 registers of fragments, spilled
+    and had ptxas serialize its wgmmas; two warp groups of 64 rows, 122, did neither.)"""
+    if not runs_products(s):
+        return None
+    plan = overlap(s)
+    if plan is None or fragments + ADDRESS_REGISTERS > consumer_registers(groups, 1):
+        return None
+    return plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +347,15 @@ def _ring(ctx: LowerContext, s: tir.For) -> _Ring:
     return _Ring(full, empty, stages, count, it, ring_guard(s))
 
 
+def _second_ring(ctx: LowerContext, ring: _Ring) -> _Ring:
+    """A ring beside `ring` for other tiles of the same loop: barriers of its own, the same
+    stages, iterations and positions."""
+    full, empty = ctx.fresh("full_bar"), ctx.fresh("empty_bar")
+    for name in (full, empty):
+        shared_view(ctx, name, DType.uint64, (ring.stages,), 8)
+    return replace(ring, full=full, empty=empty)
+
+
 def _run(ctx: LowerContext, ring: _Ring) -> _Run:
     """A role's walk of one run of `ring`'s loop: by the iteration, or for a guarded ring by a
     count of the iterations taken (`taken`, 0 at the start of the run)."""
@@ -363,25 +400,27 @@ def _counter(ctx: LowerContext, run: _Run, name: str) -> tuple[tir.Var, T.Decl, 
 
 
 def _producer(
-    ctx: LowerContext, s: tir.For, ring: _Ring, copies: list[tir.Copy]
+    ctx: LowerContext, s: tir.For, parts: list[tuple[_Ring, list[tir.Copy]]]
 ) -> tuple[T.Decl, tuple[T.Stmt, ...], list[T.TensorMap]]:
     """The producer thread's counter, its code per run of `s` (`_replayed` in the control around
-    it) and its tensor maps: per iteration (taken, in a guarded ring), wait for a free stage,
-    announce its bytes, issue the copies' boxes."""
+    it) and its tensor maps: per iteration (taken, in a guarded ring), for each ring and the
+    copies it carries, wait for a free stage, announce its bytes, issue the copies' boxes."""
+    ring = parts[0][0]
     run = _run(ctx, ring)
     filled, filled_decl, filled_step = _counter(ctx, run, "filled")
     stage, phase, decls = _slot(ctx, ring, add(filled, run.at))
-    full = _bar(ring.full, stage)
-    tx_bytes = sum(math.prod(c.dst.buffer.const_shape) * c.dst.buffer.dtype.bytes for c in copies)
     issue: list[T.Stmt] = [*decls]
-    issue.append(T.Barrier("mbarrier_wait", (_bar(ring.empty, stage), tir.BinOp("^", phase, int_(1), I32))))
-    issue.append(T.Barrier("mbarrier_expect_tx", (full, int_(tx_bytes))))
     maps: list[T.TensorMap] = []
-    for c in copies:
-        code, tmap = _bulk_copy(ctx, c, stage, full)
-        issue.append(T.Scope(source_comment(c), tuple(code), c.span, T.NO_ACCESS))
-        maps.append(tmap)
-    issue.append(T.Barrier("mbarrier_arrive", (full,)))
+    for r, copies in parts:
+        full = _bar(r.full, stage)
+        tx_bytes = sum(math.prod(c.dst.buffer.const_shape) * c.dst.buffer.dtype.bytes for c in copies)
+        issue.append(T.Barrier("mbarrier_wait", (_bar(r.empty, stage), tir.BinOp("^", phase, int_(1), I32))))
+        issue.append(T.Barrier("mbarrier_expect_tx", (full, int_(tx_bytes))))
+        for c in copies:
+            code, tmap = _bulk_copy(ctx, c, stage, full)
+            issue.append(T.Scope(source_comment(c), tuple(code), c.span, T.NO_ACCESS))
+            maps.append(tmap)
+        issue.append(T.Barrier("mbarrier_arrive", (full,)))
     loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, _iteration(ctx, ring, run, issue))
     return filled_decl, _replayed(ctx, s, copies, (*run.head, loop, filled_step)), maps
 
@@ -435,20 +474,22 @@ def _replay(ctx: LowerContext, level: Level, body: tuple[T.Stmt, ...]) -> list[T
     return [comment, T.IfThen(tir.UnaryOp("not", cond, DType.bool) if level.orelse else cond, body)]
 
 
-def _ring_setup(ctx: LowerContext, ring: _Ring, threads: int) -> tuple[T.Stmt, ...]:
-    """One thread initializes the ring's barriers (a full one for the producer's arrival, an
+def _ring_setup(ctx: LowerContext, rings: list[_Ring], threads: int) -> tuple[T.Stmt, ...]:
+    """One thread initializes the rings' barriers (a full one for the producer's arrival, an
     empty one for each consumer warp's), then every thread of the block waits for it."""
     warps = threads // ctx.target.warp_size
     i = tir.Var(ctx.fresh("i"), I32, "thread")
-    init = (
-        T.Barrier("mbarrier_init", (_bar(ring.full, i), int_(1))),
-        T.Barrier("mbarrier_init", (_bar(ring.empty, i), int_(warps))),
+    init = tuple(
+        T.Barrier("mbarrier_init", (_bar(name, i), int_(count)))
+        for ring in rings
+        for name, count in ((ring.full, 1), (ring.empty, warps))
     )
     first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
+    stages = rings[0].stages
     return (
         T.IfThen(
             first,
-            (T.Loop(T.Sym(i.name, I32), int_(0), int_(ring.stages), 1, True, init), _call("tilec_mbarrier_init_fence")),
+            (T.Loop(T.Sym(i.name, I32), int_(0), int_(stages), 1, True, init), _call("tilec_mbarrier_init_fence")),
         ),
         T.Barrier("named", (int_(0), int_(threads + WARP_GROUP))),
     )
@@ -527,6 +568,91 @@ def _consumers_of_products(
         T.Comment(f"warp roles: a producer warp group fills a ring of {ring.stages} stages by bulk copies"),
         *run.head,
         loop,
+        consumed_step,
+    ]
+
+
+def _consumers_overlapped(
+    ctx: LowerContext, s: tir.For, parts: list[tuple[_Ring, list[tir.Copy]]], plan: Overlap, lower: StmtLowering
+) -> tuple[T.Decl, list[T.Stmt]]:
+    """The consumers of a products-form loop whose products overlap (plan_pipeline.overlap), the
+    first product's tiles (K) in one ring, the second's (V) in another:
+
+        iteration 0:  head; wait K full; S = Q K^T; wait<0>; free K; early; late
+        k = 1 ..:     head; wait K full; issue S = Q K^T (k)
+                      wait V full (k - 1); issue O += P V (k - 1)
+                      wait<1>: S is final; free K (k); early (the softmax, beside P V)
+                      wait<0>: O is final; free V (k - 1); late (O's rescale, P for k)
+        the last:     wait V full; O += P V; wait<0>; free V
+
+    A run of no iterations does nothing."""
+    (first_ring, first_copies), (second_ring, second_copies) = parts
+    run = _run(ctx, first_ring)
+    consumed, consumed_decl, consumed_step = _counter(ctx, run, "consumed")
+    it, count = first_ring.it, first_ring.count
+    ring_tiles = frozenset(ctx.name(c.dst.buffer) for c in first_copies + second_copies)
+    s_acc, o_acc, p_regs = plan.first.c.buffer, plan.second.c.buffer, plan.second.a.buffer
+
+    def product(g: tir.Gemm, ring: _Ring, copies: list[tir.Copy], position: tir.Expr) -> list[T.Stmt]:
+        """Wait for the ring's stage at `position`, then issue `g` on its tiles (no wait)."""
+        stage, code = _wait_full(ctx, ring, position)
+        for c in copies:
+            ctx.state.stage_of[c.dst.buffer] = stage
+        record = instruction_named(ctx.target, g.instruction)
+        issue = _wgmma_gemm(ctx, g, record, in_flight=None)
+        for c in copies:
+            del ctx.state.stage_of[c.dst.buffer]
+        reads, writes = shared_reads_writes(g)
+        access = T.SharedAccess(
+            reads=shared_names(ctx, reads), writes=shared_names(ctx, writes), scratch=True, proxy_reads=True
+        )
+        return [*code, T.Scope(source_comment(g), tuple(issue), g.span, access)]
+
+    def held(*bufs: tir.Buffer) -> list[T.Stmt]:
+        out: list[T.Stmt] = []
+        for b in bufs:
+            size = ctx.layouts.buffers[b].local_size
+            if b is p_regs:
+                ctx.state.helpers.add("wgmma_rs")
+                words = size * b.dtype.bytes // 4
+                first_word = T.AddressOf(T.Subscript(ctx.name(b), (int_(0),), b.dtype))
+                out.append(T.Call(T.Intrin(f"tilec_wgmma_hold_a<{words}>", (first_word,), I32)))
+            else:
+                out.append(_hold(ctx.name(b), size, b.dtype))
+        return out
+
+    def work(stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
+        return [x for stmt in stmts for x in lower(ctx, stmt)]
+
+    at = add(consumed, it)
+    # iteration 0, k at its first value
+    in_loop = ctx.state.cvars[s.var]
+    ctx.state.cvars[s.var] = simplify(substitute(in_loop, {it: int_(0)}))
+    first = [*work(plan.head), *product(plan.first, first_ring, first_copies, consumed)]
+    first += [_call("tilec_wgmma_wait<0>"), *held(s_acc)]
+    first += [_release(ctx, first_ring, tir.BoolImm(True), consumed), *work(plan.early), *work(plan.late)]
+    ctx.state.cvars[s.var] = in_loop
+    body = [*work(plan.head), *product(plan.first, first_ring, first_copies, at)]
+    body += product(plan.second, second_ring, second_copies, _minus_one(at))
+    body += [_call("tilec_wgmma_wait<1>"), *held(s_acc), _release(ctx, first_ring, tir.BoolImm(True), at)]
+    body += [T.Comment("the softmax of iteration k runs beside the P V product of k - 1"), *work(plan.early)]
+    body += [_call("tilec_wgmma_wait<0>"), *held(o_acc, p_regs)]
+    body += [_release(ctx, second_ring, tir.BoolImm(True), _minus_one(at)), *work(plan.late)]
+    last_at = _minus_one(add(consumed, count))
+    last = [*product(plan.second, second_ring, second_copies, last_at), _call("tilec_wgmma_wait<0>")]
+    last += [*held(o_acc), _release(ctx, second_ring, tir.BoolImm(True), last_at)]
+    loop = T.Loop(T.Sym(it.name, I32), int_(1), count, 1, False, _without(tuple(body), ring_tiles))
+    some = tir.BinOp(">", count, int_(0), DType.bool)
+    return consumed_decl, [
+        T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
+        T.Comment(
+            f"warp roles: a producer warp group fills two rings of {first_ring.stages} stages by bulk copies, "
+            "one for each product's tiles; each iteration issues its first product before the previous "
+            "iteration's second"
+        ),
+        T.IfThen(some, _without(tuple(first), ring_tiles)),
+        loop,
+        T.IfThen(some, _without(tuple(last), ring_tiles)),
         consumed_step,
     ]
 
