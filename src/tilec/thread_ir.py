@@ -204,6 +204,7 @@ BarrierKind = Literal[
     "mbarrier_expect_tx",  # args (barrier, bytes): the phase also waits for `bytes` of async (TMA) writes
     "mbarrier_wait",  # args (barrier, phase): wait until phase `phase` (its parity) of the barrier completes
     "named",  # args (id, count): bar.sync on hardware barrier `id` among `count` threads (warp groups)
+    "named_arrive",  # args (id, count): bar.arrive: count this thread on barrier `id` and go on, no wait
     "fence_proxy_async",  # order this thread's generic-proxy shared accesses before later async-proxy ones
 ]
 

@@ -904,6 +904,9 @@ def _cases() -> list[Case]:
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what}", check_flash_attention, B=B, H=H, S=S, D=128, causal=causal)
     add("flash_attention-d64", "B2 H4 S=300 D=64", check_flash_attention, B=2, H=4, S=300, D=64, causal=False)
+    for v, causal in (("flash_attention-sm90a-overlap", False), ("flash_attention-causal-sm90a-overlap", True)):
+        for B, H, S, what in fa_sizes:
+            add(v, f"B{B} H{H} {what} D=64", check_flash_attention, B=B, H=H, S=S, D=64, causal=causal)
 
     for v in ("dequant_gemm", "dequant_gemm-sm90a"):
         add(v, "256x256x256", check_dequant_gemm, M=256, N=256, K=256)

@@ -98,6 +98,19 @@ VARIANTS: list[Variant] = [
     Variant("flash_attention-causal-bench-s1", "flash_attention", {"is_causal": "True", "num_stages": "1"}, bench=True),
     # two consumer warp groups of 64 rows each (wgmma m64), the example's 128-row tile
     Variant("flash_attention-bench-sm90a-t256", "flash_attention", {"threads": "256"}, arch="sm_90a", bench=True),
+    # 128x128 tiles, D 64, two consumer warp groups: the products overlap (sm90 _consumers_overlapped)
+    Variant(
+        "flash_attention-sm90a-overlap",
+        "flash_attention",
+        {"dim": "64", "block_N": "128", "threads": "256"},
+        arch="sm_90a",
+    ),
+    Variant(
+        "flash_attention-causal-sm90a-overlap",
+        "flash_attention",
+        {"dim": "64", "block_N": "128", "threads": "256", "is_causal": "True"},
+        arch="sm_90a",
+    ),
     Variant(
         "flash_attention-causal-bench-sm90a-t256",
         "flash_attention",

@@ -47,6 +47,7 @@ HOPPER_BARRIERS: dict[str, str] = {
     "mbarrier_expect_tx": "tilec_mbarrier_expect_tx(&{0}, {1});",
     "mbarrier_wait": "tilec_mbarrier_wait(&{0}, {1});",
     "named": 'asm volatile("bar.sync %0, %1;" ::"r"({0}), "r"({1}) : "memory");',
+    "named_arrive": 'asm volatile("bar.arrive %0, %1;" ::"r"({0}), "r"({1}) : "memory");',
     "fence_proxy_async": 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
 }
 

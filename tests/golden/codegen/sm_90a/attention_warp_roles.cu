@@ -790,8 +790,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   half(*V_shared)[4096] = reinterpret_cast<half(*)[4096]>(smem + 24576);
   unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 40960);
   unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 40976);
-  unsigned long long* full_bar_1 = reinterpret_cast<unsigned long long*>(smem + 40992);
-  unsigned long long* empty_bar_1 = reinterpret_cast<unsigned long long*>(smem + 41008);
   const int tiles = (S + 63) / 64 * H * B;
   // persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles
   const int block_tiles =
@@ -803,8 +801,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     for (int i_5 = 0; i_5 < 2; ++i_5) {
       tilec_mbarrier_init(&full_bar[i_5], 1);
       tilec_mbarrier_init(&empty_bar[i_5], 4);
-      tilec_mbarrier_init(&full_bar_1[i_5], 1);
-      tilec_mbarrier_init(&empty_bar_1[i_5], 4);
     }
     tilec_mbarrier_init_fence();
   }
@@ -823,21 +819,18 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             const int stage = (filled + k) % 2;
             const int phase = (filled + k) / 2 % 2;
             tilec_mbarrier_wait(&empty_bar[stage], phase ^ 1);
-            tilec_mbarrier_expect_tx(&full_bar[stage], 8192);
+            tilec_mbarrier_expect_tx(&full_bar[stage], 16384);
             // attention_warp_roles.tile:23: copy(K[bz, by, k * 64 : k * 64 + 64, :], K_shared)
             {
               tilec_tma_load_3d(&K_shared[stage][0], K_map, &full_bar[stage], 0, k * 64,
                                 bz * H + by);
             }
-            tilec_mbarrier_arrive(&full_bar[stage]);
-            tilec_mbarrier_wait(&empty_bar_1[stage], phase ^ 1);
-            tilec_mbarrier_expect_tx(&full_bar_1[stage], 8192);
             // attention_warp_roles.tile:24: copy(V[bz, by, k * 64 : k * 64 + 64, :], V_shared)
             {
-              tilec_tma_load_3d(&V_shared[stage][0], V_map, &full_bar_1[stage], 0, k * 64,
+              tilec_tma_load_3d(&V_shared[stage][0], V_map, &full_bar[stage], 0, k * 64,
                                 bz * H + by);
             }
-            tilec_mbarrier_arrive(&full_bar_1[stage]);
+            tilec_mbarrier_arrive(&full_bar[stage]);
           }
           filled += (S + 63) / 64;
         }
@@ -931,9 +924,14 @@ extern "C" __global__ void __launch_bounds__(256, 2)
           m[g_1] = -INFINITY;
         }
       }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
       // attention_warp_roles.tile:22: for k in Pipelined(ceildiv(S, 64), num_stages=2): (consumers: wgmma)
-      // warp roles: a producer warp group fills two rings of 2 stages by bulk copies, one for each product's tiles; each iteration issues its first product before the previous iteration's second
-      if ((S + 63) / 64 > 0) {
+      // warp roles: a producer warp group fills a ring of 2 stages by bulk copies
+      for (int k = 0; k < (S + 63) / 64; ++k) {
+        const int stage_1 = (consumed + k) % 2;
+        const int phase_1 = (consumed + k) / 2 % 2;
+        tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
         // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
         {
 #pragma unroll
@@ -943,16 +941,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
               for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
                 const int j_3 = g1_1 * 8 + tx % 4 * 2 + e1_3;
-                acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = j_3 < S ? 0.0f : -INFINITY;
+                acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = k * 64 + j_3 < S ? 0.0f : -INFINITY;
               }
             }
           }
         }
-        const int stage_1 = consumed % 2;
-        const int phase_1 = consumed / 2 % 2;
-        tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
         // attention_warp_roles.tile:27: gemm(Q_shared, K_shared, acc_s, transpose_B=True)
         {
           tilec_wgmma_hold<32>(&acc_s[0]);
@@ -964,11 +957,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                 tilec_wgmma_desc(&K_shared[stage_1][kk * 16], 16, 1024, 1));
           }
           tilec_wgmma_commit();
-        }
-        tilec_wgmma_wait<0>();
-        tilec_wgmma_hold<32>(&acc_s[0]);
-        if (lane == 0) {
-          tilec_mbarrier_arrive(&empty_bar[consumed % 2]);
+          tilec_wgmma_wait<0>();
+          tilec_wgmma_hold<32>(&acc_s[0]);
         }
         // attention_warp_roles.tile:28: copy(m, m_prev)
         {
@@ -1112,243 +1102,35 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             }
           }
         }
-      }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
-      for (int k = 1; k < (S + 63) / 64; ++k) {
-        // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
+        // attention_warp_roles.tile:38: gemm(acc_s_cast, V_shared, acc_o)
         {
-#pragma unroll
-          for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
-#pragma unroll
-            for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
-#pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                const int j_5 = g1_5 * 8 + tx % 4 * 2 + e1_7;
-                acc_s[g1_5 * 4 + g0_7 * 2 + e1_7] = k * 64 + j_5 < S ? 0.0f : -INFINITY;
-              }
-            }
-          }
-        }
-        const int stage_2 = (consumed + k) % 2;
-        const int phase_2 = (consumed + k) / 2 % 2;
-        tilec_mbarrier_wait(&full_bar[stage_2], phase_2);
-        // attention_warp_roles.tile:27: gemm(Q_shared, K_shared, acc_s, transpose_B=True)
-        {
-          tilec_wgmma_hold<32>(&acc_s[0]);
+          tilec_wgmma_hold<32>(&acc_o[0]);
+          tilec_wgmma_hold_a<16>(&acc_s_cast[0]);
           tilec_wgmma_fence();
 #pragma unroll
           for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
-            tilec_wgmma_m64n64k16_f16<0, 0>(
-                &acc_s[0], tilec_wgmma_desc(&Q_shared[kk_1 * 16], 16, 1024, 1),
-                tilec_wgmma_desc(&K_shared[stage_2][kk_1 * 16], 16, 1024, 1));
-          }
-          tilec_wgmma_commit();
-        }
-        const int stage_3 = (consumed + k - 1) % 2;
-        const int phase_3 = (consumed + k - 1) / 2 % 2;
-        tilec_mbarrier_wait(&full_bar_1[stage_3], phase_3);
-        // attention_warp_roles.tile:38: gemm(acc_s_cast, V_shared, acc_o)
-        {
-          tilec_wgmma_hold<32>(&acc_o[0]);
-          tilec_wgmma_hold_a<16>(&acc_s_cast[0]);
-          tilec_wgmma_fence();
-#pragma unroll
-          for (int kk_2 = 0; kk_2 < 4; ++kk_2) {
             tilec_wgmma_m64n64k16_rs_f16<1>(
-                &acc_o[0], &acc_s_cast[kk_2 * 8],
-                tilec_wgmma_desc(&V_shared[stage_3][kk_2 * 1024], 8192, 1024, 1));
+                &acc_o[0], &acc_s_cast[kk_1 * 8],
+                tilec_wgmma_desc(&V_shared[stage_1][kk_1 * 1024], 8192, 1024, 1));
           }
           tilec_wgmma_commit();
+          tilec_wgmma_wait<0>();
+          tilec_wgmma_hold<32>(&acc_o[0]);
         }
-        tilec_wgmma_wait<1>();
-        tilec_wgmma_hold<32>(&acc_s[0]);
         if (lane == 0) {
           tilec_mbarrier_arrive(&empty_bar[(consumed + k) % 2]);
-        }
-        // the softmax of iteration k runs beside the P V product of k - 1
-        // attention_warp_roles.tile:28: copy(m, m_prev)
-        {
-#pragma unroll
-          for (int g_4 = 0; g_4 < 2; ++g_4) {
-            m_prev[g_4] = m[g_4];
-          }
-        }
-        // attention_warp_roles.tile:29: reduce_max(acc_s, m, dim=1, clear=False)
-        {
-          float red_4 = -INFINITY;
-          red_4 = fmaxf(red_4, acc_s[0]);
-          red_4 = fmaxf(red_4, acc_s[1]);
-          red_4 = fmaxf(red_4, acc_s[4]);
-          red_4 = fmaxf(red_4, acc_s[5]);
-          red_4 = fmaxf(red_4, acc_s[8]);
-          red_4 = fmaxf(red_4, acc_s[9]);
-          red_4 = fmaxf(red_4, acc_s[12]);
-          red_4 = fmaxf(red_4, acc_s[13]);
-          red_4 = fmaxf(red_4, acc_s[16]);
-          red_4 = fmaxf(red_4, acc_s[17]);
-          red_4 = fmaxf(red_4, acc_s[20]);
-          red_4 = fmaxf(red_4, acc_s[21]);
-          red_4 = fmaxf(red_4, acc_s[24]);
-          red_4 = fmaxf(red_4, acc_s[25]);
-          red_4 = fmaxf(red_4, acc_s[28]);
-          red_4 = fmaxf(red_4, acc_s[29]);
-          red_4 = fmaxf(red_4, __shfl_xor_sync(0xffffffffu, red_4, 2));
-          red_4 = fmaxf(red_4, __shfl_xor_sync(0xffffffffu, red_4, 1));
-          m[0] = fmaxf(m[0], red_4);
-          float red_5 = -INFINITY;
-          red_5 = fmaxf(red_5, acc_s[2]);
-          red_5 = fmaxf(red_5, acc_s[3]);
-          red_5 = fmaxf(red_5, acc_s[6]);
-          red_5 = fmaxf(red_5, acc_s[7]);
-          red_5 = fmaxf(red_5, acc_s[10]);
-          red_5 = fmaxf(red_5, acc_s[11]);
-          red_5 = fmaxf(red_5, acc_s[14]);
-          red_5 = fmaxf(red_5, acc_s[15]);
-          red_5 = fmaxf(red_5, acc_s[18]);
-          red_5 = fmaxf(red_5, acc_s[19]);
-          red_5 = fmaxf(red_5, acc_s[22]);
-          red_5 = fmaxf(red_5, acc_s[23]);
-          red_5 = fmaxf(red_5, acc_s[26]);
-          red_5 = fmaxf(red_5, acc_s[27]);
-          red_5 = fmaxf(red_5, acc_s[30]);
-          red_5 = fmaxf(red_5, acc_s[31]);
-          red_5 = fmaxf(red_5, __shfl_xor_sync(0xffffffffu, red_5, 2));
-          red_5 = fmaxf(red_5, __shfl_xor_sync(0xffffffffu, red_5, 1));
-          m[1] = fmaxf(m[1], red_5);
-        }
-        // attention_warp_roles.tile:30: for i, j in Parallel(64, 64):
-        {
-#pragma unroll
-          for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
-#pragma unroll
-            for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-#pragma unroll
-              for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-                acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] =
-                    tilec_exp2((acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] - m[g0_8]) * 0.18f);
-              }
-            }
-          }
-        }
-        // attention_warp_roles.tile:32: reduce_sum(acc_s, row_sum, dim=1)
-        {
-          float red_6 = 0.0f;
-          red_6 = red_6 + acc_s[0];
-          red_6 = red_6 + acc_s[1];
-          red_6 = red_6 + acc_s[4];
-          red_6 = red_6 + acc_s[5];
-          red_6 = red_6 + acc_s[8];
-          red_6 = red_6 + acc_s[9];
-          red_6 = red_6 + acc_s[12];
-          red_6 = red_6 + acc_s[13];
-          red_6 = red_6 + acc_s[16];
-          red_6 = red_6 + acc_s[17];
-          red_6 = red_6 + acc_s[20];
-          red_6 = red_6 + acc_s[21];
-          red_6 = red_6 + acc_s[24];
-          red_6 = red_6 + acc_s[25];
-          red_6 = red_6 + acc_s[28];
-          red_6 = red_6 + acc_s[29];
-          red_6 = red_6 + __shfl_xor_sync(0xffffffffu, red_6, 2);
-          red_6 = red_6 + __shfl_xor_sync(0xffffffffu, red_6, 1);
-          row_sum[0] = red_6;
-          float red_7 = 0.0f;
-          red_7 = red_7 + acc_s[2];
-          red_7 = red_7 + acc_s[3];
-          red_7 = red_7 + acc_s[6];
-          red_7 = red_7 + acc_s[7];
-          red_7 = red_7 + acc_s[10];
-          red_7 = red_7 + acc_s[11];
-          red_7 = red_7 + acc_s[14];
-          red_7 = red_7 + acc_s[15];
-          red_7 = red_7 + acc_s[18];
-          red_7 = red_7 + acc_s[19];
-          red_7 = red_7 + acc_s[22];
-          red_7 = red_7 + acc_s[23];
-          red_7 = red_7 + acc_s[26];
-          red_7 = red_7 + acc_s[27];
-          red_7 = red_7 + acc_s[30];
-          red_7 = red_7 + acc_s[31];
-          red_7 = red_7 + __shfl_xor_sync(0xffffffffu, red_7, 2);
-          red_7 = red_7 + __shfl_xor_sync(0xffffffffu, red_7, 1);
-          row_sum[1] = red_7;
-        }
-        // attention_warp_roles.tile:33: for i in Parallel(64):
-        {
-#pragma unroll
-          for (int g_5 = 0; g_5 < 2; ++g_5) {
-            l[g_5] = l[g_5] * tilec_exp2((m_prev[g_5] - m[g_5]) * 0.18f) + row_sum[g_5];
-          }
-        }
-        tilec_wgmma_wait<0>();
-        tilec_wgmma_hold<32>(&acc_o[0]);
-        tilec_wgmma_hold_a<16>(&acc_s_cast[0]);
-        if (lane == 0) {
-          tilec_mbarrier_arrive(&empty_bar_1[(consumed + k - 1) % 2]);
-        }
-        // attention_warp_roles.tile:35: for i, j in Parallel(64, 64):
-        {
-#pragma unroll
-          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
-#pragma unroll
-            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-#pragma unroll
-              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                acc_o[g1_7 * 4 + g0_9 * 2 + e1_9] = acc_o[g1_7 * 4 + g0_9 * 2 + e1_9] *
-                                                    tilec_exp2((m_prev[g0_9] - m[g0_9]) * 0.18f);
-              }
-            }
-          }
-        }
-        // attention_warp_roles.tile:37: copy(acc_s, acc_s_cast)
-        {
-#pragma unroll
-          for (int g1_8 = 0; g1_8 < 8; ++g1_8) {
-#pragma unroll
-            for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-#pragma unroll
-              for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-                acc_s_cast[g1_8 * 4 + g0_10 * 2 + e1_10] =
-                    static_cast<half>(acc_s[g1_8 * 4 + g0_10 * 2 + e1_10]);
-              }
-            }
-          }
-        }
-      }
-      if ((S + 63) / 64 > 0) {
-        const int stage_4 = (consumed + (S + 63) / 64 - 1) % 2;
-        const int phase_4 = (consumed + (S + 63) / 64 - 1) / 2 % 2;
-        tilec_mbarrier_wait(&full_bar_1[stage_4], phase_4);
-        // attention_warp_roles.tile:38: gemm(acc_s_cast, V_shared, acc_o)
-        {
-          tilec_wgmma_hold<32>(&acc_o[0]);
-          tilec_wgmma_hold_a<16>(&acc_s_cast[0]);
-          tilec_wgmma_fence();
-#pragma unroll
-          for (int kk_3 = 0; kk_3 < 4; ++kk_3) {
-            tilec_wgmma_m64n64k16_rs_f16<1>(
-                &acc_o[0], &acc_s_cast[kk_3 * 8],
-                tilec_wgmma_desc(&V_shared[stage_4][kk_3 * 1024], 8192, 1024, 1));
-          }
-          tilec_wgmma_commit();
-        }
-        tilec_wgmma_wait<0>();
-        tilec_wgmma_hold<32>(&acc_o[0]);
-        if (lane == 0) {
-          tilec_mbarrier_arrive(&empty_bar_1[(consumed + (S + 63) / 64 - 1) % 2]);
         }
       }
       consumed += (S + 63) / 64;
       // attention_warp_roles.tile:39: for i, j in Parallel(64, 64):
       {
 #pragma unroll
-        for (int g1_9 = 0; g1_9 < 8; ++g1_9) {
+        for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
 #pragma unroll
-            for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-              acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] = acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] / l[g0_11];
+            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+              acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] = acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] / l[g0_7];
             }
           }
         }
@@ -1357,43 +1139,43 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       {
         if (O_vec2 && bx * 64 + 64 <= S) {
 #pragma unroll
-          for (int g1_11 = 0; g1_11 < 8; ++g1_11) {
+          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-            for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
+            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
               alignas(16) half O_v_1[2];
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                O_v_1[e1_13] = static_cast<half>(acc_o[g1_11 * 4 + g0_13 * 2 + e1_13]);
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                O_v_1[e1_9] = static_cast<half>(acc_o[g1_7 * 4 + g0_9 * 2 + e1_9]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_13 * 512 +
-                     tx / 4 % 8 * 64 + g1_11 * 8 + tx % 4 * 2]) =
+                  &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_9 * 512 +
+                     tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
             }
           }
         } else {
 #pragma unroll
-          for (int g1_10 = 0; g1_10 < 8; ++g1_10) {
+          for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-            for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
-              if (O_vec2 && bx * 64 + warp * 16 + g0_12 * 8 + tx / 4 % 8 < S) {
+            for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+              if (O_vec2 && bx * 64 + warp * 16 + g0_8 * 8 + tx / 4 % 8 < S) {
                 alignas(16) half O_v[2];
 #pragma unroll
-                for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-                  O_v[e1_12] = static_cast<half>(acc_o[g1_10 * 4 + g0_12 * 2 + e1_12]);
+                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+                  O_v[e1_8] = static_cast<half>(acc_o[g1_6 * 4 + g0_8 * 2 + e1_8]);
                 }
                 *reinterpret_cast<unsigned int*>(
-                    &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_12 * 512 +
-                       tx / 4 % 8 * 64 + g1_10 * 8 + tx % 4 * 2]) =
+                    &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_8 * 512 +
+                       tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
                     *reinterpret_cast<const unsigned int*>(&O_v[0]);
               } else {
 #pragma unroll
-                for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-                  const int i_12 = warp * 16 + g0_12 * 8 + tx / 4 % 8;
-                  const int j_7 = g1_10 * 8 + tx % 4 * 2 + e1_12;
-                  if (bz < B && by < H && bx * 64 + i_12 < S) {
-                    O[(bz * H + by) * S * 64 + bx * 4096 + i_12 * 64 + j_7] =
-                        static_cast<half>(acc_o[g1_10 * 4 + g0_12 * 2 + e1_12]);
+                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+                  const int i_9 = warp * 16 + g0_8 * 8 + tx / 4 % 8;
+                  const int j_5 = g1_6 * 8 + tx % 4 * 2 + e1_8;
+                  if (bz < B && by < H && bx * 64 + i_9 < S) {
+                    O[(bz * H + by) * S * 64 + bx * 4096 + i_9 * 64 + j_5] =
+                        static_cast<half>(acc_o[g1_6 * 4 + g0_8 * 2 + e1_8]);
                   }
                 }
               }
@@ -1424,7 +1206,7 @@ extern "C" int attention(const half* Q, const half* K, const half* V, half* O, i
   if (!(bulk_copies))
     return attention_fallback(Q, K, V, O, B, H, S,
                               stream);  // rows not 16-byte aligned: no bulk copies
-  const int smem_bytes = 41024;
+  const int smem_bytes = 40992;
   const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z, 2));
   attention_kernel<<<grid, 256, smem_bytes, stream>>>(Q, K, V, O, B, H, S, K_map, V_map);
   return (int)cudaGetLastError();
