@@ -438,3 +438,169 @@ def test_a_loop_whose_tiles_only_their_owners_touch_has_no_barrier_per_iteration
     # one access of the loop by other owners: the iteration ends with a barrier again
     mixed = (*body, op("late", reads="A", owners=(("A", SHIFTED),)))
     assert shape(placed(view("A"), loop(*mixed))) == ["SharedView", ["copy", "use", "|", "late", "|"]]
+
+
+# ---------------------------------------------------------------- stores of each iteration apart
+
+K = tir.Var("k", I32, "thread")  # the counter of `counted`, as the body reads it
+TX = T.Decl("tx", I32, init=T.Builtin("thread_index"), const=True)
+BX = T.Decl("bx", I32, init=T.Builtin("block_index_x"), const=True)
+
+
+def counted(*body: T.Stmt) -> T.Loop:
+    return T.Loop(T.Sym("k", I32), tir.IntImm(0, I32), tir.IntImm(64, I32), body=body)
+
+
+def at(array: str, *indices: tir.Expr) -> T.Subscript:
+    return T.Subscript(array, indices, DType.float32)
+
+
+def name(n: str) -> tir.Var:
+    return tir.Var(n, I32, "thread")
+
+
+def plus(a: tir.Expr, b: tir.Expr | int, op: tir.BinOpName = "+") -> tir.Expr:
+    return tir.BinOp(op, a, tir.IntImm(b, I32) if isinstance(b, int) else b, I32)
+
+
+def stores_then_read(*stores: T.Subscript, extra: tuple[T.Stmt, ...] = ()) -> list[object]:
+    """`stores` (each of the value 1) in a loop over k, then a read of S after it."""
+    body = tuple(T.Assign(s, tir.FloatImm(1.0, DType.float32)) for s in stores) + extra
+    read = T.Decl("v", DType.float32, init=load("S"))
+    return shape(placed(view("S"), T.SharedView("S2", DType.float32, (64, 64), 256), TX, BX, counted(*body), read))
+
+
+HEAD = ["SharedView", "SharedView", "Decl", "Decl"]
+
+_GEMV = """kernel k(A: Tensor((K,), float16), B: Tensor((N, K), float16), C: Tensor((N,), float16)):
+    with Kernel(ceildiv(N, 128), threads=128) as bn:
+        tn = get_thread_binding(0)
+        A_shared = alloc_shared((128,), float16)
+        B_shared = alloc_shared((128, 128), float16)
+        C_reg = alloc_local((1,), float32)
+        clear(C_reg)
+        for bk in serial(ceildiv(K, 128)):
+            for tk in serial(128):
+                A_shared[tk] = A[bk * 128 + tk]
+                B_shared[tn, tk] = B[bn * 128 + tn, bk * 128 + tk]
+            for tk in serial(128):
+                C_reg[0] += A_shared[tk].astype(float32) * B_shared[tn, tk].astype(float32)
+        C[bn * 128 + tn] = C_reg[0]
+"""
+
+
+def test_stores_of_each_iteration_into_its_own_elements_need_no_barrier_per_iteration() -> None:
+    """TileLang's naive GEMV: `A_shared[tk] = ...; B_shared[tn][tk] = ...` over tk. No two
+    iterations store into one element: the loop ends with no barrier, its stores stay pending,
+    and the read after it gets the barrier."""
+    tx = name("tx")
+    assert stores_then_read(at("S", K), at("S2", tx, K)) == [*HEAD, ["Assign", "Assign"], "|", "Decl"]
+    # k * 2 + (bx + 3) and (bx + 3) + k * 2: the same c and e (the barrier between the two stores
+    # is the one every pair of stores into an array gets)
+    offset = plus(plus(K, 2, "*"), plus(name("bx"), 3))
+    same = plus(plus(name("bx"), 3), plus(K, 2, "*"))
+    assert stores_then_read(at("S", offset), at("S", same)) == [*HEAD, ["Assign", "|", "Assign"], "|", "Decl"]
+
+
+def test_the_gemv_fill_loop_has_no_barrier_and_the_read_loop_one_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    lines = _thread_lines(_GEMV)
+    fill = lines.index("for (int tk = 0; tk < 128; ++tk) {")
+    assert lines[fill + 3] == "}"  # two stores, then the loop's end
+    assert lines[fill + 4 : fill + 6] == ["__syncthreads();", "for (int tk_1 = 0; tk_1 < 128; ++tk_1) {"]
+    assert lines[fill + 7 : fill + 10] == ["}", "__syncthreads();", "}"]  # before the next iteration's stores
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        plus(K, 4, "%"),  # not one element per iteration
+        tir.IntImm(0, I32),  # every iteration the same element
+        plus(K, 0, "*"),
+        plus(K, name("tx")),  # thread 1's k = 0 is thread 0's k = 1
+        plus(K, name("n")),  # a name the pass knows nothing of
+        plus(K, K, "*"),
+    ],
+)
+def test_stores_that_may_meet_across_iterations_keep_the_barrier(index: tir.Expr) -> None:
+    assert stores_then_read(at("S", index)) == [*HEAD, ["Assign", "|"], "Decl"]
+
+
+def test_stores_apart_only_with_the_same_index_in_one_dimension() -> None:
+    ends_with_barrier = [*HEAD, ["Assign", "|", "Assign", "|"], "Decl"]
+    assert stores_then_read(at("S", K), at("S", plus(K, 1))) == ends_with_barrier  # iteration k's 2nd is k + 1's 1st
+    assert stores_then_read(at("S", K), at("S", plus(K, 2, "*"))) == ends_with_barrier
+    assert stores_then_read(at("S2", K, name("bx")), at("S2", name("bx"), K)) == ends_with_barrier
+    # the first dimension is k in both (the read after the loop is of S: no barrier)
+    assert stores_then_read(at("S2", K, tir.IntImm(0, I32)), at("S2", K, name("tx"))) == [
+        *HEAD,
+        ["Assign", "|", "Assign"],
+        "Decl",
+    ]
+
+
+def test_a_store_and_a_read_of_the_array_in_the_body_keep_the_barrier() -> None:
+    """A read of S[k + 1] meets the next iteration's store; `S[k] = S[k] * 2` by every thread
+    reads and stores one element in several threads."""
+    read = T.Decl("w", DType.float32, init=sub("S", 0))
+    next_one = T.Decl("w", DType.float32, init=at("S", plus(K, 1)))  # type: ignore[arg-type]
+    assert stores_then_read(at("S", K), extra=(next_one,)) == [*HEAD, ["Assign", "|", "Decl", "|"], "Decl"]
+    assert stores_then_read(at("S", K), extra=(read,)) == [*HEAD, ["Assign", "|", "Decl", "|"], "Decl"]
+    double = T.Assign(at("S", K), tir.BinOp("*", at("S", K), tir.FloatImm(2.0, DType.float32), DType.float32))  # type: ignore[arg-type]
+    assert shape(placed(view("S"), counted(double))) == ["SharedView", ["Assign", "|"]]
+    compound = T.Assign(at("S", K), tir.FloatImm(2.0, DType.float32), "+=")
+    assert shape(placed(view("S"), counted(compound))) == ["SharedView", ["Assign", "|"]]
+
+
+def test_stores_apart_with_a_tile_op_or_a_changing_name_keep_the_barrier() -> None:
+    use = op("use", reads="S")
+    assert stores_then_read(at("S", K), extra=(use,)) == [*HEAD, ["Assign", "|", "use", "|"], "Decl"]
+    j = T.Decl("j", I32, init=plus(K, 1), const=True)  # declared in the body: differs between iterations
+    store = T.Assign(at("S", plus(K, name("j"))), tir.FloatImm(1.0, DType.float32))
+    assert shape(placed(view("S"), counted(j, store))) == ["SharedView", ["Decl", "Assign", "|"]]
+    inner = T.Loop(
+        T.Sym("i", I32), tir.IntImm(0, I32), tir.IntImm(4, I32), body=(T.Assign(at("S", plus(K, name("i"))), K),)
+    )
+    assert stores_then_read(extra=(inner,)) == [*HEAD, [["Assign"], "|"], "Decl"]
+    vector = T.Assign(T.VecRef(at("S", plus(K, 4, "*")), 16), T.VecRef(at("G", K), 16))
+    assert stores_then_read(extra=(vector,)) == [*HEAD, ["Assign", "|"], "Decl"]
+
+
+def test_nested_loops_storing_apart() -> None:
+    """S2[i][k] over k inside a loop over i: apart in both loops (no barrier in either, the read
+    after them gets one); S[k] inside the loop over i: apart over k only, the outer iterations
+    overwrite it."""
+    i = name("i")
+    s2 = T.SharedView("S2", DType.float32, (64, 64), 0)
+    outer = T.Loop(
+        T.Sym("i", I32), tir.IntImm(0, I32), tir.IntImm(64, I32), body=(counted(T.Assign(at("S2", i, K), K)),)
+    )
+    zero = tir.IntImm(0, I32)
+    assert shape(placed(s2, outer, T.Decl("v", DType.float32, init=at("S2", zero, zero)))) == [  # type: ignore[arg-type]
+        "SharedView",
+        [["Assign"]],
+        "|",
+        "Decl",
+    ]
+    outer = T.Loop(T.Sym("i", I32), tir.IntImm(0, I32), tir.IntImm(64, I32), body=(counted(T.Assign(at("S", K), K)),))
+    assert shape(placed(view("S"), outer)) == ["SharedView", [["Assign"], "|"]]
+
+
+def test_stores_apart_into_views_sharing_bytes_keep_the_barrier() -> None:
+    """S and R share bytes (shared_plan): stores into both are one storage's, never apart."""
+    shares = T.SharedView("R", DType.float32, (64,), 0)
+    body = (T.Assign(at("S", K), K), T.Assign(at("R", K), K))
+    assert shape(placed(view("S"), shares, counted(*body))) == [
+        "SharedView",
+        "SharedView",
+        ["Assign", "|", "Assign", "|"],
+    ]
+    later = T.Decl("v", DType.float32, init=at("R", tir.IntImm(0, I32)))  # type: ignore[arg-type]
+    # only S in the loop: apart; the read of R after it meets the pending stores into S's bytes
+    assert shape(placed(view("S"), shares, counted(body[0]), later)) == [
+        "SharedView",
+        "SharedView",
+        ["Assign"],
+        "|",
+        "Decl",
+    ]

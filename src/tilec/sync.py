@@ -39,7 +39,30 @@ The contract with lowering:
   (a barrier at its end) unless the body begins with a `block` barrier (before
   any tile op, loop, branch or scalar access of a shared array), which orders
   one iteration's accesses against the next one's, or all that is pending are
-  reads of tiles the body never writes (they stay pending after the loop). A body issuing asynchronous
+  reads of tiles the body never writes and stores that no two iterations make into
+  one element (they stay pending after the loop: its next access of them gets the
+  barrier). Such stores (`disjoint_stores`) are the body's only accesses of their
+  array, or of any array sharing its bytes (nested statements too): plain scalar
+  stores, all with one index `c * k + e` in the same dimension, k the loop counter,
+  c a constant other than 0 and e the same in all of them, in every thread and every
+  iteration (constants times scalar parameters, `const` scalars of values the same in
+  every thread, counters of enclosing loops of such bounds; nothing the body declares
+  or assigns). With each index inside its dimension (`tilec build --verify` proves
+  it), iteration k stores only elements whose index there is c * k + e: the stores of
+  different iterations, by whichever threads, are to different elements and need no
+  order among them (stores of one iteration to one element by several threads are not
+  ordered by a barrier at the body's end either; an enclosing loop orders its own
+  iterations' stores, or keeps them apart, by the same rule). TileLang's naive GEMV:
+
+      for (int tk = 0; tk < 128; ++tk) {         for (int tk = 0; tk < 128; ++tk) {
+        A_shared[tk] = A[bk * 128 + tk];           A_shared[tk] = A[bk * 128 + tk];
+        B_shared[tn][tk] = B[...];         ->      B_shared[tn][tk] = B[...];
+        __syncthreads();                         }
+      }                                          __syncthreads();
+      for (...) { ... A_shared[tk_1] ... }       for (...) { ... A_shared[tk_1] ... }
+
+  Stores with a read of their array in the body (`X_s[k] = X_s[k] * 2`: several threads
+  read and store one element) keep the barrier. A body issuing asynchronous
   copies is walked iteration by iteration until its state repeats or its trip
   count is reached (`_Placement.iterations`). A barrier placed before a
   statement goes above the comments heading it. A while loop is a loop of unknown trip
@@ -60,6 +83,7 @@ The contract with lowering:
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
@@ -86,7 +110,8 @@ def place_barriers(kernel: T.Kernel) -> T.Kernel:
     op reading shared memory through the asynchronous proxy (`proxy_reads`), every `block`
     barrier comes after a proxy fence, so that what each thread wrote before the barrier is
     visible to those reads (the writers fence: a barrier alone orders only ordinary accesses)."""
-    placement = _Placement(_shared_arrays(kernel.body), aliases(kernel.body))
+    placement = _Placement(_shared_arrays(kernel.body), aliases(kernel.body), _declared_once(kernel))
+    placement.uniform.update(p.name for p in kernel.params if p.name in placement.once and not p.pointer)
     body = tuple(placement.block(kernel.body, _State()))
     if any(isinstance(s, T.Scope) and s.access.proxy_reads for s in T.all_stmts(body)):
         body = _fenced(body)
@@ -197,10 +222,14 @@ class _Placement:
 
     shared: frozenset[str]
     aliases: dict[str, frozenset[str]]  # a view and those sharing its bytes (shared_plan.aliases)
+    once: frozenset[str]  # C names declared once in the kernel and never assigned (_declared_once)
     # per loop being walked, innermost last: the states its `break`s leave it with
     breaks: list[list[_State]] = field(default_factory=list)
     # C names whose values may differ between threads (set as the walk declares them)
     varying: set[str] = field(default_factory=set)
+    # C names of `once` with the same value in every thread: scalar parameters, `const` scalars of
+    # such values, counters of loops with such bounds (set as the walk meets them)
+    uniform: set[str] = field(default_factory=set)
 
     def divergent(self, e: T.Expr | T.VecRef) -> bool:
         """`e` may differ between the threads of the block: it reads the thread index, a name
@@ -212,6 +241,26 @@ class _Placement:
                 case T.Sym(name=name) | tir.Var(name=name) if name in self.varying:
                     return True
         return False
+
+    def fixed(self, e: T.Expr, changing: frozenset[str] = frozenset()) -> bool:
+        """`e` has the same value in every thread and keeps it while only the names `changing`
+        change: arithmetic of constants, block-wide built-ins and `uniform` names not among them
+        (no thread index, no memory, no call)."""
+        for x in tir_walk.subexprs(e):
+            match x:
+                case T.Sym(name=name) | tir.Var(name=name):
+                    if name not in self.uniform or name in changing:
+                        return False
+                case T.Builtin(name=name):
+                    if name == "thread_index":
+                        return False
+                case tir.IntImm() | tir.FloatImm() | tir.BoolImm():
+                    continue
+                case tir.BinOp() | tir.UnaryOp() | tir.Cast() | tir.Select():
+                    continue  # their operands are walked too
+                case _:
+                    return False
+        return True
 
     def block(self, stmts: tuple[T.Stmt, ...], st: _State) -> list[T.Stmt]:
         out: list[T.Stmt] = []
@@ -251,6 +300,10 @@ class _Placement:
             case T.Decl(name=name, init=init) if init is not None and self.divergent(init):
                 self.varying.add(name)
                 return _access(self.scalar_access(s), st, NO_SPAN, self.aliases), [s]
+            case T.Decl(name=name, dims=(), init=init, const=True) if init is not None and self.fixed(init):
+                if name in self.once:
+                    self.uniform.add(name)
+                return _access(self.scalar_access(s), st, NO_SPAN, self.aliases), [s]
             case T.Assign(target=T.Sym(name=name), value=value) if self.divergent(value):
                 self.varying.add(name)
                 return _access(self.scalar_access(s), st, NO_SPAN, self.aliases), [s]
@@ -270,8 +323,11 @@ class _Placement:
         before += _access(self.scalar_access(s), st, NO_SPAN, self.aliases)  # the bounds, the condition
         entry = st.copy()
         trips = _trip_count(s) if isinstance(s, T.Loop) else None
+        if isinstance(s, T.Loop) and s.var.name in self.once and self.fixed(s.start) and self.fixed(s.stop):
+            self.uniform.add(s.var.name)  # the same in every thread, and in the body's inner loops
+        apart = self.disjoint_stores(s) if isinstance(s, T.Loop) else frozenset()
         self.breaks.append([])
-        body, after = self.iterations(s.body, st, touches and not self.owned_throughout(touched), trips)
+        body, after = self.iterations(s.body, st, touches and not self.owned_throughout(touched), trips, apart)
         exits = self.breaks.pop()
         if trips is None or trips == 0:  # it may not run at all, or stop after any walked iteration
             st.become(functools.reduce(_join, after + exits, entry))
@@ -280,7 +336,7 @@ class _Placement:
         return before, [replace(s, body=tuple(body))]
 
     def iterations(
-        self, body: tuple[T.Stmt, ...], st: _State, touches: bool, trips: int | None
+        self, body: tuple[T.Stmt, ...], st: _State, touches: bool, trips: int | None, apart: frozenset[str]
     ) -> tuple[list[T.Stmt], list[_State]]:
         """The code of a loop body and the states after each iteration walked. A body issuing
         asynchronous copies carries commit groups from one iteration to the next, so it is walked
@@ -289,12 +345,12 @@ class _Placement:
         count must be settled after `_SETTLE_WALKS` iterations: the next walk repeats the state
         (lowering's pipelines commit and wait once per iteration: the first iteration retires
         what came before the loop, the second leaves the state as the first did)."""
-        code = self.iteration(body, st, touches)
+        code = self.iteration(body, st, touches, apart)
         after = [st.copy()]
         if not _has_async(body):
             return code, after
         while trips is None or len(after) < trips:
-            if self.iteration(body, st, touches) != code:
+            if self.iteration(body, st, touches, apart) != code:
                 raise error(None, "internal: a loop's barriers differ between its iterations")
             if st == after[-1]:
                 break
@@ -303,14 +359,51 @@ class _Placement:
             after.append(st.copy())
         return code, after
 
-    def iteration(self, body: tuple[T.Stmt, ...], st: _State, touches: bool) -> list[T.Stmt]:
+    def iteration(self, body: tuple[T.Stmt, ...], st: _State, touches: bool, apart: frozenset[str]) -> list[T.Stmt]:
         """One iteration of a loop body; nothing is left pending at its end (module docstring),
-        but reads of tiles the body never writes: the next iteration's reads of them need no
-        barrier, and they stay pending after the loop for whatever writes them next."""
+        but reads of tiles the body never writes and stores into arrays `apart` (disjoint_stores):
+        the next iteration touches them without a hazard (reads again, stores elsewhere), and they
+        stay pending after the loop for whatever accesses them next."""
         code = self.block(body, st)
-        if touches and not self.starts_with_barrier(body) and (st.writes or st.reads & self.written_in(body)):
+        carried = st.writes - apart or st.reads & self.written_in(body)
+        if touches and not self.starts_with_barrier(body) and carried:
             code += st.flush()
         return code
+
+    def disjoint_stores(self, s: T.Loop) -> frozenset[str]:
+        """The shared arrays that `s`'s body stores into, each iteration into elements no other
+        iteration stores into (module docstring, Loops): plain scalar stores, their subscripts
+        `apart` in one dimension, and nothing else (a read, a vector or reinterpreted store, a
+        tile op, a call or barrier argument) touches the array or an array sharing its bytes.
+        None in a body issuing asynchronous copies (it is walked iteration by iteration)."""
+        if _has_async(s.body) or s.var.name not in self.once:
+            return frozenset()
+        stores, other = _stores(s.body)
+        touched = stores.keys() | other
+        changing = _assigned(s.body) | {s.var.name}
+        out = set()
+        for name, refs in stores.items():
+            shared = name in self.shared and name not in other
+            if shared and not (self.aliases.get(name, frozenset()) - {name}) & touched:
+                if self.apart(refs, s.var.name, changing):
+                    out.add(name)
+        return frozenset(out)
+
+    def apart(self, refs: list[T.Subscript], k: str, changing: frozenset[str]) -> bool:
+        """Some dimension where every subscript of `refs` has the index `c * k + e`, the same c
+        and e in all of them: c a constant other than 0, e a sum of constants and `uniform` names
+        (none of `changing`, the names the loop's body declares or assigns) times constants. In
+        iteration k they all store where that index is c * k + e, for one e in every thread and
+        iteration: distinct k, distinct elements (each index inside its dimension)."""
+        for d in range(len(refs[0].indices)):
+            forms = {_affine(r.indices[d]) if d < len(r.indices) else None for r in refs}
+            if len(forms) != 1 or (form := forms.pop()) is None:
+                continue
+            terms, _ = form
+            rest = [n for n, _ in terms if n != k]
+            if dict(terms).get(k) and all(n in self.uniform and n not in changing for n in rest):
+                return True
+        return False
 
     def written_in(self, body: tuple[T.Stmt, ...]) -> set[str]:
         """The shared tiles `body` (nested statements too) writes in any way, and those sharing
@@ -416,6 +509,96 @@ class _Placement:
 def _shared_arrays(body: tuple[T.Stmt, ...]) -> frozenset[str]:
     """The kernel's shared arrays: its views into dynamic shared memory and its shared T.Decls."""
     return frozenset(s.name for s in body if isinstance(s, T.SharedView) or (isinstance(s, T.Decl) and s.shared))
+
+
+def _declared_once(kernel: T.Kernel) -> frozenset[str]:
+    """The C names one parameter, declaration or loop of `kernel` declares, no other, and no
+    statement assigns."""
+    names = Counter(p.name for p in kernel.params)
+    for s in T.all_stmts(kernel.body):
+        match s:
+            case T.Decl(name=name) | T.SharedView(name=name) | T.Loop(var=T.Sym(name=name)):
+                names[name] += 1
+            case T.Assign(target=T.Sym(name=name)):
+                names[name] += 2
+    return frozenset(n for n, count in names.items() if count == 1)
+
+
+def _assigned(body: tuple[T.Stmt, ...]) -> frozenset[str]:
+    """The C names `body` (nested statements, tile ops' code too) declares or assigns: their
+    values may differ between its runs."""
+    out: set[str] = set()
+    for s in T.all_stmts(body):
+        match s:
+            case T.Decl(name=name) | T.Loop(var=T.Sym(name=name)) | T.Assign(target=T.Sym(name=name)):
+                out.add(name)
+    return frozenset(out)
+
+
+def _stores(body: tuple[T.Stmt, ...]) -> tuple[dict[str, list[T.Subscript]], set[str]]:
+    """The plain scalar stores into each array in `body`, nested statements too (`S[i][k] = x;`),
+    and the arrays `body` touches any other way: reads them, stores a vector or another type
+    into them, a tile op (anything in a Scope), a call or a barrier's argument."""
+    stores: dict[str, list[T.Subscript]] = {}
+    other: set[str] = set()
+    for s in T.all_stmts(body):
+        match s:
+            case T.Assign(target=T.Subscript(reinterpret=False) as ref, value=value, op="="):
+                stores.setdefault(ref.array, []).append(ref)
+                other.update(_arrays(value, *ref.indices))
+            case T.Assign(target=target, value=value):
+                other.update(_arrays(target, value))
+            case T.Decl(init=init):
+                other.update(_arrays(init) if init is not None else ())
+            case T.IfThen(cond=cond) | T.While(cond=cond):
+                other.update(_arrays(cond))
+            case T.Loop(start=start, stop=stop):
+                other.update(_arrays(start, stop))
+            case T.Call(call=call):
+                other.update(_arrays(call))
+            case T.Barrier(args=args):
+                other.update(_arrays(*args))
+            case T.Scope(access=a, body=inner):
+                other.update(a.reads, a.writes, a.async_writes, a.tx_writes, a.stage_writes, _stores(inner)[0])
+            case T.SharedView() | T.Comment() | T.Break():
+                pass
+            case _:
+                assert_never(s)
+    return stores, other
+
+
+Affine = tuple[frozenset[tuple[str, int]], int]  # {C name: coefficient} (none 0), constant
+
+
+def _affine(e: T.Expr) -> Affine | None:
+    """`e` as a sum of C names times constants plus a constant, or None (another form)."""
+    match e:
+        case tir.IntImm(value=value):
+            return frozenset(), value
+        case T.Sym(name=name) | tir.Var(name=name):
+            return frozenset({(name, 1)}), 0
+        case tir.UnaryOp(op="-", a=a):
+            return _scaled(_affine(a), -1)
+        case tir.BinOp(op="+" | "-" as op, a=a, b=b):
+            x, y = _affine(a), _scaled(_affine(b), 1 if op == "+" else -1)
+            if x is None or y is None:
+                return None
+            terms = Counter(dict(x[0]))
+            terms.update(dict(y[0]))
+            return frozenset((n, c) for n, c in terms.items() if c), x[1] + y[1]
+        case tir.BinOp(op="*", a=a, b=b):
+            x, y = _affine(a), _affine(b)
+            if x is not None and not x[0]:
+                return _scaled(y, x[1])
+            if y is not None and not y[0]:
+                return _scaled(x, y[1])
+            return None
+        case _:
+            return None
+
+
+def _scaled(x: Affine | None, k: int) -> Affine | None:
+    return None if x is None else (frozenset((n, c * k) for n, c in x[0] if c * k), x[1] * k)
 
 
 def _arrays(*exprs: tir_walk.Node) -> Iterator[str]:
