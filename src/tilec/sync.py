@@ -54,12 +54,11 @@ The contract with lowering:
   ordered by a barrier at the body's end either; an enclosing loop orders its own
   iterations' stores, or keeps them apart, by the same rule). TileLang's naive GEMV:
 
-      for (int tk = 0; tk < 128; ++tk) {         for (int tk = 0; tk < 128; ++tk) {
-        A_shared[tk] = A[bk * 128 + tk];           A_shared[tk] = A[bk * 128 + tk];
-        B_shared[tn][tk] = B[...];         ->      B_shared[tn][tk] = B[...];
-        __syncthreads();                         }
-      }                                          __syncthreads();
-      for (...) { ... A_shared[tk_1] ... }       for (...) { ... A_shared[tk_1] ... }
+      Loop tk < 128:                             Loop tk < 128:
+        A_shared[tk] = A[bk * 128 + tk]            A_shared[tk] = A[bk * 128 + tk]
+        B_shared[tn][tk] = B[...]          ->      B_shared[tn][tk] = B[...]
+        Barrier("block")                         Barrier("block")
+      Loop tk_1 < 128: ... A_shared[tk_1] ...    Loop tk_1 < 128: ... A_shared[tk_1] ...
 
   Stores with a read of their array in the body (`X_s[k] = X_s[k] * 2`: several threads
   read and store one element) keep the barrier. A body issuing asynchronous
