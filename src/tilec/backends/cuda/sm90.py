@@ -158,17 +158,21 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     hold = _hold(cname, frag.local_size, c.dtype)
     out.append(hold)
     if s.a_from_registers:  # A's registers, too, are final before the fence
-        ctx.state.helpers.add("wgmma_rs")
-        a_tile = s.a.buffer
-        words = ctx.layouts.buffers[a_tile].local_size * a_tile.dtype.bytes // 4
-        first_word = T.AddressOf(T.Subscript(ctx.name(a_tile), (int_(0),), a_tile.dtype))
-        out.append(T.Call(T.Intrin(f"tilec_wgmma_hold_a<{words}>", (first_word,), I32)))
+        out.append(_hold_a(ctx, s.a.buffer))
     out.append(_call("tilec_wgmma_fence"))
     out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
     out.append(_call("tilec_wgmma_commit"))
     if in_flight is not None:
         out += [_call(f"tilec_wgmma_wait<{in_flight}>"), hold]
     return out
+
+
+def _hold_a(ctx: LowerContext, a_tile: tir.Buffer) -> T.Call:
+    """Keeps a register A tile of wgmma (16-bit pairs, as 32-bit words) where it is."""
+    ctx.state.helpers.add("wgmma_rs")
+    words = ctx.layouts.buffers[a_tile].local_size * a_tile.dtype.bytes // 4
+    first_word = T.AddressOf(T.Subscript(ctx.name(a_tile), (int_(0),), a_tile.dtype))
+    return T.Call(T.Intrin(f"tilec_wgmma_hold_a<{words}>", (first_word,), I32))
 
 
 def _a_registers(ctx: LowerContext, s: tir.Gemm, mt: int, kk: tir.Var) -> T.AddressOf:
@@ -634,14 +638,8 @@ def _consumers_overlapped(
     def held(*bufs: tir.Buffer) -> list[T.Stmt]:
         out: list[T.Stmt] = []
         for b in bufs:
-            size = ctx.layouts.buffers[b].local_size
-            if b is p_regs:
-                ctx.state.helpers.add("wgmma_rs")
-                words = size * b.dtype.bytes // 4
-                first_word = T.AddressOf(T.Subscript(ctx.name(b), (int_(0),), b.dtype))
-                out.append(T.Call(T.Intrin(f"tilec_wgmma_hold_a<{words}>", (first_word,), I32)))
-            else:
-                out.append(_hold(ctx.name(b), size, b.dtype))
+            hold = _hold(ctx.name(b), ctx.layouts.buffers[b].local_size, b.dtype)
+            out.append(_hold_a(ctx, b) if b is p_regs else hold)
         return out
 
     def work(stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
