@@ -230,6 +230,15 @@ def test_bank_conflict_counting() -> None:
     assert la.bank_conflicts([0, 128], 4) == 1
 
 
+def test_wavefronts_serve_a_warp_in_phases_of_128_bytes() -> None:
+    assert la.wavefronts([i * 4 for i in range(32)], 4) == 1  # one phase of 32 lanes
+    assert la.wavefronts([i * 16 for i in range(32)], 16) == 4  # four phases of 8 lanes
+    # an mma accumulator's 4-byte stores: lanes at rows lane / 4, columns 2 * (lane % 4) halves
+    rows_128 = [(lane // 4) * 128 + (lane % 4) * 4 for lane in range(32)]
+    rows_144 = [(lane // 4) * 144 + (lane % 4) * 4 for lane in range(32)]
+    assert (la.wavefronts(rows_128, 4), la.wavefronts(rows_144, 4)) == (8, 1)
+
+
 # ---------------------------------------------------------------- fragments from layout.py
 
 

@@ -530,6 +530,8 @@ def _buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, .
                 if buf in layouts.shift:
                     shift = layouts.shift[buf]
                     why = f"column 0 at element {shift}: the copy's 16-byte chunks line up with the tensor's"
+                if buf in layouts.staging:
+                    why = "conflict-free stores from a fragment"
                 if buf in layouts.tight:
                     why += f"; not swizzled: fragments take {fragment_registers(layouts)} registers per thread"
                 return head + (f"row-major, rows padded to {pitch} ({why})", f"{size} B shared")

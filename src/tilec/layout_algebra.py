@@ -338,3 +338,11 @@ def bank_conflicts(phase: Sequence[int], access_bytes: int) -> int:
         for w in range(addr // BANK_BYTES, (addr + access_bytes - 1) // BANK_BYTES + 1):
             words.setdefault(w % BANKS, set()).add(w)
     return max(len(ws) for ws in words.values()) - 1 if words else 0
+
+
+def wavefronts(addresses: Sequence[int], access_bytes: int) -> int:
+    """Shared-memory wavefronts of one warp's access, `addresses` holding each lane's byte address
+    in lane order: the lanes are served in phases of 128 bytes' worth (32 lanes of 4-byte accesses,
+    8 of 16-byte ones), each phase in 1 + its bank conflicts."""
+    lanes = BANKS * BANK_BYTES // max(access_bytes, BANK_BYTES)
+    return sum(1 + bank_conflicts(addresses[p : p + lanes], access_bytes) for p in range(0, len(addresses), lanes))

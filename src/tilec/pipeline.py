@@ -34,12 +34,13 @@ from tilec import tir, tir_walk
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
+from tilec.lower.kernel import two_blocks_fit
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.pack_subbyte import pack_subbyte
 from tilec.passes.plan_pipeline import plan_pipeline
 from tilec.passes.select import select_kernel
 from tilec.passes.warn import warnings
-from tilec.shared_plan import declared_bytes, nbytes, plan_shared
+from tilec.shared_plan import declared_bytes, nbytes, plan_shared, sequential_bytes
 from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
 from tilec.timing import phase
@@ -88,7 +89,8 @@ def _infer_layouts(u: Unit) -> Unit:
 
 
 def _plan_pipeline(u: Unit) -> Unit:
-    rows = u.layouts.row if u.layouts is not None else None
+    # staging tiles as declared: their pads give way to the plan (`_unpad_staging`)
+    rows = u.layouts.without_staging().row if u.layouts is not None else None
     return replace(u, kernel=plan_pipeline(u.kernel, u.target, rows))
 
 
@@ -113,6 +115,40 @@ def _place_barriers(u: Unit) -> Unit:
 def _cleanup(u: Unit) -> Unit:
     k = _lowered(u)
     return replace(u, lowered=replace(k, body=tuple(drop_unused(list(k.body)))))
+
+
+def _unpad_staging(u: Unit) -> Unit:
+    """The kernel lowered and packed again with its staging tiles row-major (Layouts.staging:
+    padded only to spare the stores into them bank conflicts) where their pads would change more
+    than those rows: put the kernel over the target's shared memory, make it pack tiles by lifetime
+    where it did not, or leave a warp-role kernel one block per multiprocessor where it had two."""
+    assert u.layouts is not None, "unpad_staging runs after infer_layouts"
+    if not u.layouts.staging or not _pads_may_cost(u):
+        return u
+    plain = _plan_shared(_lower(replace(u, layouts=u.layouts.without_staging())))
+    padded, unpadded, limit = _lowered(u), _lowered(plain), u.target.smem_limit
+    packs = _sequential(padded) > limit >= _sequential(unpadded)
+    costs = packs or padded.dynamic_smem > limit or unpadded.min_blocks > padded.min_blocks
+    return plain if costs else u
+
+
+def _pads_may_cost(u: Unit) -> bool:
+    """Whether the pads may cost what `_unpad_staging` checks, before lowering again: the views
+    without them end at most the pads' bytes and the widest view alignment earlier."""
+    assert u.layouts is not None
+    k, layouts = _lowered(u), u.layouts
+    pads = 0
+    for s in tir_walk.stmts(u.kernel.body):
+        if isinstance(s, tir.Alloc) and s.buffer in layouts.staging:
+            cols = s.buffer.const_shape[-1]
+            pads += s.stages * declared_bytes(s.buffer) // cols * (layouts.row(s.buffer) - cols)
+    least = _sequential(k) - pads - max(layouts.align.values(), default=16)
+    return _sequential(k) > u.target.smem_limit or (k.min_blocks == 1 and two_blocks_fit(least, u.target))
+
+
+def _sequential(k: T.Kernel) -> int:
+    """The shared memory of `k`'s views one after the other (before packing by lifetime)."""
+    return sequential_bytes([v for v in k.body if isinstance(v, T.SharedView)])
 
 
 def _check_shared_memory(u: Unit) -> Unit:
@@ -164,6 +200,8 @@ PASSES: tuple[Pass, ...] = (
     # Shared memory by lifetime: every view is known now, scratch and staging too, and no barrier
     # is placed yet (sync orders the tiles that come to share bytes as one storage).
     Pass("plan_shared", "thread", _plan_shared),
+    # Staging tiles' pads give way where they cost shared memory: every view and the plan are known.
+    Pass("unpad_staging", "thread", _unpad_staging),
     # Shared memory again, now with padding, pipeline stages and scratch: before any more work
     # (sync walks a pipeline's prologue once per stage, so 40,000 stages should stop here).
     Pass("check_shared_memory", "thread", _check_shared_memory),

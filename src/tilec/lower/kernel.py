@@ -101,8 +101,12 @@ def blocks_per_multiprocessor(roles: WarpRoles, smem: int, target: Target) -> in
     allow (WarpRoles.max_blocks) and two blocks' shared memory fits the multiprocessor's (its
     opt-in limit per block plus the reserve), so that one block's epilogue and ring waits overlap
     the other's main loop; else one."""
-    two = 2 * (smem + BLOCK_RESERVED_SMEM) <= target.smem_limit + BLOCK_RESERVED_SMEM
-    return 2 if roles.max_blocks >= 2 and two else 1
+    return 2 if roles.max_blocks >= 2 and two_blocks_fit(smem, target) else 1
+
+
+def two_blocks_fit(smem: int, target: Target) -> bool:
+    """Whether two blocks of `smem` bytes of shared memory fit a multiprocessor's."""
+    return 2 * (smem + BLOCK_RESERVED_SMEM) <= target.smem_limit + BLOCK_RESERVED_SMEM
 
 
 def _check_symbol(kernel: tir.Kernel, target: Target) -> None:

@@ -23,19 +23,28 @@ row maximum is replicated over the 16 threads sharing the row).
 
 A fragment that two statements want placed differently is a user error
 naming both statements, with the staging-through-shared hint.
+
+Shared tiles come next: gemm operands loaded as matrices get swizzled or
+padded rows (conflict-free loads), a halo window's tile shifted columns (its
+16-byte chunks aligned), and a staging tile that a fragment is copied into
+padded rows where its copies then take fewer shared-memory wavefronts:
+
+    copy(C_local, C_shared)   # C_shared [128, 256] float16: rows padded to 264,
+    copy(C_shared, C[..])     # the accumulator's stores 8 wavefronts -> 1
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import assert_never
 
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.diagnostics import Diagnostic, Note
 from tilec.instructions import Instruction
-from tilec.layout_algebra import Layout, swizzled, swizzled_blocks, widest_swizzle
+from tilec.layout_algebra import Layout, padded, row_major, swizzled, swizzled_blocks, wavefronts, widest_swizzle
 from tilec.passes.plan_pipeline import main_loop_gemm
 from tilec.simplify import const, residue
 from tilec.source import NO_SPAN, Span
@@ -55,10 +64,18 @@ class Layouts:
     fixed: set[tir.Buffer] = field(default_factory=set)  # shared tiles whose layout the user chose
     tight: set[tir.Buffer] = field(default_factory=set)  # padded, not swizzled, for the registers' sake
     align: dict[tir.Buffer, int] = field(default_factory=dict)  # bytes, where more than 16 (descriptor swizzles)
+    staging: set[tir.Buffer] = field(default_factory=set)  # padded for a fragment copy's stores (`_place_staging`)
 
     def row(self, buf: tir.Buffer) -> int:
         """Elements from one row of a shared tile to the next: its pitch, or its last extent."""
         return self.pitch.get(buf, buf.const_shape[-1])
+
+    def without_staging(self) -> Layouts:
+        """A copy of these layouts with the staging tiles row-major: the pads they give up where
+        the kernel would otherwise need more shared memory (pipeline.py, `unpad_staging`)."""
+        copied = {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)}  # lowering adds to them
+        pitch = {b: p for b, p in self.pitch.items() if b not in self.staging}
+        return replace(self, **{**copied, "pitch": pitch, "staging": set()})
 
 
 class _Conflict(Exception):
@@ -114,6 +131,9 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
     for s in stmts:
         if isinstance(s, tir.Copy):
             _align_halo_tile(s, stmts, state.out)
+    for s in stmts:
+        if isinstance(s, tir.Copy) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "shared":
+            _place_staging(s.dst.buffer, stmts, state.out, kernel.threads, target.warp_size)
 
     def decided(s: tir.Stmt) -> tir.Stmt:
         if isinstance(s, tir.Parallel):
@@ -262,6 +282,103 @@ def _align_halo_tile(copy: tir.Copy, stmts: list[tir.Stmt], out: Layouts) -> Non
         return
     out.shift[buf] = start
     out.pitch[buf] = -(-(start + shape[-1]) // per_chunk) * per_chunk
+
+
+def _place_staging(buf: tir.Buffer, stmts: list[tir.Stmt], out: Layouts, threads: int, warp: int) -> None:
+    """Pad the rows of a shared tile that a fragment copies into and that only copies touch (an
+    epilogue's staging tile: `copy(C_local, C_shared)`, then `copy(C_shared, C[..])`), where the
+    padding costs those copies fewer shared-memory wavefronts than row-major rows.
+
+    A warp of a tensor-core accumulator stores at the same columns of eight rows (lane / 4); rows
+    whose bytes are a multiple of 128 put all eight in the same banks, an 8-way conflict on every
+    store (gemm_persistent: C_shared [128, 256] float16). Rows of an odd number of 16-byte chunks
+    (`_conflict_free_pitch`) put them in eight different bank groups, and keep every chunk aligned
+    for the 16-byte vectors that read the tile out. A 128-byte XOR swizzle in 64-column blocks would
+    save the pad (16 bytes a row) but exists only for rows of whole 128 bytes and puts an XOR in
+    both copies' addresses; padded addresses stay affine, for any row width. Each copy is counted
+    by its warp 0's first access (`_copy_wavefronts`): its other accesses and warps move every
+    lane's address alike, which keeps the banks' conflicts. Where the counts tie (a layout whose
+    lanes walk one row: the default's, CDNA's MFMA accumulator), the tile stays row-major. The pad
+    gives way where it would cost the kernel shared memory it needs (Layouts.staging)."""
+    if buf in out.pitch or buf in out.swizzle or buf in out.fixed or len(buf.shape) < 2:
+        return
+    users = [s for s in stmts if buf in _own_buffers(s)]
+    copies = [s for s in users if isinstance(s, tir.Copy)]
+    if len(copies) < len(users):
+        return  # an element access or another tile op: its accesses are not counted here
+    pitch = _conflict_free_pitch(buf)
+    plain = _copies_wavefronts(copies, buf, row_major(buf.const_shape), out, threads, warp)
+    pad = _copies_wavefronts(copies, buf, padded(buf.const_shape, pitch), out, threads, warp)
+    if plain is not None and pad is not None and pad < plain:
+        out.pitch[buf] = pitch
+        out.staging.add(buf)
+
+
+def _copies_wavefronts(
+    copies: list[tir.Copy], buf: tir.Buffer, layout: Layout, out: Layouts, threads: int, warp: int
+) -> int | None:
+    """Wavefronts of one warp's first access of `buf` in each of `copies`, laid out as `layout`
+    (None when one of them is a copy lowering does not distribute as modelled here)."""
+    total = 0
+    for s in copies:
+        frag = _copy_layout(s, out, threads)
+        if frag is None:
+            return None
+        total += _copy_wavefronts(s, frag, buf, layout, min(threads, warp))
+    return total
+
+
+def _copy_layout(s: tir.Copy, out: Layouts, threads: int) -> L.Fragment | None:
+    """The layout lowering distributes copy `s` by (lower/ops.py): its fragment's, else the
+    default over the first region's extents without unit dimensions; None for a copy from or to
+    per-thread buffers (every thread holds it all) or of extents not constant."""
+    regions = (s.dst, s.src)
+    frag = next((out.buffers[r.buffer] for r in regions if r.buffer.scope == "fragment"), None)
+    if frag is not None:
+        return frag
+    if any(r.buffer.scope in ("local", "var") for r in regions):
+        return None
+    for r in regions:
+        extents = [n for n in map(const, r.extents) if n is not None]
+        if len(extents) < len(r.extents):
+            return None
+        shape = tuple(n for n in extents if n != 1)
+        if shape:
+            return L.default(shape, threads, max(r.buffer.dtype.bytes for r in regions))
+    return None
+
+
+def _copy_wavefronts(s: tir.Copy, frag: L.Fragment, buf: tir.Buffer, layout: Layout, lanes: int) -> int:
+    """Wavefronts of the first access of `buf` by threads 0..lanes-1 in copy `s`, distributed by
+    `frag`: each thread's first element (`buf`'s region taking the copy's non-unit dimensions in
+    order), as wide as the elements `frag` gives a thread along a row (16 bytes at most)."""
+    region = s.dst if s.dst.buffer is buf else s.src
+    last = frag.local_parts[-1] if frag.local_parts else None
+    vector = last.extent if last is not None and last.dim == len(frag.shape) - 1 and last.stride == 1 else 1
+    width = min(vector * buf.dtype.bytes, 16)
+    loop_dims = [d for d, n in enumerate(frag.shape) if n != 1]
+    addresses = []
+    for lane in range(lanes):
+        coords = _lane_coords(frag, lane)
+        moving = iter(coords[d] for d in loop_dims)
+        index = [0 if const(e) == 1 else next(moving, 0) for e in region.extents]
+        addresses.append(layout.apply(index) * buf.dtype.bytes)
+    return wavefronts(addresses, width)
+
+
+def _own_buffers(s: tir.Stmt) -> set[tir.Buffer]:
+    """The buffers statement `s` itself reads or writes (not the statements of its bodies)."""
+    loaded = {ld.buffer for e in tir_walk.stmt_exprs(s) for ld in tir_walk.loads(e)}
+    return {r.buffer for r in tir_walk.regions(s)} | set(tir_walk.written(s)) | loaded
+
+
+def _lane_coords(frag: L.Fragment, lane: int) -> list[int]:
+    """The tile index that thread `lane` holds in its first register."""
+    coords = [0] * len(frag.shape)
+    for i, part in enumerate(frag.thread_parts):
+        if part.dim is not None:
+            coords[part.dim] += lane // frag.thread_stride(i) % part.extent * part.stride
+    return coords
 
 
 def _conflict_free_pitch(buf: tir.Buffer) -> int:

@@ -85,7 +85,7 @@ def analyse(program: tir.Program, point: Point, default: bool, arch: str, gpu: G
     kernels = []
     for u in units:
         assert u.layouts is not None, "infer_layouts is a Tile IR pass"
-        smem = declared_smem(u.kernel, u.layouts)
+        smem = declared_smem(u.kernel, u.layouts.without_staging())  # staging pads give way (pipeline.py)
         regs = register_estimate(u.kernel, u.layouts, u.target).total
         reason = _limits(u.kernel.name, smem, regs, u.target)
         if reason:
