@@ -69,8 +69,12 @@ CANDIDATES = {
         "flash_attention-causal-sm90a",
         "flash_attention-causal-bench-sm90a-t256",
     ],
-    "fa-cudnn": ["flash_attention-sm90a", "flash_attention-bench-sm90a-t256"],
-    "fa-causal-cudnn": ["flash_attention-causal-sm90a", "flash_attention-causal-bench-sm90a-t256"],
+    "fa-cudnn": ["flash_attention-sm90a", "flash_attention-bench-sm90a-t256", "flash_attention-bench-sm90a-n128"],
+    "fa-causal-cudnn": [
+        "flash_attention-causal-sm90a",
+        "flash_attention-causal-bench-sm90a-t256",
+        "flash_attention-causal-bench-sm90a-n128",
+    ],
 }
 TOL = 1e-2  # relative error norm of fp16 outputs against torch's
 

@@ -900,6 +900,8 @@ def _cases() -> list[Case]:
         ("flash_attention-causal-bench-s1", True),
         ("flash_attention-bench-sm90a-t256", False),
         ("flash_attention-causal-bench-sm90a-t256", True),
+        ("flash_attention-bench-sm90a-n128", False),
+        ("flash_attention-causal-bench-sm90a-n128", True),
     ):
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what}", check_flash_attention, B=B, H=H, S=S, D=128, causal=causal)

@@ -203,7 +203,13 @@ def _call(name: str) -> T.Call:
 
 # ---------------------------------------------------------------- warp roles
 
-PRODUCER_REGISTERS = 40  # setmaxnreg of the producer warp group: it only issues bulk copies
+# setmaxnreg of the producer warp group: it only issues bulk copies. 40 leaves its one thread room
+# for the tile and ring arithmetic of any loop; an overlapped products loop whose fragments need
+# more than the consumers' share then gives its producer TIGHT_PRODUCER_REGISTERS (its producer
+# walks one loop of two rings: measured on an H100, 128x128 tiles at D128 overlapped only so, 1.943
+# against 2.008 ms as written).
+PRODUCER_REGISTERS = 40
+TIGHT_PRODUCER_REGISTERS = 24
 REGISTER_FILE = 65536  # 32-bit registers of one multiprocessor, shared by the block's warp groups
 
 
@@ -256,6 +262,9 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
     groups = threads // WARP_GROUP
     fragments = fragment_registers(ctx.layouts)
     plan = _overlap(ctx, s, fragments, groups)
+    producer = PRODUCER_REGISTERS
+    if plan is not None and fragments + ADDRESS_REGISTERS > consumer_registers(groups, 1):
+        producer = TIGHT_PRODUCER_REGISTERS
     if plan is not None:  # each product's tiles in a ring of their own
         second = _second_ring(ctx, ring)
         parts = list(zip((ring, second), plan.tiles(s), strict=True))
@@ -282,8 +291,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
         producer_threads=WARP_GROUP,
         params=params,
         tensor_maps=tuple(maps),
-        registers=lambda blocks: _register_moves(groups, blocks),
-        max_blocks=2 if consumer_registers(groups, 2) - fragments >= ADDRESS_REGISTERS else 1,
+        registers=lambda blocks: _register_moves(groups, blocks, producer),
+        max_blocks=2 if consumer_registers(groups, 2, producer) - fragments >= ADDRESS_REGISTERS else 1,
         persistent=any(x is s for x in ctx.kernel.body),
         overlapped=plan is not None,
     )
@@ -294,8 +303,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
 # on an H100 (B4 H32 S4096 D128, 128x64 tiles, two consumer warp groups): overlapped, with or
 # without ping-pong turns, 3-4% slower than as written (2.297 vs 2.222 ms; causal 1.353 vs
 # 1.303): a 64-column tile's softmax is too short to hide a product behind. With 128x128 tiles
-# (TileLang's mha_fwd_bhsd, D64) it ran at 0.97x TileLang's time in the same process, where the
-# loop as written had run at 1.00-1.02x.
+# it pays: TileLang's mha_fwd_bhsd (D64) ran at 0.97x TileLang's time in the same process, where
+# the loop as written had run at 1.00-1.02x; at D128, 1.943 against 2.008 ms as written.
 OVERLAP_MIN_COLUMNS = 128
 
 
@@ -309,11 +318,33 @@ def _overlap(ctx: LowerContext, s: tir.For, fragments: int, groups: int) -> Over
     if not runs_products(s):
         return None
     plan = overlap(s)
-    if plan is None or fragments + ADDRESS_REGISTERS > consumer_registers(groups, 1):
+    if plan is None or fragments + ADDRESS_REGISTERS > consumer_registers(groups, 1, TIGHT_PRODUCER_REGISTERS):
         return None
     if ctx.layouts.buffers[plan.first.c.buffer].shape[1] < OVERLAP_MIN_COLUMNS:
         return None
+    if _per_block_trip_count(ctx, s):
+        return None
     return plan
+
+
+def _per_block_trip_count(ctx: LowerContext, s: tir.For) -> bool:
+    """Whether the trip count of `s` depends on the block index (through the kernel's lets): causal
+    attention's loop stops at the block's diagonal. Such a loop is left as written: measured side
+    by side on an H100 (B4 H32 S4096 D128, 128x128 tiles, causal), overlapped it took 1.248 ms
+    against 1.156 as written (where the same tiles non-causal gained 3%)."""
+    lets = {x.var: x.value for x in tir_walk.stmts(ctx.kernel.body) if isinstance(x, tir.Let)}
+    seen: set[tir.Var] = set()
+    todo = list(tir_walk.variables(s.stop) | tir_walk.variables(s.start))
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v.kind == "block":
+            return True
+        if v in lets:
+            todo += tir_walk.variables(lets[v])
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -752,18 +783,19 @@ def _release(ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr)
 ADDRESS_REGISTERS = 64
 
 
-def consumer_registers(groups: int, blocks: int) -> int:
+def consumer_registers(groups: int, blocks: int, producer: int = PRODUCER_REGISTERS) -> int:
     """Registers per consumer thread of a block of `groups` consumer warp groups and a producer one,
-    `blocks` such blocks on a multiprocessor: the file's share left by the producer's 40, a
-    multiple of 8 (setmaxnreg's unit), at most 240."""
-    share = REGISTER_FILE // blocks - WARP_GROUP * PRODUCER_REGISTERS
+    `blocks` such blocks on a multiprocessor: the file's share left by the producer's `producer`,
+    a multiple of 8 (setmaxnreg's unit), at most 240."""
+    share = REGISTER_FILE // blocks - WARP_GROUP * producer
     return min(240, share // (WARP_GROUP * groups) // 8 * 8)
 
 
-def _register_moves(groups: int, blocks: int) -> tuple[T.Stmt, T.Stmt]:
-    """setmaxnreg of the producer warp group (down to 40) and of the consumers (up to their share)."""
-    producer = _call(f"tilec_setmaxnreg_dec<{PRODUCER_REGISTERS}>")
-    return producer, _call(f"tilec_setmaxnreg_inc<{consumer_registers(groups, blocks)}>")
+def _register_moves(groups: int, blocks: int, producer: int) -> tuple[T.Stmt, T.Stmt]:
+    """setmaxnreg of the producer warp group (down to `producer`) and of the consumers (up to their
+    share)."""
+    dec = _call(f"tilec_setmaxnreg_dec<{producer}>")
+    return dec, _call(f"tilec_setmaxnreg_inc<{consumer_registers(groups, blocks, producer)}>")
 
 
 def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
