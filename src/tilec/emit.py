@@ -359,9 +359,13 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
         if k.fallback is not None:
             names = ", ".join([p.name for p in k.fallback.params] + ["stream"])
             out.append(sp.fallback.format(cond="bulk_copies", name=k.fallback.name, args=names))
-    out.append(f"const int smem_bytes = {k.dynamic_smem};")
-    if k.dynamic_smem > launch.smem_opt_in_above:
+    if k.reread_bytes:  # padded at run time, maybe past the opt-in threshold
+        out.append(f"const int smem_bytes = {launch.l2_resident.format(smem=k.dynamic_smem, reread=k.reread_bytes)};")
         out += [line.format(name=k.name) for line in launch.smem_opt_in]
+    else:
+        out.append(f"const int smem_bytes = {k.dynamic_smem};")
+        if k.dynamic_smem > launch.smem_opt_in_above:
+            out += [line.format(name=k.name) for line in launch.smem_opt_in]
     out += _body(k.host_prologue, sp)
     if k.persistent:
         out.append(launch.persistent_grid.format(blocks=k.min_blocks))

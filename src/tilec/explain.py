@@ -862,7 +862,14 @@ def _launch_text(kernel: tir.Kernel, lowered: T.Kernel, warp_size: int, words: W
 
 
 def _launcher_notes(lowered: T.Kernel, words: Words) -> tuple[str, ...]:
-    """What the launcher does besides launching: the tensor maps it builds, the fallback kernel."""
+    """What the launcher does besides launching: the tensor maps it builds, the fallback kernel,
+    the shared memory it pads to keep what blocks read twice in L2."""
+    if lowered.reread_bytes:
+        return (
+            f"each block reads {lowered.reread_bytes} bytes of global memory twice: the launcher pads its "
+            "shared memory so that the resident blocks' bytes fit a quarter of the device's L2 "
+            "(lower/residency.py)",
+        )
     if not lowered.tensor_maps:
         return ()
     names = ", ".join(m.name for m in lowered.tensor_maps)

@@ -85,6 +85,10 @@ class Launch:
     launch: str  # {name}, {threads}, {args}
     status: str  # the launcher's last statement
     too_large: str  # its refusal of a tensor too large for 32-bit indices (emit.py's size check)
+    # {smem}, {reread}: the dynamic shared memory of a kernel whose blocks read `reread` bytes twice,
+    # padded to keep them in L2 (lower/residency.py; its helper is Spelling.helpers["l2_resident"]);
+    # empty where the target has none
+    l2_resident: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -197,6 +201,7 @@ CUDA_LAUNCH = Launch(
     launch=cuda.LAUNCH,
     status=cuda.LAUNCH_STATUS,
     too_large=cuda.TOO_LARGE,
+    l2_resident=cuda.L2_RESIDENT,
 )
 CUDA_HEADERS = Headers(cuda.HEADER_ALWAYS, cuda.HEADER_OF_NAME)
 NVCC = Compiler(

@@ -345,6 +345,9 @@ class Kernel:
     # warp roles whose consumers issue a loop's first product of iteration k before the second
     # of k - 1, each product's tiles in a ring of their own (backends/cuda/sm90.py)
     overlapped_products: bool = False
+    # > 0: the bytes of global memory each block reads twice (lower/residency.py): the launcher pads
+    # the shared memory so that the resident blocks' bytes stay in L2 (Launch.l2_resident)
+    reread_bytes: int = 0
     # the C names of the block variables, in grid order: each in [0, its extent of `grid`), which
     # the raster lowering writes (blockIdx's, panels, a persistent kernel's tiles) keeps and
     # the bounds verifier (bounds_verify.py) takes as given

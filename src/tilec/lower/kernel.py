@@ -42,6 +42,7 @@ from tilec.lower.ops import (
     lower_reduce,
 )
 from tilec.lower.pipelined import lower_early_copy, lower_pipelined
+from tilec.lower.residency import reread_bytes
 from tilec.lower.scheduled import lower_scheduled
 from tilec.passes.infer_layouts import Layouts
 from tilec.passes.pack_subbyte import logical_dim
@@ -81,6 +82,9 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
     too_large = _too_large(ctx, grid)
     k = replace(k, block_vars=tuple(ctx.name(v) for v in kernel.block_vars), too_large=too_large)
     if roles is None:
+        reread = reread_bytes(kernel) if target.launch.l2_resident else 0
+        if reread:
+            k = replace(k, reread_bytes=reread, helpers=tuple(sorted({*helpers, "l2_resident"})))
         return k
     return replace(
         k,

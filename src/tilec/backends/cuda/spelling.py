@@ -205,6 +205,7 @@ SMEM_OPT_IN = (
     "if (err != cudaSuccess) return (int)err;",
 )
 LAUNCH = "{name}_kernel<<<grid, {threads}, smem_bytes, stream>>>({args});"
+L2_RESIDENT = "tilec_l2_resident_smem({smem}, {reread}LL)"
 LAUNCH_STATUS = "return (int)cudaGetLastError();"
 TOO_LARGE = "return (int)cudaErrorInvalidValue;"
 
@@ -593,6 +594,28 @@ static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   return static_cast<unsigned>(tiles < most ? tiles : most);
 }"""
 SHARED_ADDRESS_HELPERS |= {"bulk_copy", "bulk_store"}
+HELPERS["l2_resident"] = """
+// Host: the dynamic shared memory of a kernel whose blocks each read `reread` bytes of global memory
+// twice, padded so that no more blocks share a multiprocessor than keep all resident blocks' bytes
+// within a quarter of L2, where the second read finds them; `smem` itself where that needs no
+// padding or the device cannot be asked.
+static int tilec_l2_resident_smem(int smem, long long reread) {
+  int device = 0, sms = 0, l2 = 0, per_sm = 0, reserved = 0, most = 0, blocks_most = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&blocks_most, cudaDevAttrMaxBlocksPerMultiprocessor, device) != cudaSuccess ||
+      sms < 1 || reread < 1)
+    return smem;
+  long long blocks = l2 / 4 / (1LL * sms * reread);
+  if (blocks < 1) blocks = 1;
+  if (blocks >= blocks_most) return smem;
+  const long long padded = per_sm / (blocks + 1) - reserved + 1;  // one block more no longer fits
+  return padded > smem && padded <= most ? static_cast<int>(padded) : smem;
+}"""
 
 # The same for a batch of matrices (a 3-D tensor): emitted after "bulk_copy", whose types and
 # set-up helpers it uses.
