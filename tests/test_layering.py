@@ -43,6 +43,9 @@ NOT_WARP_SIZES: dict[tuple[str, str], str] = {
     ("tune/peaks.py", "RESIDENT_BLOCKS = 32  # blocks one SM holds at most, sm_80 to sm_90"): "blocks per SM",
     ("explain.py", "cw, ch, left, top = 64, 36, 44, 92"): "SVG cell geometry in pixels",
     ("layout_algebra.py", "BANKS = 32"): "shared-memory banks",
+    ("layout.py", "SECTOR_BYTES = 32  # the unit of a global memory access: a lone 16-byte vector uses half of one"): (
+        "bytes of a memory sector"
+    ),
     ("layout_algebra.py", "if swizzle_bytes not in (32, 64, 128):"): "swizzle widths in bytes",
     ("passes/infer_layouts.py", "if shape[-1] == 64:"): "64 16-bit columns: one 128-byte swizzle",
     ("passes/infer_layouts.py", "elif shape[-1] % 64 == 0 and main_loop:"): "64 16-bit columns: one 128-byte swizzle",

@@ -509,7 +509,8 @@ def _buffer_row(buf: tir.Buffer, layouts: Layouts, words: Words) -> tuple[str, .
             rep = replication(frag)
             regs = math.ceil(frag.local_size * buf.dtype.bytes / 4)
             per = f"{frag.local_size} x {buf.dtype.tile_name} = {regs} regs"
-            return head + (frag.describe(), per + (f", replicated x{rep}" if rep > 1 else ""))
+            text = frag.describe() + (" (rows first, for its row reduction)" if buf in layouts.rows_first else "")
+            return head + (text, per + (f", replicated x{rep}" if rep > 1 else ""))
         case "shared":
             size = math.prod(buf.const_shape) * buf.dtype.bytes
             if buf in layouts.swizzle:

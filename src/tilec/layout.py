@@ -147,14 +147,20 @@ def cyclic(shape: tuple[int, ...], splits: tuple[int, ...], vec: tuple[int, ...]
     return Fragment(shape, tuple(thread_parts), tuple(local_parts))
 
 
+def _vector(shape: tuple[int, ...], threads: int, elem_bytes: int) -> int:
+    """Elements of a free layout's vectors along the last dimension: 16 bytes, narrower where the
+    last extent does not divide or the tile is too small to give every thread one."""
+    v = _pow2_floor(max(1, 16 // elem_bytes))
+    while v > 1 and (shape[-1] % v or math.prod(shape) // v < threads):
+        v //= 2
+    return v
+
+
 def default(shape: tuple[int, ...], threads: int, elem_bytes: int) -> Fragment:
     """The free choice: vectors of up to 16 bytes along the last dimension
     (narrower when a tile is too small to give every thread one), threads
     filling the last dimension first, leftover threads replicate."""
-    last = shape[-1]
-    v = _pow2_floor(max(1, 16 // elem_bytes))
-    while v > 1 and (last % v or math.prod(shape) // v < threads):
-        v //= 2
+    v = _vector(shape, threads, elem_bytes)
     vec = (1,) * (len(shape) - 1) + (v,)
     splits = [1] * len(shape)
     remaining = threads
@@ -163,6 +169,36 @@ def default(shape: tuple[int, ...], threads: int, elem_bytes: int) -> Fragment:
         splits[d] = t
         remaining //= t
     return cyclic(shape, tuple(splits), vec, threads)
+
+
+SECTOR_BYTES = 32  # the unit of a global memory access: a lone 16-byte vector uses half of one
+
+
+def row_reduced(shape: tuple[int, int], threads: int, elem_bytes: int) -> Fragment:
+    """The free choice for a 2-D tile that a reduce folds along its rows (`reduce_max(x, m, dim=1)`):
+    threads on the rows first, where `default` puts them on the columns first.
+
+    A row spread over L lanes costs each thread r * log2(L) shuffles for its r rows, and shuffles
+    issue at a quarter of the ALU rate, while the row's registers fold in-thread at one ALU op
+    each. topk's 64 x 128 float32 on 128 threads: `default` spreads a row over 32 lanes, each
+    thread holding 16 rows x 4 columns, 16 x (3 ops + 5 shuffles); here 2 lanes a row, one row
+    each, 63 ops + 1 shuffle. The rows take the most threads (a power of two) that leave each row
+    `min_lanes`, the fewest lanes whose adjacent vectors fill a 32-byte sector (2 of 16 bytes),
+    so that one vector access of a warp still moves whole sectors; the columns take the rest,
+    vectors as `default`'s. Rows that do not divide evenly take fewer threads where more would
+    pad a row group or leave threads replicating (more registers a thread): of the splits, the one
+    of fewest registers, then most threads on the rows. `default` is one of the splits, so this is
+    never more registers nor more shuffles than it; one row (rmsnorm, a softmax row) gives it, and
+    so does a block of threads not a power of two."""
+    if threads & (threads - 1):
+        return default(shape, threads, elem_bytes)
+    rows, cols = shape
+    v = _vector(shape, threads, elem_bytes)
+    vectors = _pow2_floor(math.ceil(cols / v))  # the most threads the columns can take
+    min_lanes = min(vectors, -(-SECTOR_BYTES // (v * elem_bytes)))
+    most = min(_pow2_floor(rows), max(1, threads // min_lanes))
+    splits = [(1 << k, min(threads >> k, vectors)) for k in reversed(range(most.bit_length()))]
+    return min((cyclic(shape, split, (1, v), threads) for split in splits), key=lambda f: f.local_size)
 
 
 def replicated_all(shape: tuple[int, ...], threads: int, vec_last: int = 1) -> Fragment:

@@ -9,7 +9,9 @@ Three levels, as in TileLang:
   a fragment indexed by all its variables; every other fragment it touches
   must then be placed to match) until nothing changes;
 - free: a fragment still without a layout gets the default (16-byte vectors
-  along the last dim), then propagation runs again.
+  along the last dim, threads on the last dim first), or, when a reduce folds it
+  along its rows, threads on the rows first (layout.row_reduced: fewer shuffles),
+  then propagation runs again.
 
 Before, no layouts:
 
@@ -20,6 +22,16 @@ Before, no layouts:
 
 After: C_local -> threads [8@0 x 16@1] vec [1, 1]; m -> threads [8@0 x 16] (a
 row maximum is replicated over the 16 threads sharing the row).
+
+A free 2-D fragment that a reduce folds along its rows gets threads on its rows
+first (128 threads):
+
+    x = alloc_fragment((64, 128), float32)
+    copy(X[bx * 64, 0], x)
+    reduce_max(x, m, dim=1)
+
+x -> threads [2@1/4 64@0/1] regs [16@1/8 4@1/1]: two lanes a row, one shuffle
+per row; the default (threads [32@1/4 4@0/1]) takes five for each of 16 rows.
 
 A fragment that two statements want placed differently is a user error
 naming both statements, with the staging-through-shared hint.
@@ -65,6 +77,7 @@ class Layouts:
     tight: set[tir.Buffer] = field(default_factory=set)  # padded, not swizzled, for the registers' sake
     align: dict[tir.Buffer, int] = field(default_factory=dict)  # bytes, where more than 16 (descriptor swizzles)
     staging: set[tir.Buffer] = field(default_factory=set)  # padded for a fragment copy's stores (`_place_staging`)
+    rows_first: set[tir.Buffer] = field(default_factory=set)  # fragments placed by layout.row_reduced (`_free_layout`)
 
     def row(self, buf: tir.Buffer) -> int:
         """Elements from one row of a shared tile to the next: its pitch, or its last extent."""
@@ -107,7 +120,7 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
             buf = _first_unplaced(stmts, state.out.buffers)
             if buf is None:
                 break
-            state.set(buf, L.default(buf.const_shape, kernel.threads, _vector_bytes(stmts, buf)), buf.span)
+            state.set(buf, _free_layout(buf, stmts, kernel.threads, state.out), buf.span)
         for s in stmts:
             if isinstance(s, tir.Parallel) and id(s) not in state.loops:
                 state.loops[id(s)] = L.default(s.extents, kernel.threads, _loop_bytes(s))
@@ -423,6 +436,51 @@ def _scalar_reads(body: tuple[tir.Stmt, ...]) -> list[tuple[tir.Buffer, Span]]:
                 if small and buf not in placed and buf not in out:
                     out[buf] = ld.span if ld.span != NO_SPAN else s.span
     return list(out.items())
+
+
+def _free_layout(buf: tir.Buffer, stmts: list[tir.Stmt], threads: int, out: Layouts) -> L.Fragment:
+    """The free choice for fragment `buf`: threads on the rows first (layout.row_reduced, recorded
+    in `out.rows_first` where it differs from the default) for a 2-D tile that a reduce folds
+    along its rows, so that each row takes fewer shuffles; else the default. Only the reduce's own
+    source: a fragment sharing its layout through a Parallel loop, placed first, keeps the
+    default, and the source follows it. A tile moved to or from shared rows keeps it too
+    (`_meets_shared_rows`), and so does one whose Parallel loops would then hold more registers
+    (`_loop_registers`: a column vector `w[j]` beside `x[i, j]`, half of it in each lane of a
+    row's pair)."""
+    shape, elem_bytes = buf.const_shape, _vector_bytes(stmts, buf)
+    frag = L.default(shape, threads, elem_bytes)
+    reduced = any(isinstance(s, tir.Reduce) and s.src.buffer is buf and s.dim == 1 for s in stmts)
+    if len(shape) != 2 or not reduced or _meets_shared_rows(buf, stmts):
+        return frag
+    rows = L.row_reduced((shape[0], shape[1]), threads, elem_bytes)
+    if rows == frag or _loop_registers(buf, rows, stmts) > _loop_registers(buf, frag, stmts):
+        return frag
+    out.rows_first.add(buf)
+    return rows
+
+
+def _loop_registers(buf: tir.Buffer, frag: L.Fragment, stmts: list[tir.Stmt]) -> int:
+    """Registers a thread holds of `buf` laid out as `frag` and of the other fragments that
+    Parallel loops over all of `buf` index, each then placed as `frag` projected on its dims."""
+    held = {buf: frag}
+    for s in stmts:
+        if isinstance(s, tir.Parallel):
+            dims = [(b, _var_dims(s, idx)) for b, idx, _ in fragment_accesses(s)]
+            if (buf, tuple(range(len(s.vars)))) in dims:
+                held |= {b: L.projected(frag, d) for b, d in dims if d is not None and b not in held}
+    return sum(math.ceil(f.local_size * b.dtype.bytes / 4) for b, f in held.items())
+
+
+def _meets_shared_rows(buf: tir.Buffer, stmts: list[tir.Stmt]) -> bool:
+    """True when a copy or a Parallel loop moves `buf` to or from a shared tile of rows. The
+    default's lanes walk a row there; lanes on the rows first would put a warp's rows in the same
+    banks (rows of whole 128 bytes: topk's layout, 16 rows a warp, 4x the wavefronts)."""
+    for s in stmts:
+        if isinstance(s, tir.Copy | tir.Parallel):
+            touched = tir_walk.buffers(s)
+            if buf in touched and any(b.scope == "shared" and len(b.shape) > 1 for b in touched):
+                return True
+    return False
 
 
 def _first_unplaced(stmts: list[tir.Stmt], placed: dict[tir.Buffer, L.Fragment]) -> tir.Buffer | None:
