@@ -62,12 +62,14 @@ CANDIDATES = {
         "flash_attention-bench-s1",
         "flash_attention-sm90a",
         "flash_attention-bench-sm90a-t256",
+        "flash_attention-bench-sm90a-n128",
     ],
     "fa-causal": [
         "flash_attention-causal",
         "flash_attention-causal-bench-s1",
         "flash_attention-causal-sm90a",
         "flash_attention-causal-bench-sm90a-t256",
+        "flash_attention-causal-bench-sm90a-n128",
     ],
     "fa-cudnn": ["flash_attention-sm90a", "flash_attention-bench-sm90a-t256", "flash_attention-bench-sm90a-n128"],
     "fa-causal-cudnn": [
