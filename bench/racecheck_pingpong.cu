@@ -4,8 +4,8 @@
 // and, behind a bar.sync of all 256 threads, reads the slot of a thread of the other group: no
 // race by construction. bench/racecheck_pingpong.py builds it, checks the output, and runs it
 // under racecheck. On an H100 (2026-12-06, CUDA 13.0) racecheck reports a hazard between that write
-// and that read, with the output correct: its hazards on code with bar.arrive turns are not
-// evidence of a race.
+// and that read, with the output correct: a hazard it reports on code with bar.arrive turns is
+// not, by itself, evidence of a race.
 #include <cuda_runtime.h>
 
 extern "C" __global__ void __launch_bounds__(256) pingpong_kernel(int* out, int iters) {

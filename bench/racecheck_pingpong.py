@@ -36,7 +36,8 @@ def main() -> int:
         capture_output=True,
         text=True,
     )
-    hazards = [line for line in tool.stdout.splitlines() if "Race reported" in line or "RACECHECK SUMMARY" in line]
+    keep = ("Race reported", "access at", "RACECHECK SUMMARY")  # each hazard and the access it pairs with
+    hazards = [line for line in tool.stdout.splitlines() if any(k in line for k in keep)]
     print("\n".join(hazards) or tool.stdout[-2000:])
     return 0 if plain else 1
 

@@ -25,6 +25,7 @@ CUDA_WORDS = re.compile(
 # from Target.warp_size or an instruction record.
 NOT_WARP_SIZES: dict[tuple[str, str], str] = {
     ("budget.py", "MAX_BLOCK_NESTING = 32"): "a nesting limit",
+    ("budget.py", "ADDRESS_REGISTERS = 64"): "registers a thread needs beside its fragments",
     ("layout_algebra.py", "return row_bytes if row_bytes in (32, 64) else None"): "swizzle widths in bytes",
     ("dtypes.py", 'float32 = ("float32", "float", 32, "float")'): "bits of a type",
     ("dtypes.py", 'float64 = ("float64", "double", 64, "float")'): "bits of a type",

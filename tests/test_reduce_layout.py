@@ -164,3 +164,16 @@ def test_topk_reduces_each_row_with_one_shuffle_and_loads_16_byte_vectors() -> N
         assert "__shfl_xor_sync(0xffffffffu, red, 1)" in code
         flat = "".join(code.split())  # a lane pair's 16-byte vectors side by side along a row
         assert "reinterpret_cast<constuint4*>(&logits[bx*8192+tx/2*128+g1_1*8+tx%2*4])" in flat
+
+
+def test_a_tile_reduced_along_both_dims_keeps_the_default(tmp_path: pathlib.Path) -> None:
+    # rows first would leave the column sums replicated in every row's lanes (64 registers, not 4)
+    both = KERNEL.replace(
+        "        reduce_max(x, m, dim={dim})\n",
+        "        reduce_max(x, m, dim={dim})\n        c = alloc_fragment(({cols},), float32)\n"
+        "        reduce_sum(x, c, dim=0)\n        copy(c, Y[0])\n",
+    )
+    path = tmp_path / "k.tile"
+    path.write_text(both.format(rows=64, cols=128, dim=1, out=64, load=GLOBAL.format(rows=64)))
+    (u,) = run_passes(elaborate_file(str(path), {}), "sm_90a")
+    assert x_layout(u) == (L.default((64, 128), 128, 4), False)

@@ -69,3 +69,31 @@ def test_the_launcher_pads_shared_memory_at_run_time_and_opts_in() -> None:
 
 def test_hip_has_no_such_launcher() -> None:
     assert "l2_resident" not in compile_file(str(CORPUS / "rms_norm.tile"), {}, arch="gfx942")
+
+
+def test_what_every_block_reads_or_what_an_if_reads_is_no_reread(tmp_path: pathlib.Path) -> None:
+    second = """        for k in serial(N // w):
+            copy(A[0, k * w], A_shared)
+            copy(A_shared, B[bx, k * w])
+"""
+    shared_row = HEAD.replace("copy(A[bx, k * w], A_shared)", "copy(A[0, k * w], A_shared)") + second
+    path = tmp_path / "shared.tile"
+    path.write_text(shared_row)
+    (kernel,) = elaborate_file(str(path), {}).kernels
+    assert reread_bytes(kernel) == 0
+    under_if = """        if bx == 7:
+            for k in serial(N // w):
+                copy(A[bx, k * w], A_shared)
+                copy(A_shared, B[bx, k * w])
+"""
+    assert reread(tmp_path, under_if) == 0
+
+
+def test_a_read_that_does_not_move_with_the_loop_counts_once(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "k.tile"
+    path.write_text(
+        HEAD.replace("copy(A[bx, k * w], A_shared)", "copy(A[bx, 0], A_shared)")
+        + "        copy(A[bx, 0], A_shared)\n        copy(A_shared, B[bx, 0])\n"
+    )
+    (kernel,) = elaborate_file(str(path), {}).kernels
+    assert reread_bytes(kernel) == 256 * 2

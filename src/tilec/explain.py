@@ -853,6 +853,11 @@ def _launch_text(kernel: tir.Kernel, lowered: T.Kernel, warp_size: int, words: W
     over the tiles."""
     grid = ", ".join(expr_text(g) for g in kernel.grid)
     threads = f"{kernel.threads} threads"
+    if kernel.threads_written:
+        threads += (
+            f" (the program says {kernel.threads_written}: its fragments do not fit one warp group's "
+            "registers, so a second one holds half of each)"
+        )
     if words["warp_width"]:
         threads += f" = {-(-kernel.threads // warp_size)} x {words['warp_width']}"
     if lowered.consumer_threads:

@@ -31,6 +31,7 @@ from typing import Literal
 
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
+from tilec.budget import ADDRESS_REGISTERS, register_estimate
 from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
@@ -286,6 +287,9 @@ def run_passes(program: tir.Program, arch: str, passes: tuple[Pass, ...] = PASSE
     units = []
     for kernel in program.kernels:
         u = _through(passes, Unit(kernel, target), verify)
+        wide = _widened(u, kernel, passes, verify)
+        if wide is not None:
+            u, kernel = wide
         if u.lowered is not None and _has_warp_roles(u.kernel):
             # the same kernel without bulk copies, which the launcher runs for unaligned tensors
             plain = _through(passes, Unit(kernel, replace(target, bulk_copies=False)), verify)
@@ -301,6 +305,46 @@ def _through(passes: tuple[Pass, ...], u: Unit, verify: bool) -> Unit:
     for p in passes:
         u = _run(p, u, verify)
     return u
+
+
+# What a program may say about its threads that a second warp group would change: their
+# indices, their lanes, data passed among them, device code of its own.
+_THREAD_AWARE = frozenset(
+    {"thread_index", "get_thread_binding", "lane_index", "warp_index", "shfl_xor", "shfl_down", "call_extern"}
+)
+
+
+def _widened(u: Unit, written: tir.Kernel, passes: tuple[Pass, ...], verify: bool) -> tuple[Unit, tir.Kernel] | None:
+    """The kernel of `u` on two consumer warp groups where the program asks for one (Target.warp_group:
+    `threads=128` on sm_90a) and its warp roles' fragments would not fit one group's registers beside
+    their addresses (budget.ADDRESS_REGISTERS): the tile ops distribute over the threads the
+    kernel has, so twice the threads hold half of each accumulator. On an H100, TileLang's
+    FP8 GEMM with two accumulators (128x128 each, 128 threads) spilled 736 bytes a thread on one
+    group; the flash attention example's 128-thread build took 2.80 ms against 2.26 on two groups
+    (`-D threads=256`). None where the kernel keeps its threads: not warp roles, already wider,
+    within the registers, or the program reads thread indices, lanes or shuffles, or calls
+    device code of its own (`_THREAD_AWARE`). Else the widened unit and the kernel as elaborated,
+    with its threads doubled (`written` is the kernel before the passes)."""
+    kernel, layouts, group = u.kernel, u.layouts, u.target.warp_group
+    if u.lowered is None or layouts is None or not group or kernel.threads != group or not _has_warp_roles(kernel):
+        return None
+    if register_estimate(kernel, layouts, u.target).total + ADDRESS_REGISTERS <= u.target.max_registers:
+        return None
+    if _calls(written) & _THREAD_AWARE:
+        return None
+    doubled = replace(written, threads=2 * group, threads_written=group)
+    wide = _through(passes, Unit(doubled, u.target), verify)
+    if wide.layouts is None or not _has_warp_roles(wide.kernel):
+        return None
+    before = register_estimate(kernel, layouts, u.target).total
+    after = register_estimate(wide.kernel, wide.layouts, wide.target).total
+    return (wide, doubled) if after < before else None
+
+
+def _calls(kernel: tir.Kernel) -> set[str]:
+    """The names of the builtins `kernel` calls."""
+    exprs = (x for s in tir_walk.stmts(kernel.body) for x in tir_walk.stmt_exprs(s))
+    return {e.func for x in exprs for e in tir_walk.subexprs(x) if isinstance(e, tir.Call)}
 
 
 def _has_warp_roles(kernel: tir.Kernel) -> bool:

@@ -138,6 +138,9 @@ class Target:
     # bulk tensor copies (TMA) into swizzled tiles, completing on mbarriers, and warp groups that
     # trade registers: GEMM main loops on warp-group instructions get warp roles (plan_pipeline)
     bulk_copies: bool = False
+    # the threads of one warp group, the consumers' unit under warp roles (0: no warp roles); a
+    # kernel of one group whose fragments do not fit its registers gets two (pipeline._widened)
+    warp_group: int = 0
     # no asynchronous copies into shared memory: a pipeline stages its next tiles through registers
     # (the backend's ASYNC_COPY_BYTES is empty; lower/pipelined.py)
     register_staged: bool = False
@@ -289,7 +292,7 @@ def _cuda(
         arch, "cuda", backend, capability, f"arch=compute_{num},code=sm_{num}", smem_limit, instructions,
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
         atomic_minmax_types=_ATOMIC_MINMAX_CUDA,
-        bulk_copies=bulk_copies, missing_types=cuda.MISSING_TYPES,
+        bulk_copies=bulk_copies, warp_group=4 * WARP_SIZE if bulk_copies else 0, missing_types=cuda.MISSING_TYPES,
     )  # fmt: skip
 
 

@@ -512,6 +512,9 @@ class Kernel:
     body: tuple[Stmt, ...]
     span: Span = field(default=NO_SPAN, compare=False)
     views: tuple[Buffer, ...] = ()  # tensors with another shape in a tensor parameter's memory
+    # > 0: the `threads=` the program wrote, where the compiler runs more (pipeline.py `_widened`:
+    # a second consumer warp group for fragments one group's registers cannot hold)
+    threads_written: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -443,14 +443,16 @@ def _free_layout(buf: tir.Buffer, stmts: list[tir.Stmt], threads: int, out: Layo
     in `out.rows_first` where it differs from the default) for a 2-D tile that a reduce folds
     along its rows, so that each row takes fewer shuffles; else the default. Only the reduce's own
     source: a fragment sharing its layout through a Parallel loop, placed first, keeps the
-    default, and the source follows it. A tile moved to or from shared rows keeps it too
+    default, and the source follows it. A tile also reduced along its columns keeps the default
+    (rows first would replicate that reduce's result in every row's lanes), and so does a tile
+    moved to or from shared rows
     (`_meets_shared_rows`), and so does one whose Parallel loops would then hold more registers
     (`_loop_registers`: a column vector `w[j]` beside `x[i, j]`, half of it in each lane of a
     row's pair)."""
     shape, elem_bytes = buf.const_shape, _vector_bytes(stmts, buf)
     frag = L.default(shape, threads, elem_bytes)
-    reduced = any(isinstance(s, tir.Reduce) and s.src.buffer is buf and s.dim == 1 for s in stmts)
-    if len(shape) != 2 or not reduced or _meets_shared_rows(buf, stmts):
+    dims = {s.dim for s in stmts if isinstance(s, tir.Reduce) and s.src.buffer is buf}
+    if len(shape) != 2 or dims != {1} or _meets_shared_rows(buf, stmts):  # a column reduce wants the default
         return frag
     rows = L.row_reduced((shape[0], shape[1]), threads, elem_bytes)
     if rows == frag or _loop_registers(buf, rows, stmts) > _loop_registers(buf, frag, stmts):

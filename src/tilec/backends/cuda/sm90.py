@@ -47,6 +47,7 @@ from tilec.backends.cuda.sm80 import (
     setup,
 )
 from tilec.backends.cuda.sm80 import gemm as warp_gemm
+from tilec.budget import ADDRESS_REGISTERS
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
@@ -777,12 +778,6 @@ def _release(ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr)
     at = tir.BinOp("%", position, int_(ring.stages), I32)
     when = lane0 if cond == tir.BoolImm(True) else tir.BinOp("and", cond, lane0, DType.bool)
     return T.IfThen(when, (T.Barrier("mbarrier_arrive", (_bar(ring.empty, at),)),))
-
-
-# Registers a consumer thread needs beside its fragments (indices, addresses, descriptors, the
-# epilogue's temporaries): a 128x128 float32 accumulator (128 registers) on one warp group took
-# 168 under ptxas (gemm_split_k_stages0, sm_90a).
-ADDRESS_REGISTERS = 64
 
 
 def consumer_registers(groups: int, blocks: int, producer: int = PRODUCER_REGISTERS) -> int:

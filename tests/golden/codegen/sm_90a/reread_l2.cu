@@ -22,11 +22,9 @@ static int tilec_l2_resident_smem(int smem, long long reread) {
           cudaSuccess ||
       sms < 1 || reread < 1)
     return smem;
-  long long blocks = l2 / 4 / (1LL * sms * reread);
-  if (blocks < 1)
-    blocks = 1;
-  if (blocks >= blocks_most)
-    return smem;
+  const long long blocks = l2 / 4 / (1LL * sms * reread);
+  if (blocks < 1 || blocks >= blocks_most)
+    return smem;  // no cap keeps them in L2, or none is needed
   const long long padded = per_sm / (blocks + 1) - reserved + 1;  // one block more no longer fits
   return padded > smem && padded <= most ? static_cast<int>(padded) : smem;
 }
