@@ -44,3 +44,31 @@ def test_a_program_that_reads_thread_indices_keeps_its_threads(tmp_path: pathlib
     path = tmp_path / "k.tile"
     path.write_text(marked)
     assert threads(path) == [(128, 0)]
+
+
+def _fp8_with(tmp_path: pathlib.Path, decls: str, body: str) -> pathlib.Path:
+    """TileLang's FP8 GEMM with two accumulators (widened as written) plus `decls` after its
+    allocations and `body` before its epilogue."""
+    source = (CORPUS / "gemm_fp8_2xacc.tile").read_text()
+    source = source.replace("        clear(C_local)\n", decls + "        clear(C_local)\n", 1)
+    source = source.replace("        # TMA store\n", body + "        # TMA store\n", 1)
+    path = tmp_path / "k.tile"
+    path.write_text(source)
+    return path
+
+
+def test_per_thread_state_the_thread_count_changes_keeps_the_threads(tmp_path: pathlib.Path) -> None:
+    # a local counted up in a Parallel loop: each thread runs its share, 2 at 128 threads, 1 at 256
+    decls = "        L = alloc_local((1,), float32)\n"
+    counted = "        L[0] = 0.0\n        for i in Parallel(256):\n            L[0] += 1.0\n        C[0, 0] = L[0]\n"
+    assert threads(_fp8_with(tmp_path, decls, counted)) == [(128, 0)]
+    # an element atomic of a local: one per thread
+    atomic = "        L[0] = 1.0\n        atomic_add(C[0, 0], L[0])\n"
+    assert threads(_fp8_with(tmp_path, decls, atomic)) == [(128, 0)]
+    # the same atomic of a uniform value is the block's, by one thread: no matter
+    assert threads(_fp8_with(tmp_path, "", "        atomic_add(C[0, 0], 1.0)\n")) == [(256, 128)]
+
+
+def test_a_program_calling_device_code_of_its_own_keeps_its_threads(tmp_path: pathlib.Path) -> None:
+    body = '        C[0, 0] = call_extern(float32, "my_scale", 1.0)\n'
+    assert threads(_fp8_with(tmp_path, "", body)) == [(128, 0)]

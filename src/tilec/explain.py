@@ -856,7 +856,7 @@ def _launch_text(kernel: tir.Kernel, lowered: T.Kernel, warp_size: int, words: W
     if kernel.threads_written:
         threads += (
             f" (the program says {kernel.threads_written}: its fragments do not fit one warp group's "
-            "registers, so a second one holds half of each)"
+            "registers, so a second one shares them)"
         )
     if words["warp_width"]:
         threads += f" = {-(-kernel.threads // warp_size)} x {words['warp_width']}"

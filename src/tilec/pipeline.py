@@ -308,10 +308,8 @@ def _through(passes: tuple[Pass, ...], u: Unit, verify: bool) -> Unit:
 
 
 # What a program may say about its threads that a second warp group would change: their
-# indices, their lanes, data passed among them, device code of its own.
-_THREAD_AWARE = frozenset(
-    {"thread_index", "get_thread_binding", "lane_index", "warp_index", "shfl_xor", "shfl_down", "call_extern"}
-)
+# indices, their lanes, data passed among them (device code of its own: tir.EXTERN calls).
+_THREAD_AWARE = frozenset({"thread_index", "get_thread_binding", "lane_index", "warp_index", "shfl_xor", "shfl_down"})
 
 
 def _widened(u: Unit, written: tir.Kernel, passes: tuple[Pass, ...], verify: bool) -> tuple[Unit, tir.Kernel] | None:
@@ -322,15 +320,16 @@ def _widened(u: Unit, written: tir.Kernel, passes: tuple[Pass, ...], verify: boo
     FP8 GEMM with two accumulators (128x128 each, 128 threads) spilled 736 bytes a thread on one
     group; the flash attention example's 128-thread build took 2.80 ms against 2.26 on two groups
     (`-D threads=256`). None where the kernel keeps its threads: not warp roles, already wider,
-    within the registers, or the program reads thread indices, lanes or shuffles, or calls
-    device code of its own (`_THREAD_AWARE`). Else the widened unit and the kernel as elaborated,
-    with its threads doubled (`written` is the kernel before the passes)."""
+    within the registers, or the program's result may depend on its threads (`_thread_aware`).
+    Else the widened unit and the kernel as elaborated, with its threads doubled (`written` is
+    the kernel before the passes). Decided once the layouts are known, so `--emit tir` shows the
+    widened kernel too."""
     kernel, layouts, group = u.kernel, u.layouts, u.target.warp_group
-    if u.lowered is None or layouts is None or not group or kernel.threads != group or not _has_warp_roles(kernel):
+    if layouts is None or not group or kernel.threads != group or not _has_warp_roles(kernel):
         return None
     if register_estimate(kernel, layouts, u.target).total + ADDRESS_REGISTERS <= u.target.max_registers:
         return None
-    if _calls(written) & _THREAD_AWARE:
+    if _thread_aware(written):
         return None
     doubled = replace(written, threads=2 * group, threads_written=group)
     wide = _through(passes, Unit(doubled, u.target), verify)
@@ -341,10 +340,28 @@ def _widened(u: Unit, written: tir.Kernel, passes: tuple[Pass, ...], verify: boo
     return (wide, doubled) if after < before else None
 
 
-def _calls(kernel: tir.Kernel) -> set[str]:
-    """The names of the builtins `kernel` calls."""
-    exprs = (x for s in tir_walk.stmts(kernel.body) for x in tir_walk.stmt_exprs(s))
-    return {e.func for x in exprs for e in tir_walk.subexprs(x) if isinstance(e, tir.Call)}
+def _thread_aware(kernel: tir.Kernel) -> bool:
+    """Whether the result of `kernel` may depend on how many threads run it: it reads thread
+    indices, lanes or shuffles (`_THREAD_AWARE`) or calls device code of its own; or it keeps
+    per-thread state that the thread count changes: a local or var written inside a Parallel
+    loop (each thread runs its share of the iterations), or an element atomic outside Parallel
+    whose value or element reads a local or var (one per thread)."""
+    exprs = [x for s in tir_walk.stmts(kernel.body) for x in tir_walk.stmt_exprs(s)]
+    calls = {e.func for x in exprs for e in tir_walk.subexprs(x) if isinstance(e, tir.Call)}
+    if calls & _THREAD_AWARE or any(f.startswith(tir.EXTERN) for f in calls):
+        return True
+    own = ("local", "var")
+    for loop in tir_walk.stmts(kernel.body, into_parallel=False):
+        if isinstance(loop, tir.Parallel):
+            inside = tir_walk.stmts(loop.body)
+            if any(b.scope in own for x in inside for b in tir_walk.written(x)):
+                return True
+    for s in tir_walk.stmts(kernel.body, into_parallel=False):
+        if isinstance(s, tir.Atomic) and s.src is None:
+            loads = (ld for e in tir_walk.stmt_exprs(s) for ld in tir_walk.loads(e))
+            if any(ld.buffer.scope in own for ld in loads):
+                return True
+    return False
 
 
 def _has_warp_roles(kernel: tir.Kernel) -> bool:

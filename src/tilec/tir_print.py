@@ -175,7 +175,8 @@ def print_kernel(k: tir.Kernel) -> str:
         lines.append(f"  dims {', '.join(v.name for v in k.dims)}")
     lines += [f"  view {v.name}: {_shape(v)} of {v.view_of.name}" for v in k.views if v.view_of is not None]
     grid = ", ".join(expr_text(g) for g in k.grid)
-    lines.append(f"  grid ({grid}) threads {k.threads} as ({', '.join(v.name for v in k.block_vars)})")
+    written = f" (written {k.threads_written})" if k.threads_written else ""
+    lines.append(f"  grid ({grid}) threads {k.threads}{written} as ({', '.join(v.name for v in k.block_vars)})")
     return "\n".join(lines + _block(k.body, 1)) + "\n"
 
 
