@@ -22,6 +22,7 @@ def test_two_accumulators_of_128_registers_get_a_second_warp_group() -> None:
     assert threads(CORPUS / "gemm_fp8_2xacc.tile") == [(256, 128)]
     text = compile_file(str(CORPUS / "gemm_fp8_2xacc.tile"), {}, arch="sm_90a")
     assert "__launch_bounds__(384, 1)" in text and "tilec_setmaxnreg_inc<232>" in text
+    assert "// 256 threads where the program says 128" in text
 
 
 def test_the_attention_example_on_one_warp_group_gets_a_second() -> None:

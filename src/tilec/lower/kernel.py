@@ -74,6 +74,12 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
         else:  # the kernel's own loops walk them
             body = [tx, *_block_index(ctx), *state.views, *state.prologue, *_roles_once(ctx, roles, body, blocks)]
         threads += roles.producer_threads
+    if kernel.threads_written:  # pipeline._widened
+        note = (
+            f"{kernel.threads} threads where the program says {kernel.threads_written}: its fragments "
+            "do not fit one warp group's registers"
+        )
+        body = [T.Comment(note), *body]
     body = name_lanes(body, ctx.tx, threads, target.warp_size, ctx.fresh)
     smem = shared_bytes(state.views)
     helpers = tuple(sorted(state.helpers))
