@@ -273,12 +273,12 @@ def test_register_estimate_counts_tiles_that_are_never_live_together_once() -> N
 
     path = str(ROOT / "bench" / "programs" / "tune" / "attention.tile")
     defines = {"block_M": "128", "block_N": "64", "num_stages": "2", "threads": "128"}
-    (unit,) = run_passes(driver.elaborate(path, defines, "sm_90a"), "sm_90a", tile_ir_passes())
+    (unit,) = run_passes(driver.elaborate(path, defines, "sm_90a"), "sm_90a", tile_ir_passes(), widen=False)
     est = register_estimate(unit.kernel, unit.layouts, unit.target)
     frags = {a.buffer.name: a.buffer for a in tir_walk.stmts(unit.kernel.body) if isinstance(a, tir.Alloc)}
     every = sum(registers(unit.layouts.buffers[b].local_size, b.dtype) for b in frags.values() if b.scope == "fragment")
     assert every == 64 + 32 + 128 + 5 * 4  # acc_s, acc_s_cast, acc_o, five row statistics
     assert est.fragments < every and est.total <= 255  # ptxas: 255 registers, 28 bytes spilled
     wide = dict(defines, block_N="128")  # scores of 128 columns: 340 live at the cast, far over
-    (unit,) = run_passes(driver.elaborate(path, wide, "sm_90a"), "sm_90a", tile_ir_passes())
+    (unit,) = run_passes(driver.elaborate(path, wide, "sm_90a"), "sm_90a", tile_ir_passes(), widen=False)
     assert register_estimate(unit.kernel, unit.layouts, unit.target).total > 300

@@ -277,17 +277,20 @@ _IR_NAMES = {"tir": "Tile IR", "thread": "Thread IR"}
 # ---------------------------------------------------------------- the program
 
 
-def run_passes(program: tir.Program, arch: str, passes: tuple[Pass, ...] = PASSES, verify: bool = False) -> list[Unit]:
+def run_passes(
+    program: tir.Program, arch: str, passes: tuple[Pass, ...] = PASSES, verify: bool = False, widen: bool = True
+) -> list[Unit]:
     """Each kernel through `passes`, one kernel after the other (errors in source order). A
     program with candidate sets keeps its pipelines' buffers (Target.single_buffer): where they
-    are over the target's limit, the nearest fitting point of its sets is built instead."""
+    are over the target's limit, the nearest fitting point of its sets is built instead. With
+    `widen` false every kernel keeps the threads it wrote (`_widened`: tune's model)."""
     target = get_target(arch)
     if program.candidate_sets:
         target = replace(target, single_buffer=False)
     units = []
     for kernel in program.kernels:
         u = _through(passes, Unit(kernel, target), verify)
-        wide = _widened(u, kernel, passes, verify)
+        wide = _widened(u, kernel, passes, verify) if widen else None
         if wide is not None:
             u, kernel = wide
         if u.lowered is not None and _has_warp_roles(u.kernel):

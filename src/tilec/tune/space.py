@@ -79,7 +79,10 @@ def analyse(program: tir.Program, point: Point, default: bool, arch: str, gpu: G
 
     c = Candidate(point, default)
     try:
-        units = run_passes(program, arch, tile_ir_passes())
+        # each point as written: one the build would widen (pipeline._widened) builds as the point
+        # of twice its threads, which a space of `threads in (128, 256)` has; modelled as written
+        # it is pruned for its registers, and the space is modelled in half the passes
+        units = run_passes(program, arch, tile_ir_passes(), widen=False)
     except CompileError as e:
         return replace(c, pruned=f"compile error: {e.diagnostics[0].message}")
     kernels = []
