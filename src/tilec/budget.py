@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 # temporaries): a 128x128 float32 accumulator (128 registers) on one warp group took 168 under
 # ptxas (gemm_split_k_stages0, sm_90a).
 ADDRESS_REGISTERS = 64
+
 MAX_EXPR_NESTING = 100
 MAX_BLOCK_NESTING = 32
 MAX_MACRO_NESTING = 16

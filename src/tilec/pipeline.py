@@ -45,6 +45,7 @@ from tilec.shared_plan import declared_bytes, nbytes, plan_shared, sequential_by
 from tilec.sync import place_barriers
 from tilec.targets import Target, get_target
 from tilec.timing import phase
+from tilec.uniformity import per_thread, thread_varying
 
 IR = Literal["tir", "thread"]
 
@@ -330,15 +331,13 @@ def _widened(u: Unit, written: tir.Kernel, passes: tuple[Pass, ...], verify: boo
     kernel, layouts, group = u.kernel, u.layouts, u.target.warp_group
     if layouts is None or not group or kernel.threads != group or not _has_warp_roles(kernel):
         return None
-    if register_estimate(kernel, layouts, u.target).total + ADDRESS_REGISTERS <= u.target.max_registers:
-        return None
-    if _thread_aware(written):
+    before = register_estimate(kernel, layouts, u.target).total
+    if before + ADDRESS_REGISTERS <= u.target.max_registers or _thread_aware(written):
         return None
     doubled = replace(written, threads=2 * group, threads_written=group)
     wide = _through(passes, Unit(doubled, u.target), verify)
     if wide.layouts is None or not _has_warp_roles(wide.kernel):
         return None
-    before = register_estimate(kernel, layouts, u.target).total
     after = register_estimate(wide.kernel, wide.layouts, wide.target).total
     return (wide, doubled) if after < before else None
 
@@ -348,22 +347,21 @@ def _thread_aware(kernel: tir.Kernel) -> bool:
     indices, lanes or shuffles (`_THREAD_AWARE`) or calls device code of its own; or it keeps
     per-thread state that the thread count changes: a local or var written inside a Parallel
     loop (each thread runs its share of the iterations), or an element atomic outside Parallel
-    whose value or element reads a local or var (one per thread)."""
+    that lowering issues once per thread (its element or value per-thread, as
+    ops.lower_atomic_element decides)."""
     exprs = [x for s in tir_walk.stmts(kernel.body) for x in tir_walk.stmt_exprs(s)]
     calls = {e.func for x in exprs for e in tir_walk.subexprs(x) if isinstance(e, tir.Call)}
     if calls & _THREAD_AWARE or any(f.startswith(tir.EXTERN) for f in calls):
         return True
-    own = ("local", "var")
-    for loop in tir_walk.stmts(kernel.body, into_parallel=False):
-        if isinstance(loop, tir.Parallel):
-            inside = tir_walk.stmts(loop.body)
-            if any(b.scope in own for x in inside for b in tir_walk.written(x)):
-                return True
+    varying = thread_varying(kernel.body)
     for s in tir_walk.stmts(kernel.body, into_parallel=False):
-        if isinstance(s, tir.Atomic) and s.src is None:
-            loads = (ld for e in tir_walk.stmt_exprs(s) for ld in tir_walk.loads(e))
-            if any(ld.buffer.scope in own for ld in loads):
-                return True
+        match s:
+            case tir.Parallel(body=body):
+                if any(b.scope in ("local", "var") for x in tir_walk.stmts(body) for b in tir_walk.written(x)):
+                    return True
+            case tir.Atomic(src=None, dst=dst, value=value) if value is not None:
+                if any(per_thread(e, varying) for e in (*dst.starts, value)):
+                    return True
     return False
 
 

@@ -443,12 +443,11 @@ def _free_layout(buf: tir.Buffer, stmts: list[tir.Stmt], threads: int, out: Layo
     in `out.rows_first` where it differs from the default) for a 2-D tile that a reduce folds
     along its rows, so that each row takes fewer shuffles; else the default. Only the reduce's own
     source: a fragment sharing its layout through a Parallel loop, placed first, keeps the
-    default, and the source follows it. A tile also reduced along its columns keeps the default
-    (rows first would replicate that reduce's result in every row's lanes), and so does a tile
-    moved to or from shared rows
-    (`_meets_shared_rows`), and so does one whose Parallel loops would then hold more registers
-    (`_loop_registers`: a column vector `w[j]` beside `x[i, j]`, half of it in each lane of a
-    row's pair)."""
+    default, and the source follows it. The default stays, too, for a tile also reduced along its
+    columns (rows first would replicate that reduce's result in every row's lanes), one moved to
+    or from shared rows (`_meets_shared_rows`), and one whose Parallel loops would then hold more
+    registers (`_loop_registers`: a column vector `w[j]` beside `x[i, j]`, half of it in each
+    lane of a row's pair)."""
     shape, elem_bytes = buf.const_shape, _vector_bytes(stmts, buf)
     frag = L.default(shape, threads, elem_bytes)
     dims = {s.dim for s in stmts if isinstance(s, tir.Reduce) and s.src.buffer is buf}

@@ -668,11 +668,10 @@ def _consumers_overlapped(
         return [*waits, *scopes]
 
     def held(*bufs: tir.Buffer) -> list[T.Stmt]:
-        out: list[T.Stmt] = []
-        for b in bufs:
-            hold = _hold(ctx.name(b), ctx.layouts.buffers[b].local_size, b.dtype)
-            out.append(_hold_a(ctx, b) if b is p_regs else hold)
-        return out
+        return [
+            _hold_a(ctx, b) if b is p_regs else _hold(ctx.name(b), ctx.layouts.buffers[b].local_size, b.dtype)
+            for b in bufs
+        ]
 
     def work(stmts: tuple[tir.Stmt, ...]) -> list[T.Stmt]:
         return [x for stmt in stmts for x in lower(ctx, stmt)]
