@@ -77,6 +77,14 @@ CANDIDATES = {
         "flash_attention-causal-bench-sm90a-t256",
         "flash_attention-causal-bench-sm90a-n128",
     ],
+    "fa-d64": ["flash_attention-sm90a-overlap", "flash_attention-d64-bench-sm90a-n64"],
+    "fa-d64-cudnn": ["flash_attention-sm90a-overlap", "flash_attention-d64-bench-sm90a-n64"],
+    "fa-d64-causal-cudnn": ["flash_attention-causal-sm90a-overlap", "flash_attention-d64-causal-bench-sm90a-n64"],
+    "fa-d256": ["flash_attention-d256-bench-sm90a", "flash_attention-d256-bench-sm90a-n32"],
+    "fa-d256-cudnn": ["flash_attention-d256-bench-sm90a", "flash_attention-d256-bench-sm90a-n32"],
+    "fa-d256-causal-cudnn": ["flash_attention-d256-causal-bench-sm90a", "flash_attention-d256-causal-bench-sm90a-n32"],
+    "gqa-causal-cudnn": ["gqa_attention-sm90a", "gqa_attention-bench-sm90a-n64"],
+    "gqa-causal-cudnn-gqa": ["gqa_attention-sm90a", "gqa_attention-bench-sm90a-n64"],
 }
 TOL = 1e-2  # relative error norm of fp16 outputs against torch's
 
@@ -333,14 +341,14 @@ def w_gemm_int8(quick: bool):
     )
 
 
-def _w_fa(quick: bool, causal: bool, backend: str = "FLASH_ATTENTION"):
-    """Attention against SDPA's `backend`: FlashAttention-2 (FLASH_ATTENTION) or cuDNN's fused
-    attention (CUDNN_ATTENTION, the faster on Hopper)."""
+def _w_fa(quick: bool, causal: bool, backend: str = "FLASH_ATTENTION", D: int = 128):
+    """Attention of head dimension `D` against SDPA's `backend`: FlashAttention-2 (FLASH_ATTENTION)
+    or cuDNN's fused attention (CUDNN_ATTENTION, the faster on Hopper)."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    B, H, S, D = (1, 16, 2048, 128) if quick else (4, 32, 4096, 128)
+    B, H, S = (1, 16, 2048) if quick else (4, 32, 4096)
     shape = (B, H, S, D)
     sets = [
         tuple(torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
@@ -363,6 +371,41 @@ def _w_fa(quick: bool, causal: bool, backend: str = "FLASH_ATTENTION"):
     )
 
 
+def w_gqa(quick: bool, enable_gqa: bool):
+    """Causal grouped-query attention, 32 query heads over 8 key/value heads, D 128
+    (bench/programs/attention/gqa_attention.tile), against SDPA's cuDNN backend: given K and V repeated to 32
+    heads outside the timing (`enable_gqa` false), or given the 8 heads with enable_gqa=True."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    B, H, H_kv, S, D = (1, 16, 4, 2048, 128) if quick else (4, 32, 8, 4096, 128)
+    q_shape, kv_shape = (B, H, S, D), (B, H_kv, S, D)
+
+    def one_set():
+        q, k, v = (torch.randn(s, device="cuda", dtype=torch.float16) for s in (q_shape, kv_shape, kv_shape))
+        if enable_gqa:
+            return q, k, v, k, v
+        return q, k, v, k.repeat_interleave(H // H_kv, dim=1), v.repeat_interleave(H // H_kv, dim=1)
+
+    sets = [one_set() for _ in range(n_sets(2 * B * (H + 2 * H_kv) * S * D * 2))]
+
+    def sdpa(q, k, v, k_sdpa, v_sdpa):
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k_sdpa, v_sdpa, is_causal=True, enable_gqa=enable_gqa)
+
+    return dict(
+        shape=f"B{B} H{H} over {H_kv} S{S} D{D} causal",
+        sets=sets,
+        units="TFLOP/s",
+        amount=4 * B * H * S * S * D // 2,
+        torch_name="SDPA cuDNN backend, enable_gqa=True" if enable_gqa else "SDPA cuDNN backend, K/V repeated",
+        torch=sdpa,
+        out=lambda: torch.full(q_shape, math.nan, device="cuda", dtype=torch.float16),
+        tilec=lambda mod, q, k, v, k_sdpa, v_sdpa, out: mod.gqa_attention(q, k, v, out),
+    )
+
+
 WORKLOADS = {
     "add": w_add,
     "softmax": w_softmax,
@@ -375,6 +418,14 @@ WORKLOADS = {
     "fa-causal": lambda quick: _w_fa(quick, True),
     "fa-cudnn": lambda quick: _w_fa(quick, False, "CUDNN_ATTENTION"),
     "fa-causal-cudnn": lambda quick: _w_fa(quick, True, "CUDNN_ATTENTION"),
+    "fa-d64": lambda quick: _w_fa(quick, False, D=64),
+    "fa-d64-cudnn": lambda quick: _w_fa(quick, False, "CUDNN_ATTENTION", D=64),
+    "fa-d64-causal-cudnn": lambda quick: _w_fa(quick, True, "CUDNN_ATTENTION", D=64),
+    "fa-d256": lambda quick: _w_fa(quick, False, D=256),
+    "fa-d256-cudnn": lambda quick: _w_fa(quick, False, "CUDNN_ATTENTION", D=256),
+    "fa-d256-causal-cudnn": lambda quick: _w_fa(quick, True, "CUDNN_ATTENTION", D=256),
+    "gqa-causal-cudnn": lambda quick: w_gqa(quick, False),
+    "gqa-causal-cudnn-gqa": lambda quick: w_gqa(quick, True),
 }
 
 

@@ -665,7 +665,7 @@ def _start(walker: _Walker, k: T.Kernel) -> list[tir.Expr]:
             walker.bind(var, 0, INT_MAX)
     tx = tir.Var("thread", I32, "thread")
     walker.bind(tx, 0, k.threads)
-    top["thread_index"] = tx
+    top["thread_index"] = top["thread_index_reread"] = tx  # the same register, read again
     return [_grid_axis(walker, top, axis, walker.value(e), k.persistent) for axis, e in zip("xyz", k.grid)]
 
 

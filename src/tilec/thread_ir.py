@@ -77,6 +77,8 @@ class VecRef:
 
 BuiltinName = Literal[
     "thread_index",  # this thread's index in the block (x)
+    "thread_index_reread",  # the same, read again where it is written: the C compiler may not reuse
+    # an earlier read, so nothing computed from it is hoisted above the read (lower/kernel.py)
     "block_index_x",
     "block_index_y",
     "block_index_z",
@@ -185,6 +187,7 @@ class IfThen:
     cond: tir.Expr
     then: tuple[Stmt, ...]
     orelse: tuple[Stmt, ...] = ()
+    edge: bool = False  # `orelse` is a copy's path for the tiles at a tensor's edge (rarely taken)
 
 
 @dataclass(frozen=True, slots=True)

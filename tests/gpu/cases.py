@@ -684,6 +684,16 @@ def check_flash_attention(mod, gen, B, H, S, D, causal):
     return _finish(o, attention_ref(q, k, v, causal))
 
 
+def check_gqa_attention(mod, gen, B, H_kv, S, groups, D=128):
+    """Causal grouped-query attention: query head h reads key/value head h // groups."""
+    q = randn((B, H_kv * groups, S, D), f16, gen)
+    k, v = (randn((B, H_kv, S, D), f16, gen) for _ in range(2))
+    o = guarded_output((B, H_kv * groups, S, D), f16)
+    mod.gqa_attention(guarded_input(q).tensor, guarded_input(k).tensor, guarded_input(v).tensor, o.tensor)
+    ref = attention_ref(q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1), True)
+    return _finish(o, ref)
+
+
 def check_mla_decode(mod, gen, B, H, S, dim=512, pe_dim=64, num_split=4):
     q, q_pe = randn((B, H, dim), f16, gen), randn((B, H, pe_dim), f16, gen)
     kv, k_pe = randn((B, S, dim), f16, gen), randn((B, S, pe_dim), f16, gen)
@@ -906,9 +916,25 @@ def _cases() -> list[Case]:
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what}", check_flash_attention, B=B, H=H, S=S, D=128, causal=causal)
     add("flash_attention-d64", "B2 H4 S=300 D=64", check_flash_attention, B=2, H=4, S=300, D=64, causal=False)
-    for v, causal in (("flash_attention-sm90a-overlap", False), ("flash_attention-causal-sm90a-overlap", True)):
+    for v, causal in (
+        ("flash_attention-sm90a-overlap", False),
+        ("flash_attention-causal-sm90a-overlap", True),
+        ("flash_attention-d64-bench-sm90a-n64", False),
+        ("flash_attention-d64-causal-bench-sm90a-n64", True),
+    ):
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what} D=64", check_flash_attention, B=B, H=H, S=S, D=64, causal=causal)
+    for v, causal in (
+        ("flash_attention-d256-bench-sm90a", False),
+        ("flash_attention-d256-bench-sm90a-n32", False),
+        ("flash_attention-d256-causal-bench-sm90a", True),
+        ("flash_attention-d256-causal-bench-sm90a-n32", True),
+    ):
+        for B, H, S, what in fa_sizes:
+            add(v, f"B{B} H{H} {what} D=256", check_flash_attention, B=B, H=H, S=S, D=256, causal=causal)
+    for v in ("gqa_attention-sm90a", "gqa_attention-bench-sm90a-n64"):
+        for B, H, S, what in fa_sizes:
+            add(v, f"B{B} H{4 * H} over {H} {what}", check_gqa_attention, B=B, H_kv=H, S=S, groups=4)
 
     for v in ("dequant_gemm", "dequant_gemm-sm90a"):
         add(v, "256x256x256", check_dequant_gemm, M=256, N=256, K=256)

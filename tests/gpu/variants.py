@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 PROGRAMS = "bench/programs"  # the GEMM table's layouts (transposed A, transposed B, batched + bias)
+ATTENTION = "bench/programs/attention"  # attention cells the examples do not cover (grouped-query)
 PRIMITIVES = "tests/gpu/programs"  # one small kernel per primitive the examples do not use
 CORPUS = "tests/corpus/tilelang"  # TileLang's examples as .tile (bench/corpus_gpu.py times them)
 
@@ -134,6 +135,47 @@ VARIANTS: list[Variant] = [
         arch="sm_90a",
         bench=True,
     ),
+    # head dims 64 and 256 (issue 12's other cells): D 64 on 128x64 tiles beside the overlap build's
+    # 128x128; D 256 on 128x64 tiles (Q 64 KB, 2 stages of K and V 128 KB) and 128x32
+    Variant(
+        "flash_attention-d64-bench-sm90a-n64",
+        "flash_attention",
+        {"dim": "64", "threads": "256"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-d64-causal-bench-sm90a-n64",
+        "flash_attention",
+        {"dim": "64", "threads": "256", "is_causal": "True"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    Variant("flash_attention-d256-bench-sm90a", "flash_attention", {"dim": "256", "threads": "256"}, arch="sm_90a", bench=True),
+    Variant(
+        "flash_attention-d256-bench-sm90a-n32",
+        "flash_attention",
+        {"dim": "256", "block_N": "32", "threads": "256"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-d256-causal-bench-sm90a",
+        "flash_attention",
+        {"dim": "256", "threads": "256", "is_causal": "True"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-d256-causal-bench-sm90a-n32",
+        "flash_attention",
+        {"dim": "256", "block_N": "32", "threads": "256", "is_causal": "True"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    # grouped-query attention (bench/programs/attention/gqa_attention.tile: causal, 4 query heads per K/V head)
+    Variant("gqa_attention-sm90a", "gqa_attention", arch="sm_90a", bench=True, folder=ATTENTION),
+    Variant("gqa_attention-bench-sm90a-n64", "gqa_attention", {"block_N": "64"}, arch="sm_90a", bench=True, folder=ATTENTION),
     Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
     Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
     Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),

@@ -67,7 +67,7 @@ def _prune(stmts: list[T.Stmt] | tuple[T.Stmt, ...]) -> tuple[list[T.Stmt], set[
                 s = replace(s, body=tuple(inner))
             case T.IfThen(cond, then, orelse):
                 (then_, a), (else_, b) = _prune(then), _prune(orelse)
-                s, names = T.IfThen(cond, tuple(then_), tuple(else_)), a | b
+                s, names = replace(s, then=tuple(then_), orelse=tuple(else_)), a | b
             case _:
                 names = set()
         for e in _stmt_exprs(s):
@@ -75,6 +75,8 @@ def _prune(stmts: list[T.Stmt] | tuple[T.Stmt, ...]) -> tuple[list[T.Stmt], set[
                 match x:
                     case tir.Var(name) | T.Sym(name) | T.Subscript(name):
                         names.update(_IDENT.findall(name))
+        if isinstance(s, T.Decl):  # reads after it are its own; reads before it, of an outer one
+            used.discard(s.name)
         used |= names
         out.append(s)
     out.reverse()

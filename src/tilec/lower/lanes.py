@@ -51,13 +51,27 @@ def name_lanes(
                 return lane
         return node
 
-    out = [cast(T.Stmt, _rewrite(s, respell)) for s in body]
-    at = next(i for i, s in enumerate(out) if isinstance(s, T.Decl) and s.name == tx.name) + 1
-    names = [
+    names = (
         T.Decl(lane.name, I32, init=tir.BinOp("%", tx, int_(warp_size), I32), const=True),
         T.Decl(warp.name, I32, init=tir.BinOp("//", tx, int_(warp_size), I32), const=True),
-    ]
-    return out[:at] + names + out[at:]
+    )
+    return list(_after_tx(tuple(cast(T.Stmt, _rewrite(s, respell)) for s in body), tx.name, names))
+
+
+def _after_tx(stmts: tuple[T.Stmt, ...], tx: str, names: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:
+    """`stmts` with `names` declared after every declaration of `tx`, nested ones included (a
+    persistent kernel's consumers read their thread index again in each tile: lower/kernel.py)."""
+    out: list[T.Stmt] = []
+    for s in stmts:
+        match s:
+            case T.Loop(body=body) | T.While(body=body) | T.Scope(body=body):
+                s = dataclasses.replace(s, body=_after_tx(body, tx, names))
+            case T.IfThen(then=then, orelse=orelse):
+                s = dataclasses.replace(s, then=_after_tx(then, tx, names), orelse=_after_tx(orelse, tx, names))
+        out.append(s)
+        if isinstance(s, T.Decl) and s.name == tx:
+            out.extend(names)
+    return tuple(out)
 
 
 def _rewrite(node: object, f: Callable[[object], object]) -> object:

@@ -156,7 +156,7 @@ def _unguarded_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     ctx.state.interior.add(tensor)
     fast = distributed(ctx, layout, vars, body)
     ctx.state.interior.discard(tensor)
-    return [T.IfThen(interior, tuple(fast), tuple(general))]
+    return [T.IfThen(interior, tuple(fast), tuple(general), edge=True)]
 
 
 def _widened_to_pitch(ctx: LowerContext, s: tir.Copy) -> tir.Copy:

@@ -24,6 +24,7 @@ LANGUAGE = "cuda"
 # T.Builtin names -> the registers that hold them.
 BUILTINS: dict[str, str] = {
     "thread_index": "threadIdx.x",
+    "thread_index_reread": "tilec_thread_index()",  # HELPERS["thread_index"]
     "block_index_x": "blockIdx.x",
     "block_index_y": "blockIdx.y",
     "block_index_z": "blockIdx.z",
@@ -582,7 +583,7 @@ __device__ __forceinline__ void tilec_bulk_wait() {
 }"""
 HELPER_TYPES["bulk_store"] = ("CUtensorMap",)
 HELPERS["persistent"] = """
-// Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
+// Host: the blocks of a persistent kernel (each takes one tile of each round of gridDim.x tiles):
 // per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
 // asked (the launch then reports why).
 static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
@@ -594,6 +595,15 @@ static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   return static_cast<unsigned>(tiles < most ? tiles : most);
 }"""
 SHARED_ADDRESS_HELPERS |= {"bulk_copy", "bulk_store"}
+HELPERS["thread_index"] = """
+// threadIdx.x read by an instruction nvcc may not merge with another read: what a branch computes
+// from it stays in the branch (a persistent kernel's edge-tile copies: their per-element
+// addresses are not computed once before the tile walk and held, spilled, through it).
+__device__ __forceinline__ int tilec_thread_index() {
+  int tx;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tx));
+  return tx;
+}"""
 HELPERS["l2_resident"] = """
 // Host: the dynamic shared memory of a kernel whose blocks each read `reread` bytes of global memory
 // twice, padded so that no more blocks share a multiprocessor than keep all resident blocks' bytes

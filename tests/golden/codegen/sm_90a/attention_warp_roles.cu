@@ -187,7 +187,7 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
   }
 }
 
-// Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
+// Host: the blocks of a persistent kernel (each takes one tile of each round of gridDim.x tiles):
 // per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
 // asked (the launch then reports why).
 static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
@@ -198,6 +198,15 @@ static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
     return 1;
   const unsigned long long most = 1ull * sms * per_sm;
   return static_cast<unsigned>(tiles < most ? tiles : most);
+}
+
+// threadIdx.x read by an instruction nvcc may not merge with another read: what a branch computes
+// from it stays in the branch (a persistent kernel's edge-tile copies: their per-element
+// addresses are not computed once before the tile walk and held, spilled, through it).
+__device__ __forceinline__ int tilec_thread_index() {
+  int tx;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tx));
+  return tx;
 }
 
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
@@ -791,9 +800,15 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 40960);
   unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 40976);
   const int tiles = (S + 63) / 64 * H * B;
-  // persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles
+  // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
+  // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
+  const int rounds = tiles / static_cast<int>(gridDim.x);
   const int block_tiles =
-      (tiles - blockIdx.x + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+      rounds + ((rounds % 2 == 0 ? static_cast<int>(blockIdx.x)
+                                 : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) <
+                        tiles % static_cast<int>(gridDim.x)
+                    ? 1
+                    : 0);
   const bool Q_vec8 = reinterpret_cast<uintptr_t>(Q) % 16 == 0;
   const bool O_vec2 = reinterpret_cast<uintptr_t>(O) % 16 == 0;
   if (tx == 0) {
@@ -810,7 +825,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     if (tx == 128) {
       int filled = 0;
       for (int t = 0; t < block_tiles; ++t) {
-        const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+        const int tile_id =
+            t * static_cast<int>(gridDim.x) +
+            (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                        : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
         const int by = tile_id % ((S + 63) / 64 * H) / ((S + 63) / 64);
         const int bz = tile_id / ((S + 63) / 64 * H);
         // attention_warp_roles.tile:22: for k in Pipelined(ceildiv(S, 64), num_stages=2): (producer: bulk copies)
@@ -840,7 +858,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     tilec_setmaxnreg_inc<216>();
     int consumed = 0;
     for (int t = 0; t < block_tiles; ++t) {
-      const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+      const int tile_id =
+          t * static_cast<int>(gridDim.x) +
+          (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                      : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
       const int bx = tile_id % ((S + 63) / 64 * H) % ((S + 63) / 64);
       const int by = tile_id % ((S + 63) / 64 * H) / ((S + 63) / 64);
       const int bz = tile_id / ((S + 63) / 64 * H);
@@ -869,6 +890,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                 *reinterpret_cast<const uint4*>(&Q_shared_v_1[0]);
           }
         } else {
+          const int tx = tilec_thread_index();
 #pragma unroll
           for (int g0 = 0; g0 < 4; ++g0) {
             if (Q_vec8 && bx * 64 + g0 * 16 + tx / 8 < S) {
@@ -1154,6 +1176,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             }
           }
         } else {
+          const int tx = tilec_thread_index();
+          const int warp = tx / 32;
 #pragma unroll
           for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll

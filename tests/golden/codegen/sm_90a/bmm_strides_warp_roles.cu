@@ -257,7 +257,7 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
   }
 }
 
-// Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
+// Host: the blocks of a persistent kernel (each takes one tile of each round of gridDim.x tiles):
 // per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
 // asked (the launch then reports why).
 static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
@@ -268,6 +268,15 @@ static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
     return 1;
   const unsigned long long most = 1ull * sms * per_sm;
   return static_cast<unsigned>(tiles < most ? tiles : most);
+}
+
+// threadIdx.x read by an instruction nvcc may not merge with another read: what a branch computes
+// from it stays in the branch (a persistent kernel's edge-tile copies: their per-element
+// addresses are not computed once before the tile walk and held, spilled, through it).
+__device__ __forceinline__ int tilec_thread_index() {
+  int tx;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tx));
+  return tx;
 }
 
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
@@ -597,9 +606,15 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 49152);
   unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 49168);
   const int tiles = (N + 127) / 128 * ((M + 63) / 64) * Z;
-  // persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles
+  // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
+  // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
+  const int rounds = tiles / static_cast<int>(gridDim.x);
   const int block_tiles =
-      (tiles - blockIdx.x + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+      rounds + ((rounds % 2 == 0 ? static_cast<int>(blockIdx.x)
+                                 : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) <
+                        tiles % static_cast<int>(gridDim.x)
+                    ? 1
+                    : 0);
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   if (tx == 0) {
 #pragma unroll
@@ -615,7 +630,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     if (tx == 128) {
       int filled = 0;
       for (int t = 0; t < block_tiles; ++t) {
-        const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+        const int tile_id =
+            t * static_cast<int>(gridDim.x) +
+            (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                        : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
         const int bx = tile_id % ((N + 127) / 128 * ((M + 63) / 64)) % ((N + 127) / 128);
         const int by = tile_id % ((N + 127) / 128 * ((M + 63) / 64)) / ((N + 127) / 128);
         const int bz = tile_id / ((N + 127) / 128 * ((M + 63) / 64));
@@ -646,7 +664,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     tilec_setmaxnreg_inc<216>();
     int consumed = 0;
     for (int t = 0; t < block_tiles; ++t) {
-      const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+      const int tile_id =
+          t * static_cast<int>(gridDim.x) +
+          (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                      : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
       const int bx = tile_id % ((N + 127) / 128 * ((M + 63) / 64)) % ((N + 127) / 128);
       const int by = tile_id % ((N + 127) / 128 * ((M + 63) / 64)) / ((N + 127) / 128);
       const int bz = tile_id / ((N + 127) / 128 * ((M + 63) / 64));
@@ -714,6 +735,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             }
           }
         } else {
+          const int tx = tilec_thread_index();
+          const int warp = tx / 32;
 #pragma unroll
           for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll

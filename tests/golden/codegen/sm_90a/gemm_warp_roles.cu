@@ -178,7 +178,7 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
   }
 }
 
-// Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
+// Host: the blocks of a persistent kernel (each takes one tile of each round of gridDim.x tiles):
 // per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
 // asked (the launch then reports why).
 static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
@@ -538,9 +538,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 147480);
   half* C_stage = reinterpret_cast<half*>(smem + 148480);
   const int tiles = (N + 255) / 256 * ((M + 127) / 128);
-  // persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles
+  // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
+  // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
+  const int rounds = tiles / static_cast<int>(gridDim.x);
   const int block_tiles =
-      (tiles - blockIdx.x + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+      rounds + ((rounds % 2 == 0 ? static_cast<int>(blockIdx.x)
+                                 : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) <
+                        tiles % static_cast<int>(gridDim.x)
+                    ? 1
+                    : 0);
   if (tx == 0) {
 #pragma unroll
     for (int i_1 = 0; i_1 < 3; ++i_1) {
@@ -555,7 +561,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     if (tx == 256) {
       int filled = 0;
       for (int t = 0; t < block_tiles; ++t) {
-        const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+        const int tile_id =
+            t * static_cast<int>(gridDim.x) +
+            (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                        : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
         const int panel_tiles = 8 * ((N + 255) / 256);
         const int panel = tile_id / panel_tiles;
         const int in_panel = tile_id % panel_tiles;
@@ -591,7 +600,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     tilec_setmaxnreg_inc<232>();
     int consumed = 0;
     for (int t = 0; t < block_tiles; ++t) {
-      const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+      const int tile_id =
+          t * static_cast<int>(gridDim.x) +
+          (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                      : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
       const int panel_tiles = 8 * ((N + 255) / 256);
       const int panel = tile_id / panel_tiles;
       const int in_panel = tile_id % panel_tiles;

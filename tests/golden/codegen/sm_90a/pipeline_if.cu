@@ -178,7 +178,7 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
   }
 }
 
-// Host: the blocks of a persistent kernel (each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ...):
+// Host: the blocks of a persistent kernel (each takes one tile of each round of gridDim.x tiles):
 // per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
 // asked (the launch then reports why).
 static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
@@ -529,9 +529,15 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 24600);
   float* C_stage = reinterpret_cast<float*>(smem + 25600);
   const int tiles = (N + 63) / 64 * ((M + 63) / 64);
-  // persistent: this block's tiles are blockIdx.x + t * gridDim.x for t < block_tiles
+  // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
+  // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
+  const int rounds = tiles / static_cast<int>(gridDim.x);
   const int block_tiles =
-      (tiles - blockIdx.x + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+      rounds + ((rounds % 2 == 0 ? static_cast<int>(blockIdx.x)
+                                 : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) <
+                        tiles % static_cast<int>(gridDim.x)
+                    ? 1
+                    : 0);
   if (tx == 0) {
 #pragma unroll
     for (int i_1 = 0; i_1 < 3; ++i_1) {
@@ -546,7 +552,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     if (tx == 128) {
       int filled = 0;
       for (int t = 0; t < block_tiles; ++t) {
-        const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+        const int tile_id =
+            t * static_cast<int>(gridDim.x) +
+            (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                        : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
         const int bx = tile_id % ((N + 63) / 64);
         const int by = tile_id / ((N + 63) / 64);
         // pipeline_if.tile:14: for k in Pipelined(ceildiv(K, 32), num_stages=3): (producer: bulk copies)
@@ -581,7 +590,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     tilec_setmaxnreg_inc<216>();
     int consumed = 0;
     for (int t = 0; t < block_tiles; ++t) {
-      const int tile_id = blockIdx.x + t * static_cast<int>(gridDim.x);
+      const int tile_id =
+          t * static_cast<int>(gridDim.x) +
+          (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                      : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
       const int bx = tile_id % ((N + 63) / 64);
       const int by = tile_id / ((N + 63) / 64);
       float C_local[32];
