@@ -80,7 +80,7 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
             "do not fit one warp group's registers"
         )
         body = [T.Comment(note), *body]
-    body = name_lanes(body, ctx.tx, threads, target.warp_size, ctx.fresh)
+    body = name_lanes(body, ctx.tx, threads, target.warp_size, ctx.fresh, target.warp_group)
     smem = shared_bytes(state.views)
     helpers = tuple(sorted(state.helpers))
     params = _params(ctx) + (roles.params if roles else ())

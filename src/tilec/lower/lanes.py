@@ -30,12 +30,21 @@ I32 = DType.int32
 
 
 def name_lanes(
-    body: list[T.Stmt], tx: tir.Var, threads: int, warp_size: int, fresh: Callable[[str], str]
+    body: list[T.Stmt],
+    tx: tir.Var,
+    threads: int,
+    warp_size: int,
+    fresh: Callable[[str], str],
+    warp_group: int = 0,
 ) -> list[T.Stmt]:
     """`body` (of a block of `threads` threads) with `lane` and `warp` declared after `tx` and
-    used wherever they are meant."""
+    used wherever they are meant. With `warp_group` (its threads, sm_90a), `tx / warp_group` is
+    `warp_group`, lane 0's value broadcast (the `warp_uniform` intrinsic): nvcc then knows it is
+    the same in every lane and keeps what is computed from it, the wgmma descriptors, in uniform
+    registers instead of moving each from a thread's registers before its wgmma."""
     lane = tir.Var(fresh("lane"), I32, "thread")
     warp = tir.Var(fresh("warp"), I32, "thread")
+    group = tir.Var(fresh("warp_group"), I32, "thread")
 
     def respell(node: object) -> object:
         match node:
@@ -43,6 +52,10 @@ def name_lanes(
                 return lane
             case tir.BinOp("//", a, tir.IntImm(k)) if a is tx and k == warp_size:
                 return warp
+            case tir.BinOp("//", a, tir.IntImm(k)) if a is tx and warp_group and k == warp_group:
+                return group
+            case tir.BinOp("%", a, tir.IntImm(k)) if a is group and k * warp_group >= threads:
+                return group
             case tir.BinOp("//", a, tir.IntImm(k)) if a is tx and k % warp_size == 0:
                 return tir.BinOp("//", warp, int_(k // warp_size), I32)
             case tir.BinOp("%", a, tir.IntImm(k)) if a is warp and k * warp_size >= threads:
@@ -55,7 +68,12 @@ def name_lanes(
         T.Decl(lane.name, I32, init=tir.BinOp("%", tx, int_(warp_size), I32), const=True),
         T.Decl(warp.name, I32, init=tir.BinOp("//", tx, int_(warp_size), I32), const=True),
     )
-    return list(_after_tx(tuple(cast(T.Stmt, _rewrite(s, respell)) for s in body), tx.name, names))
+    out = list(_after_tx(tuple(cast(T.Stmt, _rewrite(s, respell)) for s in body), tx.name, names))
+    if warp_group:  # once, after the kernel's first `warp` (all its threads are there to broadcast)
+        broadcast = T.Intrin("warp_uniform", (tir.BinOp("//", tx, int_(warp_group), I32),), I32)
+        at = next(i for i, s in enumerate(out) if isinstance(s, T.Decl) and s.name == warp.name) + 1
+        out.insert(at, T.Decl(group.name, I32, init=broadcast, const=True))
+    return out
 
 
 def _after_tx(stmts: tuple[T.Stmt, ...], tx: str, names: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:

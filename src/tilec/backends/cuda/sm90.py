@@ -9,8 +9,8 @@ the asynchronous copy are sm_80's (sm80.py).
     tilec_wgmma_fence();
     for (int kk = 0; kk < 4; ++kk) {                 // k steps of 16
       tilec_wgmma_m64n256k16_f16<0, 1>(&acc[0],      // B stored (K, N): MN-major
-          tilec_wgmma_desc(&A_s[...], 16, 1024, 1),  // the warp group's 64 rows at column 16 kk
-          tilec_wgmma_desc(&B_s[...], 8192, 1024, 1));
+          tilec_wgmma_desc(&A_s[0], ..., 16, 1024, 1),  // the warp group's 64 rows at column 16 kk
+          tilec_wgmma_desc(&B_s[0], ..., 8192, 1024, 1));
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -21,8 +21,10 @@ aligned to its 8-row atom): SBO, the step between groups of 8 rows, is 8 swizzle
 LBO, for an operand stored MN-major (its M or N contiguous), is the step between its
 swizzle-wide column blocks (unused for K-major operands, whose k step stays inside a
 swizzle row: 32 bytes, 16 elements of 16 bits or 32 of 8 bits; 8-bit operands are K-major
-only, e.g. `tilec_wgmma_m64n128k32_s8(&acc[0], tilec_wgmma_desc(&A_s[kk * 32], 16, 512, 2),
-...)` in 64-byte rows). The sync pass fences the asynchronous proxy before the barriers of
+only, e.g. `tilec_wgmma_m64n128k32_s8(&acc[0], tilec_wgmma_desc(&A_s[0], kk * 32, 16, 512, 2),
+...)` in 64-byte rows). A descriptor takes its tile and the element offset apart (`&A_s[0], kk * 32`),
+so nvcc computes the tile's once and each k step's as that plus a constant; the k steps are
+unrolled up to UNROLLED_K_STEPS (a 576-deep MLA score product: 36), so the offsets are constants. The sync pass fences the asynchronous proxy before the barriers of
 a kernel with such reads (sync.py).
 """
 
@@ -89,6 +91,7 @@ __all__ = [
 ]
 
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's swizzle field
+UNROLLED_K_STEPS = 36  # a gemm's k steps written out up to this many (MLA's 512 + 64 deep scores)
 
 # vector atomic adds into global memory (red.global.add, sm_90): element type -> the lanes one
 # instruction adds, widest first (16 bytes, 8, and a 16-bit pair)
@@ -161,7 +164,7 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     if s.a_from_registers:  # A's registers, too, are final before the fence
         out.append(_hold_a(ctx, s.a.buffer))
     out.append(_call("tilec_wgmma_fence"))
-    out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= 8, tuple(body)))
+    out.append(T.Loop(T.Sym(kk.name, I32), int_(0), int_(steps), 1, steps <= UNROLLED_K_STEPS, tuple(body)))
     out.append(_call("tilec_wgmma_commit"))
     if in_flight is not None:
         out += [_call(f"tilec_wgmma_wait<{in_flight}>"), hold]
@@ -194,7 +197,12 @@ def _descriptor(ctx: LowerContext, region: tir.Region, at: tuple[tir.Expr, tir.E
     sw = widest_swizzle(cols * buf.dtype.bytes)
     assert sw is not None, "layout inference stored the tile in a descriptor swizzle"
     lbo = rows * sw if mn_major else 16  # column blocks of an MN-major tile; unused when K-major
-    args = (_smem_elem(ctx, region, at), int_(lbo), int_(8 * sw), int_(_SWIZZLE_MODE[sw]))
+    # the tile (its stage's first element) and the element offset apart: the tile's descriptor is
+    # then computed once, and each k step's is that plus a constant (spelling.py's helper)
+    element = _smem_elem(ctx, region, at).target
+    *stage, offset = element.indices
+    tile = T.AddressOf(replace(element, indices=(*stage, int_(0))))
+    args = (tile, offset, int_(lbo), int_(8 * sw), int_(_SWIZZLE_MODE[sw]))
     return T.Intrin("tilec_wgmma_desc", args, DType.uint64)
 
 
@@ -305,7 +313,10 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
 # without ping-pong turns, 3-4% slower than as written (2.297 vs 2.222 ms; causal 1.353 vs
 # 1.303): a 64-column tile's softmax is too short to hide a product behind. With 128x128 tiles
 # it pays: TileLang's mha_fwd_bhsd (D64) ran at 0.97x TileLang's time in the same process, where
-# the loop as written had run at 1.00-1.02x; at D128, 1.943 against 2.008 ms as written.
+# the loop as written had run at 1.00-1.02x; at D128, 1.943 against 2.008 ms as written. Causal
+# loops, whose trip count grows with the query tile, gain as much since the persistent walk
+# alternates (lower/kernel.py): 1.062 against 1.107 ms at D128, 0.712 against 0.752 at D64 (H100,
+# 128x128 tiles, both orders measured); before it, with the blocks' work uneven, they had lost 8%.
 OVERLAP_MIN_COLUMNS = 128
 
 
@@ -323,29 +334,7 @@ def _overlap(ctx: LowerContext, s: tir.For, fragments: int, groups: int) -> Over
         return None
     if ctx.layouts.buffers[plan.first.c.buffer].shape[1] < OVERLAP_MIN_COLUMNS:
         return None
-    if _per_block_trip_count(ctx, s):
-        return None
     return plan
-
-
-def _per_block_trip_count(ctx: LowerContext, s: tir.For) -> bool:
-    """Whether the trip count of `s` depends on the block index (through the kernel's lets): causal
-    attention's loop stops at the block's diagonal. Such a loop is left as written: measured side
-    by side on an H100 (B4 H32 S4096 D128, 128x128 tiles, causal), overlapped it took 1.248 ms
-    against 1.156 as written (where the same tiles non-causal gained 3%)."""
-    lets = {x.var: x.value for x in tir_walk.stmts(ctx.kernel.body) if isinstance(x, tir.Let)}
-    seen: set[tir.Var] = set()
-    todo = list(tir_walk.variables(s.stop) | tir_walk.variables(s.start))
-    while todo:
-        v = todo.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        if v.kind == "block":
-            return True
-        if v in lets:
-            todo += tir_walk.variables(lets[v])
-    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,8 @@ INTRINSICS: dict[str, str] = {
     "printf": "printf({args})",
     "trap": "__trap()",
     "address": "reinterpret_cast<uintptr_t>({0})",  # the address a pointer holds, as an integer
+    # lane 0's value, which nvcc then knows every lane holds (a uniform register: wgmma operands)
+    "warp_uniform": "__shfl_sync(0xffffffffu, {0}, 0)",
 }
 
 # Names a kernel's own names must not take (lowering appends `_`): C++ keywords, the
@@ -471,13 +473,19 @@ __device__ __forceinline__ void tilec_wgmma_hold(float* d) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
-// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
-// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
-__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo, unsigned sbo,
-                                                               unsigned swizzle) {
-  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
-         static_cast<unsigned long long>(sbo >> 4) << 32 | static_cast<unsigned long long>(swizzle) << 62;
+// The shared-memory matrix descriptor of a wgmma operand starting `offset` elements into `tile`:
+// the start address, the leading and stride byte offsets (LBO: between swizzle-wide column blocks
+// of an MN-major tile; SBO: between groups of 8 rows), each in 16-byte units, and the swizzle (1:
+// 128-byte, 2: 64-byte, 3: 32-byte). The fields are added, not or-ed: a shared address is below
+// 2^18, so the start stays in its 14 bits, and nvcc computes `tile`'s descriptor once and each
+// offset's as that plus a constant.
+template <typename T>
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, int offset, unsigned lbo,
+                                                               unsigned sbo, unsigned swizzle) {
+  const unsigned bytes = static_cast<unsigned>(offset) * static_cast<unsigned>(sizeof(T));
+  const unsigned start = (tilec_smem_addr(tile) >> 4) + bytes / 16;
+  return start + (static_cast<unsigned long long>(lbo >> 4) << 16) +
+         (static_cast<unsigned long long>(sbo >> 4) << 32) + (static_cast<unsigned long long>(swizzle) << 62);
 }"""
 
 

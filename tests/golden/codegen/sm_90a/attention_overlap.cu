@@ -229,14 +229,21 @@ __device__ __forceinline__ void tilec_wgmma_hold(float* d) {
   for (int i = 0; i < N; ++i)
     asm volatile("" : "+f"(d[i])::"memory");
 }
-// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
-// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
-// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
-__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo,
-                                                               unsigned sbo, unsigned swizzle) {
-  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
-         static_cast<unsigned long long>(sbo >> 4) << 32 |
-         static_cast<unsigned long long>(swizzle) << 62;
+// The shared-memory matrix descriptor of a wgmma operand starting `offset` elements into `tile`:
+// the start address, the leading and stride byte offsets (LBO: between swizzle-wide column blocks
+// of an MN-major tile; SBO: between groups of 8 rows), each in 16-byte units, and the swizzle (1:
+// 128-byte, 2: 64-byte, 3: 32-byte). The fields are added, not or-ed: a shared address is below
+// 2^18, so the start stays in its 14 bits, and nvcc computes `tile`'s descriptor once and each
+// offset's as that plus a constant.
+template <typename T>
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, int offset,
+                                                               unsigned lbo, unsigned sbo,
+                                                               unsigned swizzle) {
+  const unsigned bytes = static_cast<unsigned>(offset) * static_cast<unsigned>(sizeof(T));
+  const unsigned start = (tilec_smem_addr(tile) >> 4) + bytes / 16;
+  return start + (static_cast<unsigned long long>(lbo >> 4) << 16) +
+         (static_cast<unsigned long long>(sbo >> 4) << 32) +
+         (static_cast<unsigned long long>(swizzle) << 62);
 }
 
 // d[0..63] += A (64x16) * B (16x128) by one warp group, f16 in, float32 out; A and B
@@ -302,6 +309,7 @@ extern "C" __global__ void __launch_bounds__(256)
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tx = threadIdx.x;
   const int warp = tx / 32;
+  const int warp_group = __shfl_sync(0xffffffffu, tx / 128, 0);
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   const int bz = blockIdx.z;
@@ -511,8 +519,8 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         tilec_wgmma_m64n128k16_f16<0, 0>(
-            &acc_s[0], tilec_wgmma_desc(&Q_shared[kk * 16 + warp / 4 * 4096], 16, 1024, 1),
-            tilec_wgmma_desc(&K_shared[read_stage][kk * 16], 16, 1024, 1));
+            &acc_s[0], tilec_wgmma_desc(&Q_shared[0], kk * 16 + warp_group * 4096, 16, 1024, 1),
+            tilec_wgmma_desc(&K_shared[read_stage][0], kk * 16, 16, 1024, 1));
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
@@ -769,7 +777,7 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int kk_1 = 0; kk_1 < 8; ++kk_1) {
         tilec_wgmma_m64n64k16_rs_f16<1>(
             &acc_o[0], &acc_s_cast[kk_1 * 8],
-            tilec_wgmma_desc(&V_shared[read_stage][kk_1 * 1024], 16384, 1024, 1));
+            tilec_wgmma_desc(&V_shared[read_stage][0], kk_1 * 1024, 16384, 1024, 1));
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
@@ -805,7 +813,7 @@ extern "C" __global__ void __launch_bounds__(256)
             O_v_1[e1_17] = static_cast<half>(acc_o[g1_7 * 4 + g0_17 * 2 + e1_17]);
           }
           *reinterpret_cast<unsigned int*>(
-              &O[(bz * H + by) * S * 64 + bx * 8192 + warp / 4 * 4096 + warp % 4 * 1024 +
+              &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
                  g0_17 * 512 + tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
@@ -815,20 +823,20 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
         for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
-          if (O_vec2 && bx * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_16 * 8 + tx / 4 % 8 < S) {
+          if (O_vec2 && bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_16 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
             for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
               O_v[e1_16] = static_cast<half>(acc_o[g1_6 * 4 + g0_16 * 2 + e1_16]);
             }
             *reinterpret_cast<unsigned int*>(
-                &O[(bz * H + by) * S * 64 + bx * 8192 + warp / 4 * 4096 + warp % 4 * 1024 +
+                &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
                    g0_16 * 512 + tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
             for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-              const int i_16 = warp / 4 * 64 + warp % 4 * 16 + g0_16 * 8 + tx / 4 % 8;
+              const int i_16 = warp_group * 64 + warp % 4 * 16 + g0_16 * 8 + tx / 4 % 8;
               const int j_13 = g1_6 * 8 + tx % 4 * 2 + e1_16;
               if (bz < B && by < H && bx * 128 + i_16 < S) {
                 O[(bz * H + by) * S * 64 + bx * 8192 + i_16 * 64 + j_13] =
@@ -870,6 +878,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tx = threadIdx.x;
   const int lane = tx % 32;
   const int warp = tx / 32;
+  const int warp_group = __shfl_sync(0xffffffffu, tx / 128, 0);
   half* Q_shared = reinterpret_cast<half*>(smem + 0);
   half(*K_shared)[8192] = reinterpret_cast<half(*)[8192]>(smem + 16384);
   half(*V_shared)[8192] = reinterpret_cast<half(*)[8192]>(smem + 49152);
@@ -1031,7 +1040,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       }
       // attention_overlap.tile:23: for k in Pipelined(ceildiv(S, 128), num_stages=2): (consumers: wgmma)
       // warp roles: a producer warp group fills two rings of 2 stages by bulk copies, one for each product's tiles; each iteration issues its first product before the previous iteration's second
-      if (warp / 4 == 1) {
+      if (warp_group == 1) {
         asm volatile("bar.arrive %0, %1;" ::"r"(2), "r"(256) : "memory");
       }
       if ((S + 127) / 128 > 0) {
@@ -1056,7 +1065,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
         // attention_overlap.tile:28: gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=FullRow)
         {
-          if (warp / 4 == 0) {
+          if (warp_group == 0) {
             asm volatile("bar.sync %0, %1;" ::"r"(2), "r"(256) : "memory");
           } else {
             asm volatile("bar.sync %0, %1;" ::"r"(3), "r"(256) : "memory");
@@ -1066,11 +1075,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             tilec_wgmma_m64n128k16_f16<0, 0>(
-                &acc_s[0], tilec_wgmma_desc(&Q_shared[kk * 16 + warp / 4 * 4096], 16, 1024, 1),
-                tilec_wgmma_desc(&K_shared[stage_1][kk * 16], 16, 1024, 1));
+                &acc_s[0], tilec_wgmma_desc(&Q_shared[0], kk * 16 + warp_group * 4096, 16, 1024, 1),
+                tilec_wgmma_desc(&K_shared[stage_1][0], kk * 16, 16, 1024, 1));
           }
           tilec_wgmma_commit();
-          if (warp / 4 == 0) {
+          if (warp_group == 0) {
             asm volatile("bar.arrive %0, %1;" ::"r"(3), "r"(256) : "memory");
           } else {
             asm volatile("bar.arrive %0, %1;" ::"r"(2), "r"(256) : "memory");
@@ -1313,7 +1322,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tilec_mbarrier_wait(&full_bar_1[stage_3], phase_3);
         // attention_overlap.tile:28: gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=FullRow)
         {
-          if (warp / 4 == 0) {
+          if (warp_group == 0) {
             asm volatile("bar.sync %0, %1;" ::"r"(2), "r"(256) : "memory");
           } else {
             asm volatile("bar.sync %0, %1;" ::"r"(3), "r"(256) : "memory");
@@ -1323,8 +1332,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
             tilec_wgmma_m64n128k16_f16<0, 0>(
-                &acc_s[0], tilec_wgmma_desc(&Q_shared[kk_1 * 16 + warp / 4 * 4096], 16, 1024, 1),
-                tilec_wgmma_desc(&K_shared[stage_2][kk_1 * 16], 16, 1024, 1));
+                &acc_s[0],
+                tilec_wgmma_desc(&Q_shared[0], kk_1 * 16 + warp_group * 4096, 16, 1024, 1),
+                tilec_wgmma_desc(&K_shared[stage_2][0], kk_1 * 16, 16, 1024, 1));
           }
           tilec_wgmma_commit();
         }
@@ -1337,10 +1347,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kk_2 = 0; kk_2 < 8; ++kk_2) {
             tilec_wgmma_m64n64k16_rs_f16<1>(
                 &acc_o[0], &acc_s_cast[kk_2 * 8],
-                tilec_wgmma_desc(&V_shared[stage_3][kk_2 * 1024], 16384, 1024, 1));
+                tilec_wgmma_desc(&V_shared[stage_3][0], kk_2 * 1024, 16384, 1024, 1));
           }
           tilec_wgmma_commit();
-          if (warp / 4 == 0) {
+          if (warp_group == 0) {
             asm volatile("bar.arrive %0, %1;" ::"r"(3), "r"(256) : "memory");
           } else {
             asm volatile("bar.arrive %0, %1;" ::"r"(2), "r"(256) : "memory");
@@ -1571,7 +1581,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tilec_mbarrier_wait(&full_bar_1[stage_4], phase_4);
         // attention_overlap.tile:39: gemm(acc_s_cast, V_shared, acc_o, policy=FullRow)
         {
-          if (warp / 4 == 0) {
+          if (warp_group == 0) {
             asm volatile("bar.sync %0, %1;" ::"r"(2), "r"(256) : "memory");
           } else {
             asm volatile("bar.sync %0, %1;" ::"r"(3), "r"(256) : "memory");
@@ -1583,10 +1593,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int kk_3 = 0; kk_3 < 8; ++kk_3) {
             tilec_wgmma_m64n64k16_rs_f16<1>(
                 &acc_o[0], &acc_s_cast[kk_3 * 8],
-                tilec_wgmma_desc(&V_shared[stage_4][kk_3 * 1024], 16384, 1024, 1));
+                tilec_wgmma_desc(&V_shared[stage_4][0], kk_3 * 1024, 16384, 1024, 1));
           }
           tilec_wgmma_commit();
-          if (warp / 4 == 0) {
+          if (warp_group == 0) {
             asm volatile("bar.arrive %0, %1;" ::"r"(3), "r"(256) : "memory");
           } else {
             asm volatile("bar.arrive %0, %1;" ::"r"(2), "r"(256) : "memory");
@@ -1598,7 +1608,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           tilec_mbarrier_arrive(&empty_bar_1[(consumed + (S + 127) / 128 - 1) % 2]);
         }
       }
-      if (warp / 4 == 0) {
+      if (warp_group == 0) {
         asm volatile("bar.sync %0, %1;" ::"r"(2), "r"(256) : "memory");
       }
       consumed += (S + 127) / 128;
@@ -1628,7 +1638,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 O_v_1[e1_13] = static_cast<half>(acc_o[g1_11 * 4 + g0_13 * 2 + e1_13]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &O[(bz * H + by) * S * 64 + bx * 8192 + warp / 4 * 4096 + warp % 4 * 1024 +
+                  &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
                      g0_13 * 512 + tx / 4 % 8 * 64 + g1_11 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
             }
@@ -1640,20 +1650,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int g1_10 = 0; g1_10 < 8; ++g1_10) {
 #pragma unroll
             for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
-              if (O_vec2 && bx * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8 < S) {
+              if (O_vec2 &&
+                  bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8 < S) {
                 alignas(16) half O_v[2];
 #pragma unroll
                 for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
                   O_v[e1_12] = static_cast<half>(acc_o[g1_10 * 4 + g0_12 * 2 + e1_12]);
                 }
                 *reinterpret_cast<unsigned int*>(
-                    &O[(bz * H + by) * S * 64 + bx * 8192 + warp / 4 * 4096 + warp % 4 * 1024 +
+                    &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
                        g0_12 * 512 + tx / 4 % 8 * 64 + g1_10 * 8 + tx % 4 * 2]) =
                     *reinterpret_cast<const unsigned int*>(&O_v[0]);
               } else {
 #pragma unroll
                 for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-                  const int i_12 = warp / 4 * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8;
+                  const int i_12 = warp_group * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8;
                   const int j_7 = g1_10 * 8 + tx % 4 * 2 + e1_12;
                   if (bz < B && by < H && bx * 128 + i_12 < S) {
                     O[(bz * H + by) * S * 64 + bx * 8192 + i_12 * 64 + j_7] =

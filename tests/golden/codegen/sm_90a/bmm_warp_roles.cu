@@ -221,14 +221,21 @@ __device__ __forceinline__ void tilec_wgmma_hold(float* d) {
   for (int i = 0; i < N; ++i)
     asm volatile("" : "+f"(d[i])::"memory");
 }
-// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
-// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
-// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
-__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo,
-                                                               unsigned sbo, unsigned swizzle) {
-  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
-         static_cast<unsigned long long>(sbo >> 4) << 32 |
-         static_cast<unsigned long long>(swizzle) << 62;
+// The shared-memory matrix descriptor of a wgmma operand starting `offset` elements into `tile`:
+// the start address, the leading and stride byte offsets (LBO: between swizzle-wide column blocks
+// of an MN-major tile; SBO: between groups of 8 rows), each in 16-byte units, and the swizzle (1:
+// 128-byte, 2: 64-byte, 3: 32-byte). The fields are added, not or-ed: a shared address is below
+// 2^18, so the start stays in its 14 bits, and nvcc computes `tile`'s descriptor once and each
+// offset's as that plus a constant.
+template <typename T>
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, int offset,
+                                                               unsigned lbo, unsigned sbo,
+                                                               unsigned swizzle) {
+  const unsigned bytes = static_cast<unsigned>(offset) * static_cast<unsigned>(sizeof(T));
+  const unsigned start = (tilec_smem_addr(tile) >> 4) + bytes / 16;
+  return start + (static_cast<unsigned long long>(lbo >> 4) << 16) +
+         (static_cast<unsigned long long>(sbo >> 4) << 32) +
+         (static_cast<unsigned long long>(swizzle) << 62);
 }
 
 // d[0..127] += A (64x16) * B (16x256) by one warp group, f16 in, float32 out; A and B
@@ -277,6 +284,7 @@ extern "C" __global__ void __launch_bounds__(256)
   const int tx = threadIdx.x;
   const int lane = tx % 32;
   const int warp = tx / 32;
+  const int warp_group = __shfl_sync(0xffffffffu, tx / 128, 0);
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   const int bz = blockIdx.z;
@@ -451,8 +459,9 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         tilec_wgmma_m64n256k16_f16<0, 1>(
-            &acc[0], tilec_wgmma_desc(&A_s[read_stage][kk * 16 + warp / 4 * 4096], 16, 1024, 1),
-            tilec_wgmma_desc(&B_s[read_stage][kk * 1024], 8192, 1024, 1));
+            &acc[0],
+            tilec_wgmma_desc(&A_s[read_stage][0], kk * 16 + warp_group * 4096, 16, 1024, 1),
+            tilec_wgmma_desc(&B_s[read_stage][0], kk * 1024, 8192, 1024, 1));
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
@@ -502,7 +511,8 @@ extern "C" __global__ void __launch_bounds__(256)
             C_v_1[e1_11] = static_cast<half>(acc[g1_3 * 4 + g0_11 * 2 + e1_11]);
           }
           *reinterpret_cast<unsigned int*>(
-              &C[(bz * M + by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_11 * 8 + tx / 4 % 8) * N +
+              &C[(bz * M + by * 128 + warp_group * 64 + warp % 4 * 16 + g0_11 * 8 + tx / 4 % 8) *
+                     N +
                  bx * 256 + g1_3 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
         }
@@ -512,7 +522,7 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int g1_2 = 0; g1_2 < 32; ++g1_2) {
 #pragma unroll
         for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-          if (C_vec2 && by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8 < M &&
+          if (C_vec2 && by * 128 + warp_group * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8 < M &&
               bx * 256 + g1_2 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) half C_v[2];
 #pragma unroll
@@ -520,14 +530,14 @@ extern "C" __global__ void __launch_bounds__(256)
               C_v[e1_10] = static_cast<half>(acc[g1_2 * 4 + g0_10 * 2 + e1_10]);
             }
             *reinterpret_cast<unsigned int*>(
-                &C[(bz * M + by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8) *
+                &C[(bz * M + by * 128 + warp_group * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8) *
                        N +
                    bx * 256 + g1_2 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v[0]);
           } else {
 #pragma unroll
             for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-              const int i_10 = warp / 4 * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8;
+              const int i_10 = warp_group * 64 + warp % 4 * 16 + g0_10 * 8 + tx / 4 % 8;
               const int j_10 = g1_2 * 8 + tx % 4 * 2 + e1_10;
               if (bz < Batch && by * 128 + i_10 < M && bx * 256 + j_10 < N) {
                 C[(bz * M + by * 128 + i_10) * N + bx * 256 + j_10] =
@@ -570,6 +580,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int tx = threadIdx.x;
   const int lane = tx % 32;
   const int warp = tx / 32;
+  const int warp_group = __shfl_sync(0xffffffffu, tx / 128, 0);
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
   half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
   unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 147456);
@@ -673,8 +684,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
               tilec_wgmma_m64n256k16_f16<0, 1>(
-                  &acc[0], tilec_wgmma_desc(&A_s[stage_1][kk * 16 + warp / 4 * 4096], 16, 1024, 1),
-                  tilec_wgmma_desc(&B_s[stage_1][kk * 1024], 8192, 1024, 1));
+                  &acc[0],
+                  tilec_wgmma_desc(&A_s[stage_1][0], kk * 16 + warp_group * 4096, 16, 1024, 1),
+                  tilec_wgmma_desc(&B_s[stage_1][0], kk * 1024, 8192, 1024, 1));
             }
             tilec_wgmma_commit();
             tilec_wgmma_wait<1>();
@@ -731,7 +743,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                 C_v_1[e1_3] = static_cast<half>(acc[g1_3 * 4 + g0_3 * 2 + e1_3]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &C[(bz * M + by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_3 * 8 + tx / 4 % 8) *
+                  &C[(bz * M + by * 128 + warp_group * 64 + warp % 4 * 16 + g0_3 * 8 + tx / 4 % 8) *
                          N +
                      bx * 256 + g1_3 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
@@ -744,22 +756,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int g1_2 = 0; g1_2 < 32; ++g1_2) {
 #pragma unroll
             for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
-              if (C_vec2 && by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8 < M &&
+              if (C_vec2 &&
+                  by * 128 + warp_group * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8 < M &&
                   bx * 256 + g1_2 * 8 + tx % 4 * 2 + 2 <= N) {
                 alignas(16) half C_v[2];
 #pragma unroll
                 for (int e1_2 = 0; e1_2 < 2; ++e1_2) {
                   C_v[e1_2] = static_cast<half>(acc[g1_2 * 4 + g0_2 * 2 + e1_2]);
                 }
-                *reinterpret_cast<unsigned int*>(
-                    &C[(bz * M + by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8) *
-                           N +
-                       bx * 256 + g1_2 * 8 + tx % 4 * 2]) =
+                *reinterpret_cast<unsigned int*>(&C[(bz * M + by * 128 + warp_group * 64 +
+                                                     warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8) *
+                                                        N +
+                                                    bx * 256 + g1_2 * 8 + tx % 4 * 2]) =
                     *reinterpret_cast<const unsigned int*>(&C_v[0]);
               } else {
 #pragma unroll
                 for (int e1_2 = 0; e1_2 < 2; ++e1_2) {
-                  const int i_3 = warp / 4 * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8;
+                  const int i_3 = warp_group * 64 + warp % 4 * 16 + g0_2 * 8 + tx / 4 % 8;
                   const int j_2 = g1_2 * 8 + tx % 4 * 2 + e1_2;
                   if (bz < Batch && by * 128 + i_3 < M && bx * 256 + j_2 < N) {
                     C[(bz * M + by * 128 + i_3) * N + bx * 256 + j_2] =

@@ -210,14 +210,21 @@ __device__ __forceinline__ void tilec_wgmma_hold(float* d) {
   for (int i = 0; i < N; ++i)
     asm volatile("" : "+f"(d[i])::"memory");
 }
-// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
-// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
-// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
-__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo,
-                                                               unsigned sbo, unsigned swizzle) {
-  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
-         static_cast<unsigned long long>(sbo >> 4) << 32 |
-         static_cast<unsigned long long>(swizzle) << 62;
+// The shared-memory matrix descriptor of a wgmma operand starting `offset` elements into `tile`:
+// the start address, the leading and stride byte offsets (LBO: between swizzle-wide column blocks
+// of an MN-major tile; SBO: between groups of 8 rows), each in 16-byte units, and the swizzle (1:
+// 128-byte, 2: 64-byte, 3: 32-byte). The fields are added, not or-ed: a shared address is below
+// 2^18, so the start stays in its 14 bits, and nvcc computes `tile`'s descriptor once and each
+// offset's as that plus a constant.
+template <typename T>
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, int offset,
+                                                               unsigned lbo, unsigned sbo,
+                                                               unsigned swizzle) {
+  const unsigned bytes = static_cast<unsigned>(offset) * static_cast<unsigned>(sizeof(T));
+  const unsigned start = (tilec_smem_addr(tile) >> 4) + bytes / 16;
+  return start + (static_cast<unsigned long long>(lbo >> 4) << 16) +
+         (static_cast<unsigned long long>(sbo >> 4) << 32) +
+         (static_cast<unsigned long long>(swizzle) << 62);
 }
 
 // Keeps the compiler from moving accesses of the N int32 accumulator registers at d across a wait.
@@ -430,11 +437,12 @@ extern "C" __global__ void __launch_bounds__(128)
       tilec_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
-        tilec_wgmma_m64n128k32_s8(&acc[0], tilec_wgmma_desc(&A_s[read_stage][kk * 32], 16, 512, 2),
-                                  tilec_wgmma_desc(&B_s[read_stage][kk * 32], 16, 512, 2));
+        tilec_wgmma_m64n128k32_s8(&acc[0],
+                                  tilec_wgmma_desc(&A_s[read_stage][0], kk * 32, 16, 512, 2),
+                                  tilec_wgmma_desc(&B_s[read_stage][0], kk * 32, 16, 512, 2));
         tilec_wgmma_m64n128k32_s8(&acc[64],
-                                  tilec_wgmma_desc(&A_s[read_stage][kk * 32 + 4096], 16, 512, 2),
-                                  tilec_wgmma_desc(&B_s[read_stage][kk * 32], 16, 512, 2));
+                                  tilec_wgmma_desc(&A_s[read_stage][0], kk * 32 + 4096, 16, 512, 2),
+                                  tilec_wgmma_desc(&B_s[read_stage][0], kk * 32, 16, 512, 2));
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
@@ -622,11 +630,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
             for (int kk = 0; kk < 2; ++kk) {
               tilec_wgmma_m64n128k32_s8(&acc[0],
-                                        tilec_wgmma_desc(&A_s[stage_1][kk * 32], 16, 512, 2),
-                                        tilec_wgmma_desc(&B_s[stage_1][kk * 32], 16, 512, 2));
-              tilec_wgmma_m64n128k32_s8(&acc[64],
-                                        tilec_wgmma_desc(&A_s[stage_1][kk * 32 + 4096], 16, 512, 2),
-                                        tilec_wgmma_desc(&B_s[stage_1][kk * 32], 16, 512, 2));
+                                        tilec_wgmma_desc(&A_s[stage_1][0], kk * 32, 16, 512, 2),
+                                        tilec_wgmma_desc(&B_s[stage_1][0], kk * 32, 16, 512, 2));
+              tilec_wgmma_m64n128k32_s8(
+                  &acc[64], tilec_wgmma_desc(&A_s[stage_1][0], kk * 32 + 4096, 16, 512, 2),
+                  tilec_wgmma_desc(&B_s[stage_1][0], kk * 32, 16, 512, 2));
             }
             tilec_wgmma_commit();
             tilec_wgmma_wait<1>();

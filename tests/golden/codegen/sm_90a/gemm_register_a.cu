@@ -28,14 +28,21 @@ __device__ __forceinline__ void tilec_wgmma_hold(float* d) {
   for (int i = 0; i < N; ++i)
     asm volatile("" : "+f"(d[i])::"memory");
 }
-// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
-// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
-// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
-__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo,
-                                                               unsigned sbo, unsigned swizzle) {
-  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
-         static_cast<unsigned long long>(sbo >> 4) << 32 |
-         static_cast<unsigned long long>(swizzle) << 62;
+// The shared-memory matrix descriptor of a wgmma operand starting `offset` elements into `tile`:
+// the start address, the leading and stride byte offsets (LBO: between swizzle-wide column blocks
+// of an MN-major tile; SBO: between groups of 8 rows), each in 16-byte units, and the swizzle (1:
+// 128-byte, 2: 64-byte, 3: 32-byte). The fields are added, not or-ed: a shared address is below
+// 2^18, so the start stays in its 14 bits, and nvcc computes `tile`'s descriptor once and each
+// offset's as that plus a constant.
+template <typename T>
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, int offset,
+                                                               unsigned lbo, unsigned sbo,
+                                                               unsigned swizzle) {
+  const unsigned bytes = static_cast<unsigned>(offset) * static_cast<unsigned>(sizeof(T));
+  const unsigned start = (tilec_smem_addr(tile) >> 4) + bytes / 16;
+  return start + (static_cast<unsigned long long>(lbo >> 4) << 16) +
+         (static_cast<unsigned long long>(sbo >> 4) << 32) +
+         (static_cast<unsigned long long>(swizzle) << 62);
 }
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
@@ -204,8 +211,8 @@ extern "C" __global__ void __launch_bounds__(128)
     tilec_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      tilec_wgmma_m64n64k16_f16<0, 1>(&acc[0], tilec_wgmma_desc(&a_smem[kk * 16], 16, 1024, 1),
-                                      tilec_wgmma_desc(&B_s[kk * 1024], 8192, 1024, 1));
+      tilec_wgmma_m64n64k16_f16<0, 1>(&acc[0], tilec_wgmma_desc(&a_smem[0], kk * 16, 16, 1024, 1),
+                                      tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1));
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -280,6 +287,7 @@ extern "C" __global__ void __launch_bounds__(256)
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tx = threadIdx.x;
   const int warp = tx / 32;
+  const int warp_group = __shfl_sync(0xffffffffu, tx / 128, 0);
   const int bx = blockIdx.x;
   const int by = blockIdx.y;
   half* A_s = reinterpret_cast<half*>(smem + 0);
@@ -416,8 +424,8 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       tilec_wgmma_m64n64k16_f16<0, 1>(
-          &p[0], tilec_wgmma_desc(&A_s[kk * 16 + warp / 4 * 4096], 16, 1024, 1),
-          tilec_wgmma_desc(&B_s[kk * 1024], 8192, 1024, 1));
+          &p[0], tilec_wgmma_desc(&A_s[0], kk * 16 + warp_group * 4096, 16, 1024, 1),
+          tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1));
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -448,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
       tilec_wgmma_m64n128k16_rs_f16<1>(&acc[0], &p_cast[kk_1 * 8],
-                                       tilec_wgmma_desc(&D_s[kk_1 * 1024], 8192, 1024, 1));
+                                       tilec_wgmma_desc(&D_s[0], kk_1 * 1024, 8192, 1024, 1));
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -467,8 +475,8 @@ extern "C" __global__ void __launch_bounds__(256)
             C_v_1[e1_7] = acc[g1_2 * 4 + g0_7 * 2 + e1_7];
           }
           *reinterpret_cast<uint2*>(
-              &C[(by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_7 * 8 + tx / 4 % 8) * N + bx * 128 +
-                 g1_2 * 8 + tx % 4 * 2]) = *reinterpret_cast<const uint2*>(&C_v_1[0]);
+              &C[(by * 128 + warp_group * 64 + warp % 4 * 16 + g0_7 * 8 + tx / 4 % 8) * N +
+                 bx * 128 + g1_2 * 8 + tx % 4 * 2]) = *reinterpret_cast<const uint2*>(&C_v_1[0]);
         }
       }
     } else {
@@ -476,7 +484,7 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
         for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-          if (C_vec2 && by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8 < M &&
+          if (C_vec2 && by * 128 + warp_group * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8 < M &&
               bx * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) float C_v[2];
 #pragma unroll
@@ -484,12 +492,12 @@ extern "C" __global__ void __launch_bounds__(256)
               C_v[e1_6] = acc[g1_1 * 4 + g0_6 * 2 + e1_6];
             }
             *reinterpret_cast<uint2*>(
-                &C[(by * 128 + warp / 4 * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8) * N +
+                &C[(by * 128 + warp_group * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8) * N +
                    bx * 128 + g1_1 * 8 + tx % 4 * 2]) = *reinterpret_cast<const uint2*>(&C_v[0]);
           } else {
 #pragma unroll
             for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-              const int i_8 = warp / 4 * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8;
+              const int i_8 = warp_group * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8;
               const int j_6 = g1_1 * 8 + tx % 4 * 2 + e1_6;
               if (by * 128 + i_8 < M && bx * 128 + j_6 < N) {
                 C[(by * 128 + i_8) * N + bx * 128 + j_6] = acc[g1_1 * 4 + g0_6 * 2 + e1_6];

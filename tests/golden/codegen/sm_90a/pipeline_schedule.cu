@@ -47,14 +47,21 @@ __device__ __forceinline__ void tilec_wgmma_hold(float* d) {
   for (int i = 0; i < N; ++i)
     asm volatile("" : "+f"(d[i])::"memory");
 }
-// The shared-memory matrix descriptor of a wgmma operand: the start address, the leading and
-// stride byte offsets (LBO: between swizzle-wide column blocks of an MN-major tile; SBO: between
-// groups of 8 rows), each in 16-byte units, and the swizzle (1: 128-byte, 2: 64-byte, 3: 32-byte).
-__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const void* p, unsigned lbo,
-                                                               unsigned sbo, unsigned swizzle) {
-  return (tilec_smem_addr(p) & 0x3FFFF) >> 4 | static_cast<unsigned long long>(lbo >> 4) << 16 |
-         static_cast<unsigned long long>(sbo >> 4) << 32 |
-         static_cast<unsigned long long>(swizzle) << 62;
+// The shared-memory matrix descriptor of a wgmma operand starting `offset` elements into `tile`:
+// the start address, the leading and stride byte offsets (LBO: between swizzle-wide column blocks
+// of an MN-major tile; SBO: between groups of 8 rows), each in 16-byte units, and the swizzle (1:
+// 128-byte, 2: 64-byte, 3: 32-byte). The fields are added, not or-ed: a shared address is below
+// 2^18, so the start stays in its 14 bits, and nvcc computes `tile`'s descriptor once and each
+// offset's as that plus a constant.
+template <typename T>
+__device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, int offset,
+                                                               unsigned lbo, unsigned sbo,
+                                                               unsigned swizzle) {
+  const unsigned bytes = static_cast<unsigned>(offset) * static_cast<unsigned>(sizeof(T));
+  const unsigned start = (tilec_smem_addr(tile) >> 4) + bytes / 16;
+  return start + (static_cast<unsigned long long>(lbo >> 4) << 16) +
+         (static_cast<unsigned long long>(sbo >> 4) << 32) +
+         (static_cast<unsigned long long>(swizzle) << 62);
 }
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
@@ -257,8 +264,8 @@ extern "C" __global__ void __launch_bounds__(128)
       tilec_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        tilec_wgmma_m64n64k16_f16<0, 0>(&s[0], tilec_wgmma_desc(&Q_s[kk * 16], 16, 1024, 1),
-                                        tilec_wgmma_desc(&K_s[0][kk * 16], 16, 1024, 1));
+        tilec_wgmma_m64n64k16_f16<0, 0>(&s[0], tilec_wgmma_desc(&Q_s[0], kk * 16, 16, 1024, 1),
+                                        tilec_wgmma_desc(&K_s[0][0], kk * 16, 16, 1024, 1));
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
@@ -356,8 +363,8 @@ extern "C" __global__ void __launch_bounds__(128)
       tilec_wgmma_fence();
 #pragma unroll
       for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
-        tilec_wgmma_m64n64k16_rs_f16<1>(&o[0], &p[kk_1 * 8],
-                                        tilec_wgmma_desc(&V_s[k % 2][kk_1 * 1024], 8192, 1024, 1));
+        tilec_wgmma_m64n64k16_rs_f16<1>(
+            &o[0], &p[kk_1 * 8], tilec_wgmma_desc(&V_s[k % 2][0], kk_1 * 1024, 8192, 1024, 1));
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
@@ -375,8 +382,8 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int kk_2 = 0; kk_2 < 4; ++kk_2) {
           tilec_wgmma_m64n64k16_f16<0, 0>(
-              &s[0], tilec_wgmma_desc(&Q_s[kk_2 * 16], 16, 1024, 1),
-              tilec_wgmma_desc(&K_s[(k + 1) % 2][kk_2 * 16], 16, 1024, 1));
+              &s[0], tilec_wgmma_desc(&Q_s[0], kk_2 * 16, 16, 1024, 1),
+              tilec_wgmma_desc(&K_s[(k + 1) % 2][0], kk_2 * 16, 16, 1024, 1));
         }
         tilec_wgmma_commit();
         tilec_wgmma_wait<0>();
