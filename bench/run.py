@@ -388,7 +388,8 @@ def w_gqa(quick: bool, enable_gqa: bool):
             return q, k, v, k, v
         return q, k, v, k.repeat_interleave(H // H_kv, dim=1), v.repeat_interleave(H // H_kv, dim=1)
 
-    sets = [one_set() for _ in range(n_sets(2 * B * (H + 2 * H_kv) * S * D * 2))]
+    heads_read = H + 2 * H_kv + (0 if enable_gqa else 2 * H)  # Q, K, V and (cuDNN's) K, V repeated
+    sets = [one_set() for _ in range(n_sets(B * heads_read * S * D * 2))]
 
     def sdpa(q, k, v, k_sdpa, v_sdpa):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

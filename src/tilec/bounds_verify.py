@@ -411,7 +411,7 @@ class _Walker:
                 return bound if isinstance(bound, tir.Expr) else self.unknown(e.dtype)
             case T.Builtin(name):
                 return self.builtin(name)
-            case T.Intrin("warp_uniform", (x,)):  # lane 0's value: the same in every lane of the warp
+            case T.Intrin("warp_uniform", (x,)) if not isinstance(x, str):  # lane 0's value, every lane's
                 return self.value(x)
             case tir.BinOp(op, a, b, d):
                 return self.binop(op, a, b, d)

@@ -235,7 +235,7 @@ class _Placement:
         computed from it, or memory."""
         for x in tir_walk.subexprs(e):
             match x:
-                case T.Builtin(name="thread_index") | T.Subscript() | tir.Load():
+                case T.Builtin(name="thread_index" | "thread_index_reread") | T.Subscript() | tir.Load():
                     return True
                 case T.Sym(name=name) | tir.Var(name=name) if name in self.varying:
                     return True
@@ -251,7 +251,7 @@ class _Placement:
                     if name not in self.uniform or name in changing:
                         return False
                 case T.Builtin(name=name):
-                    if name == "thread_index":
+                    if name in ("thread_index", "thread_index_reread"):
                         return False
                 case tir.IntImm() | tir.FloatImm() | tir.BoolImm():
                     continue
@@ -292,7 +292,7 @@ class _Placement:
                 then_code = self.block(then, st)
                 else_code = self.block(orelse, other)
                 st.become(_join(st, other))
-                return before, [T.IfThen(cond, tuple(then_code), tuple(else_code))]
+                return before, [replace(s, then=tuple(then_code), orelse=tuple(else_code))]
             case T.Barrier():
                 _barrier(s, st)
                 return [], [s]

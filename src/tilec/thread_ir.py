@@ -342,8 +342,8 @@ class Kernel:
     tensor_maps: tuple[TensorMap, ...] = ()  # built by the launcher, passed as parameters
     # the kernel the launcher runs instead when a tensor map cannot be built (unaligned rows)
     fallback: Kernel | None = None
-    # `grid` counts tiles, not blocks: the launcher starts at most one block per multiprocessor
-    # and each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... (lower/kernel.py)
+    # `grid` counts tiles, not blocks: the launcher starts at most `min_blocks` blocks per
+    # multiprocessor, which take the tiles in alternating rounds of gridDim.x (lower/kernel.py)
     persistent: bool = False
     # warp roles whose consumers issue a loop's first product of iteration k before the second
     # of k - 1, each product's tiles in a ring of their own (backends/cuda/sm90.py)

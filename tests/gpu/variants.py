@@ -99,8 +99,8 @@ VARIANTS: list[Variant] = [
     Variant("flash_attention-causal-bench-s1", "flash_attention", {"is_causal": "True", "num_stages": "1"}, bench=True),
     # two consumer warp groups of 64 rows each (wgmma m64), the example's 128-row tile
     Variant("flash_attention-bench-sm90a-t256", "flash_attention", {"threads": "256"}, arch="sm_90a", bench=True),
-    # 128x128 tiles, D 64, two consumer warp groups: the products overlap (sm90 _consumers_overlapped);
-    # the causal one's loop stops at the block's diagonal, so it stays as written (sm90 _overlap)
+    # 128x128 tiles, D 64, two consumer warp groups: the products overlap (sm90 _consumers_overlapped),
+    # the causal one's too (its loop stops at the block's diagonal)
     Variant(
         "flash_attention-sm90a-overlap",
         "flash_attention",
@@ -151,7 +151,13 @@ VARIANTS: list[Variant] = [
         arch="sm_90a",
         bench=True,
     ),
-    Variant("flash_attention-d256-bench-sm90a", "flash_attention", {"dim": "256", "threads": "256"}, arch="sm_90a", bench=True),
+    Variant(
+        "flash_attention-d256-bench-sm90a",
+        "flash_attention",
+        {"dim": "256", "threads": "256"},
+        arch="sm_90a",
+        bench=True,
+    ),
     Variant(
         "flash_attention-d256-bench-sm90a-n32",
         "flash_attention",
@@ -175,7 +181,14 @@ VARIANTS: list[Variant] = [
     ),
     # grouped-query attention (bench/programs/attention/gqa_attention.tile: causal, 4 query heads per K/V head)
     Variant("gqa_attention-sm90a", "gqa_attention", arch="sm_90a", bench=True, folder=ATTENTION),
-    Variant("gqa_attention-bench-sm90a-n64", "gqa_attention", {"block_N": "64"}, arch="sm_90a", bench=True, folder=ATTENTION),
+    Variant(
+        "gqa_attention-bench-sm90a-n64",
+        "gqa_attention",
+        {"block_N": "64"},
+        arch="sm_90a",
+        bench=True,
+        folder=ATTENTION,
+    ),
     Variant("elementwise_add-bench", "elementwise_add", {"block_N": "4096", "threads": "256"}, bench=True),
     Variant("softmax-bench", "softmax", {"block_N": "8192", "threads": "512"}, bench=True),
     Variant("rmsnorm-bench", "rmsnorm", {"block_N": "8192", "threads": "512"}, bench=True),

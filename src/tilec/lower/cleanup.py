@@ -65,7 +65,7 @@ def _prune(stmts: list[T.Stmt] | tuple[T.Stmt, ...]) -> tuple[list[T.Stmt], set[
             case T.Loop(body=body) | T.While(body=body) | T.Scope(body=body):
                 inner, names = _prune(body)
                 s = replace(s, body=tuple(inner))
-            case T.IfThen(cond, then, orelse):
+            case T.IfThen(then=then, orelse=orelse):
                 (then_, a), (else_, b) = _prune(then), _prune(orelse)
                 s, names = replace(s, then=tuple(then_), orelse=tuple(else_)), a | b
             case _:

@@ -146,8 +146,8 @@ class LowerState:
 
 @dataclass(frozen=True)
 class WarpRoles:
-    """What a warp-specialized loop adds to its kernel. A `persistent` one's blocks walk tiles
-    blockIdx.x, blockIdx.x + gridDim.x, ... (lower_kernel builds that loop, with the block
+    """What a warp-specialized loop adds to its kernel. A `persistent` one's blocks take the tiles
+    in alternating rounds of gridDim.x (lower_kernel builds that loop, with the block
     indices of each tile, around `producer_tile` and around the consumers' body); otherwise the
     loop sits in the kernel's own loops (a persistent wave loop written by hand), which
     `producer_tile` replays, and the kernel keeps its grid: each role runs its part once.

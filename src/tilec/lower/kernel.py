@@ -182,7 +182,7 @@ def _warp_roles(
     block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
     per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]  # a tile's interior tests
     kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
-    consuming = [walk([*per_tile, *_edges_reread_tx(ctx, body)])]
+    consuming: list[T.Stmt] = [walk([*per_tile, *_edges_reread_tx(ctx, body)])]
     split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], consuming)
     return [*head, *kernel_wide, *roles.setup, split]
 

@@ -70,7 +70,8 @@ def name_lanes(
     )
     out = list(_after_tx(tuple(cast(T.Stmt, _rewrite(s, respell)) for s in body), tx.name, names))
     if warp_group:  # once, after the kernel's first `warp` (all its threads are there to broadcast)
-        broadcast = T.Intrin("warp_uniform", (tir.BinOp("//", tx, int_(warp_group), I32),), I32)
+        # a Thread IR leaf in a tir.Expr tree, as cexpr.builtin's
+        broadcast = cast(tir.Expr, T.Intrin("warp_uniform", (tir.BinOp("//", tx, int_(warp_group), I32),), I32))
         at = next(i for i, s in enumerate(out) if isinstance(s, T.Decl) and s.name == warp.name) + 1
         out.insert(at, T.Decl(group.name, I32, init=broadcast, const=True))
     return out

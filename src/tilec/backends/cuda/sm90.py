@@ -22,10 +22,11 @@ LBO, for an operand stored MN-major (its M or N contiguous), is the step between
 swizzle-wide column blocks (unused for K-major operands, whose k step stays inside a
 swizzle row: 32 bytes, 16 elements of 16 bits or 32 of 8 bits; 8-bit operands are K-major
 only, e.g. `tilec_wgmma_m64n128k32_s8(&acc[0], tilec_wgmma_desc(&A_s[0], kk * 32, 16, 512, 2),
-...)` in 64-byte rows). A descriptor takes its tile and the element offset apart (`&A_s[0], kk * 32`),
-so nvcc computes the tile's once and each k step's as that plus a constant; the k steps are
-unrolled up to UNROLLED_K_STEPS (a 576-deep MLA score product: 36), so the offsets are constants. The sync pass fences the asynchronous proxy before the barriers of
-a kernel with such reads (sync.py).
+...)` in 64-byte rows). A descriptor takes its tile and the element offset apart (`&A_s[0],
+kk * 32`; the offset is never negative: a k step's, a warp group's rows), so nvcc computes the
+tile's once and each k step's as that plus a constant; the k steps are unrolled up to
+UNROLLED_K_STEPS (a 576-deep MLA score product: 36), so the offsets are constants. The sync pass
+fences the asynchronous proxy before the barriers of a kernel with such reads (sync.py).
 """
 
 from __future__ import annotations
