@@ -4,7 +4,8 @@
 # Here (compiler installed):  PYTHONPATH=src python tests/gpu/prebuild.py --out .gpu --nvcc
 # There (device tool, one call, carry [".gpu"]):  bash bench/gpu_all.sh [--quick]
 # A previous build beside it: prebuild it into .gpu-base from that commit, carry it too, and set
-# TILEC_BASELINE=.gpu-base: bench/run.py then times each variant's previous build right after it.
+# TILEC_BASELINE=.gpu-base: bench/run.py then times each variant beside its previous build (new,
+# previous, previous, new; each the mean of its two), in the same process.
 #
 # Needs python3 with torch and nvcc; imports nothing of the compiler (tilec.runtime is stdlib-only).
 # Logs go to $OUT (files that come back) or /tmp/tilec-out. Exit status: 0 only if every check

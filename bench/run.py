@@ -441,6 +441,21 @@ def load_baseline(variant: str, baseline: str):
         return runtime.compile_source(f.read(), name=f"{variant}-baseline")
 
 
+def in_turns(builds: list[str]) -> list[str]:
+    """The order to time `builds` in: once each for one build; for a build and its previous build,
+    A B B A, so that a drift of the GPU's clocks within the pair falls on both alike (a GEMM at
+    its power limit, timed twice unchanged, moved up to 6% from the first timing to the second)."""
+    return builds if len(builds) < 2 else builds + builds[::-1]
+
+
+def mean_of_runs(runs: list[dict]) -> dict:
+    """One build's timing from its runs (bench's dicts): the first run's fields, with `ms` the mean
+    of the runs' medians and `ms_runs` each."""
+    if len(runs) == 1:
+        return runs[0]
+    return {**runs[0], "ms": statistics.mean(r["ms"] for r in runs), "ms_runs": [r["ms"] for r in runs]}
+
+
 def worker(name: str, quick: bool, budget: float, baseline: str | None = None) -> int:
     import torch
     from harness import load
@@ -467,34 +482,50 @@ def worker(name: str, quick: bool, budget: float, baseline: str | None = None) -
         }
     )
 
-    builds = [("tilec", v) for v in CANDIDATES[name]]
-    if baseline:  # the previous build of each variant, timed in the same process right after it
-        builds = [b for v in CANDIDATES[name] for b in (("tilec", v), ("baseline", v))]
-    for kind, variant in builds:
-        rec = {"kind": kind, "workload": name, "variant": variant}
-        try:
-            mod = load(variant) if kind == "tilec" else load_baseline(variant, baseline)
-            out = w["out"]()
-            w["tilec"](mod, *sets[0], out)
-            torch.cuda.synchronize()
-            err = rel_err(out, ref)
-            rec["rel_err"] = err
-            if not err <= TOL:
-                rec["status"] = f"WRONG (rel err {err:.2e} > {TOL:.0e} vs torch): not timed"
+    kinds = ("tilec", "baseline") if baseline else ("tilec",)
+    for variant in CANDIDATES[name]:
+        ready: dict[str, tuple[dict, list]] = {}  # kind -> (its record, its calls), checked
+        for kind in kinds:
+            rec = {"kind": kind, "workload": name, "variant": variant}
+            try:
+                mod = load(variant) if kind == "tilec" else load_baseline(variant, baseline)
+                out = w["out"]()
+                w["tilec"](mod, *sets[0], out)
+                torch.cuda.synchronize()
+                err = rel_err(out, ref)
+                rec["rel_err"] = err
+                if not err <= TOL:
+                    rec["status"] = f"WRONG (rel err {err:.2e} > {TOL:.0e} vs torch): not timed"
+                    emit(rec)
+                    continue
+                outs = [w["out"]() for _ in sets]
+                ready[kind] = (
+                    rec,
+                    [lambda s=s, o=o, m=mod: w["tilec"](m, *s, o) for s, o in zip(sets, outs, strict=True)],
+                )
+            except Exception as e:  # noqa: BLE001
+                rec["status"] = f"ERROR {type(e).__name__}: {str(e)[:400]}"
                 emit(rec)
-                continue
-            outs = [w["out"]() for _ in sets]
-            calls = [lambda s=s, o=o, m=mod: w["tilec"](m, *s, o) for s, o in zip(sets, outs, strict=True)]
-            rec.update(status="ok", **bench(calls, budget))
+                try:
+                    torch.cuda.synchronize()
+                except Exception:  # noqa: BLE001 - sticky CUDA error: stop this worker
+                    return 3
+        runs: dict[str, list[dict]] = {kind: [] for kind in ready}
+        try:
+            for kind in in_turns(list(ready)):
+                runs[kind].append(bench(ready[kind][1], budget))
         except Exception as e:  # noqa: BLE001
-            rec["status"] = f"ERROR {type(e).__name__}: {str(e)[:400]}"
-            emit(rec)
+            for rec, _ in ready.values():
+                rec["status"] = f"ERROR while timing: {type(e).__name__}: {str(e)[:400]}"
+                emit(rec)
             try:
                 torch.cuda.synchronize()
             except Exception:  # noqa: BLE001 - sticky CUDA error: stop this worker
                 return 3
             continue
-        emit(rec)
+        for kind, (rec, _) in ready.items():
+            rec.update(status="ok", **mean_of_runs(runs[kind]))
+            emit(rec)
 
     t_after = bench(torch_calls, budget)
     emit(
@@ -579,6 +610,9 @@ def report(name: str, recs: list[dict]) -> dict:
             line += f"\n  {'':10s} {'  previous build':30s} {b['ms']:9.3f} ms  {b_rate:8.1f} {units}"
             if r.get("status") == "ok":
                 line += f"  new/previous time x{r['ms'] / b['ms']:.3f}"
+                if "ms_runs" in r and "ms_runs" in b:  # timed new, previous, previous, new
+                    line += f"  (new {r['ms_runs'][0]:.3f}, {r['ms_runs'][1]:.3f}; previous "
+                    line += f"{b['ms_runs'][0]:.3f}, {b['ms_runs'][1]:.3f})"
         print(line, flush=True)
     for r in recs:
         if r["kind"] == "baseline" and r.get("status") != "ok":
