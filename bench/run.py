@@ -441,19 +441,23 @@ def load_baseline(variant: str, baseline: str):
         return runtime.compile_source(f.read(), name=f"{variant}-baseline")
 
 
-def in_turns(builds: list[str]) -> list[str]:
+def in_turns(builds: list[str]) -> list[str | None]:
     """The order to time `builds` in: once each for one build; for a build and its previous build,
-    A B B A, so that a drift of the GPU's clocks within the pair falls on both alike (a GEMM at
-    its power limit, timed twice unchanged, moved up to 6% from the first timing to the second)."""
-    return builds if len(builds) < 2 else builds + builds[::-1]
+    a timing thrown away (None: the first build's, a warm-up), then A B B A, so that a penalty on
+    a pair's first timing and a drift of the GPU's clocks within the pair fall on both alike (a
+    GEMM at its power limit, timed twice unchanged, came out up to 6% slower the first time)."""
+    if len(builds) < 2:
+        return list(builds)
+    return [None, *builds, *builds[::-1]]
 
 
 def mean_of_runs(runs: list[dict]) -> dict:
     """One build's timing from its runs (bench's dicts): the first run's fields, with `ms` the mean
-    of the runs' medians and `ms_runs` each."""
+    of the runs' medians, `min` the least of their minima and `ms_runs` each median."""
     if len(runs) == 1:
         return runs[0]
-    return {**runs[0], "ms": statistics.mean(r["ms"] for r in runs), "ms_runs": [r["ms"] for r in runs]}
+    ms = statistics.mean(r["ms"] for r in runs)
+    return {**runs[0], "ms": ms, "min": min(r["min"] for r in runs), "ms_runs": [r["ms"] for r in runs]}
 
 
 def worker(name: str, quick: bool, budget: float, baseline: str | None = None) -> int:
@@ -509,15 +513,23 @@ def worker(name: str, quick: bool, budget: float, baseline: str | None = None) -
                 try:
                     torch.cuda.synchronize()
                 except Exception:  # noqa: BLE001 - sticky CUDA error: stop this worker
+                    for other, _ in ready.values():  # checked, never timed
+                        emit({**other, "status": f"not timed: CUDA error in the {kind} build's check"})
                     return 3
         runs: dict[str, list[dict]] = {kind: [] for kind in ready}
+        share = budget / 2 if len(ready) > 1 else budget  # four timings in the time of two
+        timing = None
         try:
-            for kind in in_turns(list(ready)):
-                runs[kind].append(bench(ready[kind][1], budget))
+            for step in in_turns(list(ready)):
+                timing = step
+                t = bench(ready[step or next(iter(ready))][1], share)
+                if step is not None:
+                    runs[step].append(t)
         except Exception as e:  # noqa: BLE001
-            for rec, _ in ready.values():
-                rec["status"] = f"ERROR while timing: {type(e).__name__}: {str(e)[:400]}"
-                emit(rec)
+            failed = timing or next(iter(ready))
+            for kind, (rec, _) in ready.items():
+                status = f"ERROR while timing: {type(e).__name__}: {str(e)[:400]}"
+                emit({**rec, "status": status if kind == failed else f"not timed: the {failed} build's timing failed"})
             try:
                 torch.cuda.synchronize()
             except Exception:  # noqa: BLE001 - sticky CUDA error: stop this worker

@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 NVCC = os.environ.get("NVCC", "nvcc")
-_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
+_PROPERTIES = re.compile(r"Function properties for (\w+)")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGS = re.compile(r"Used (\d+) registers")
 _FUNCTION = re.compile(r"\s+Function : (\w+)")
@@ -32,11 +32,12 @@ _INSTR = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 
 def ptxas_info(log: str) -> dict[str, dict]:
-    """Per kernel: registers and spill stores/loads in bytes, from `-Xptxas -v` output."""
+    """Per function: registers and spill stores/loads in bytes, from `-Xptxas -v` output (each
+    function's lines follow its "Function properties for")."""
     out: dict[str, dict] = {}
     name = None
     for line in log.splitlines():
-        if m := _ENTRY.search(line):
+        if m := _PROPERTIES.search(line):
             name = m.group(1)
             out[name] = {}
         elif name and (m := _SPILL.search(line)):
@@ -47,8 +48,9 @@ def ptxas_info(log: str) -> dict[str, dict]:
 
 
 def sass_counts(sass: str) -> dict[str, dict]:
-    """Per kernel: wgmma (HGMMA, IGMMA, QGMMA) and mma.sync (HMMA, IMMA, QMMA) counts and the instruction count of its
-    longest loop (the span of its longest backward branch)."""
+    """Per kernel: wgmma (HGMMA, IGMMA, QGMMA) and mma.sync (HMMA, IMMA, QMMA) counts and the
+    instruction count of its longest loop: the span of its longest backward branch, which is the
+    outermost loop (a persistent kernel's tile walk; its main loop is shorter)."""
     out: dict[str, dict] = {}
     name, instrs = None, []
 
@@ -58,7 +60,7 @@ def sass_counts(sass: str) -> dict[str, dict]:
         ops = [text.split()[1] if text.startswith("@") else text.split()[0] for _, text in instrs]
         loop = 0
         for addr, text in instrs:
-            if (m := re.search(r"BRA\s.*?(0x[0-9a-f]+)\s*$", text)) and int(m.group(1), 16) < addr:
+            if (m := re.search(r"\bBRA(?:\.\w+)*\s.*?(0x[0-9a-f]+)\s*$", text)) and int(m.group(1), 16) < addr:
                 loop = max(loop, (addr - int(m.group(1), 16)) // 16 + 1)
         out[name] = {
             "wgmma": sum(op.startswith(("HGMMA", "IGMMA", "QGMMA")) for op in ops),
@@ -89,6 +91,8 @@ def report(path: str, arch: str) -> dict:
             return {"error": build.stderr.strip()[-400:]}
         kernels = ptxas_info(build.stderr)
         dump = subprocess.run(["cuobjdump", "--dump-sass", cubin], capture_output=True, text=True)
+        if dump.returncode != 0:
+            return {"error": "cuobjdump: " + dump.stderr.strip()[-400:]}
         for name, counts in sass_counts(dump.stdout).items():
             kernels.setdefault(name, {}).update(counts)
         return {"kernels": kernels}
@@ -99,7 +103,7 @@ def main() -> int:
     ap.add_argument("--dir", default=".gpu", help="prebuilt folder (tests/gpu/prebuild.py --out)")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--only", default="", help="comma-separated variants")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--jobs", type=int, default=2, help="nvcc builds at once")
     ap.add_argument("--json", default="", help="also write the report here")
     args = ap.parse_args()
     if shutil.which("cuobjdump") is None:
@@ -108,7 +112,8 @@ def main() -> int:
     with open(os.path.join(args.dir, "manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     only = {v for v in args.only.split(",") if v}
-    names = sorted(v for v, e in manifest.items() if e.get("arch") == args.arch and (not only or v in only))
+    wanted = (v for v, e in manifest.items() if e.get("ok") and e.get("arch") == args.arch)
+    names = sorted(v for v in wanted if not only or v in only)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         results = dict(zip(names, pool.map(lambda v: report(os.path.join(args.dir, f"{v}.cu"), args.arch), names)))
     print("| variant | kernel | registers | spills, stores / loads (B) | wgmma | mma.sync | instructions |", end="")

@@ -49,16 +49,26 @@ def value(e: object, env: dict[str, int]) -> int:
     raise TypeError(f"no case for {e!r}")
 
 
-def decl(stmts: tuple[T.Stmt, ...], name: str) -> tir.Expr:
+def decls(stmts: tuple[T.Stmt, ...], name: str) -> list[tir.Expr]:
     found = [s.init for s in T.all_stmts(stmts) if isinstance(s, T.Decl) and s.name == name and s.init is not None]
     assert found, name
-    return found[-1]  # the consumers' (the producer's branch comes first)
+    return found
+
+
+def test_both_roles_walk_the_same_tiles() -> None:
+    """The producer's thread and the consumers each run the walk: the same tile index, each loop
+    bounded by the kernel's one `block_tiles`."""
+    k = walk_kernel()
+    producer, consumers = decls(k.body, "tile_id")
+    assert producer == consumers
+    walks = [s for s in T.all_stmts(k.body) if isinstance(s, T.Loop) and s.var.name == "t"]
+    assert len(walks) == 2 and all(isinstance(w.stop, tir.Var) and w.stop.name == "block_tiles" for w in walks)
 
 
 @pytest.mark.parametrize("grid", [1, 2, 3, 7, 66, 132, 264])
 def test_every_tile_is_taken_once_and_rounds_alternate(grid: int) -> None:
     k = walk_kernel()
-    rounds, mine, tile_id = (decl(k.body, n) for n in ("rounds", "block_tiles", "tile_id"))
+    rounds, mine, tile_id = (decls(k.body, n)[-1] for n in ("rounds", "block_tiles", "tile_id"))
     for tiles in (1, grid - 1, grid, grid + 1, 2 * grid, 2 * grid + 3, 3 * grid - 1, 5 * grid + grid // 2):
         if tiles < 1:
             continue

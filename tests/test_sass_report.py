@@ -23,7 +23,7 @@ SASS = """\
         /*0000*/                   MOV R1, c[0x0][0x28] ;
         /*0010*/                   HGMMA.64x256x16.F32 R24, gdesc[UR24].tnspB, R24 ;
         /*0020*/                   QGMMA.64x256x32.F32.E4M3.E4M3 R24, gdesc[UR24], R24, gsb0 ;
-        /*0030*/              @!P0 BRA 0x10 ;
+        /*0030*/              @!P0 BRA.U.ANY 0x10 ;
         /*0040*/                   EXIT ;
 \tFunction : gemm_fallback_kernel
         /*0000*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
