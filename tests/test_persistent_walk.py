@@ -68,7 +68,8 @@ def test_both_roles_walk_the_same_tiles() -> None:
 @pytest.mark.parametrize("grid", [1, 2, 3, 7, 66, 132, 264])
 def test_every_tile_is_taken_once_and_rounds_alternate(grid: int) -> None:
     k = walk_kernel()
-    rounds, mine, tile_id = (decls(k.body, n)[-1] for n in ("rounds", "block_tiles", "tile_id"))
+    names = ("rounds", "last_round_place", "block_tiles", "tile_id")
+    rounds, last_place, mine, tile_id = (decls(k.body, n)[-1] for n in names)
     for tiles in (1, grid - 1, grid, grid + 1, 2 * grid, 2 * grid + 3, 3 * grid - 1, 5 * grid + grid // 2):
         if tiles < 1:
             continue
@@ -76,6 +77,7 @@ def test_every_tile_is_taken_once_and_rounds_alternate(grid: int) -> None:
         for b in range(grid):
             env = {"tiles": tiles, "blockIdx.x": b, "gridDim.x": grid}
             env["rounds"] = value(rounds, env)
+            env["last_round_place"] = value(last_place, env)
             mine_b = value(mine, env)
             walk = [value(tile_id, {**env, "t": t}) for t in range(mine_b)]
             assert all(x // grid == t for t, x in enumerate(walk)), "one tile a round"

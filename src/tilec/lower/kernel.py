@@ -146,13 +146,15 @@ def _warp_roles(
 
         const int tiles = <grid extents multiplied>;
         const int rounds = tiles / gridDim.x;  // whole rounds; round `rounds` has tiles % gridDim.x
-        const int block_tiles = rounds + (<b's place in round `rounds`> < tiles % gridDim.x ? 1 : 0);
+        const int last_round_place = <b's place in round `rounds`>;
+        const int block_tiles = rounds + (last_round_place < tiles % gridDim.x ? 1 : 0);
         <ring set-up>
         if (tx >= threads) { producer entry; if (tx == threads) { state; walk(producer_tile) } }
         else { consumer entry; walk(flags, body) }
     """
     ctx.state.helpers.add("persistent")
-    tiles, rounds, mine = (tir.Var(ctx.fresh(n), I32, "thread") for n in ("tiles", "rounds", "block_tiles"))
+    names = ("tiles", "rounds", "last_round_place", "block_tiles")
+    tiles, rounds, last_place, mine = (tir.Var(ctx.fresh(n), I32, "thread") for n in names)
     count = grid[0]
     for extent in grid[1:]:
         count = _op("*", count, extent)
@@ -163,13 +165,14 @@ def _warp_roles(
         even = tir.BinOp("==", _op("%", round_, int_(2)), int_(0), DType.bool)
         return tir.Select(even, block, _op("-", _op("-", blocks, int_(1)), block), I32)
 
-    last = tir.BinOp("<", place(rounds), _op("%", tiles, blocks), DType.bool)
+    in_last = tir.BinOp("<", last_place, _op("%", tiles, blocks), DType.bool)  # the last round is partial
     head: list[T.Stmt] = [
         _const(tiles, count),
         T.Comment("persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's"),
         T.Comment("blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones"),
         _const(rounds, _op("//", tiles, blocks)),
-        _const(mine, _op("+", rounds, tir.Select(last, int_(1), int_(0), I32))),
+        _const(last_place, place(rounds)),
+        _const(mine, _op("+", rounds, tir.Select(in_last, int_(1), int_(0), I32))),
     ]
     t = T.Sym(ctx.fresh("t"), I32)
     tile = tir.Var(ctx.fresh("tile_id"), I32, "thread")

@@ -890,12 +890,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
   // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
   const int rounds = tiles / static_cast<int>(gridDim.x);
-  const int block_tiles =
-      rounds + ((rounds % 2 == 0 ? static_cast<int>(blockIdx.x)
-                                 : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) <
-                        tiles % static_cast<int>(gridDim.x)
-                    ? 1
-                    : 0);
+  const int last_round_place = rounds % 2 == 0
+                                   ? static_cast<int>(blockIdx.x)
+                                   : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
+  const int block_tiles = rounds + (last_round_place < tiles % static_cast<int>(gridDim.x) ? 1 : 0);
   const bool Q_vec8 = reinterpret_cast<uintptr_t>(Q) % 16 == 0;
   const bool O_vec2 = reinterpret_cast<uintptr_t>(O) % 16 == 0;
   if (tx == 0) {

@@ -609,12 +609,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
   // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
   const int rounds = tiles / static_cast<int>(gridDim.x);
-  const int block_tiles =
-      rounds + ((rounds % 2 == 0 ? static_cast<int>(blockIdx.x)
-                                 : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) <
-                        tiles % static_cast<int>(gridDim.x)
-                    ? 1
-                    : 0);
+  const int last_round_place = rounds % 2 == 0
+                                   ? static_cast<int>(blockIdx.x)
+                                   : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
+  const int block_tiles = rounds + (last_round_place < tiles % static_cast<int>(gridDim.x) ? 1 : 0);
   if (tx == 0) {
 #pragma unroll
     for (int i_1 = 0; i_1 < 3; ++i_1) {
