@@ -11,6 +11,7 @@ import pytest
 
 from tilec import thread_ir as T
 from tilec import tir
+from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
 from tilec.pipeline import run_passes
 
@@ -84,3 +85,16 @@ def test_every_tile_is_taken_once_and_rounds_alternate(grid: int) -> None:
             assert all(x % grid == (b if t % 2 == 0 else grid - 1 - b) for t, x in enumerate(walk))
             taken += walk
         assert sorted(taken) == list(range(tiles)), (grid, tiles)
+
+
+def test_with_bodies_rewrites_each_statement_list_and_keeps_the_other_fields() -> None:
+    """thread_ir.with_bodies, through which the edge paths' reread and the nested lane names walk
+    a kernel: an `if` keeps its condition and its `edge` flag."""
+    mark = T.Comment("x")
+    cond = tir.BoolImm(True)
+    branch = T.IfThen(cond, (mark,), (mark,), edge=True)
+    doubled = T.with_bodies(branch, lambda body: body * 2)
+    assert doubled == T.IfThen(cond, (mark, mark), (mark, mark), edge=True)
+    loop = T.Loop(T.Sym("k", DType.int32), tir.IntImm(0), tir.IntImm(4), 1, False, (branch,))
+    assert T.with_bodies(loop, lambda body: ()).body == ()
+    assert T.with_bodies(mark, lambda body: ()) is mark

@@ -128,12 +128,8 @@ def _among(body: tuple[T.Stmt, ...], named: T.Barrier) -> tuple[T.Stmt, ...]:
         match s:
             case T.Barrier(kind="block"):
                 out.append(named)
-            case T.Loop() | T.While() | T.Scope():
-                out.append(replace(s, body=_among(s.body, named)))
-            case T.IfThen():
-                out.append(replace(s, then=_among(s.then, named), orelse=_among(s.orelse, named)))
             case _:
-                out.append(s)
+                out.append(T.with_bodies(s, lambda body: _among(body, named)))
     return tuple(out)
 
 
@@ -144,12 +140,8 @@ def _fenced(body: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:
         match s:
             case T.Barrier(kind="block"):
                 out += [FENCE_PROXY_ASYNC, s]
-            case T.Loop() | T.While() | T.Scope():
-                out.append(replace(s, body=_fenced(s.body)))
-            case T.IfThen():
-                out.append(replace(s, then=_fenced(s.then), orelse=_fenced(s.orelse)))
             case _:
-                out.append(s)
+                out.append(T.with_bodies(s, _fenced))
     return tuple(out)
 
 

@@ -15,8 +15,8 @@ shape (times stages), fragments and locals are per-thread register arrays.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias, assert_never
 
 from tilec import tir
@@ -387,3 +387,14 @@ def bodies(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
             return ()
         case _:
             assert_never(s)
+
+
+def with_bodies(s: Stmt, f: Callable[[tuple[Stmt, ...]], tuple[Stmt, ...]]) -> Stmt:
+    """`s` with `f` applied to each statement list directly inside it (`bodies(s)`), its other
+    fields kept."""
+    match s:
+        case Loop() | While() | Scope():
+            return replace(s, body=f(s.body))
+        case IfThen():
+            return replace(s, then=f(s.then), orelse=f(s.orelse))
+    return s

@@ -201,14 +201,10 @@ def _edges_reread_tx(ctx: LowerContext, body: list[T.Stmt]) -> list[T.Stmt]:
         return tuple(reread(s) for s in stmts)
 
     def reread(s: T.Stmt) -> T.Stmt:
-        match s:
-            case T.IfThen(then=then, orelse=orelse, edge=edge):
-                fresh = (_const(ctx.tx, builtin("thread_index_reread")),) if edge and orelse else ()
-                if fresh:
-                    ctx.state.helpers.add("thread_index")
-                return replace(s, then=walk(then), orelse=(*fresh, *walk(orelse)))
-            case T.Loop(body=inner) | T.While(body=inner) | T.Scope(body=inner):
-                return replace(s, body=walk(inner))
+        s = T.with_bodies(s, walk)
+        if isinstance(s, T.IfThen) and s.edge and s.orelse:
+            ctx.state.helpers.add("thread_index")
+            return replace(s, orelse=(_const(ctx.tx, builtin("thread_index_reread")), *s.orelse))
         return s
 
     return list(walk(tuple(body)))
@@ -461,7 +457,7 @@ def _assuming(body: tuple[T.Stmt, ...], flags: set[tir.Var]) -> list[T.Stmt]:
                 rest = [c for c in conjuncts(cond) if c not in flags]
                 then_, else_ = _assuming(then, flags), _assuming(orelse, flags)
                 if rest:
-                    out.append(T.IfThen(all_of(rest), tuple(then_), tuple(else_)))
+                    out.append(replace(s, cond=all_of(rest), then=tuple(then_), orelse=tuple(else_)))
                 else:  # its declarations have names of their own (fresh): they join the block
                     out.extend(then_)
             case T.Loop(body=inner) | T.While(body=inner) | T.Scope(body=inner):

@@ -82,12 +82,7 @@ def _after_tx(stmts: tuple[T.Stmt, ...], tx: str, names: tuple[T.Stmt, ...]) -> 
     persistent kernel's consumers read their thread index again in each tile: lower/kernel.py)."""
     out: list[T.Stmt] = []
     for s in stmts:
-        match s:
-            case T.Loop(body=body) | T.While(body=body) | T.Scope(body=body):
-                s = dataclasses.replace(s, body=_after_tx(body, tx, names))
-            case T.IfThen(then=then, orelse=orelse):
-                s = dataclasses.replace(s, then=_after_tx(then, tx, names), orelse=_after_tx(orelse, tx, names))
-        out.append(s)
+        out.append(T.with_bodies(s, lambda body: _after_tx(body, tx, names)))
         if isinstance(s, T.Decl) and s.name == tx:
             out.extend(names)
     return tuple(out)

@@ -47,7 +47,6 @@ INTRINSICS: dict[str, str] = {
     "printf": "printf({args})",
     "trap": "__builtin_trap()",
     "address": "reinterpret_cast<uintptr_t>({0})",
-    "warp_uniform": "__builtin_amdgcn_readfirstlane({0})",  # lane 0's value, in a scalar register
 }
 
 # C++ names of the element types where HIP's differ from dtypes.py's (CUDA's). ROCm 5.2's headers
