@@ -41,6 +41,7 @@ def test_spec_is_consistent(name: str) -> None:
     match = corpus_prebuild.SOURCE.match(header)
     assert match and match.group(1) == spec.source, "the spec's TileLang source is the .tile header's"
     assert sum(c.timed for c in spec.cases) == 1, "exactly one timed case"
+    assert not any(c.timed and c.also_timed for c in spec.cases), "the row's case is not also timed"
     assert all(c.build in spec.builds for c in spec.cases), "every case runs a build the prebuild makes"
     assert len({c.label for c in spec.cases}) == len(spec.cases)
     assert spec.parts and len(set(spec.parts)) == len(spec.parts)
