@@ -560,3 +560,28 @@ def test_emit_thread_spells_the_targets_barriers() -> None:
     """`--emit thread` prints with the target's spelling: sm_90a's mbarriers and named barriers too."""
     text = compile_program(elaborate_file(str(ROOT / "examples" / "gemm.tile"), {}), "sm_90a", emit="thread")
     assert "tilec_mbarrier_init(" in text and "bar.sync" in text
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_a_gemm_adding_into_the_next_ones_accumulator_is_waited_for_with_it(arch: str) -> None:
+    """TileLang's MLA decode adds the rotary scores into the latent ones: on wgmma the first
+    product's group is waited for with the second's (then_accumulates); P V into another
+    accumulator, and mma.sync's synchronous products, are not chained."""
+    from tilec import driver, tir_walk
+    from tilec.pipeline import run_passes, tile_ir_passes
+
+    path = str(ROOT / "tests" / "corpus" / "tilelang" / "mla_decode.tile")
+    defines = {"block_H": "64", "block_N": "32"} if arch == "sm_80" else {}  # sm_80: fit its shared memory
+    (unit,) = run_passes(driver.elaborate(path, defines, arch), arch, tile_ir_passes(), widen=False)
+    gemms = [s for s in tir_walk.stmts(unit.kernel.body) if isinstance(s, tir.Gemm)]
+    assert [(g.a.buffer.name, g.then_accumulates) for g in gemms] == [
+        ("Q_shared", arch == "sm_90a"),
+        ("Q_pe_shared", False),
+        ("S_shared", False),
+    ]
+    if arch == "sm_90a":
+        cuda = driver.compile_file(path, defines, arch=arch)
+        loop = cuda[cuda.index("(consumers: wgmma)") :]
+        first, second = loop.index("gemm(Q_shared"), loop.index("gemm(Q_pe_shared")
+        assert "tilec_wgmma_wait" not in loop[first:second]  # the one wait follows the rotary part
+        assert "tilec_wgmma_wait<0>" in loop[second : loop.index("copy(scores_max")]

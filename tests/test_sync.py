@@ -604,3 +604,84 @@ def test_stores_apart_into_views_sharing_bytes_keep_the_barrier() -> None:
         "|",
         "Decl",
     ]
+
+
+def reduction(name: str) -> T.Scope:
+    """A cross-warp reduction's op: registers first, then its own barrier before its scratch."""
+    fold = T.Assign(T.Sym("red", DType.float32), tir.FloatImm(0.0, DType.float32))
+    return T.Scope(name, (fold, BLOCK), access=T.SharedAccess(scratch=True))
+
+
+def test_an_op_opening_with_a_barrier_needs_none_before_it() -> None:
+    stmts = (op("copy A", writes="A"), reduction("reduce"), op("use A", reads="A"))
+    assert shape(placed(*stmts)) == ["copy A", "reduce", "use A"]
+
+
+def test_an_op_touching_shared_memory_before_its_barrier_gets_one() -> None:
+    store = T.Assign(T.Subscript("A", (tir.IntImm(0, I32),), DType.float32), tir.FloatImm(0.0, DType.float32))
+    late = T.Scope("late barrier", (store, BLOCK), access=T.SharedAccess(writes=frozenset({"A"})))
+    stmts = (T.SharedView("A", DType.float32, (4,), 0), op("use A", reads="A"), late)
+    assert shape(placed(*stmts)) == ["SharedView", "use A", "|", "late barrier"]
+
+
+def test_a_loop_whose_next_iteration_meets_a_barrier_first_needs_none_at_its_end() -> None:
+    # MLA decode: P V reads P; the next iteration's reduction meets its barrier before P is written
+    body = (op("scores", reads="Q"), reduction("reduce"), op("copy P", writes="P"), op("P V", reads="P"))
+    assert shape(placed(loop(*body))) == [["scores", "reduce", "copy P", "|", "P V"]]
+
+
+def test_a_hazard_before_the_next_barrier_keeps_the_loop_end_barrier() -> None:
+    body = (op("copy P", writes="P"), reduction("reduce"), op("P V", reads="P"))
+    assert shape(placed(loop(*body))) == [["copy P", "reduce", "P V", "|"]]
+
+
+def fences(stmts: tuple[T.Stmt, ...]) -> list[object]:
+    """`shape`, with proxy fences shown as `fence` and a Scope's own barriers after its name."""
+    out: list[object] = []
+    for s in stmts:
+        match s:
+            case T.Barrier(kind="fence_proxy_async"):
+                out.append("fence")
+            case T.Scope(comment=c, body=body) if any(isinstance(x, T.Barrier) for x in body):
+                out.append((c, fences(body)))
+            case T.Loop(body=body):
+                out.append(fences(body))
+            case _:
+                out += shape((s,))
+    return out
+
+
+def test_proxy_fences_only_where_the_async_proxy_may_read_what_was_written() -> None:
+    # wgmma reads Q and P through the async proxy; the reduction's scratch is never read so
+    wgmma = op("wgmma", reads="QP", proxy_reads=True)
+    body = (
+        op("copy Q", writes="Q"),
+        op("scores", reads="Q", proxy_reads=True),
+        reduction("reduce"),
+        op("copy P", writes="P"),
+        op("P V", reads="P", proxy_reads=True),
+    )
+    views = [T.SharedView(name, DType.float16, (64,), at) for name, at in (("Q", 0), ("P", 128))]
+    out = fences(placed(*views, wgmma, loop(*body)))
+    # Q's copy is fenced at the barrier before the scores; the reduction's barrier, with nothing
+    # written since, is not; P's copy is fenced before P V; the loop needs no barrier at its end
+    assert out == [
+        "SharedView",
+        "SharedView",
+        "wgmma",
+        "|",
+        ["copy Q", "fence", "|", "scores", ("reduce", ["Assign", "|"]), "copy P", "fence", "|", "P V"],
+    ]
+
+
+def test_an_op_opening_with_a_barrier_is_fenced_there_when_it_orders_a_write() -> None:
+    views = [T.SharedView(name, DType.float16, (64,), at) for name, at in (("Q", 0), ("P", 128))]
+    stmts = (*views, op("copy Q", writes="Q"), reduction("reduce"), op("scores", reads="Q", proxy_reads=True))
+    assert fences(placed(*stmts))[2:] == ["copy Q", ("reduce", ["Assign", "fence", "|"]), "scores"]
+
+
+def test_a_loop_ending_dirty_fences_its_first_barrier() -> None:
+    # the copy of P at the end of iteration k is read by iteration k + 1's wgmma, behind its barrier
+    views = [T.SharedView("P", DType.float16, (64,), 0)]
+    body = (BLOCK, op("P V", reads="P", proxy_reads=True), op("other", reads="Q"), op("copy P", writes="P"))
+    assert fences(placed(*views, loop(*body))) == ["SharedView", ["fence", "|", "P V", "other", "|", "copy P"]]

@@ -10,9 +10,13 @@ The contract with lowering:
 
 - Every tile op is one `T.Scope` whose `access` (T.SharedAccess) lists the
   shared tiles it reads and writes (`shared_reads_writes` below gives them from
-  the Tile IR). The pass reads that record only: it never looks inside a Scope,
-  and a Scope's own barriers (a cross-warp reduction's scratch, a staged gemm
-  operand) are the op's business.
+  the Tile IR). The pass reads that record only, and a Scope's own barriers (a
+  cross-warp reduction's scratch, a staged gemm operand) are the op's business; it
+  looks inside a Scope only to see whether its code opens with a `block` barrier,
+  before any shared access or call (`opens_with_barrier`): that barrier orders what
+  is pending before the op, which then needs none placed before it. (MLA decode's
+  loop: the reductions' barriers order P V's reads of the P tile against the next
+  iteration's write of it, with no barrier at the end of the body.)
 - Scalar statements outside Scopes (a store into a shared tile, a declaration
   reading one, a branch's condition, a loop's bounds) are ordered by their
   subscripts of the kernel's shared arrays (its SharedViews and shared
@@ -36,9 +40,10 @@ The contract with lowering:
   checks nor tracks them.
 - Loops: a loop whose body touches shared memory starts with nothing pending
   (a barrier before it if anything is), and its body ends with nothing pending
-  (a barrier at its end) unless the body begins with a `block` barrier (before
-  any tile op, loop, branch or scalar access of a shared array), which orders
-  one iteration's accesses against the next one's, or all that is pending are
+  (a barrier at its end) unless the next iteration meets a `block` barrier (its own,
+  or the first one of a tile op whose code opens with one, above) before any access
+  that is a hazard with what is pending (`barrier_ahead`), which orders one iteration's
+  accesses against the next one's, or all that is pending are
   reads of tiles the body never writes and stores that no two iterations make into
   one element (they stay pending after the loop: its next access of them gets the
   barrier). Such stores (`disjoint_stores`) are the body's only accesses of their
@@ -106,14 +111,15 @@ FENCE_PROXY_ASYNC = T.Barrier("fence_proxy_async")
 
 def place_barriers(kernel: T.Kernel) -> T.Kernel:
     """`kernel` with the `block` barriers its shared-memory accesses need; in a kernel with a tile
-    op reading shared memory through the asynchronous proxy (`proxy_reads`), every `block`
-    barrier comes after a proxy fence, so that what each thread wrote before the barrier is
-    visible to those reads (the writers fence: a barrier alone orders only ordinary accesses)."""
+    op reading shared memory through the asynchronous proxy (`proxy_reads`), a `block` barrier
+    comes after a proxy fence where ordinary writes of tiles that proxy may touch could have
+    happened since the last fence (`_Fences`), so that they are visible to those reads (the
+    writers fence: a barrier alone orders only ordinary accesses)."""
     placement = _Placement(_shared_arrays(kernel.body), aliases(kernel.body), _declared_once(kernel))
     placement.uniform.update(p.name for p in kernel.params if p.name in placement.once and not p.pointer)
     body = tuple(placement.block(kernel.body, _State()))
     if any(isinstance(s, T.Scope) and s.access.proxy_reads for s in T.all_stmts(body)):
-        body = _fenced(body)
+        body = _Fences(placement, _proxied(body, placement)).block(body, False)[0]
     if kernel.consumer_threads:  # warp roles: only the consumers run the body's barriers
         body = _among(
             body, T.Barrier("named", (tir.IntImm(1, DType.int32), tir.IntImm(kernel.consumer_threads, DType.int32)))
@@ -143,6 +149,79 @@ def _fenced(body: tuple[T.Stmt, ...]) -> tuple[T.Stmt, ...]:
             case _:
                 out.append(T.with_bodies(s, _fenced))
     return tuple(out)
+
+
+def _proxied(body: tuple[T.Stmt, ...], placement: _Placement) -> frozenset[str]:
+    """The shared arrays the asynchronous proxy may touch, with every array sharing bytes with
+    one: those a `proxy_reads` op reads or TMA writes, and those no access record names (a warp
+    role loop's ring tiles, which lowering leaves out of them). Cross-warp scratch is among the
+    latter, but its ordinary writes are inside the ops (not `SharedAccess.writes`) and never
+    make a fence needed."""
+    named: set[str] = set()
+    suspect: set[str] = set()
+    for s in T.all_stmts(body):
+        match s:
+            case T.Scope(access=a):
+                named |= a.reads | a.writes | a.async_writes | a.tx_writes | a.stage_writes
+                suspect |= a.tx_writes | a.stage_writes | (a.reads if a.proxy_reads else frozenset())
+            case T.Decl() | T.Assign() | T.IfThen() | T.Loop() | T.While():
+                acc = placement.scalar_access(s)
+                named |= acc.reads | acc.writes
+    suspect |= placement.shared - named
+    return frozenset(x for x in placement.shared if _storage(frozenset({x}), placement.aliases) & suspect)
+
+
+@dataclass(frozen=True)
+class _Fences:
+    """Proxy fences for a kernel whose barriers are placed: walking it in order, `dirty` says
+    whether this thread may have written one of the `proxied` arrays (an ordinary or
+    asynchronous copy's write, a scalar store) since its last fence; a `block` barrier the
+    kernel's own statements hold (not one inside a tile op) gets a fence before it when so.
+    Branches join (either dirty), a loop is walked dirty when its body ends so, a `break`
+    leaves it dirty. Inside an op reading through the proxy (a wgmma gemm staging its operand),
+    every barrier is fenced, as before any such read; other ops' barriers (a reduction's
+    scratch) order only ordinary accesses and get none."""
+
+    placement: _Placement
+    proxied: frozenset[str]
+
+    def block(self, body: tuple[T.Stmt, ...], dirty: bool) -> tuple[tuple[T.Stmt, ...], bool]:
+        out: list[T.Stmt] = []
+        for s in body:
+            code, dirty = self.stmt(s, dirty)
+            out += code
+        return tuple(out), dirty
+
+    def stmt(self, s: T.Stmt, dirty: bool) -> tuple[list[T.Stmt], bool]:
+        match s:
+            case T.Scope(access=a):
+                written = bool((a.writes | a.async_writes) & self.proxied)
+                if a.proxy_reads:
+                    return [T.with_bodies(s, _fenced)], dirty or written
+                if dirty and self.placement.opens_with_barrier(s):  # it orders what came before (_Placement)
+                    at = next(i for i, x in enumerate(s.body) if isinstance(x, T.Barrier))
+                    return [replace(s, body=(*s.body[:at], FENCE_PROXY_ASYNC, *s.body[at:]))], written
+                return [s], dirty or written
+            case T.Barrier(kind="block"):
+                return ([FENCE_PROXY_ASYNC, s] if dirty else [s]), False
+            case T.Barrier(kind="async_wait"):  # retired asynchronous copies: this thread's writes now
+                return [s], True
+            case T.IfThen(then=then, orelse=orelse):
+                then_code, d1 = self.block(then, dirty)
+                else_code, d2 = self.block(orelse, dirty)
+                return [replace(s, then=then_code, orelse=else_code)], d1 or d2
+            case T.Loop(body=body) | T.While(body=body):
+                code, end = self.block(body, dirty)
+                if end and not dirty:  # the next iteration starts dirty
+                    code, end = self.block(body, True)
+                breaks = any(isinstance(x, T.Break) for x in T.all_stmts(body))
+                return [replace(s, body=code)], dirty or end or breaks
+            case T.Decl() | T.Assign():
+                return [s], dirty or bool(self.placement.scalar_access(s).writes & self.proxied)
+            case T.Barrier() | T.SharedView() | T.Call() | T.Comment() | T.Break():
+                return [s], dirty
+            case _:
+                assert_never(s)
 
 
 # ---------------------------------------------------------------- the state
@@ -269,6 +348,8 @@ class _Placement:
         """(barriers to place before `s`, `s` rewritten); updates `st` past `s`."""
         match s:
             case T.Scope(access=access, span=span):
+                if self.opens_with_barrier(s):  # its own first barrier orders what is pending
+                    st.retire()
                 return _access(access, st, span, self.aliases), [s]
             case T.Loop() | T.While():
                 return self.loop(s, st)
@@ -357,9 +438,51 @@ class _Placement:
         stay pending after the loop for whatever accesses them next."""
         code = self.block(body, st)
         carried = st.writes - apart or st.reads & self.written_in(body)
-        if touches and not self.starts_with_barrier(body) and carried:
+        if touches and carried and not self.barrier_ahead(body, st):
             code += st.flush()
         return code
+
+    def barrier_ahead(self, body: tuple[T.Stmt, ...], st: _State) -> bool:
+        """The next iteration of `body` meets a block barrier (its own, or the first one of a tile
+        op opening with one: a cross-warp reduction) before any access that is a hazard with
+        what `st` has pending at the end of this one (module docstring, Loops)."""
+        for s in body:
+            match s:
+                case T.Barrier(kind="block"):
+                    return True
+                case T.Scope(access=a):
+                    if self.opens_with_barrier(s):
+                        return True
+                    if _hazard(a, st, self.aliases):
+                        return False
+                case T.Decl() | T.Assign():
+                    if _hazard(self.scalar_access(s), st, self.aliases):
+                        return False
+                case T.Loop() | T.While() | T.IfThen():
+                    if self.touches(s):
+                        return False
+                case T.Barrier() | T.SharedView() | T.Call() | T.Comment() | T.Break():
+                    continue
+                case _:
+                    assert_never(s)
+        return False
+
+    def opens_with_barrier(self, scope: T.Scope) -> bool:
+        """The tile op's code runs a block barrier before it touches shared memory or calls anything
+        (a cross-warp reduction folds in registers first, then meets at its scratch): what is
+        pending before it is ordered by that barrier."""
+        for s in scope.body:
+            match s:
+                case T.Barrier(kind="block"):
+                    return True
+                case T.Decl() | T.Assign():
+                    if self.scalar_access(s).touches:
+                        return False
+                case T.Comment() | T.SharedView():
+                    continue
+                case _:
+                    return False
+        return False
 
     def disjoint_stores(self, s: T.Loop) -> frozenset[str]:
         """The shared arrays that `s`'s body stores into, each iteration into elements no other
@@ -437,24 +560,6 @@ class _Placement:
         return all(o is not None for o in touched.values()) and not any(
             self.aliases.get(n, frozenset()) - {n} for n in touched
         )
-
-    def starts_with_barrier(self, body: tuple[T.Stmt, ...]) -> bool:
-        """A block barrier comes before any tile op, loop, branch or scalar access of shared
-        memory in `body`."""
-        for s in body:
-            match s:
-                case T.Barrier(kind="block"):
-                    return True
-                case T.Scope() | T.Loop() | T.While() | T.IfThen():
-                    return False
-                case T.Decl() | T.Assign():
-                    if self.scalar_access(s).touches:
-                        return False
-                case T.Barrier() | T.SharedView() | T.Call() | T.Comment() | T.Break():
-                    continue
-                case _:
-                    assert_never(s)
-        return False
 
     def touches(self, s: T.Stmt) -> bool:
         """`s` (nested loops and branches too) touches shared memory."""
@@ -630,6 +735,14 @@ def _access(a: T.SharedAccess, st: _State, span: Span, aliases: dict[str, frozen
             raise error(span, "internal: TMA writes without the mbarrier that completes them")
         st.tx[a.mbarrier] = st.tx.get(a.mbarrier, frozenset()) | a.tx_writes
     return before
+
+
+def _hazard(a: T.SharedAccess, st: _State, aliases: dict[str, frozenset[str]]) -> bool:
+    """Whether doing `a` meets an access `st` has pending: a read of a pending write, a write of
+    a pending read or write (views sharing bytes are one storage)."""
+    reads = _storage(a.reads, aliases)
+    writes = _storage(a.writes | a.async_writes | a.tx_writes | a.stage_writes, aliases)
+    return bool(reads & st.writes or writes & (st.reads | st.writes))
 
 
 def _storage(names: frozenset[str], aliases: dict[str, frozenset[str]]) -> frozenset[str]:

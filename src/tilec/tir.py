@@ -284,6 +284,7 @@ class Gemm:
     a_from_registers: bool = False  # A's accumulator layout is this gemm's A fragment (passes/infer_layouts.py)
     fragments_ahead: bool = False  # a GEMM main loop's gemm: fragments loaded a k step ahead (plan_pipeline)
     then_issue: tuple[Buffer, ...] = ()  # the producers, by the tile each fills, issued right after it (plan_pipeline)
+    then_accumulates: bool = False  # the next statement is a wgmma gemm into C: waited for with it (plan_pipeline)
     span: Span = field(default=NO_SPAN, compare=False)
 
 

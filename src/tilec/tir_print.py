@@ -111,12 +111,13 @@ def _stmt(s: tir.Stmt, depth: int) -> list[str]:
             tail += f" when {expr_text(guard)}" if guard is not None else ""
             tail += f" (pipeline={pipeline})" if pipeline is not None else ""
             return [f"{pad}copy {_region(src)} -> {_region(dst)}{tail}"]
-        case tir.Gemm(a, b, c, ta, tb, policy, clear, instruction, a_registers, ahead, then_issue):
+        case tir.Gemm(a, b, c, ta, tb, policy, clear, instruction, a_registers, ahead, then_issue, chained):
             flags = f"transpose_A={ta}, transpose_B={tb}, policy={policy}, clear_accum={clear}"
             flags += f", instruction={instruction}" if instruction is not None else ""
             flags += ", a_from_registers=True" if a_registers else ""
             flags += ", fragments_ahead=True" if ahead else ""
             flags += f", then_issue=[{', '.join(b.name for b in then_issue)}]" if then_issue else ""
+            flags += ", then_accumulates=True" if chained else ""
             return [f"{pad}gemm {_region(a)}, {_region(b)} -> {_region(c)} ({flags})"]
         case tir.Fill(dst, value):
             return [f"{pad}fill {_region(dst)} = {expr_text(value)}"]

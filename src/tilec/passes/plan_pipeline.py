@@ -119,6 +119,12 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
             else:
                 for c, g in _issue_points(loop, found):
                     issue[id(g)] = (*issue.get(id(g), ()), c.dst.buffer)
+    chained = {
+        id(block[i])
+        for block in tir_walk.blocks(kernel.body)
+        for i in range(len(block) - 1)
+        if id(block[i]) not in ahead and id(block[i]) not in issue and _accumulates_next(block[i], block[i + 1], target)
+    }
     early = {
         id(copy)
         for block in tir_walk.blocks(kernel.body)
@@ -141,11 +147,30 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
                 return replace(
                     s, warp_specialized=id(s) in specialized, single_buffered=id(s) in single_ids, schedule=sched
                 )
-            case tir.Gemm() if id(s) in ahead or id(s) in issue:
-                return replace(s, fragments_ahead=id(s) in ahead, then_issue=issue.get(id(s), ()))
+            case tir.Gemm() if id(s) in ahead or id(s) in issue or id(s) in chained:
+                return replace(
+                    s,
+                    fragments_ahead=id(s) in ahead,
+                    then_issue=issue.get(id(s), ()),
+                    then_accumulates=id(s) in chained,
+                )
         return s
 
     return tir_walk.map_kernel(kernel, decided)
+
+
+def _accumulates_next(a: tir.Stmt, b: tir.Stmt, target: Target) -> bool:
+    """Whether gemm `a` need not finish before gemm `b`, the next statement: both on wgmma, `b`
+    adding into the same accumulator region, on operands `a` does not write, A from shared memory
+    or registers as they are (not staged). The tensor cores run one warp group's products in
+    order, so `b`'s wait covers both (MLA decode: Q K^T, then the rotary part into the same scores)."""
+    if not isinstance(a, tir.Gemm) or not isinstance(b, tir.Gemm) or b.clear_accum or a.c != b.c:
+        return False
+    if any(instruction_named(target, g.instruction).group != "warp_group" for g in (a, b)):
+        return False
+    if a.c.buffer in (b.a.buffer, b.b.buffer):
+        return False
+    return b.a.buffer.scope == "shared" or b.a_from_registers
 
 
 def _scheduled(loop: tir.For, found: list[tir.Copy], target: Target) -> tir.Schedule:

@@ -73,7 +73,7 @@ from tilec.passes.plan_pipeline import (
 )
 from tilec.passes.select import gemm_depth
 from tilec.simplify import const, int_, simplify, substitute
-from tilec.sync import BLOCK, shared_reads_writes
+from tilec.sync import BLOCK, FENCE_PROXY_ASYNC, shared_reads_writes
 from tilec.targets import instruction_named
 
 __all__ = [
@@ -115,7 +115,7 @@ def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
     """wgmma for a warp-group record, sm_80's mma.sync for the others."""
     if record.group != "warp_group":
         return warp_gemm(ctx, s, record)
-    return _wgmma_gemm(ctx, s, record)
+    return _wgmma_gemm(ctx, s, record, in_flight=None if s.then_accumulates else 0)
 
 
 def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: int | None = 0) -> list[T.Stmt]:
@@ -835,6 +835,7 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
         T.IfThen(first, (_call("tilec_bulk_wait_read<0>"),)),
         BLOCK,
         *write,
+        FENCE_PROXY_ASYNC,  # the stage's ordinary writes, before the bulk stores read it
         BLOCK,
         T.IfThen(first, tuple(issue)),
     ]

@@ -105,7 +105,6 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  __syncthreads();
   // gemm_register_a.tile:13: gemm(a, B_s, acc, clear_accum=True)
   {
     __syncthreads();

@@ -1674,7 +1674,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
         }
       }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
     }
   }

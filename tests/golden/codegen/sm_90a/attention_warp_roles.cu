@@ -1212,7 +1212,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
           }
         }
       }
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
     }
   }

@@ -199,7 +199,6 @@ extern "C" __global__ void __launch_bounds__(128)
       tilec_wgmma_wait<0>();
       tilec_wgmma_hold<32>(&acc[0]);
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
   }
   // epilogue_staging.tile:16: copy(acc, C_s)
@@ -219,7 +218,6 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   // epilogue_staging.tile:17: copy(C_s, C[by * 64, bx * 64])
   {

@@ -178,7 +178,6 @@ extern "C" __global__ void __launch_bounds__(128)
       tilec_wgmma_wait<0>();
       tilec_wgmma_hold<32>(&acc[0]);
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
   }
   // gemm_mma.tile:12: copy(acc, C[by * 64, bx * 64])

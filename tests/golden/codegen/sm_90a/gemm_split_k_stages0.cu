@@ -353,7 +353,6 @@ extern "C" __global__ void __launch_bounds__(128)
       tilec_wgmma_wait<0>();
       tilec_wgmma_hold<128>(&C_local[0]);
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
   }
   // gemm_split_k_stages0.tile:20: for i, j in Parallel(block_M, block_N):

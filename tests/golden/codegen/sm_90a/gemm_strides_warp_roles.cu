@@ -724,7 +724,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         if (tx == 0) {
           tilec_bulk_wait_read<0>();
         }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
 #pragma unroll
         for (int g0_2 = 0; g0_2 < 2; ++g0_2) {

@@ -671,7 +671,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (tx == 0) {
           tilec_bulk_wait_read<0>();
         }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
 #pragma unroll
         for (int g1_1 = 0; g1_1 < 32; ++g1_1) {

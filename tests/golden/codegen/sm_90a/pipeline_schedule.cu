@@ -285,7 +285,6 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   for (int k = 0; k < (N + 63) / 64; ++k) {
     tilec_cp_async_wait<0>();
