@@ -81,8 +81,16 @@ CANDIDATES = {
     "fa-d64-cudnn": ["flash_attention-sm90a-overlap", "flash_attention-d64-bench-sm90a-n64"],
     "fa-d64-causal-cudnn": ["flash_attention-causal-sm90a-overlap", "flash_attention-d64-causal-bench-sm90a-n64"],
     "fa-d256": ["flash_attention-d256-bench-sm90a", "flash_attention-d256-bench-sm90a-n32"],
-    "fa-d256-cudnn": ["flash_attention-d256-bench-sm90a", "flash_attention-d256-bench-sm90a-n32"],
-    "fa-d256-causal-cudnn": ["flash_attention-d256-causal-bench-sm90a", "flash_attention-d256-causal-bench-sm90a-n32"],
+    "fa-d256-cudnn": [
+        "flash_attention-d256-bench-sm90a",
+        "flash_attention-d256-bench-sm90a-n32",
+        "flash_attention-d256-bench-sm90a-n80",
+    ],
+    "fa-d256-causal-cudnn": [
+        "flash_attention-d256-causal-bench-sm90a",
+        "flash_attention-d256-causal-bench-sm90a-n32",
+        "flash_attention-d256-causal-bench-sm90a-n80",
+    ],
     "gqa-causal-cudnn": ["gqa_attention-sm90a", "gqa_attention-bench-sm90a-n64"],
     "gqa-causal-cudnn-gqa": ["gqa_attention-sm90a", "gqa_attention-bench-sm90a-n64"],
 }

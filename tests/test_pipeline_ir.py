@@ -585,3 +585,14 @@ def test_a_gemm_adding_into_the_next_ones_accumulator_is_waited_for_with_it(arch
         first, second = loop.index("gemm(Q_shared"), loop.index("gemm(Q_pe_shared")
         assert "tilec_wgmma_wait" not in loop[first:second]  # the one wait follows the rotary part
         assert "tilec_wgmma_wait<0>" in loop[second : loop.index("copy(scores_max")]
+
+
+def test_a_register_a_of_wgmma_takes_no_descriptor_layout() -> None:
+    """P of P V on wgmma's register form is a fragment: only the shared operands get a descriptor
+    swizzle. 80-column key tiles (FlashAttention-3's at D 256) made P's 160-byte rows fit no
+    swizzle, an internal error."""
+    from tilec import driver
+
+    defines = {"dim": "256", "block_N": "80", "threads": "256"}
+    cuda = driver.compile_file(str(ROOT / "examples" / "flash_attention.tile"), defines, arch="sm_90a")
+    assert "tilec_wgmma_m64n80k16_f16" in cuda and "tilec_wgmma_m64n256k16_rs_f16" in cuda

@@ -929,6 +929,8 @@ def _cases() -> list[Case]:
         ("flash_attention-d256-bench-sm90a-n32", False),
         ("flash_attention-d256-causal-bench-sm90a", True),
         ("flash_attention-d256-causal-bench-sm90a-n32", True),
+        ("flash_attention-d256-bench-sm90a-n80", False),
+        ("flash_attention-d256-causal-bench-sm90a-n80", True),
     ):
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what} D=256", check_flash_attention, B=B, H=H, S=S, D=256, causal=causal)

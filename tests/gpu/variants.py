@@ -179,6 +179,21 @@ VARIANTS: list[Variant] = [
         arch="sm_90a",
         bench=True,
     ),
+    # 128x80 at D 256 (FlashAttention-3's tile there): K and V of 80 rows, S a ragged multiple of it
+    Variant(
+        "flash_attention-d256-bench-sm90a-n80",
+        "flash_attention",
+        {"dim": "256", "block_N": "80", "threads": "256"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-d256-causal-bench-sm90a-n80",
+        "flash_attention",
+        {"dim": "256", "block_N": "80", "threads": "256", "is_causal": "True"},
+        arch="sm_90a",
+        bench=True,
+    ),
     # grouped-query attention (bench/programs/attention/gqa_attention.tile: causal, 4 query heads per K/V head)
     Variant("gqa_attention-sm90a", "gqa_attention", arch="sm_90a", bench=True, folder=ATTENTION),
     Variant(

@@ -140,7 +140,8 @@ def infer_layouts(kernel: tir.Kernel, target: Target) -> tuple[tir.Kernel, Layou
                     _place_operand(operand, state.out, tight, operand in main_loop)
         elif record.load == "descriptors":  # select made sure neither is annotated, both fit
             for operand in (g.a.buffer, g.b.buffer):
-                place_descriptor_operand(operand, state.out)
+                if operand.scope == "shared":  # not a register A (wgmma's register form)
+                    place_descriptor_operand(operand, state.out)
     for s in stmts:
         if isinstance(s, tir.Copy):
             _align_halo_tile(s, stmts, state.out)
