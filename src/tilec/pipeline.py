@@ -43,7 +43,7 @@ from tilec.passes.select import select_kernel
 from tilec.passes.warn import warnings
 from tilec.shared_plan import declared_bytes, nbytes, plan_shared, sequential_bytes
 from tilec.sync import place_barriers
-from tilec.targets import Target, get_target
+from tilec.targets import TARGETS, Target, get_target
 from tilec.timing import phase
 from tilec.uniformity import per_thread, thread_varying
 
@@ -161,7 +161,10 @@ def _check_shared_memory(u: Unit) -> Unit:
         f"kernel '{u.kernel.name}' needs {k.dynamic_smem} bytes of shared memory once its pipelines are "
         f"multi-buffered; {target.arch} allows {target.smem_limit}"
     )
-    hint = "use fewer num_stages, smaller tiles, or a target with more shared memory (--arch sm_90a)"
+    larger = [t for t in TARGETS.values() if t.language == target.language and t.smem_limit > target.smem_limit]
+    hint = "use fewer num_stages or smaller tiles"
+    if larger:  # the target of the most shared memory, where it has more
+        hint += f", or a target with more shared memory (--arch {max(larger, key=lambda t: t.smem_limit).arch})"
     notes = _largest_shared(u.kernel, k)
     raise CompileError([Diagnostic(u.kernel.span, message, hint, notes, limit="shared memory")])
 
