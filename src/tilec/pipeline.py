@@ -164,7 +164,8 @@ def _check_shared_memory(u: Unit) -> Unit:
     larger = [t for t in TARGETS.values() if t.language == target.language and t.smem_limit > target.smem_limit]
     hint = "use fewer num_stages or smaller tiles"
     if larger:  # the target of the most shared memory, where it has more
-        hint += f", or a target with more shared memory (--arch {max(larger, key=lambda t: t.smem_limit).arch})"
+        most = max(larger, key=lambda t: t.smem_limit).arch
+        hint = f"use fewer num_stages, smaller tiles, or a target with more shared memory (--arch {most})"
     notes = _largest_shared(u.kernel, k)
     raise CompileError([Diagnostic(u.kernel.span, message, hint, notes, limit="shared memory")])
 
