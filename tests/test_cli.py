@@ -221,6 +221,25 @@ def test_write_atomic_leaves_nothing_on_failure(tmp_path: pathlib.Path) -> None:
     assert target.read_text() == "b" and list(tmp_path.iterdir()) == [target]
 
 
+def test_a_device_output_is_written_in_place_never_replaced(tmp_path: pathlib.Path) -> None:
+    """`-o /dev/null` wrote a file over the device and renamed it there (as root, /dev/null was
+    gone); a FIFO stands for the device here."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    driver.write_atomic(str(fifo), "kernel")
+    reader.join(5)
+    assert got == [b"kernel"] and stat.S_ISFIFO(fifo.stat().st_mode)
+    driver.remove_output(str(fifo))  # a failed build's clean-up leaves it alone
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and list(tmp_path.iterdir()) == [fifo]
+
+
 def test_header_from_abi_line(stub_compiler: dict, kernel: pathlib.Path) -> None:
     header = kernel.with_suffix(".h")
     assert run("build", str(kernel), "-o", str(kernel.with_suffix(".cu")), "--header", str(header)) == 0

@@ -27,6 +27,7 @@ import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -257,10 +258,25 @@ def check_output_path(path: str) -> None:
         raise FileNotFoundError(errno.ENOENT, f"no such directory '{missing}' (create it first)", path)
 
 
+def is_device(path: str) -> bool:
+    """`path` is an existing file that is not a regular file or directory (`/dev/null`, a FIFO):
+    written in place, never replaced by a rename nor removed after a failure."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def write_atomic(path: str, data: str | bytes) -> None:
     """Write `path` via a temporary file in the same directory and a rename; an
-    error names `path`, never the temporary file."""
+    error names `path`, never the temporary file. A device (`-o /dev/null`) is
+    written in place: renaming over it would replace the device with a file."""
     check_output_path(path)
+    if is_device(path):
+        with open(path, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        return
     try:
         fd, tmp = tempfile.mkstemp(
             prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path))
@@ -283,8 +299,8 @@ def write_atomic(path: str, data: str | bytes) -> None:
 def remove_output(path: str | None) -> None:
     """Delete a (stale) output, best effort: what is missing or cannot be removed
     (a directory given as the output, a read-only directory) stays, and the error
-    that made the caller clean up is the one reported."""
-    if path:
+    that made the caller clean up is the one reported. A device is no output to remove."""
+    if path and not is_device(path):
         try:
             os.unlink(path)
         except OSError:

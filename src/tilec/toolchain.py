@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 
+from tilec.driver import is_device
 from tilec.targets import ARCHES, TARGETS, Target, compiler_flags
 
 
@@ -78,7 +79,7 @@ def nvcc_command(
 
 def run_nvcc(kind: str, src: str, out: str, arch: str, werror: bool = False, extra: Sequence[str] = ()) -> str:
     """Compile `src` to `out` atomically; returns nvcc's output (warnings), raises ToolchainError."""
-    out_dir = os.path.dirname(os.path.abspath(out))
+    out_dir = tempfile.gettempdir() if is_device(out) else os.path.dirname(os.path.abspath(out))
     os.makedirs(out_dir, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=out_dir)
     os.close(fd)
@@ -92,11 +93,16 @@ def run_nvcc(kind: str, src: str, out: str, arch: str, werror: bool = False, ext
         output = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0:
             raise ToolchainError(f"{os.path.basename(cmd[0])} failed on {src} (exit {proc.returncode}):\n{output}")
-        os.replace(tmp, out)
+        if is_device(out):  # `-o /dev/null`: written through, never replaced by a rename
+            shutil.copyfile(tmp, out)
+            _remove(tmp)
+        else:
+            os.replace(tmp, out)
         return output
     except BaseException:
         _remove(tmp)
-        _remove(out)
+        if not is_device(out):
+            _remove(out)
         raise
 
 
