@@ -596,3 +596,33 @@ def test_a_register_a_of_wgmma_takes_no_descriptor_layout() -> None:
     defines = {"dim": "256", "block_N": "80", "threads": "256"}
     cuda = driver.compile_file(str(ROOT / "examples" / "flash_attention.tile"), defines, arch="sm_90a")
     assert "tilec_wgmma_m64n80k16_f16" in cuda and "tilec_wgmma_m64n256k16_rs_f16" in cuda
+
+
+def test_gemms_of_a_manual_schedule_are_not_chained(tmp_path: pathlib.Path) -> None:
+    """order=/stage= may issue two neighbouring gemms in different iterations (lower/scheduled.py):
+    the first must then be waited for on its own (a review found a cp.async overwriting its tile)."""
+    text = """
+kernel k(Q: Tensor((64, 64), float16), K: Tensor((N, 64), float16), R: Tensor((N, 64), float16),
+         O: Tensor((64, 64), float32)):
+    with Kernel(1, threads=128) as bx:
+        Q_s = alloc_shared((64, 64), float16)
+        K_s = alloc_shared((64, 64), float16)
+        R_s = alloc_shared((64, 64), float16)
+        s = alloc_fragment((64, 64), float32)
+        o = alloc_fragment((64, 64), float32)
+        copy(Q, Q_s)
+        clear(o)
+        for k in Pipelined(ceildiv(N, 64), num_stages=2, order=[-1, -1, 2, 3, 0, 1], stage=[-1, -1, 0, 0, 1, 1]):
+            copy(K[k * 64, 0], K_s)
+            copy(R[k * 64, 0], R_s)
+            clear(s)
+            gemm(Q_s, K_s, s, transpose_B=True)
+            gemm(Q_s, R_s, s, transpose_B=True)
+            for i, j in Parallel(64, 64):
+                o[i, j] += s[i, j]
+        copy(o, O)
+"""
+    _, _, stmts = _plan(text, tmp_path, arch="sm_90a")
+    gemms = [s for s in stmts if isinstance(s, tir.Gemm)]
+    assert len(gemms) == 2 and all(g.instruction == "wgmma_m64nNk16" for g in gemms)
+    assert not any(g.then_accumulates for g in gemms)

@@ -685,3 +685,13 @@ def test_a_loop_ending_dirty_fences_its_first_barrier() -> None:
     views = [T.SharedView("P", DType.float16, (64,), 0)]
     body = (BLOCK, op("P V", reads="P", proxy_reads=True), op("other", reads="Q"), op("copy P", writes="P"))
     assert fences(placed(*views, loop(*body))) == ["SharedView", ["fence", "|", "P V", "other", "|", "copy P"]]
+
+
+def test_a_loop_condition_reading_what_the_body_stores_keeps_the_end_barrier() -> None:
+    # `while (F[0] < 10)` reads F before the next iteration's reduction meets its barrier
+    F0 = T.Subscript("F", (tir.IntImm(0, I32),), DType.int32)
+    cond = tir.BinOp("<", F0, tir.IntImm(10, I32), DType.bool)
+    store = T.Assign(F0, tir.IntImm(1, I32))
+    views = (T.SharedView("F", DType.int32, (4,), 0), T.SharedView("X", DType.int32, (4,), 16))
+    w = T.While(cond, (reduction("reduce"), op("other", reads="X"), store))
+    assert shape(placed(*views, w))[2] == ["reduce", "other", "Assign", "|"]

@@ -148,3 +148,24 @@ def test_format_missing_binary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TILEC_CLANG_FORMAT", "/nonexistent/clang-format")
     with pytest.raises(toolchain.ToolchainError, match="cannot run clang-format"):
         format_cpp("int x;\n")
+
+
+def test_a_binary_into_a_device_is_written_through(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--cubin /dev/null` (a FIFO here): the compiler writes a temporary file elsewhere, copied into
+    the device, which is neither replaced by a rename nor removed (shutil.copyfile refused a FIFO:
+    an internal error)."""
+    import stat
+    import sys
+    import threading
+
+    write = "import sys; open(sys.argv[1], 'wb').write(b'cubin')"
+    monkeypatch.setattr(toolchain, "nvcc_command", lambda kind, src, out, *a, **k: [sys.executable, "-c", write, out])
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    toolchain.run_nvcc("cubin", str(tmp_path / "k.cu"), str(fifo), "sm_90a")
+    reader.join(5)
+    assert got == [b"cubin"] and stat.S_ISFIFO(fifo.stat().st_mode)
+    assert list(tmp_path.iterdir()) == [fifo]

@@ -399,7 +399,8 @@ class _Placement:
             self.uniform.add(s.var.name)  # the same in every thread, and in the body's inner loops
         apart = self.disjoint_stores(s) if isinstance(s, T.Loop) else frozenset()
         self.breaks.append([])
-        body, after = self.iterations(s.body, st, touches and not self.owned_throughout(touched), trips, apart)
+        head = self.scalar_access(s)  # the bounds or condition, read again before each iteration
+        body, after = self.iterations(s.body, st, touches and not self.owned_throughout(touched), trips, apart, head)
         exits = self.breaks.pop()
         if trips is None or trips == 0:  # it may not run at all, or stop after any walked iteration
             st.become(functools.reduce(_join, after + exits, entry))
@@ -408,7 +409,13 @@ class _Placement:
         return before, [replace(s, body=tuple(body))]
 
     def iterations(
-        self, body: tuple[T.Stmt, ...], st: _State, touches: bool, trips: int | None, apart: frozenset[str]
+        self,
+        body: tuple[T.Stmt, ...],
+        st: _State,
+        touches: bool,
+        trips: int | None,
+        apart: frozenset[str],
+        head: T.SharedAccess,
     ) -> tuple[list[T.Stmt], list[_State]]:
         """The code of a loop body and the states after each iteration walked. A body issuing
         asynchronous copies carries commit groups from one iteration to the next, so it is walked
@@ -417,12 +424,12 @@ class _Placement:
         count must be settled after `_SETTLE_WALKS` iterations: the next walk repeats the state
         (lowering's pipelines commit and wait once per iteration: the first iteration retires
         what came before the loop, the second leaves the state as the first did)."""
-        code = self.iteration(body, st, touches, apart)
+        code = self.iteration(body, st, touches, apart, head)
         after = [st.copy()]
         if not _has_async(body):
             return code, after
         while trips is None or len(after) < trips:
-            if self.iteration(body, st, touches, apart) != code:
+            if self.iteration(body, st, touches, apart, head) != code:
                 raise error(None, "internal: a loop's barriers differ between its iterations")
             if st == after[-1]:
                 break
@@ -431,21 +438,26 @@ class _Placement:
             after.append(st.copy())
         return code, after
 
-    def iteration(self, body: tuple[T.Stmt, ...], st: _State, touches: bool, apart: frozenset[str]) -> list[T.Stmt]:
+    def iteration(
+        self, body: tuple[T.Stmt, ...], st: _State, touches: bool, apart: frozenset[str], head: T.SharedAccess
+    ) -> list[T.Stmt]:
         """One iteration of a loop body; nothing is left pending at its end (module docstring),
         but reads of tiles the body never writes and stores into arrays `apart` (disjoint_stores):
         the next iteration touches them without a hazard (reads again, stores elsewhere), and they
         stay pending after the loop for whatever accesses them next."""
         code = self.block(body, st)
         carried = st.writes - apart or st.reads & self.written_in(body)
-        if touches and carried and not self.barrier_ahead(body, st):
+        if touches and carried and not self.barrier_ahead(body, st, head):
             code += st.flush()
         return code
 
-    def barrier_ahead(self, body: tuple[T.Stmt, ...], st: _State) -> bool:
+    def barrier_ahead(self, body: tuple[T.Stmt, ...], st: _State, head: T.SharedAccess) -> bool:
         """The next iteration of `body` meets a block barrier (its own, or the first one of a tile
         op opening with one: a cross-warp reduction) before any access that is a hazard with
-        what `st` has pending at the end of this one (module docstring, Loops)."""
+        what `st` has pending at the end of this one (module docstring, Loops), the loop's bounds
+        or condition (`head`, read before the body) first."""
+        if _hazard(head, st, self.aliases):
+            return False
         for s in body:
             match s:
                 case T.Barrier(kind="block"):

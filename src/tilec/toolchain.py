@@ -93,8 +93,9 @@ def run_nvcc(kind: str, src: str, out: str, arch: str, werror: bool = False, ext
         output = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0:
             raise ToolchainError(f"{os.path.basename(cmd[0])} failed on {src} (exit {proc.returncode}):\n{output}")
-        if is_device(out):  # `-o /dev/null`: written through, never replaced by a rename
-            shutil.copyfile(tmp, out)
+        if is_device(out):  # `--cubin /dev/null`, a FIFO: written through, never replaced by a rename
+            with open(tmp, "rb") as src_file, open(out, "wb") as dst:
+                shutil.copyfileobj(src_file, dst)
             _remove(tmp)
         else:
             os.replace(tmp, out)

@@ -119,11 +119,16 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
             else:
                 for c, g in _issue_points(loop, found):
                     issue[id(g)] = (*issue.get(id(g), ()), c.dst.buffer)
+    # a loop of manual schedule (order=/stage=) may issue two neighbours apart: none chained there
+    scheduled = {
+        id(x) for loop in tir_walk.stmts(kernel.body) if isinstance(loop, tir.For) and loop.schedule for x in loop.body
+    }
     chained = {
         id(block[i])
         for block in tir_walk.blocks(kernel.body)
         for i in range(len(block) - 1)
-        if id(block[i]) not in ahead and id(block[i]) not in issue and _accumulates_next(block[i], block[i + 1], target)
+        if not {id(block[i]), id(block[i + 1])} & (ahead | issue.keys() | scheduled)
+        and _accumulates_next(block[i], block[i + 1], target)
     }
     early = {
         id(copy)
