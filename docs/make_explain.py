@@ -23,14 +23,24 @@ INTRO = """# Seeing what the compiler did: `tilec explain`
    digits and register digits (`threads [4@1/2 8@0/1 ...]`: 4 threads along dim 1 at stride 2, then
    8 along dim 0 at stride 1; an extent without `@` is replication), and the last column is what it
    costs each thread in registers. A shared tile is row-major, with the XOR swizzle or the padded
-   rows that its gemm's operand loads (ldmatrix) need to be free of bank conflicts.
+   rows that its gemm's operand loads (ldmatrix) need to be free of bank conflicts. A tensor
+   declared with `strides=` shows them (`strides (sB, sS, sH, 1)`), and, when its last stride is
+   not the literal 1, that it is read and written element by element (no vector accesses, no TMA);
+   on sm_90a the totals name the tensor maps built from strides and their pitches.
 2. **Tile ops** in source order (`file:line`; ops of an imported macro point at their own file), the
    instruction lowering uses for each, and the work per thread.
 3. **Pipeline plan** of every `Pipelined` loop: the stages requested, what tilec does with them
    (copies issued ahead as cp.async into one copy of their tiles per stage, or why a loop runs
-   plain), and the stage each statement runs in.
-4. **Totals**: dynamic shared memory (from the lowered kernel, scratch included) and an estimate of
-   registers per thread.
+   plain), and the stage each statement runs in. A loop with a manual schedule
+   (`Pipelined(..., order=, stage=, group=)`) lists each statement's stage, order (its group's, with
+   `group=`) and the iteration it works on in iteration k of the emitted loop (`k + 1`: one ahead;
+   a copy's stage of its tile), with the prologue's length and the groups each wait leaves in flight;
+   a schedule that is the inferred pipeline says the code is the same, and on sm_90a a loop that
+   would have had warp roles says they are off (`tests/golden/explain/pipeline_schedule.txt`).
+4. **Totals**: dynamic shared memory (from the lowered kernel, scratch included), what each loop
+   that synchronizes runs per iteration (block barriers, those inside tile ops' own code apart, such
+   as a cross-warp reduction's; on sm_90a the proxy fences and the waits for wgmma groups and
+   mbarriers), and an estimate of registers per thread.
 
 On a terminal the tables are drawn with rich; piped, they are the plain text below (deterministic).
 Options: `--kernel NAME`, `-D NAME=VALUE`, `--arch`, and `--svg OUT.svg --buffer NAME` to draw a

@@ -315,3 +315,15 @@ def test_thread_level_table_speaks_each_targets_shuffles_and_barrier() -> None:
     assert "__shfl_xor among the 64 lanes of a wave" in hip and "tx / 64: the wave in the block" in hip
     gemm = str(ROOT / "tests" / "golden" / "codegen" / "gemm_pipelined.tile")
     assert "Thread-level" not in explain.render_text(explain.explain_program(elaborate(gemm)))
+
+
+def test_totals_count_what_each_loop_synchronizes() -> None:
+    """TileLang's MLA decode on sm_90a: its consumer loop's barriers are the two cross-warp
+    reductions' own (two each) and one before P V reads the P tile, with one proxy fence (the P
+    tile's stores, read by wgmma); the latent and rotary scores are waited for once."""
+    path = str(ROOT / "tests" / "corpus" / "tilelang" / "mla_decode.tile")
+    text = explain.render_text(explain.explain_program(elaborate(path, arch="sm_90a"), arch="sm_90a"))
+    assert (
+        "per iteration of mla_decode.tile:54 (for k in Pipelined(loop_range, num_stages=2)): "
+        "5 barriers (4 in tile ops' own code), 1 proxy fence, 2 wgmma waits, 1 mbarrier wait"
+    ) in text

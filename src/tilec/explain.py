@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import assert_never
@@ -793,6 +794,70 @@ def sharing_lines(lowered: T.Kernel) -> tuple[str, ...]:
     return tuple(n for name in notes for n in notes[name])
 
 
+def sync_lines(lowered: T.Kernel) -> tuple[str, ...]:
+    """Per loop that synchronizes its threads: what one iteration runs (its own statements and
+    tile ops, not its inner loops) - barriers (those of tile ops' own code apart: a cross-warp
+    reduction's), proxy fences (sync.py places them where the async proxy may read what was
+    written), waits for wgmma groups and for mbarriers."""
+    out: list[str] = []
+
+    def count(body: tuple[T.Stmt, ...], in_op: bool, n: dict[str, int]) -> None:
+        for x in body:
+            match x:
+                case T.Barrier(kind="block" | "named"):
+                    n["barrier"] += 1
+                    n["in_op"] += in_op
+                case T.Barrier(kind="fence_proxy_async"):
+                    n["fence"] += 1
+                case T.Barrier(kind="mbarrier_wait"):
+                    n["mbarrier"] += 1
+                case T.Call(call=T.Intrin(name=name)) if name.startswith("tilec_wgmma_wait"):
+                    n["wgmma"] += 1
+                case T.Scope(body=inner):
+                    count(inner, True, n)
+                case T.IfThen(then=then, orelse=orelse):
+                    count(then + orelse, in_op, n)
+
+    def walk(body: tuple[T.Stmt, ...]) -> None:
+        label = None  # the source line of the next loop, from the comment heading it
+        for x in body:
+            match x:
+                case T.Comment(text=text) if ".tile:" in text and label is None:
+                    place, _, stmt = text.partition(": ")
+                    label = f"{place} ({re.sub(r':? ?[(](consumers|producer)[^)]*[)]$', '', stmt)})"
+                case T.Loop(body=inner) | T.While(body=inner):
+                    n = dict.fromkeys(("barrier", "in_op", "fence", "mbarrier", "wgmma"), 0)
+                    count(inner, False, n)
+                    if n["barrier"] or n["fence"] or n["wgmma"]:
+                        var = f"the loop over {x.var.name}" if isinstance(x, T.Loop) else "a while loop"
+                        out.append(f"per iteration of {label or var}: " + _sync_counts(n))
+                    walk(inner)
+                    label = None
+                case T.Comment():
+                    continue
+                case _:
+                    label = None
+                    for inner in T.bodies(x):
+                        walk(inner)
+
+    walk(lowered.body)
+    return tuple(out)
+
+
+def _sync_counts(n: dict[str, int]) -> str:
+    barriers = f"{n['barrier']} barrier{'s' * (n['barrier'] != 1)}"
+    if n["in_op"]:
+        barriers += f" ({n['in_op']} in tile ops' own code)"
+    parts = [barriers]
+    if n["fence"]:
+        parts.append(f"{n['fence']} proxy fence{'s' * (n['fence'] != 1)}")
+    if n["wgmma"]:
+        parts.append(f"{n['wgmma']} wgmma wait{'s' * (n['wgmma'] != 1)}")
+    if n["mbarrier"]:
+        parts.append(f"{n['mbarrier']} mbarrier wait{'s' * (n['mbarrier'] != 1)}")
+    return ", ".join(parts)
+
+
 def _views(lowered: T.Kernel) -> list[T.SharedView]:
     return [s for s in lowered.body if isinstance(s, T.SharedView)]
 
@@ -842,6 +907,7 @@ def explain_kernel(u: Unit, arch: str) -> KernelReport:
     notes = (
         smem_note(kernel, layouts, lowered),
         *sharing_lines(lowered),
+        *sync_lines(lowered),
         register_note(register_estimate(kernel, layouts, target)),
     )
     return KernelReport(kernel.name, heading, tuple(tables), notes + _launcher_notes(lowered, words))
