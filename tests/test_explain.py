@@ -324,6 +324,6 @@ def test_totals_count_what_each_loop_synchronizes() -> None:
     path = str(ROOT / "tests" / "corpus" / "tilelang" / "mla_decode.tile")
     text = explain.render_text(explain.explain_program(elaborate(path, arch="sm_90a"), arch="sm_90a"))
     assert (
-        "per iteration of mla_decode.tile:54 (for k in Pipelined(loop_range, num_stages=2)): "
+        "per iteration of the loop at mla_decode.tile:54: "
         "5 barriers (4 in tile ops' own code), 1 proxy fence, 2 wgmma waits, 1 mbarrier wait"
     ) in text

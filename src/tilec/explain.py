@@ -34,7 +34,6 @@ import dataclasses
 import functools
 import math
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import assert_never
@@ -818,25 +817,24 @@ def sync_lines(lowered: T.Kernel) -> tuple[str, ...]:
                 case T.IfThen(then=then, orelse=orelse):
                     count(then + orelse, in_op, n)
 
-    def walk(body: tuple[T.Stmt, ...]) -> None:
-        label = None  # the source line of the next loop, from the comment heading it
+    def walk(body: tuple[T.Stmt, ...], label: str | None = None) -> None:
+        # label: the source line of the next loop, from the comment heading it (and its prologue)
+        # or from the tile op it is lowered in
         for x in body:
             match x:
-                case T.Comment(text=text) if ".tile:" in text and label is None:
-                    place, _, stmt = text.partition(": ")
-                    label = f"{place} ({re.sub(r':? ?[(](consumers|producer)[^)]*[)]$', '', stmt)})"
+                case T.Comment(text=text) if ".tile:" in text:
+                    label = f"the loop at {text.partition(': ')[0]}"
                 case T.Loop(body=inner) | T.While(body=inner):
                     n = dict.fromkeys(("barrier", "in_op", "fence", "mbarrier", "wgmma"), 0)
                     count(inner, False, n)
-                    if n["barrier"] or n["fence"] or n["wgmma"]:
+                    if n["barrier"] or n["fence"] or n["wgmma"]:  # (a pipeline's prologue loop leaves the label)
                         var = f"the loop over {x.var.name}" if isinstance(x, T.Loop) else "a while loop"
                         out.append(f"per iteration of {label or var}: " + _sync_counts(n))
+                        label = None
                     walk(inner)
-                    label = None
-                case T.Comment():
-                    continue
+                case T.Scope(comment=comment, body=inner):  # a tile op, or a braced block of the loop's
+                    walk(inner, f"the loop at {comment.partition(': ')[0]}" if ".tile:" in comment else label)
                 case _:
-                    label = None
                     for inner in T.bodies(x):
                         walk(inner)
 

@@ -456,7 +456,7 @@ class _Placement:
         op opening with one: a cross-warp reduction) before any access that is a hazard with
         what `st` has pending at the end of this one (module docstring, Loops), the loop's bounds
         or condition (`head`, read before the body) first."""
-        if _hazard(head, st, self.aliases):
+        if _hazards(head, st, self.aliases):
             return False
         for s in body:
             match s:
@@ -465,10 +465,10 @@ class _Placement:
                 case T.Scope(access=a):
                     if self.opens_with_barrier(s):
                         return True
-                    if _hazard(a, st, self.aliases):
+                    if _hazards(a, st, self.aliases):
                         return False
                 case T.Decl() | T.Assign():
-                    if _hazard(self.scalar_access(s), st, self.aliases):
+                    if _hazards(self.scalar_access(s), st, self.aliases):
                         return False
                 case T.Loop() | T.While() | T.IfThen():
                     if self.touches(s):
@@ -728,8 +728,7 @@ def _access(a: T.SharedAccess, st: _State, span: Span, aliases: dict[str, frozen
             f"internal: '{sorted(early)[0]}' is accessed while an asynchronous write of it may be in flight "
             "(no wait retires it first)",
         )
-    others = _storage(a.stage_writes, aliases) - a.stage_writes
-    hazard = (reads & st.writes) | ((writes | others) & (st.reads | st.writes))
+    hazard = _hazards(a, st, aliases)
     owners = dict(a.owners)
     pending = st.reads | st.writes
     own = {x for x in hazard if owners.get(x) is not None and st.owner.get(x) == owners[x]}
@@ -749,12 +748,14 @@ def _access(a: T.SharedAccess, st: _State, span: Span, aliases: dict[str, frozen
     return before
 
 
-def _hazard(a: T.SharedAccess, st: _State, aliases: dict[str, frozenset[str]]) -> bool:
-    """Whether doing `a` meets an access `st` has pending: a read of a pending write, a write of
-    a pending read or write (views sharing bytes are one storage)."""
+def _hazards(a: T.SharedAccess, st: _State, aliases: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The storage where doing `a` meets an access `st` has pending: a read of a pending write, a
+    write of a pending read or write (views sharing bytes are one storage; a pipeline's stage
+    writes meet only the tiles whose bytes they took, module docstring)."""
     reads = _storage(a.reads, aliases)
-    writes = _storage(a.writes | a.async_writes | a.tx_writes | a.stage_writes, aliases)
-    return bool(reads & st.writes or writes & (st.reads | st.writes))
+    writes = _storage(a.writes | a.async_writes | a.tx_writes, aliases)
+    others = _storage(a.stage_writes, aliases) - a.stage_writes
+    return (reads & st.writes) | ((writes | others) & (st.reads | st.writes))
 
 
 def _storage(names: frozenset[str], aliases: dict[str, frozenset[str]]) -> frozenset[str]:
