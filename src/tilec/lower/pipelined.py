@@ -178,6 +178,9 @@ def _interleaved(
             out.append(T.IfThen(guard.cond, tuple(after[i])))
         if i == last:
             out.append(commit)
+        if i in after:  # a gemm left running while they were issued (wgmma) is completed here
+            assert isinstance(c, tir.Gemm)
+            out += ctx.backend.gemm_wait(ctx, c, instruction_named(ctx.target, c.instruction))
     return out
 
 

@@ -49,6 +49,14 @@ than at the top of the iteration: flash attention's V copy goes out after
 the Q K^T gemm, so the two tiles' loads do not compete at the iteration's
 start, and V still has the softmax and the rest of the iteration to land
 (each iteration still commits one group, so the wait counts do not change).
+On wgmma the gemm is left running while they are issued; its wait follows them.
+
+A loop of producers and one gemm on an asynchronous warp-group instruction
+(sm_90a's main loop where warp roles do not apply, and the fallback kernel
+without bulk copies of one where they do) issues all its copies after the
+gemm, into the stage read one iteration earlier:
+their issue, element by element where rows are not 16-byte aligned, overlaps
+the gemm's products instead of preceding them.
 """
 
 from __future__ import annotations
@@ -116,6 +124,8 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
                 specialized.add(id(loop))
             elif gemm is not None:
                 ahead.add(id(gemm))
+            elif (g := _async_main_loop_gemm(loop, found, target)) is not None:
+                issue[id(g)] = tuple(c.dst.buffer for c in found)
             else:
                 for c, g in _issue_points(loop, found):
                     issue[id(g)] = (*issue.get(id(g), ()), c.dst.buffer)
@@ -638,6 +648,19 @@ def main_loop_gemm(loop: tir.For, target: Target) -> tir.Gemm | None:
         return None
     steps = gemm_depth(g) // record.shape[2]
     return g if steps % 2 == 0 else None  # the two register sets alternate within a tile
+
+
+def _async_main_loop_gemm(loop: tir.For, producers: list[tir.Copy], target: Target) -> tir.Gemm | None:
+    """The gemm of a loop that is only its producers and one gemm on an asynchronous instruction
+    (wgmma), or None. Its copies go out after the gemm is issued, into the stage read one
+    iteration earlier (retired by the barrier at the top), so that they, element-wise loads of
+    rows not 16-byte aligned above all, overlap its products; its wait follows them."""
+    ids = {id(c) for c in producers}
+    rest = [s for s in loop.body if id(s) not in ids]
+    if len(rest) != 1 or not isinstance(rest[0], tir.Gemm):
+        return None
+    g = rest[0]
+    return g if instruction_named(target, g.instruction).group == "warp_group" else None
 
 
 def _issue_points(loop: tir.For, producers: list[tir.Copy]) -> list[tuple[tir.Copy, tir.Gemm]]:

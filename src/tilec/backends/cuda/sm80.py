@@ -46,6 +46,11 @@ def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
     return out
 
 
+def gemm_wait(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
+    """Nothing: the gemm's warp instructions have finished when its code has run."""
+    return []
+
+
 def setup(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]:
     """What every k step of a tensor-core gemm needs, and the code that
     runs once before the steps (staging of A, clearing of C)."""

@@ -112,10 +112,26 @@ def atomic_add_vector(ctx: LowerContext, dst: T.Subscript, values: T.Subscript, 
 
 
 def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
-    """wgmma for a warp-group record, sm_80's mma.sync for the others."""
+    """wgmma for a warp-group record, sm_80's mma.sync for the others. A wgmma gemm followed by
+    copies (`then_issue`) or by another product into its accumulator (`then_accumulates`) is left
+    running: `gemm_wait`, or the next product's wait, completes it."""
     if record.group != "warp_group":
         return warp_gemm(ctx, s, record)
-    return _wgmma_gemm(ctx, s, record, in_flight=None if s.then_accumulates else 0)
+    return _wgmma_gemm(ctx, s, record, in_flight=None if s.then_accumulates or s.then_issue else 0)
+
+
+def gemm_wait(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
+    """The wait that completes a wgmma gemm left running for the copies issued after it
+    (`then_issue`), with its accumulator held in place across it, and its register A tile kept
+    live up to it (nothing may reuse those registers while the wgmmas read them); nothing for
+    mma.sync."""
+    if record.group != "warp_group" or not s.then_issue:
+        return []
+    frag = ctx.layouts.buffers[s.c.buffer]
+    out = [_call("tilec_wgmma_wait<0>"), _hold(ctx.name(s.c.buffer), frag.local_size, s.c.buffer.dtype)]
+    if s.a_from_registers:
+        out.append(_hold_a(ctx, s.a.buffer))
+    return out
 
 
 def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: int | None = 0) -> list[T.Stmt]:

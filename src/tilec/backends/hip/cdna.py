@@ -46,6 +46,11 @@ def gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
     return out
 
 
+def gemm_wait(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stmt]:
+    """Nothing: the gemm's warp instructions have finished when its code has run."""
+    return []
+
+
 def setup(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> tuple[list[T.Stmt], MmaGemm]:
     """What every k step needs, and the code before the steps (A staged to LDS, C cleared)."""
     c = s.c.buffer

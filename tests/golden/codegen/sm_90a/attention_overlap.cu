@@ -523,8 +523,6 @@ extern "C" __global__ void __launch_bounds__(256)
             tilec_wgmma_desc(&K_shared[read_stage][0], kk * 16, 16, 1024, 1));
       }
       tilec_wgmma_commit();
-      tilec_wgmma_wait<0>();
-      tilec_wgmma_hold<64>(&acc_s[0]);
     }
     if (k + 1 < (S + 127) / 128) {
       // attention_overlap.tile:25: copy(V[bz, by, k * 128 : k * 128 + 128, :], V_shared)
@@ -562,6 +560,8 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     }
     tilec_cp_async_commit();
+    tilec_wgmma_wait<0>();
+    tilec_wgmma_hold<64>(&acc_s[0]);
     // attention_overlap.tile:29: copy(m, m_prev)
     {
 #pragma unroll

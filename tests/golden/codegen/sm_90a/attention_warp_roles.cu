@@ -515,8 +515,6 @@ extern "C" __global__ void __launch_bounds__(128)
             tilec_wgmma_desc(&K_shared[read_stage][0], kk * 16, 16, 1024, 1));
       }
       tilec_wgmma_commit();
-      tilec_wgmma_wait<0>();
-      tilec_wgmma_hold<32>(&acc_s[0]);
     }
     if (k + 1 < (S + 63) / 64) {
       // attention_warp_roles.tile:24: copy(V[bz, by, k * 64 : k * 64 + 64, :], V_shared)
@@ -554,6 +552,8 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
     tilec_cp_async_commit();
+    tilec_wgmma_wait<0>();
+    tilec_wgmma_hold<32>(&acc_s[0]);
     // attention_warp_roles.tile:28: copy(m, m_prev)
     {
 #pragma unroll

@@ -447,6 +447,18 @@ extern "C" __global__ void __launch_bounds__(128)
     tilec_cp_async_wait<0>();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
+    // bmm_strides_warp_roles.tile:13: gemm(A_shared, B_shared, C_local)
+    {
+      tilec_wgmma_hold<64>(&C_local[0]);
+      tilec_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        tilec_wgmma_m64n128k16_f16<0, 1>(
+            &C_local[0], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16, 16, 1024, 1),
+            tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 8192, 1024, 1));
+      }
+      tilec_wgmma_commit();
+    }
     if (k + 1 < (K + 63) / 64) {
       // bmm_strides_warp_roles.tile:11: copy(A[bz, by * 64, k * 64], A_shared)
       {
@@ -513,20 +525,8 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
     tilec_cp_async_commit();
-    // bmm_strides_warp_roles.tile:13: gemm(A_shared, B_shared, C_local)
-    {
-      tilec_wgmma_hold<64>(&C_local[0]);
-      tilec_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        tilec_wgmma_m64n128k16_f16<0, 1>(
-            &C_local[0], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16, 16, 1024, 1),
-            tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 8192, 1024, 1));
-      }
-      tilec_wgmma_commit();
-      tilec_wgmma_wait<0>();
-      tilec_wgmma_hold<64>(&C_local[0]);
-    }
+    tilec_wgmma_wait<0>();
+    tilec_wgmma_hold<64>(&C_local[0]);
   }
   tilec_cp_async_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -368,6 +368,21 @@ extern "C" __global__ void __launch_bounds__(128)
     tilec_cp_async_wait<1>();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
+    // gemm_int8_warp_roles.tile:14: gemm(A_s, B_s, acc, transpose_B=True)
+    {
+      tilec_wgmma_hold_s32<128>(&acc[0]);
+      tilec_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        tilec_wgmma_m64n128k32_s8(&acc[0],
+                                  tilec_wgmma_desc(&A_s[read_stage][0], kk * 32, 16, 512, 2),
+                                  tilec_wgmma_desc(&B_s[read_stage][0], kk * 32, 16, 512, 2));
+        tilec_wgmma_m64n128k32_s8(&acc[64],
+                                  tilec_wgmma_desc(&A_s[read_stage][0], kk * 32 + 4096, 16, 512, 2),
+                                  tilec_wgmma_desc(&B_s[read_stage][0], kk * 32, 16, 512, 2));
+      }
+      tilec_wgmma_commit();
+    }
     if (k + 2 < (K + 63) / 64) {
       // gemm_int8_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
       {
@@ -431,23 +446,8 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
     tilec_cp_async_commit();
-    // gemm_int8_warp_roles.tile:14: gemm(A_s, B_s, acc, transpose_B=True)
-    {
-      tilec_wgmma_hold_s32<128>(&acc[0]);
-      tilec_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        tilec_wgmma_m64n128k32_s8(&acc[0],
-                                  tilec_wgmma_desc(&A_s[read_stage][0], kk * 32, 16, 512, 2),
-                                  tilec_wgmma_desc(&B_s[read_stage][0], kk * 32, 16, 512, 2));
-        tilec_wgmma_m64n128k32_s8(&acc[64],
-                                  tilec_wgmma_desc(&A_s[read_stage][0], kk * 32 + 4096, 16, 512, 2),
-                                  tilec_wgmma_desc(&B_s[read_stage][0], kk * 32, 16, 512, 2));
-      }
-      tilec_wgmma_commit();
-      tilec_wgmma_wait<0>();
-      tilec_wgmma_hold_s32<128>(&acc[0]);
-    }
+    tilec_wgmma_wait<0>();
+    tilec_wgmma_hold_s32<128>(&acc[0]);
   }
   tilec_cp_async_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -377,6 +377,19 @@ extern "C" __global__ void __launch_bounds__(256)
     tilec_cp_async_wait<1>();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
+    // gemm_warp_roles.tile:14: gemm(A_s, B_s, acc)
+    {
+      tilec_wgmma_hold<128>(&acc[0]);
+      tilec_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        tilec_wgmma_m64n256k16_f16<0, 1>(
+            &acc[0],
+            tilec_wgmma_desc(&A_s[read_stage][0], kk * 16 + warp_group * 4096, 16, 1024, 1),
+            tilec_wgmma_desc(&B_s[read_stage][0], kk * 1024, 8192, 1024, 1));
+      }
+      tilec_wgmma_commit();
+    }
     if (k + 2 < (K + 63) / 64) {
       // gemm_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
       {
@@ -441,21 +454,8 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     }
     tilec_cp_async_commit();
-    // gemm_warp_roles.tile:14: gemm(A_s, B_s, acc)
-    {
-      tilec_wgmma_hold<128>(&acc[0]);
-      tilec_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        tilec_wgmma_m64n256k16_f16<0, 1>(
-            &acc[0],
-            tilec_wgmma_desc(&A_s[read_stage][0], kk * 16 + warp_group * 4096, 16, 1024, 1),
-            tilec_wgmma_desc(&B_s[read_stage][0], kk * 1024, 8192, 1024, 1));
-      }
-      tilec_wgmma_commit();
-      tilec_wgmma_wait<0>();
-      tilec_wgmma_hold<128>(&acc[0]);
-    }
+    tilec_wgmma_wait<0>();
+    tilec_wgmma_hold<128>(&acc[0]);
   }
   tilec_cp_async_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -330,6 +330,22 @@ extern "C" __global__ void __launch_bounds__(128)
         tilec_cp_async_wait<1>();
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncthreads();
+        // gemm_waves_warp_roles.tile:28: gemm(A_shared, B_shared, C_local)
+        {
+          tilec_wgmma_hold<128>(&C_local[0]);
+          tilec_wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            tilec_wgmma_m64n128k16_f16<0, 1>(
+                &C_local[0], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16, 16, 1024, 1),
+                tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 8192, 1024, 1));
+            tilec_wgmma_m64n128k16_f16<0, 1>(
+                &C_local[64],
+                tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16 + 4096, 16, 1024, 1),
+                tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 8192, 1024, 1));
+          }
+          tilec_wgmma_commit();
+        }
         if (k + 2 < (K + 63) / 64) {
           // gemm_waves_warp_roles.tile:26: copy(A[bx * block_M, k * block_K], A_shared)
           {
@@ -400,24 +416,8 @@ extern "C" __global__ void __launch_bounds__(128)
           }
         }
         tilec_cp_async_commit();
-        // gemm_waves_warp_roles.tile:28: gemm(A_shared, B_shared, C_local)
-        {
-          tilec_wgmma_hold<128>(&C_local[0]);
-          tilec_wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk) {
-            tilec_wgmma_m64n128k16_f16<0, 1>(
-                &C_local[0], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16, 16, 1024, 1),
-                tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 8192, 1024, 1));
-            tilec_wgmma_m64n128k16_f16<0, 1>(
-                &C_local[64],
-                tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16 + 4096, 16, 1024, 1),
-                tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 8192, 1024, 1));
-          }
-          tilec_wgmma_commit();
-          tilec_wgmma_wait<0>();
-          tilec_wgmma_hold<128>(&C_local[0]);
-        }
+        tilec_wgmma_wait<0>();
+        tilec_wgmma_hold<128>(&C_local[0]);
       }
       tilec_cp_async_wait<0>();
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -361,6 +361,21 @@ extern "C" __global__ void __launch_bounds__(128)
     tilec_cp_async_wait<1>();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
+    // tensor_view.tile:15: gemm(A_shared, B_shared, C_local)
+    {
+      tilec_wgmma_hold<128>(&C_local[0]);
+      tilec_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        tilec_wgmma_m64n128k16_f16<0, 1>(
+            &C_local[0], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16, 16, 512, 2),
+            tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 4096, 1024, 1));
+        tilec_wgmma_m64n128k16_f16<0, 1>(
+            &C_local[64], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16 + 2048, 16, 512, 2),
+            tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 4096, 1024, 1));
+      }
+      tilec_wgmma_commit();
+    }
     if (k + 2 < (K + 31) / 32) {
       // tensor_view.tile:13: copy(A_flat[by * 128, k * 32], A_shared)
       {
@@ -426,23 +441,8 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
     tilec_cp_async_commit();
-    // tensor_view.tile:15: gemm(A_shared, B_shared, C_local)
-    {
-      tilec_wgmma_hold<128>(&C_local[0]);
-      tilec_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        tilec_wgmma_m64n128k16_f16<0, 1>(
-            &C_local[0], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16, 16, 512, 2),
-            tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 4096, 1024, 1));
-        tilec_wgmma_m64n128k16_f16<0, 1>(
-            &C_local[64], tilec_wgmma_desc(&A_shared[read_stage][0], kk * 16 + 2048, 16, 512, 2),
-            tilec_wgmma_desc(&B_shared[read_stage][0], kk * 1024, 4096, 1024, 1));
-      }
-      tilec_wgmma_commit();
-      tilec_wgmma_wait<0>();
-      tilec_wgmma_hold<128>(&C_local[0]);
-    }
+    tilec_wgmma_wait<0>();
+    tilec_wgmma_hold<128>(&C_local[0]);
   }
   tilec_cp_async_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
