@@ -279,9 +279,10 @@ class MmaGemm:
 
 class Backend(Protocol):
     """What a backend module (tilec.backends.<Target.backend>) provides: gemms on its warp-level
-    instructions (the whole gemm, the wait that completes one issued ahead of the copies that follow
-    it, and the pieces the GEMM main loop of lower/pipelined.py interleaves), the asynchronous global -> shared copy of pipelined loops, and the atomic add of
-    a few lanes at once into global memory."""
+    instructions (the whole gemm, the wait that completes one issued ahead of the copies that
+    follow it, and the pieces the GEMM main loop of lower/pipelined.py interleaves), the
+    asynchronous global -> shared copy of pipelined loops, and the atomic add of a few lanes at
+    once into global memory."""
 
     ASYNC_COPY_BYTES: tuple[int, ...]  # the sizes one asynchronous copy moves
     ATOMIC_ADD_LANES: Mapping[DType, tuple[int, ...]]  # element type -> lanes of one vector atomic add, widest first
