@@ -128,7 +128,7 @@ def gemm_wait(ctx: LowerContext, s: tir.Gemm, record: Instruction) -> list[T.Stm
     if record.group != "warp_group" or not s.then_issue:
         return []
     frag = ctx.layouts.buffers[s.c.buffer]
-    out = [_call("tilec_wgmma_wait<0>"), _hold(ctx.name(s.c.buffer), frag.local_size, s.c.buffer.dtype)]
+    out: list[T.Stmt] = [_call("tilec_wgmma_wait<0>"), _hold(ctx.name(s.c.buffer), frag.local_size, s.c.buffer.dtype)]
     if s.a_from_registers:
         out.append(_hold_a(ctx, s.a.buffer))
     return out
