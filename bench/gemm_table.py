@@ -104,7 +104,17 @@ def cells(quick: bool) -> list[Cell]:
     out.append(Cell("bmm-bias", "bmm_bias", s, s, s, ("bmm_bias-sm90a",), batch=b))
     wide = 4096 if quick else 8192
     for m in (16, 64, 128):
-        out.append(Cell(f"skinny-{m}", "nn", m, wide, wide, ("gemm-sm90a", "gemm-sm90a-skinny"), memory_bound=True))
+        out.append(
+            Cell(
+                f"skinny-{m}",
+                "nn",
+                m,
+                wide,
+                wide,
+                ("gemm-sm90a", "gemm-sm90a-skinny", "gemm-sm90a-skinny-n64"),
+                memory_bound=True,
+            )
+        )
     return out
 
 

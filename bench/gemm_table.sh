@@ -22,7 +22,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>&1 | tee "$OUT/gpu.txt"
 
 timeout -k 10 150 python3 tests/gpu/run_all.py --total 130 \
-    --only gemm-sm90a,gemm-sm90a-skinny,gemm-sm90a-p10,gemm_tn,gemm_nt,bmm_bias 2>&1 | tee "$OUT/table_checks.txt"
+    --only gemm-sm90a,gemm-sm90a-skinny,gemm-sm90a-skinny-n64,gemm-sm90a-p10,gemm_tn,gemm_nt,bmm_bias 2>&1 | tee "$OUT/table_checks.txt"
 checks_rc=${PIPESTATUS[0]}
 timeout -k 10 390 python3 bench/gemm_table.py --total 370 "$@" 2>&1 | tee "$OUT/gemm_table.txt"
 table_rc=${PIPESTATUS[0]}

@@ -77,9 +77,21 @@ CANDIDATES = {
         "flash_attention-causal-bench-sm90a-t256",
         "flash_attention-causal-bench-sm90a-n128",
     ],
-    "fa-d64": ["flash_attention-sm90a-overlap", "flash_attention-d64-bench-sm90a-n64"],
-    "fa-d64-cudnn": ["flash_attention-sm90a-overlap", "flash_attention-d64-bench-sm90a-n64"],
-    "fa-d64-causal-cudnn": ["flash_attention-causal-sm90a-overlap", "flash_attention-d64-causal-bench-sm90a-n64"],
+    "fa-d64": [
+        "flash_attention-sm90a-overlap",
+        "flash_attention-d64-bench-sm90a-n64",
+        "flash_attention-d64-bench-sm90a-m192",
+    ],
+    "fa-d64-cudnn": [
+        "flash_attention-sm90a-overlap",
+        "flash_attention-d64-bench-sm90a-n64",
+        "flash_attention-d64-bench-sm90a-m192",
+    ],
+    "fa-d64-causal-cudnn": [
+        "flash_attention-causal-sm90a-overlap",
+        "flash_attention-d64-causal-bench-sm90a-n64",
+        "flash_attention-d64-causal-bench-sm90a-m192",
+    ],
     "fa-d256": ["flash_attention-d256-bench-sm90a", "flash_attention-d256-bench-sm90a-n32"],
     "fa-d256-cudnn": [
         "flash_attention-d256-bench-sm90a",

@@ -841,11 +841,11 @@ def _cases() -> list[Case]:
         add(v, "B4 129x77x45", check_bmm_bias, Batch=4, M=129, N=77, K=45)
         add(v, "B8 512x512x512", check_bmm_bias, Batch=8, M=512, N=512, K=512)
         add(v, "B1 1x1x1", check_bmm_bias, Batch=1, M=1, N=1, K=1)
-    for v in ("gemm-sm90a-skinny", "gemm-sm90a-p10"):
+    for v in ("gemm-sm90a-skinny", "gemm-sm90a-skinny-n64", "gemm-sm90a-p10"):
         add(v, "256x256x256", check_gemm, M=256, N=256, K=256)
         add(v, "M=N=K=1000", check_gemm, M=1000, N=1000, K=1000)
         add(v, "129x77x45", check_gemm, M=129, N=77, K=45)
-    for v in ("gemm-sm90a", "gemm-sm90a-skinny"):
+    for v in ("gemm-sm90a", "gemm-sm90a-skinny", "gemm-sm90a-skinny-n64"):
         add(v, "skinny 16x1024x4096", check_gemm, M=16, N=1024, K=4096)
         add(v, "skinny 64x8192x1024", check_gemm, M=64, N=8192, K=1024)
         add(v, "skinny 100x1000x1000", check_gemm, M=100, N=1000, K=1000)
@@ -921,6 +921,8 @@ def _cases() -> list[Case]:
         ("flash_attention-causal-sm90a-overlap", True),
         ("flash_attention-d64-bench-sm90a-n64", False),
         ("flash_attention-d64-causal-bench-sm90a-n64", True),
+        ("flash_attention-d64-bench-sm90a-m192", False),
+        ("flash_attention-d64-causal-bench-sm90a-m192", True),
     ):
         for B, H, S, what in fa_sizes:
             add(v, f"B{B} H{H} {what} D=64", check_flash_attention, B=B, H=H, S=S, D=64, causal=causal)

@@ -51,7 +51,8 @@ _FP8 = {"dtype": "float8_e4m3", "accum_dtype": "float32"}
 _FP8_F16 = {**_FP8, "out_dtype": "float16"}
 _WIDE = {"block_N": "256", "threads": "256", "block_K": "128", "num_stages": "4"}
 _WIDE_K64 = {"block_N": "256", "threads": "256", "block_K": "64", "num_stages": "8"}
-_SKINNY = {"block_M": "64", "block_N": "64", "block_K": "128", "num_stages": "4", "threads": "128"}
+_SKINNY = {"block_M": "64", "block_N": "128", "block_K": "128", "num_stages": "4", "threads": "128"}
+_SKINNY_N64 = {**_SKINNY, "block_N": "64"}
 
 VARIANTS: list[Variant] = [
     Variant("elementwise_add", "elementwise_add"),
@@ -141,6 +142,21 @@ VARIANTS: list[Variant] = [
         "flash_attention-d64-bench-sm90a-n64",
         "flash_attention",
         {"dim": "64", "threads": "256"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    # D 64 on 192x128 tiles: three consumer warp groups of 64 rows (FlashAttention-3's tile for D 64)
+    Variant(
+        "flash_attention-d64-bench-sm90a-m192",
+        "flash_attention",
+        {"dim": "64", "block_M": "192", "block_N": "128", "threads": "384"},
+        arch="sm_90a",
+        bench=True,
+    ),
+    Variant(
+        "flash_attention-d64-causal-bench-sm90a-m192",
+        "flash_attention",
+        {"dim": "64", "block_M": "192", "block_N": "128", "threads": "384", "is_causal": "True"},
         arch="sm_90a",
         bench=True,
     ),
@@ -269,9 +285,11 @@ VARIANTS: list[Variant] = [
     Variant("scaled_gemm-sm90a", "scaled_gemm", arch="sm_90a", folder=PRIMITIVES),
     Variant("strided_views", "strided_views", folder=PRIMITIVES),
     Variant("strided_views-sm90a", "strided_views", arch="sm_90a", folder=PRIMITIVES),
-    # skinny M (a few rows, wide N and K, memory-bound): the -D values a user would pick so that
-    # the grid has enough blocks to stream B from every SM (64-wide N tiles) with deep k steps
+    # skinny M (a few rows, wide N and K, memory-bound): the -D values a user would pick for a
+    # few rows (64-row tiles, deep k steps), at 128- and 64-wide N tiles (bench/skinny_sweep.py:
+    # on an H100 the first is the fastest of 14 configurations at 16, 64 and 128 rows together)
     Variant("gemm-sm90a-skinny", "gemm", _SKINNY, arch="sm_90a", bench=True),
+    Variant("gemm-sm90a-skinny-n64", "gemm", _SKINNY_N64, arch="sm_90a", bench=True),
     # TileLang's own example program (anchors.py tl-gemm) exactly: examples/gemm.tile's
     # 128x256x64 tile, 3 stages, 256 threads, with its panel of 10 block rows instead of 8
     Variant("gemm-sm90a-p10", "gemm", {"panel": "10"}, arch="sm_90a", bench=True),
