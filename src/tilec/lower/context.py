@@ -123,6 +123,9 @@ class LowerState:
     # Tensors whose current tile is wholly in bounds and aligned. Set by ops.lower_copy while it
     # builds a copy's fast path; read by exprs.ref_of and the vector accesses (no checks needed).
     interior: set[tir.Buffer] = field(default_factory=set)
+    # Of those, the tensors whose rows are not aligned for vectors (a copy's packed path, ops.py):
+    # their elements are read one by one, the tile's side in shared memory written in vectors.
+    unaligned: set[tir.Buffer] = field(default_factory=set)
     # The value out-of-range elements of the copy being lowered read as (`copy(..., pad=v)`), in
     # its compute type; None: zero. Set by ops.lower_copy around its element loops; read by
     # exprs.value_of where a tensor's load is guarded.

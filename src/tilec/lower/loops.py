@@ -486,6 +486,8 @@ def _vec_access(
         return None
     if buf.scope == "global" and not tir.unit_innermost(buf):
         return None  # a row's elements may lie apart: element by element
+    if buf in ctx.state.unaligned:
+        return None  # rows not on vector boundaries: read element by element (a copy's packed path)
     if (width * buf.dtype.bytes) & (width * buf.dtype.bytes - 1):
         return None
     base = _lane_base(idx, lane, lane_zero, per_lane)

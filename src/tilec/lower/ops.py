@@ -156,7 +156,34 @@ def _unguarded_copy(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt]:
     ctx.state.interior.add(tensor)
     fast = distributed(ctx, layout, vars, body)
     ctx.state.interior.discard(tensor)
+    packed = _packed_path(ctx, s, layout, vars, body)
+    if packed is not None:
+        general = [T.IfThen(packed[0], tuple(packed[1]), tuple(general))]
     return [T.IfThen(interior, tuple(fast), tuple(general), edge=True)]
+
+
+def _packed_path(
+    ctx: LowerContext, s: tir.Copy, layout: L.Fragment, vars: tuple[tir.Var, ...], body: tuple[tir.Stmt, ...]
+) -> tuple[tir.Expr, list[T.Stmt]] | None:
+    """(condition, code) for a pipeline's global -> shared copy of a tile wholly inside a tensor
+    whose rows are not on 16-byte boundaries (an odd row length: no asynchronous vector copy can
+    read them): each thread reads its vector's elements one by one, with no bounds checks, and
+    writes them to the tile as one vector; None for other copies. The per-element path it
+    spares checks and addresses every element (about 19 instructions each for sm_90a's GEMM)."""
+    if not ctx.state.async_copy or s.src.buffer.scope != "global" or s.dst.buffer.scope != "shared":
+        return None
+    inside = _inside_condition(ctx, s)
+    if inside is None:
+        return None
+    tensor = s.src.buffer
+    ctx.state.interior.add(tensor)
+    ctx.state.unaligned.add(tensor)
+    ctx.state.async_copy = False
+    code = distributed(ctx, layout, vars, body)
+    ctx.state.async_copy = True
+    ctx.state.unaligned.discard(tensor)
+    ctx.state.interior.discard(tensor)
+    return inside, code
 
 
 def _widened_to_pitch(ctx: LowerContext, s: tir.Copy) -> tir.Copy:
@@ -205,6 +232,17 @@ def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> t
     # `{tensor}_interior`: the tensor's alignment and the block-index part of "this tile is inside"
     interior = all_of(fixed)
     return all_of([kernel_flag(ctx, interior, f"{ctx.name(region.buffer)}_interior", interior), *moving])
+
+
+def _inside_condition(ctx: LowerContext, s: tir.Copy) -> tir.Expr | None:
+    """`tile in bounds` for a copy from a tensor (its interior test without the alignment), or
+    None when the bounds are proven (then the interior test is the alignment alone)."""
+    region = s.src.buffer if s.src.buffer.scope == "global" else s.dst.buffer
+    src = s.src if s.src.buffer is region else s.dst
+    conds: list[tir.Expr] = []
+    for start, ext, dim in zip(src.starts, src.extents, region.shape):
+        conds += _tile_in_dimension(ctx, value_of(ctx, start, None), ext, dim)
+    return all_of(conds) if conds else None
 
 
 def _tile_in_dimension(ctx: LowerContext, start: tir.Expr, ext: tir.Expr, dim: tir.Expr) -> list[tir.Expr]:

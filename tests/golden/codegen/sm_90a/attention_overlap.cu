@@ -336,6 +336,19 @@ extern "C" __global__ void __launch_bounds__(256)
             &Q_shared[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_1 * 2048],
             &Q[(bz * H + by) * S * 64 + bx * 8192 + g0_1 * 2048 + tx / 8 * 64 + tx % 8 * 8]);
       }
+    } else if (bx * 128 + 128 <= S) {
+#pragma unroll
+      for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
+        alignas(16) half Q_shared_v[8];
+#pragma unroll
+        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
+          Q_shared_v[e1_2] =
+              Q[(bz * H + by) * S * 64 + bx * 8192 + g0_2 * 2048 + tx / 8 * 64 + tx % 8 * 8 + e1_2];
+        }
+        *reinterpret_cast<uint4*>(
+            &Q_shared[(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 2048]) =
+            *reinterpret_cast<const uint4*>(&Q_shared_v[0]);
+      }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 4; ++g0) {
@@ -363,10 +376,10 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int g1 = 0; g1 < 8; ++g1) {
 #pragma unroll
-      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+      for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
 #pragma unroll
-        for (int e1_2 = 0; e1_2 < 2; ++e1_2) {
-          acc_o[g1 * 4 + g0_2 * 2 + e1_2] = 0.0f;
+        for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
+          acc_o[g1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
         }
       }
     }
@@ -394,28 +407,41 @@ extern "C" __global__ void __launch_bounds__(256)
       {
         if (K_vec8 && stage * 128 + 128 <= S) {
 #pragma unroll
-          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
+          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
             tilec_cp_async_16(
-                &K_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_4 * 2048],
-                &K[(bz * H + by) * S * 64 + stage * 8192 + g0_4 * 2048 + tx / 8 * 64 + tx % 8 * 8]);
+                &K_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 2048],
+                &K[(bz * H + by) * S * 64 + stage * 8192 + g0_5 * 2048 + tx / 8 * 64 + tx % 8 * 8]);
+          }
+        } else if (stage * 128 + 128 <= S) {
+#pragma unroll
+          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
+            alignas(16) half K_shared_v[8];
+#pragma unroll
+            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
+              K_shared_v[e1_6] = K[(bz * H + by) * S * 64 + stage * 8192 + g0_6 * 2048 +
+                                   tx / 8 * 64 + tx % 8 * 8 + e1_6];
+            }
+            *reinterpret_cast<uint4*>(
+                &K_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 2048]) =
+                *reinterpret_cast<const uint4*>(&K_shared_v[0]);
           }
         } else {
 #pragma unroll
-          for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
-            if (K_vec8 && stage * 128 + g0_3 * 32 + tx / 8 < S) {
+          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
+            if (K_vec8 && stage * 128 + g0_4 * 32 + tx / 8 < S) {
               tilec_cp_async_16(
-                  &K_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 2048],
-                  &K[(bz * H + by) * S * 64 + stage * 8192 + g0_3 * 2048 + tx / 8 * 64 +
+                  &K_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_4 * 2048],
+                  &K[(bz * H + by) * S * 64 + stage * 8192 + g0_4 * 2048 + tx / 8 * 64 +
                      tx % 8 * 8]);
             } else {
 #pragma unroll
-              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-                const int i_5 = g0_3 * 32 + tx / 8;
-                const int j_3 = tx % 8 * 8 + e1_3;
-                K_shared[stage][i_5 * 64 ^ i_5 % 8 * 8 ^ j_3] = static_cast<half>(
-                    bz < B && by < H && stage * 128 + i_5 < S
+              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+                const int i_6 = g0_4 * 32 + tx / 8;
+                const int j_4 = tx % 8 * 8 + e1_4;
+                K_shared[stage][i_6 * 64 ^ i_6 % 8 * 8 ^ j_4] = static_cast<half>(
+                    bz < B && by < H && stage * 128 + i_6 < S
                         ? static_cast<float>(
-                              K[(bz * H + by) * S * 64 + stage * 8192 + i_5 * 64 + j_3])
+                              K[(bz * H + by) * S * 64 + stage * 8192 + i_6 * 64 + j_4])
                         : 0.0f);
               }
             }
@@ -426,28 +452,41 @@ extern "C" __global__ void __launch_bounds__(256)
       {
         if (V_vec8 && stage * 128 + 128 <= S) {
 #pragma unroll
-          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
+          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
             tilec_cp_async_16(
-                &V_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 2048],
-                &V[(bz * H + by) * S * 64 + stage * 8192 + g0_6 * 2048 + tx / 8 * 64 + tx % 8 * 8]);
+                &V_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 2048],
+                &V[(bz * H + by) * S * 64 + stage * 8192 + g0_8 * 2048 + tx / 8 * 64 + tx % 8 * 8]);
+          }
+        } else if (stage * 128 + 128 <= S) {
+#pragma unroll
+          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
+            alignas(16) half V_shared_v[8];
+#pragma unroll
+            for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+              V_shared_v[e1_9] = V[(bz * H + by) * S * 64 + stage * 8192 + g0_9 * 2048 +
+                                   tx / 8 * 64 + tx % 8 * 8 + e1_9];
+            }
+            *reinterpret_cast<uint4*>(
+                &V_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 2048]) =
+                *reinterpret_cast<const uint4*>(&V_shared_v[0]);
           }
         } else {
 #pragma unroll
-          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            if (V_vec8 && stage * 128 + g0_5 * 32 + tx / 8 < S) {
+          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
+            if (V_vec8 && stage * 128 + g0_7 * 32 + tx / 8 < S) {
               tilec_cp_async_16(
-                  &V_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 2048],
-                  &V[(bz * H + by) * S * 64 + stage * 8192 + g0_5 * 2048 + tx / 8 * 64 +
+                  &V_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 2048],
+                  &V[(bz * H + by) * S * 64 + stage * 8192 + g0_7 * 2048 + tx / 8 * 64 +
                      tx % 8 * 8]);
             } else {
 #pragma unroll
-              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-                const int i_7 = g0_5 * 32 + tx / 8;
-                const int j_5 = tx % 8 * 8 + e1_5;
-                V_shared[stage][i_7 * 64 ^ i_7 % 8 * 8 ^ j_5] = static_cast<half>(
-                    bz < B && by < H && stage * 128 + i_7 < S
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_9 = g0_7 * 32 + tx / 8;
+                const int j_7 = tx % 8 * 8 + e1_7;
+                V_shared[stage][i_9 * 64 ^ i_9 % 8 * 8 ^ j_7] = static_cast<half>(
+                    bz < B && by < H && stage * 128 + i_9 < S
                         ? static_cast<float>(
-                              V[(bz * H + by) * S * 64 + stage * 8192 + i_7 * 64 + j_5])
+                              V[(bz * H + by) * S * 64 + stage * 8192 + i_9 * 64 + j_7])
                         : 0.0f);
               }
             }
@@ -468,29 +507,43 @@ extern "C" __global__ void __launch_bounds__(256)
       {
         if (K_vec8 && k * 128 + 256 <= S) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
+          for (int g0_11 = 0; g0_11 < 4; ++g0_11) {
             tilec_cp_async_16(
-                &K_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 2048],
-                &K[(bz * H + by) * S * 64 + k * 8192 + g0_8 * 2048 + tx / 8 * 64 + tx % 8 * 8 +
+                &K_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_11 * 2048],
+                &K[(bz * H + by) * S * 64 + k * 8192 + g0_11 * 2048 + tx / 8 * 64 + tx % 8 * 8 +
                    8192]);
+          }
+        } else if (k * 128 + 256 <= S) {
+#pragma unroll
+          for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
+            alignas(16) half K_shared_v_1[8];
+#pragma unroll
+            for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
+              K_shared_v_1[e1_12] = K[(bz * H + by) * S * 64 + k * 8192 + g0_12 * 2048 +
+                                      tx / 8 * 64 + tx % 8 * 8 + e1_12 + 8192];
+            }
+            *reinterpret_cast<uint4*>(
+                &K_shared[write_stage]
+                         [(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_12 * 2048]) =
+                *reinterpret_cast<const uint4*>(&K_shared_v_1[0]);
           }
         } else {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
-            if (K_vec8 && k * 128 + g0_7 * 32 + tx / 8 + 128 < S) {
-              tilec_cp_async_16(
-                  &K_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 2048],
-                  &K[(bz * H + by) * S * 64 + k * 8192 + g0_7 * 2048 + tx / 8 * 64 + tx % 8 * 8 +
-                     8192]);
+          for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
+            if (K_vec8 && k * 128 + g0_10 * 32 + tx / 8 + 128 < S) {
+              tilec_cp_async_16(&K_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) +
+                                                       g0_10 * 2048],
+                                &K[(bz * H + by) * S * 64 + k * 8192 + g0_10 * 2048 + tx / 8 * 64 +
+                                   tx % 8 * 8 + 8192]);
             } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_9 = g0_7 * 32 + tx / 8;
-                const int j_7 = tx % 8 * 8 + e1_7;
-                K_shared[write_stage][i_9 * 64 ^ i_9 % 8 * 8 ^ j_7] = static_cast<half>(
-                    bz < B && by < H && k * 128 + i_9 + 128 < S
+              for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
+                const int i_12 = g0_10 * 32 + tx / 8;
+                const int j_10 = tx % 8 * 8 + e1_10;
+                K_shared[write_stage][i_12 * 64 ^ i_12 % 8 * 8 ^ j_10] = static_cast<half>(
+                    bz < B && by < H && k * 128 + i_12 + 128 < S
                         ? static_cast<float>(
-                              K[(bz * H + by) * S * 64 + k * 8192 + i_9 * 64 + j_7 + 8192])
+                              K[(bz * H + by) * S * 64 + k * 8192 + i_12 * 64 + j_10 + 8192])
                         : 0.0f);
               }
             }
@@ -503,11 +556,11 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
-        for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
 #pragma unroll
-          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-            const int j_11 = g1_1 * 8 + tx % 4 * 2 + e1_11;
-            acc_s[g1_1 * 4 + g0_11 * 2 + e1_11] = k * 128 + j_11 < S ? 0.0f : -INFINITY;
+          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+            const int j_16 = g1_1 * 8 + tx % 4 * 2 + e1_16;
+            acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] = k * 128 + j_16 < S ? 0.0f : -INFINITY;
           }
         }
       }
@@ -529,29 +582,43 @@ extern "C" __global__ void __launch_bounds__(256)
       {
         if (V_vec8 && k * 128 + 256 <= S) {
 #pragma unroll
-          for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
+          for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
             tilec_cp_async_16(
-                &V_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_10 * 2048],
-                &V[(bz * H + by) * S * 64 + k * 8192 + g0_10 * 2048 + tx / 8 * 64 + tx % 8 * 8 +
+                &V_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_14 * 2048],
+                &V[(bz * H + by) * S * 64 + k * 8192 + g0_14 * 2048 + tx / 8 * 64 + tx % 8 * 8 +
                    8192]);
+          }
+        } else if (k * 128 + 256 <= S) {
+#pragma unroll
+          for (int g0_15 = 0; g0_15 < 4; ++g0_15) {
+            alignas(16) half V_shared_v_1[8];
+#pragma unroll
+            for (int e1_15 = 0; e1_15 < 8; ++e1_15) {
+              V_shared_v_1[e1_15] = V[(bz * H + by) * S * 64 + k * 8192 + g0_15 * 2048 +
+                                      tx / 8 * 64 + tx % 8 * 8 + e1_15 + 8192];
+            }
+            *reinterpret_cast<uint4*>(
+                &V_shared[write_stage]
+                         [(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_15 * 2048]) =
+                *reinterpret_cast<const uint4*>(&V_shared_v_1[0]);
           }
         } else {
 #pragma unroll
-          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
-            if (V_vec8 && k * 128 + g0_9 * 32 + tx / 8 + 128 < S) {
-              tilec_cp_async_16(
-                  &V_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 2048],
-                  &V[(bz * H + by) * S * 64 + k * 8192 + g0_9 * 2048 + tx / 8 * 64 + tx % 8 * 8 +
-                     8192]);
+          for (int g0_13 = 0; g0_13 < 4; ++g0_13) {
+            if (V_vec8 && k * 128 + g0_13 * 32 + tx / 8 + 128 < S) {
+              tilec_cp_async_16(&V_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) +
+                                                       g0_13 * 2048],
+                                &V[(bz * H + by) * S * 64 + k * 8192 + g0_13 * 2048 + tx / 8 * 64 +
+                                   tx % 8 * 8 + 8192]);
             } else {
 #pragma unroll
-              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-                const int i_11 = g0_9 * 32 + tx / 8;
-                const int j_9 = tx % 8 * 8 + e1_9;
-                V_shared[write_stage][i_11 * 64 ^ i_11 % 8 * 8 ^ j_9] = static_cast<half>(
-                    bz < B && by < H && k * 128 + i_11 + 128 < S
+              for (int e1_13 = 0; e1_13 < 8; ++e1_13) {
+                const int i_15 = g0_13 * 32 + tx / 8;
+                const int j_13 = tx % 8 * 8 + e1_13;
+                V_shared[write_stage][i_15 * 64 ^ i_15 % 8 * 8 ^ j_13] = static_cast<half>(
+                    bz < B && by < H && k * 128 + i_15 + 128 < S
                         ? static_cast<float>(
-                              V[(bz * H + by) * S * 64 + k * 8192 + i_11 * 64 + j_9 + 8192])
+                              V[(bz * H + by) * S * 64 + k * 8192 + i_15 * 64 + j_13 + 8192])
                         : 0.0f);
               }
             }
@@ -649,11 +716,11 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
 #pragma unroll
-        for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
 #pragma unroll
-          for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-            acc_s[g1_2 * 4 + g0_12 * 2 + e1_12] =
-                tilec_exp2((acc_s[g1_2 * 4 + g0_12 * 2 + e1_12] - m[g0_12]) * 0.18f);
+          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
+            acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] =
+                tilec_exp2((acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] - m[g0_17]) * 0.18f);
           }
         }
       }
@@ -745,11 +812,11 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-        for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
+        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
 #pragma unroll
-          for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-            acc_o[g1_3 * 4 + g0_13 * 2 + e1_13] = acc_o[g1_3 * 4 + g0_13 * 2 + e1_13] *
-                                                  tilec_exp2((m_prev[g0_13] - m[g0_13]) * 0.18f);
+          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
+            acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] = acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] *
+                                                  tilec_exp2((m_prev[g0_18] - m[g0_18]) * 0.18f);
           }
         }
       }
@@ -759,11 +826,11 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int g1_4 = 0; g1_4 < 16; ++g1_4) {
 #pragma unroll
-        for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
+        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
 #pragma unroll
-          for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-            acc_s_cast[g1_4 * 4 + g0_14 * 2 + e1_14] =
-                static_cast<half>(acc_s[g1_4 * 4 + g0_14 * 2 + e1_14]);
+          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
+            acc_s_cast[g1_4 * 4 + g0_19 * 2 + e1_19] =
+                static_cast<half>(acc_s[g1_4 * 4 + g0_19 * 2 + e1_19]);
           }
         }
       }
@@ -792,10 +859,10 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
 #pragma unroll
-      for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
+      for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
 #pragma unroll
-        for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
-          acc_o[g1_5 * 4 + g0_15 * 2 + e1_15] = acc_o[g1_5 * 4 + g0_15 * 2 + e1_15] / l[g0_15];
+        for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
+          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] = acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] / l[g0_20];
         }
       }
     }
@@ -806,15 +873,15 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
-            O_v_1[e1_17] = static_cast<half>(acc_o[g1_7 * 4 + g0_17 * 2 + e1_17]);
+          for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
+            O_v_1[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
           }
           *reinterpret_cast<unsigned int*>(
               &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                 g0_17 * 512 + tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
+                 g0_22 * 512 + tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
@@ -822,25 +889,25 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
-          if (O_vec2 && bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_16 * 8 + tx / 4 % 8 < S) {
+        for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
+          if (O_vec2 && bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_21 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-              O_v[e1_16] = static_cast<half>(acc_o[g1_6 * 4 + g0_16 * 2 + e1_16]);
+            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+              O_v[e1_21] = static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
             }
             *reinterpret_cast<unsigned int*>(
                 &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                   g0_16 * 512 + tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
+                   g0_21 * 512 + tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-              const int i_16 = warp_group * 64 + warp % 4 * 16 + g0_16 * 8 + tx / 4 % 8;
-              const int j_13 = g1_6 * 8 + tx % 4 * 2 + e1_16;
-              if (bz < B && by < H && bx * 128 + i_16 < S) {
-                O[(bz * H + by) * S * 64 + bx * 8192 + i_16 * 64 + j_13] =
-                    static_cast<half>(acc_o[g1_6 * 4 + g0_16 * 2 + e1_16]);
+            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+              const int i_21 = warp_group * 64 + warp % 4 * 16 + g0_21 * 8 + tx / 4 % 8;
+              const int j_18 = g1_6 * 8 + tx % 4 * 2 + e1_21;
+              if (bz < B && by < H && bx * 128 + i_21 < S) {
+                O[(bz * H + by) * S * 64 + bx * 8192 + i_21 * 64 + j_18] =
+                    static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
               }
             }
           }

@@ -270,6 +270,19 @@ extern "C" __global__ void __launch_bounds__(128)
                       &A_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 1024],
                       &A[(bx * 128 + g0_3 * 16 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
                 }
+              } else if (0 <= bx * 128 && bx * 128 + 128 <= M && stage * 64 + 64 <= K) {
+#pragma unroll
+                for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
+                  alignas(16) half A_shared_v[8];
+#pragma unroll
+                  for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+                    A_shared_v[e1_3] =
+                        A[(bx * 128 + g0_4 * 16 + tx / 8) * K + stage * 64 + tx % 8 * 8 + e1_3];
+                  }
+                  *reinterpret_cast<uint4*>(
+                      &A_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_4 * 1024]) =
+                      *reinterpret_cast<const uint4*>(&A_shared_v[0]);
+                }
               } else {
 #pragma unroll
                 for (int g0_2 = 0; g0_2 < 8; ++g0_2) {
@@ -301,30 +314,44 @@ extern "C" __global__ void __launch_bounds__(128)
                     : false) {
               if (B_vec8 && stage * 64 + 64 <= K && 0 <= by * 128 && by * 128 + 128 <= N) {
 #pragma unroll
-                for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
+                for (int g0_6 = 0; g0_6 < 8; ++g0_6) {
                   tilec_cp_async_16(
-                      &B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 512 +
+                      &B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 512 +
                                        tx % 16 / 8 * 4096],
-                      &B[(stage * 64 + g0_5 * 8 + tx / 16) * N + by * 128 + tx % 16 * 8]);
+                      &B[(stage * 64 + g0_6 * 8 + tx / 16) * N + by * 128 + tx % 16 * 8]);
+                }
+              } else if (stage * 64 + 64 <= K && 0 <= by * 128 && by * 128 + 128 <= N) {
+#pragma unroll
+                for (int g0_7 = 0; g0_7 < 8; ++g0_7) {
+                  alignas(16) half B_shared_v[8];
+#pragma unroll
+                  for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
+                    B_shared_v[e1_6] =
+                        B[(stage * 64 + g0_7 * 8 + tx / 16) * N + by * 128 + tx % 16 * 8 + e1_6];
+                  }
+                  *reinterpret_cast<uint4*>(
+                      &B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 512 +
+                                       tx % 16 / 8 * 4096]) =
+                      *reinterpret_cast<const uint4*>(&B_shared_v[0]);
                 }
               } else {
 #pragma unroll
-                for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
-                  if (B_vec8 && stage * 64 + g0_4 * 8 + tx / 16 < K &&
+                for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
+                  if (B_vec8 && stage * 64 + g0_5 * 8 + tx / 16 < K &&
                       0 <= by * 128 + tx % 16 * 8 && by * 128 + tx % 16 * 8 + 8 <= N) {
                     tilec_cp_async_16(
                         &B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                         g0_4 * 512 + tx % 16 / 8 * 4096],
-                        &B[(stage * 64 + g0_4 * 8 + tx / 16) * N + by * 128 + tx % 16 * 8]);
+                                         g0_5 * 512 + tx % 16 / 8 * 4096],
+                        &B[(stage * 64 + g0_5 * 8 + tx / 16) * N + by * 128 + tx % 16 * 8]);
                   } else {
 #pragma unroll
-                    for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-                      const int i_3 = g0_4 * 8 + tx / 16;
-                      const int j_3 = tx % 16 * 8 + e1_3;
-                      B_shared[stage][(i_3 * 64 ^ i_3 % 8 * 8 ^ j_3 % 64) + j_3 / 64 * 4096] =
+                    for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+                      const int i_4 = g0_5 * 8 + tx / 16;
+                      const int j_4 = tx % 16 * 8 + e1_4;
+                      B_shared[stage][(i_4 * 64 ^ i_4 % 8 * 8 ^ j_4 % 64) + j_4 / 64 * 4096] =
                           static_cast<half>(
-                              stage * 64 + i_3 < K && 0 <= by * 128 + j_3 && by * 128 + j_3 < N
-                                  ? static_cast<float>(B[(stage * 64 + i_3) * N + by * 128 + j_3])
+                              stage * 64 + i_4 < K && 0 <= by * 128 + j_4 && by * 128 + j_4 < N
+                                  ? static_cast<float>(B[(stage * 64 + i_4) * N + by * 128 + j_4])
                                   : 0.0f);
                     }
                   }
@@ -350,29 +377,43 @@ extern "C" __global__ void __launch_bounds__(128)
                     : false) {
               if (A_vec8 && 0 <= bx * 128 && bx * 128 + 128 <= M && k * 64 + 192 <= K) {
 #pragma unroll
-                for (int g0_7 = 0; g0_7 < 8; ++g0_7) {
+                for (int g0_9 = 0; g0_9 < 8; ++g0_9) {
                   tilec_cp_async_16(
                       &A_shared[write_stage]
-                               [(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 1024],
-                      &A[(bx * 128 + g0_7 * 16 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+                               [(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 1024],
+                      &A[(bx * 128 + g0_9 * 16 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+                }
+              } else if (0 <= bx * 128 && bx * 128 + 128 <= M && k * 64 + 192 <= K) {
+#pragma unroll
+                for (int g0_10 = 0; g0_10 < 8; ++g0_10) {
+                  alignas(16) half A_shared_v_1[8];
+#pragma unroll
+                  for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+                    A_shared_v_1[e1_9] =
+                        A[(bx * 128 + g0_10 * 16 + tx / 8) * K + k * 64 + tx % 8 * 8 + e1_9 + 128];
+                  }
+                  *reinterpret_cast<uint4*>(
+                      &A_shared[write_stage]
+                               [(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_10 * 1024]) =
+                      *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
                 }
               } else {
 #pragma unroll
-                for (int g0_6 = 0; g0_6 < 8; ++g0_6) {
-                  if (A_vec8 && 0 <= bx * 128 + g0_6 * 16 + tx / 8 &&
-                      bx * 128 + g0_6 * 16 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
+                for (int g0_8 = 0; g0_8 < 8; ++g0_8) {
+                  if (A_vec8 && 0 <= bx * 128 + g0_8 * 16 + tx / 8 &&
+                      bx * 128 + g0_8 * 16 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
                     tilec_cp_async_16(
                         &A_shared[write_stage]
-                                 [(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 1024],
-                        &A[(bx * 128 + g0_6 * 16 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+                                 [(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 1024],
+                        &A[(bx * 128 + g0_8 * 16 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
                   } else {
 #pragma unroll
-                    for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-                      const int i_5 = g0_6 * 16 + tx / 8;
-                      const int j_5 = tx % 8 * 8 + e1_5;
-                      A_shared[write_stage][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
-                          0 <= bx * 128 + i_5 && bx * 128 + i_5 < M && k * 64 + j_5 + 128 < K
-                              ? static_cast<float>(A[(bx * 128 + i_5) * K + k * 64 + j_5 + 128])
+                    for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                      const int i_7 = g0_8 * 16 + tx / 8;
+                      const int j_7 = tx % 8 * 8 + e1_7;
+                      A_shared[write_stage][i_7 * 64 ^ i_7 % 8 * 8 ^ j_7] = static_cast<half>(
+                          0 <= bx * 128 + i_7 && bx * 128 + i_7 < M && k * 64 + j_7 + 128 < K
+                              ? static_cast<float>(A[(bx * 128 + i_7) * K + k * 64 + j_7 + 128])
                               : 0.0f);
                     }
                   }
@@ -388,30 +429,46 @@ extern "C" __global__ void __launch_bounds__(128)
                     : false) {
               if (B_vec8 && k * 64 + 192 <= K && 0 <= by * 128 && by * 128 + 128 <= N) {
 #pragma unroll
-                for (int g0_9 = 0; g0_9 < 8; ++g0_9) {
+                for (int g0_12 = 0; g0_12 < 8; ++g0_12) {
                   tilec_cp_async_16(
                       &B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                             g0_9 * 512 + tx % 16 / 8 * 4096],
-                      &B[(k * 64 + g0_9 * 8 + tx / 16 + 128) * N + by * 128 + tx % 16 * 8]);
+                                             g0_12 * 512 + tx % 16 / 8 * 4096],
+                      &B[(k * 64 + g0_12 * 8 + tx / 16 + 128) * N + by * 128 + tx % 16 * 8]);
+                }
+              } else if (k * 64 + 192 <= K && 0 <= by * 128 && by * 128 + 128 <= N) {
+#pragma unroll
+                for (int g0_13 = 0; g0_13 < 8; ++g0_13) {
+                  alignas(16) half B_shared_v_1[8];
+#pragma unroll
+                  for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
+                    B_shared_v_1[e1_12] = B[(k * 64 + g0_13 * 8 + tx / 16 + 128) * N + by * 128 +
+                                            tx % 16 * 8 + e1_12];
+                  }
+                  *reinterpret_cast<uint4*>(
+                      &B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
+                                             g0_13 * 512 + tx % 16 / 8 * 4096]) =
+                      *reinterpret_cast<const uint4*>(&B_shared_v_1[0]);
                 }
               } else {
 #pragma unroll
-                for (int g0_8 = 0; g0_8 < 8; ++g0_8) {
-                  if (B_vec8 && k * 64 + g0_8 * 8 + tx / 16 + 128 < K &&
+                for (int g0_11 = 0; g0_11 < 8; ++g0_11) {
+                  if (B_vec8 && k * 64 + g0_11 * 8 + tx / 16 + 128 < K &&
                       0 <= by * 128 + tx % 16 * 8 && by * 128 + tx % 16 * 8 + 8 <= N) {
                     tilec_cp_async_16(
                         &B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                               g0_8 * 512 + tx % 16 / 8 * 4096],
-                        &B[(k * 64 + g0_8 * 8 + tx / 16 + 128) * N + by * 128 + tx % 16 * 8]);
+                                               g0_11 * 512 + tx % 16 / 8 * 4096],
+                        &B[(k * 64 + g0_11 * 8 + tx / 16 + 128) * N + by * 128 + tx % 16 * 8]);
                   } else {
 #pragma unroll
-                    for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                      const int i_7 = g0_8 * 8 + tx / 16;
-                      const int j_7 = tx % 16 * 8 + e1_7;
-                      B_shared[write_stage][(i_7 * 64 ^ i_7 % 8 * 8 ^ j_7 % 64) + j_7 / 64 * 4096] =
+                    for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
+                      const int i_10 = g0_11 * 8 + tx / 16;
+                      const int j_10 = tx % 16 * 8 + e1_10;
+                      B_shared[write_stage][(i_10 * 64 ^ i_10 % 8 * 8 ^ j_10 % 64) +
+                                            j_10 / 64 * 4096] =
                           static_cast<half>(
-                              k * 64 + i_7 + 128 < K && 0 <= by * 128 + j_7 && by * 128 + j_7 < N
-                                  ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + by * 128 + j_7])
+                              k * 64 + i_10 + 128 < K && 0 <= by * 128 + j_10 && by * 128 + j_10 < N
+                                  ? static_cast<float>(
+                                        B[(k * 64 + i_10 + 128) * N + by * 128 + j_10])
                                   : 0.0f);
                     }
                   }
@@ -452,51 +509,51 @@ extern "C" __global__ void __launch_bounds__(128)
         if (C_vec2 && 0 <= bx * 128 && bx * 128 + 128 <= M && 0 <= by * 128 &&
             by * 128 + 128 <= N) {
 #pragma unroll
-          for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+          for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
 #pragma unroll
             for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
 #pragma unroll
-              for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
+              for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
                 alignas(16) float C_v_1[2];
 #pragma unroll
-                for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-                  C_v_1[e1_10] = C_local[g0_12 * 64 + g1_2 * 4 + g0_13 * 2 + e1_10];
+                for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+                  C_v_1[e1_14] = C_local[g0_16 * 64 + g1_2 * 4 + g0_17 * 2 + e1_14];
                 }
                 *reinterpret_cast<uint2*>(
-                    &C[(bx * 128 + g0_12 * 64 + warp * 16 + g0_13 * 8 + tx / 4 % 8) * N + by * 128 +
+                    &C[(bx * 128 + g0_16 * 64 + warp * 16 + g0_17 * 8 + tx / 4 % 8) * N + by * 128 +
                        g1_2 * 8 + tx % 4 * 2]) = *reinterpret_cast<const uint2*>(&C_v_1[0]);
               }
             }
           }
         } else {
 #pragma unroll
-          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+          for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
 #pragma unroll
             for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
-              for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
-                if (C_vec2 && 0 <= bx * 128 + g0_10 * 64 + warp * 16 + g0_11 * 8 + tx / 4 % 8 &&
-                    bx * 128 + g0_10 * 64 + warp * 16 + g0_11 * 8 + tx / 4 % 8 < M &&
+              for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
+                if (C_vec2 && 0 <= bx * 128 + g0_14 * 64 + warp * 16 + g0_15 * 8 + tx / 4 % 8 &&
+                    bx * 128 + g0_14 * 64 + warp * 16 + g0_15 * 8 + tx / 4 % 8 < M &&
                     0 <= by * 128 + g1_1 * 8 + tx % 4 * 2 &&
                     by * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
                   alignas(16) float C_v[2];
 #pragma unroll
-                  for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                    C_v[e1_9] = C_local[g0_10 * 64 + g1_1 * 4 + g0_11 * 2 + e1_9];
+                  for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+                    C_v[e1_13] = C_local[g0_14 * 64 + g1_1 * 4 + g0_15 * 2 + e1_13];
                   }
                   *reinterpret_cast<uint2*>(
-                      &C[(bx * 128 + g0_10 * 64 + warp * 16 + g0_11 * 8 + tx / 4 % 8) * N +
+                      &C[(bx * 128 + g0_14 * 64 + warp * 16 + g0_15 * 8 + tx / 4 % 8) * N +
                          by * 128 + g1_1 * 8 + tx % 4 * 2]) =
                       *reinterpret_cast<const uint2*>(&C_v[0]);
                 } else {
 #pragma unroll
-                  for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                    const int i_9 = g0_10 * 64 + warp * 16 + g0_11 * 8 + tx / 4 % 8;
-                    const int j_9 = g1_1 * 8 + tx % 4 * 2 + e1_9;
-                    if (0 <= bx * 128 + i_9 && bx * 128 + i_9 < M && 0 <= by * 128 + j_9 &&
-                        by * 128 + j_9 < N) {
-                      C[(bx * 128 + i_9) * N + by * 128 + j_9] =
-                          C_local[g0_10 * 64 + g1_1 * 4 + g0_11 * 2 + e1_9];
+                  for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+                    const int i_13 = g0_14 * 64 + warp * 16 + g0_15 * 8 + tx / 4 % 8;
+                    const int j_13 = g1_1 * 8 + tx % 4 * 2 + e1_13;
+                    if (0 <= bx * 128 + i_13 && bx * 128 + i_13 < M && 0 <= by * 128 + j_13 &&
+                        by * 128 + j_13 < N) {
+                      C[(bx * 128 + i_13) * N + by * 128 + j_13] =
+                          C_local[g0_14 * 64 + g1_1 * 4 + g0_15 * 2 + e1_13];
                     }
                   }
                 }

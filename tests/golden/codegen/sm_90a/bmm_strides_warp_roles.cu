@@ -386,6 +386,19 @@ extern "C" __global__ void __launch_bounds__(128)
                 &A_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 1024],
                 &A[bz * sAz + (by * 64 + g0_2 * 16 + tx / 8) * sAm + stage * 64 + tx % 8 * 8]);
           }
+        } else if (by * 64 + 64 <= M && stage * 64 + 64 <= K) {
+#pragma unroll
+          for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
+            alignas(16) half A_shared_v[8];
+#pragma unroll
+            for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+              A_shared_v[e1_3] = A[bz * sAz + (by * 64 + g0_3 * 16 + tx / 8) * sAm + stage * 64 +
+                                   tx % 8 * 8 + e1_3];
+            }
+            *reinterpret_cast<uint4*>(
+                &A_shared[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 1024]) =
+                *reinterpret_cast<const uint4*>(&A_shared_v[0]);
+          }
         } else {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
@@ -411,27 +424,41 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (B_interior && stage * 64 + 64 <= K) {
 #pragma unroll
-          for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
+          for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
             tilec_cp_async_16(&B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                               g0_4 * 512 + tx % 16 / 8 * 4096],
-                              &B[(stage * 64 + g0_4 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+                                               g0_5 * 512 + tx % 16 / 8 * 4096],
+                              &B[(stage * 64 + g0_5 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+          }
+        } else if (stage * 64 + 64 <= K && bx * 128 + 128 <= N) {
+#pragma unroll
+          for (int g0_6 = 0; g0_6 < 8; ++g0_6) {
+            alignas(16) half B_shared_v[8];
+#pragma unroll
+            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
+              B_shared_v[e1_6] =
+                  B[(stage * 64 + g0_6 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8 + e1_6];
+            }
+            *reinterpret_cast<uint4*>(
+                &B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 512 +
+                                 tx % 16 / 8 * 4096]) =
+                *reinterpret_cast<const uint4*>(&B_shared_v[0]);
           }
         } else {
 #pragma unroll
-          for (int g0_3 = 0; g0_3 < 8; ++g0_3) {
-            if (B_vec8 && stage * 64 + g0_3 * 8 + tx / 16 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
+          for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
+            if (B_vec8 && stage * 64 + g0_4 * 8 + tx / 16 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
               tilec_cp_async_16(&B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                                 g0_3 * 512 + tx % 16 / 8 * 4096],
-                                &B[(stage * 64 + g0_3 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+                                                 g0_4 * 512 + tx % 16 / 8 * 4096],
+                                &B[(stage * 64 + g0_4 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
             } else {
 #pragma unroll
-              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-                const int i_3 = g0_3 * 8 + tx / 16;
-                const int j_3 = tx % 16 * 8 + e1_3;
-                B_shared[stage][(i_3 * 64 ^ i_3 % 8 * 8 ^ j_3 % 64) + j_3 / 64 * 4096] =
+              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+                const int i_4 = g0_4 * 8 + tx / 16;
+                const int j_4 = tx % 16 * 8 + e1_4;
+                B_shared[stage][(i_4 * 64 ^ i_4 % 8 * 8 ^ j_4 % 64) + j_4 / 64 * 4096] =
                     static_cast<half>(
-                        stage * 64 + i_3 < K && bx * 128 + j_3 < N
-                            ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 128 + j_3])
+                        stage * 64 + i_4 < K && bx * 128 + j_4 < N
+                            ? static_cast<float>(B[(stage * 64 + i_4) * N + bx * 128 + j_4])
                             : 0.0f);
               }
             }
@@ -464,27 +491,40 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (A_interior && k * 64 + 128 <= K) {
 #pragma unroll
-          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
+          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
             tilec_cp_async_16(
-                &A_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 1024],
-                &A[bz * sAz + (by * 64 + g0_6 * 16 + tx / 8) * sAm + k * 64 + tx % 8 * 8 + 64]);
+                &A_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 1024],
+                &A[bz * sAz + (by * 64 + g0_8 * 16 + tx / 8) * sAm + k * 64 + tx % 8 * 8 + 64]);
+          }
+        } else if (by * 64 + 64 <= M && k * 64 + 128 <= K) {
+#pragma unroll
+          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
+            alignas(16) half A_shared_v_1[8];
+#pragma unroll
+            for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+              A_shared_v_1[e1_9] = A[bz * sAz + (by * 64 + g0_9 * 16 + tx / 8) * sAm + k * 64 +
+                                     tx % 8 * 8 + e1_9 + 64];
+            }
+            *reinterpret_cast<uint4*>(
+                &A_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 1024]) =
+                *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
           }
         } else {
 #pragma unroll
-          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            if (A_vec8 && by * 64 + g0_5 * 16 + tx / 8 < M && k * 64 + tx % 8 * 8 + 72 <= K) {
+          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
+            if (A_vec8 && by * 64 + g0_7 * 16 + tx / 8 < M && k * 64 + tx % 8 * 8 + 72 <= K) {
               tilec_cp_async_16(
-                  &A_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 1024],
-                  &A[bz * sAz + (by * 64 + g0_5 * 16 + tx / 8) * sAm + k * 64 + tx % 8 * 8 + 64]);
+                  &A_shared[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 1024],
+                  &A[bz * sAz + (by * 64 + g0_7 * 16 + tx / 8) * sAm + k * 64 + tx % 8 * 8 + 64]);
             } else {
 #pragma unroll
-              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-                const int i_5 = g0_5 * 16 + tx / 8;
-                const int j_5 = tx % 8 * 8 + e1_5;
-                A_shared[write_stage][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
-                    bz < Z && by * 64 + i_5 < M && k * 64 + j_5 + 64 < K
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_7 = g0_7 * 16 + tx / 8;
+                const int j_7 = tx % 8 * 8 + e1_7;
+                A_shared[write_stage][i_7 * 64 ^ i_7 % 8 * 8 ^ j_7] = static_cast<half>(
+                    bz < Z && by * 64 + i_7 < M && k * 64 + j_7 + 64 < K
                         ? static_cast<float>(
-                              A[bz * sAz + (by * 64 + i_5) * sAm + k * 64 + j_5 + 64])
+                              A[bz * sAz + (by * 64 + i_7) * sAm + k * 64 + j_7 + 64])
                         : 0.0f);
               }
             }
@@ -495,28 +535,43 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (B_interior && k * 64 + 128 <= K) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 8; ++g0_8) {
+          for (int g0_11 = 0; g0_11 < 8; ++g0_11) {
             tilec_cp_async_16(&B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                                     g0_8 * 512 + tx % 16 / 8 * 4096],
-                              &B[(k * 64 + g0_8 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
+                                                     g0_11 * 512 + tx % 16 / 8 * 4096],
+                              &B[(k * 64 + g0_11 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
+          }
+        } else if (k * 64 + 128 <= K && bx * 128 + 128 <= N) {
+#pragma unroll
+          for (int g0_12 = 0; g0_12 < 8; ++g0_12) {
+            alignas(16) half B_shared_v_1[8];
+#pragma unroll
+            for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
+              B_shared_v_1[e1_12] =
+                  B[(k * 64 + g0_12 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8 + e1_12];
+            }
+            *reinterpret_cast<uint4*>(
+                &B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_12 * 512 +
+                                       tx % 16 / 8 * 4096]) =
+                *reinterpret_cast<const uint4*>(&B_shared_v_1[0]);
           }
         } else {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 8; ++g0_7) {
-            if (B_vec8 && k * 64 + g0_7 * 8 + tx / 16 + 64 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
+          for (int g0_10 = 0; g0_10 < 8; ++g0_10) {
+            if (B_vec8 && k * 64 + g0_10 * 8 + tx / 16 + 64 < K &&
+                bx * 128 + tx % 16 * 8 + 8 <= N) {
               tilec_cp_async_16(
                   &B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                         g0_7 * 512 + tx % 16 / 8 * 4096],
-                  &B[(k * 64 + g0_7 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
+                                         g0_10 * 512 + tx % 16 / 8 * 4096],
+                  &B[(k * 64 + g0_10 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
             } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_7 = g0_7 * 8 + tx / 16;
-                const int j_7 = tx % 16 * 8 + e1_7;
-                B_shared[write_stage][(i_7 * 64 ^ i_7 % 8 * 8 ^ j_7 % 64) + j_7 / 64 * 4096] =
+              for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
+                const int i_10 = g0_10 * 8 + tx / 16;
+                const int j_10 = tx % 16 * 8 + e1_10;
+                B_shared[write_stage][(i_10 * 64 ^ i_10 % 8 * 8 ^ j_10 % 64) + j_10 / 64 * 4096] =
                     static_cast<half>(
-                        k * 64 + i_7 + 64 < K && bx * 128 + j_7 < N
-                            ? static_cast<float>(B[(k * 64 + i_7 + 64) * N + bx * 128 + j_7])
+                        k * 64 + i_10 + 64 < K && bx * 128 + j_10 < N
+                            ? static_cast<float>(B[(k * 64 + i_10 + 64) * N + bx * 128 + j_10])
                             : 0.0f);
               }
             }
@@ -537,13 +592,13 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
 #pragma unroll
-        for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+        for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
           alignas(16) float C_v_1[2];
 #pragma unroll
-          for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-            C_v_1[e1_10] = C_local[g1_2 * 4 + g0_10 * 2 + e1_10];
+          for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+            C_v_1[e1_14] = C_local[g1_2 * 4 + g0_14 * 2 + e1_14];
           }
-          *reinterpret_cast<uint2*>(&C[(bz * M + by * 64 + warp * 16 + g0_10 * 8 + tx / 4 % 8) * N +
+          *reinterpret_cast<uint2*>(&C[(bz * M + by * 64 + warp * 16 + g0_14 * 8 + tx / 4 % 8) * N +
                                        bx * 128 + g1_2 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const uint2*>(&C_v_1[0]);
         }
@@ -552,25 +607,25 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
-        for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-          if (C_vec2 && by * 64 + warp * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
+        for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
+          if (C_vec2 && by * 64 + warp * 16 + g0_13 * 8 + tx / 4 % 8 < M &&
               bx * 128 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) float C_v[2];
 #pragma unroll
-            for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-              C_v[e1_9] = C_local[g1_1 * 4 + g0_9 * 2 + e1_9];
+            for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+              C_v[e1_13] = C_local[g1_1 * 4 + g0_13 * 2 + e1_13];
             }
             *reinterpret_cast<uint2*>(
-                &C[(bz * M + by * 64 + warp * 16 + g0_9 * 8 + tx / 4 % 8) * N + bx * 128 +
+                &C[(bz * M + by * 64 + warp * 16 + g0_13 * 8 + tx / 4 % 8) * N + bx * 128 +
                    g1_1 * 8 + tx % 4 * 2]) = *reinterpret_cast<const uint2*>(&C_v[0]);
           } else {
 #pragma unroll
-            for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-              const int i_9 = warp * 16 + g0_9 * 8 + tx / 4 % 8;
-              const int j_9 = g1_1 * 8 + tx % 4 * 2 + e1_9;
-              if (bz < Z && by * 64 + i_9 < M && bx * 128 + j_9 < N) {
-                C[(bz * M + by * 64 + i_9) * N + bx * 128 + j_9] =
-                    C_local[g1_1 * 4 + g0_9 * 2 + e1_9];
+            for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+              const int i_13 = warp * 16 + g0_13 * 8 + tx / 4 % 8;
+              const int j_13 = g1_1 * 8 + tx % 4 * 2 + e1_13;
+              if (bz < Z && by * 64 + i_13 < M && bx * 128 + j_13 < N) {
+                C[(bz * M + by * 64 + i_13) * N + bx * 128 + j_13] =
+                    C_local[g1_1 * 4 + g0_13 * 2 + e1_13];
               }
             }
           }
