@@ -149,6 +149,11 @@ class Target:
     # taken first (driver._compile_fitted)
     single_buffer: bool = False
     partial_wave: int = 0  # a block size below warp_size that is allowed: half a wave64 (HIP)
+    # a pipeline's copies from a tensor whose rows are not 16-byte aligned read a tile inside it
+    # element by element unchecked and store it in vectors (lower/ops.py `_packed_path`): measured
+    # on sm_90a (its GEMM's ragged cell 0.60x -> 0.82x cuBLAS); on sm_80 the extra path cost the
+    # GEMM 40 more bytes of spill in its aligned loop, unmeasured on a GPU, so it stays off there
+    packed_copies: bool = False
     # element types the language has no type for (elaborate rejects them), each with its hint
     missing_types: Mapping[DType, str] = field(default_factory=dict)
 
@@ -293,6 +298,7 @@ def _cuda(
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
         atomic_minmax_types=_ATOMIC_MINMAX_CUDA,
         bulk_copies=bulk_copies, warp_group=4 * WARP_SIZE if bulk_copies else 0, missing_types=cuda.MISSING_TYPES,
+        packed_copies=bulk_copies,
     )  # fmt: skip
 
 

@@ -168,9 +168,12 @@ def _packed_path(
     """(condition, code) for a pipeline's global -> shared copy of a tile wholly inside a tensor
     whose rows are not on 16-byte boundaries (an odd row length: no asynchronous vector copy can
     read them): each thread reads its vector's elements one by one, with no bounds checks, and
-    writes them to the tile as one vector; None for other copies. The per-element path it
-    spares checks and addresses every element (about 19 instructions each for sm_90a's GEMM)."""
-    if not ctx.state.async_copy or s.src.buffer.scope != "global" or s.dst.buffer.scope != "shared":
+    writes them to the tile as one vector; None for other copies, and on targets without
+    `packed_copies`. The per-element path it spares checks and addresses every element (about 19
+    instructions each for sm_90a's GEMM)."""
+    if not (ctx.target.packed_copies and ctx.state.async_copy):
+        return None
+    if s.src.buffer.scope != "global" or s.dst.buffer.scope != "shared":
         return None
     inside = _inside_condition(ctx, s)
     if inside is None:

@@ -107,17 +107,6 @@ extern "C" __global__ void __launch_bounds__(64)
         tilec_cp_async_16(&Q_s[g0_1 * 16 + tx / 4][tx % 4 * 8],
                           &Q[bx * 1024 + g0_1 * 512 + tx / 4 * 32 + tx % 4 * 8]);
       }
-    } else if (bx * 32 + 32 <= S) {
-#pragma unroll
-      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
-        alignas(16) half Q_s_v[8];
-#pragma unroll
-        for (int e1_2 = 0; e1_2 < 8; ++e1_2) {
-          Q_s_v[e1_2] = Q[bx * 1024 + g0_2 * 512 + tx / 4 * 32 + tx % 4 * 8 + e1_2];
-        }
-        *reinterpret_cast<uint4*>(&Q_s[g0_2 * 16 + tx / 4][tx % 4 * 8]) =
-            *reinterpret_cast<const uint4*>(&Q_s_v[0]);
-      }
     } else {
 #pragma unroll
       for (int g0 = 0; g0 < 2; ++g0) {
@@ -142,10 +131,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
     for (int g1 = 0; g1 < 4; ++g1) {
 #pragma unroll
-      for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+      for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
 #pragma unroll
-        for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-          o[g1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
+        for (int e1_2 = 0; e1_2 < 2; ++e1_2) {
+          o[g1 * 4 + g0_2 * 2 + e1_2] = 0.0f;
         }
       }
     }
@@ -159,34 +148,23 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (K_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
-          for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-            tilec_cp_async_16(&K_s[stage][g0_5 * 16 + tx / 4][tx % 4 * 8],
-                              &K[stage * 1024 + g0_5 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-          }
-        } else if (stage * 32 + 32 <= S) {
-#pragma unroll
-          for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-            alignas(16) half K_s_v[8];
-#pragma unroll
-            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-              K_s_v[e1_6] = K[stage * 1024 + g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8 + e1_6];
-            }
-            *reinterpret_cast<uint4*>(&K_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8]) =
-                *reinterpret_cast<const uint4*>(&K_s_v[0]);
+          for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            tilec_cp_async_16(&K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8],
+                              &K[stage * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-            if (K_vec8 && stage * 32 + g0_4 * 16 + tx / 4 < S) {
-              tilec_cp_async_16(&K_s[stage][g0_4 * 16 + tx / 4][tx % 4 * 8],
-                                &K[stage * 1024 + g0_4 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+          for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+            if (K_vec8 && stage * 32 + g0_3 * 16 + tx / 4 < S) {
+              tilec_cp_async_16(&K_s[stage][g0_3 * 16 + tx / 4][tx % 4 * 8],
+                                &K[stage * 1024 + g0_3 * 512 + tx / 4 * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
-              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-                const int i_4 = g0_4 * 16 + tx / 4;
-                const int j_4 = tx % 4 * 8 + e1_4;
-                K_s[stage][i_4][j_4] = static_cast<half>(
-                    stage * 32 + i_4 < S ? static_cast<float>(K[stage * 1024 + i_4 * 32 + j_4])
+              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+                const int i_3 = g0_3 * 16 + tx / 4;
+                const int j_3 = tx % 4 * 8 + e1_3;
+                K_s[stage][i_3][j_3] = static_cast<half>(
+                    stage * 32 + i_3 < S ? static_cast<float>(K[stage * 1024 + i_3 * 32 + j_3])
                                          : 0.0f);
               }
             }
@@ -197,34 +175,23 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (V_vec8 && stage * 32 + 32 <= S) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-            tilec_cp_async_16(&V_s[stage][g0_8 * 16 + tx / 4][tx % 4 * 8],
-                              &V[stage * 1024 + g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8]);
-          }
-        } else if (stage * 32 + 32 <= S) {
-#pragma unroll
-          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-            alignas(16) half V_s_v[8];
-#pragma unroll
-            for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-              V_s_v[e1_9] = V[stage * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + e1_9];
-            }
-            *reinterpret_cast<uint4*>(&V_s[stage][g0_9 * 16 + tx / 4][tx % 4 * 8]) =
-                *reinterpret_cast<const uint4*>(&V_s_v[0]);
+          for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            tilec_cp_async_16(&V_s[stage][g0_6 * 16 + tx / 4][tx % 4 * 8],
+                              &V[stage * 1024 + g0_6 * 512 + tx / 4 * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
-            if (V_vec8 && stage * 32 + g0_7 * 16 + tx / 4 < S) {
-              tilec_cp_async_16(&V_s[stage][g0_7 * 16 + tx / 4][tx % 4 * 8],
-                                &V[stage * 1024 + g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8]);
+          for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            if (V_vec8 && stage * 32 + g0_5 * 16 + tx / 4 < S) {
+              tilec_cp_async_16(&V_s[stage][g0_5 * 16 + tx / 4][tx % 4 * 8],
+                                &V[stage * 1024 + g0_5 * 512 + tx / 4 * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_7 = g0_7 * 16 + tx / 4;
-                const int j_7 = tx % 4 * 8 + e1_7;
-                V_s[stage][i_7][j_7] = static_cast<half>(
-                    stage * 32 + i_7 < S ? static_cast<float>(V[stage * 1024 + i_7 * 32 + j_7])
+              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+                const int i_5 = g0_5 * 16 + tx / 4;
+                const int j_5 = tx % 4 * 8 + e1_5;
+                V_s[stage][i_5][j_5] = static_cast<half>(
+                    stage * 32 + i_5 < S ? static_cast<float>(V[stage * 1024 + i_5 * 32 + j_5])
                                          : 0.0f);
               }
             }
@@ -244,36 +211,24 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (K_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
-            tilec_cp_async_16(&K_s[write_stage][g0_11 * 16 + tx / 4][tx % 4 * 8],
-                              &K[k * 1024 + g0_11 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
-          }
-        } else if (k * 32 + 64 <= S) {
-#pragma unroll
-          for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
-            alignas(16) half K_s_v_1[8];
-#pragma unroll
-            for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
-              K_s_v_1[e1_12] = K[k * 1024 + g0_12 * 512 + tx / 4 * 32 + tx % 4 * 8 + e1_12 + 1024];
-            }
-            *reinterpret_cast<uint4*>(&K_s[write_stage][g0_12 * 16 + tx / 4][tx % 4 * 8]) =
-                *reinterpret_cast<const uint4*>(&K_s_v_1[0]);
+          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+            tilec_cp_async_16(&K_s[write_stage][g0_8 * 16 + tx / 4][tx % 4 * 8],
+                              &K[k * 1024 + g0_8 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
 #pragma unroll
-          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
-            if (K_vec8 && k * 32 + g0_10 * 16 + tx / 4 + 32 < S) {
-              tilec_cp_async_16(&K_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 8],
-                                &K[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+            if (K_vec8 && k * 32 + g0_7 * 16 + tx / 4 + 32 < S) {
+              tilec_cp_async_16(&K_s[write_stage][g0_7 * 16 + tx / 4][tx % 4 * 8],
+                                &K[k * 1024 + g0_7 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
-              for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
-                const int i_10 = g0_10 * 16 + tx / 4;
-                const int j_10 = tx % 4 * 8 + e1_10;
-                K_s[write_stage][i_10][j_10] = static_cast<half>(
-                    k * 32 + i_10 + 32 < S
-                        ? static_cast<float>(K[k * 1024 + i_10 * 32 + j_10 + 1024])
-                        : 0.0f);
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_7 = g0_7 * 16 + tx / 4;
+                const int j_7 = tx % 4 * 8 + e1_7;
+                K_s[write_stage][i_7][j_7] = static_cast<half>(
+                    k * 32 + i_7 + 32 < S ? static_cast<float>(K[k * 1024 + i_7 * 32 + j_7 + 1024])
+                                          : 0.0f);
               }
             }
           }
@@ -285,10 +240,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
-        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
+        for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
 #pragma unroll
-          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-            s[g1_1 * 4 + g0_16 * 2 + e1_16] = 0.0f;
+          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
+            s[g1_1 * 4 + g0_11 * 2 + e1_11] = 0.0f;
           }
         }
       }
@@ -316,36 +271,24 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (V_vec8 && k * 32 + 64 <= S) {
 #pragma unroll
-          for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
-            tilec_cp_async_16(&V_s[write_stage][g0_14 * 16 + tx / 4][tx % 4 * 8],
-                              &V[k * 1024 + g0_14 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
-          }
-        } else if (k * 32 + 64 <= S) {
-#pragma unroll
-          for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
-            alignas(16) half V_s_v_1[8];
-#pragma unroll
-            for (int e1_15 = 0; e1_15 < 8; ++e1_15) {
-              V_s_v_1[e1_15] = V[k * 1024 + g0_15 * 512 + tx / 4 * 32 + tx % 4 * 8 + e1_15 + 1024];
-            }
-            *reinterpret_cast<uint4*>(&V_s[write_stage][g0_15 * 16 + tx / 4][tx % 4 * 8]) =
-                *reinterpret_cast<const uint4*>(&V_s_v_1[0]);
+          for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+            tilec_cp_async_16(&V_s[write_stage][g0_10 * 16 + tx / 4][tx % 4 * 8],
+                              &V[k * 1024 + g0_10 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
           }
         } else {
 #pragma unroll
-          for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
-            if (V_vec8 && k * 32 + g0_13 * 16 + tx / 4 + 32 < S) {
-              tilec_cp_async_16(&V_s[write_stage][g0_13 * 16 + tx / 4][tx % 4 * 8],
-                                &V[k * 1024 + g0_13 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
+          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+            if (V_vec8 && k * 32 + g0_9 * 16 + tx / 4 + 32 < S) {
+              tilec_cp_async_16(&V_s[write_stage][g0_9 * 16 + tx / 4][tx % 4 * 8],
+                                &V[k * 1024 + g0_9 * 512 + tx / 4 * 32 + tx % 4 * 8 + 1024]);
             } else {
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 8; ++e1_13) {
-                const int i_13 = g0_13 * 16 + tx / 4;
-                const int j_13 = tx % 4 * 8 + e1_13;
-                V_s[write_stage][i_13][j_13] = static_cast<half>(
-                    k * 32 + i_13 + 32 < S
-                        ? static_cast<float>(V[k * 1024 + i_13 * 32 + j_13 + 1024])
-                        : 0.0f);
+              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+                const int i_9 = g0_9 * 16 + tx / 4;
+                const int j_9 = tx % 4 * 8 + e1_9;
+                V_s[write_stage][i_9][j_9] = static_cast<half>(
+                    k * 32 + i_9 + 32 < S ? static_cast<float>(V[k * 1024 + i_9 * 32 + j_9 + 1024])
+                                          : 0.0f);
               }
             }
           }
@@ -385,11 +328,11 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
 #pragma unroll
-        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+        for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
 #pragma unroll
-          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
-            s[g1_2 * 4 + g0_17 * 2 + e1_17] =
-                tilec_exp2(s[g1_2 * 4 + g0_17 * 2 + e1_17] - m[g0_17]);
+          for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
+            s[g1_2 * 4 + g0_12 * 2 + e1_12] =
+                tilec_exp2(s[g1_2 * 4 + g0_12 * 2 + e1_12] - m[g0_12]);
           }
         }
       }
@@ -426,10 +369,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_3 = 0; g1_3 < 4; ++g1_3) {
 #pragma unroll
-        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
+        for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
 #pragma unroll
-          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-            p[g1_3 * 4 + g0_18 * 2 + e1_18] = static_cast<half>(s[g1_3 * 4 + g0_18 * 2 + e1_18]);
+          for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+            p[g1_3 * 4 + g0_13 * 2 + e1_13] = static_cast<half>(s[g1_3 * 4 + g0_13 * 2 + e1_13]);
           }
         }
       }
@@ -463,10 +406,10 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
     for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
 #pragma unroll
-      for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+      for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
 #pragma unroll
-        for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-          o[g1_4 * 4 + g0_19 * 2 + e1_19] = o[g1_4 * 4 + g0_19 * 2 + e1_19] / l[g0_19];
+        for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+          o[g1_4 * 4 + g0_14 * 2 + e1_14] = o[g1_4 * 4 + g0_14 * 2 + e1_14] / l[g0_14];
         }
       }
     }
@@ -477,14 +420,14 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_6 = 0; g1_6 < 4; ++g1_6) {
 #pragma unroll
-        for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
+        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-            O_v_1[e1_21] = static_cast<half>(o[g1_6 * 4 + g0_21 * 2 + e1_21]);
+          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+            O_v_1[e1_16] = static_cast<half>(o[g1_6 * 4 + g0_16 * 2 + e1_16]);
           }
           *reinterpret_cast<unsigned int*>(
-              &O[bx * 1024 + warp * 512 + g0_21 * 256 + tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+              &O[bx * 1024 + warp * 512 + g0_16 * 256 + tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
@@ -492,24 +435,24 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
 #pragma unroll
-        for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
-          if (O_vec2 && bx * 32 + warp * 16 + g0_20 * 8 + tx / 4 % 8 < S) {
+        for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
+          if (O_vec2 && bx * 32 + warp * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-              O_v[e1_20] = static_cast<half>(o[g1_5 * 4 + g0_20 * 2 + e1_20]);
+            for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
+              O_v[e1_15] = static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
             }
-            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_20 * 256 +
+            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_15 * 256 +
                                                 tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-              const int i_19 = warp * 16 + g0_20 * 8 + tx / 4 % 8;
-              const int j_19 = g1_5 * 8 + tx % 4 * 2 + e1_20;
-              if (bx * 32 + i_19 < S) {
-                O[bx * 1024 + i_19 * 32 + j_19] =
-                    static_cast<half>(o[g1_5 * 4 + g0_20 * 2 + e1_20]);
+            for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
+              const int i_14 = warp * 16 + g0_15 * 8 + tx / 4 % 8;
+              const int j_14 = g1_5 * 8 + tx % 4 * 2 + e1_15;
+              if (bx * 32 + i_14 < S) {
+                O[bx * 1024 + i_14 * 32 + j_14] =
+                    static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
               }
             }
           }

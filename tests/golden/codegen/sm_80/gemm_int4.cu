@@ -104,14 +104,6 @@ extern "C" __global__ void __launch_bounds__(128)
         if (A_interior && stage * 32 + 32 <= K / 2) {
           tilec_cp_async_16(&A_shared[stage][tx / 2][tx % 2 * 16],
                             &A[(by * 64 + tx / 2) * (K / 2) + stage * 32 + tx % 2 * 16]);
-        } else if (by * 64 + 64 <= M && stage * 32 + 32 <= K / 2) {
-          alignas(16) unsigned char A_shared_v[16];
-#pragma unroll
-          for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
-            A_shared_v[e1_3] = A[(by * 64 + tx / 2) * (K / 2) + stage * 32 + tx % 2 * 16 + e1_3];
-          }
-          *reinterpret_cast<uint4*>(&A_shared[stage][tx / 2][tx % 2 * 16]) =
-              *reinterpret_cast<const uint4*>(&A_shared_v[0]);
         } else if (A_vec16 && by * 64 + tx / 2 < M && stage * 32 + tx % 2 * 16 + 16 <= K / 2) {
           tilec_cp_async_16(&A_shared[stage][tx / 2][tx % 2 * 16],
                             &A[(by * 64 + tx / 2) * (K / 2) + stage * 32 + tx % 2 * 16]);
@@ -131,24 +123,16 @@ extern "C" __global__ void __launch_bounds__(128)
         if (B_interior && stage * 32 + 32 <= K / 2) {
           tilec_cp_async_16(&B_shared[stage][tx / 2][tx % 2 * 16],
                             &B[(bx * 64 + tx / 2) * (K / 2) + stage * 32 + tx % 2 * 16]);
-        } else if (bx * 64 + 64 <= N && stage * 32 + 32 <= K / 2) {
-          alignas(16) unsigned char B_shared_v[16];
-#pragma unroll
-          for (int e1_6 = 0; e1_6 < 16; ++e1_6) {
-            B_shared_v[e1_6] = B[(bx * 64 + tx / 2) * (K / 2) + stage * 32 + tx % 2 * 16 + e1_6];
-          }
-          *reinterpret_cast<uint4*>(&B_shared[stage][tx / 2][tx % 2 * 16]) =
-              *reinterpret_cast<const uint4*>(&B_shared_v[0]);
         } else if (B_vec16 && bx * 64 + tx / 2 < N && stage * 32 + tx % 2 * 16 + 16 <= K / 2) {
           tilec_cp_async_16(&B_shared[stage][tx / 2][tx % 2 * 16],
                             &B[(bx * 64 + tx / 2) * (K / 2) + stage * 32 + tx % 2 * 16]);
         } else {
 #pragma unroll
-          for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-            const int i_4 = tx / 2;
-            const int j_4 = tx % 2 * 16 + e1_4;
-            B_shared[stage][i_4][j_4] = bx * 64 + i_4 < N && stage * 32 + j_4 < K / 2
-                                            ? B[(bx * 64 + i_4) * (K / 2) + stage * 32 + j_4]
+          for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
+            const int i_3 = tx / 2;
+            const int j_3 = tx % 2 * 16 + e1_3;
+            B_shared[stage][i_3][j_3] = bx * 64 + i_3 < N && stage * 32 + j_3 < K / 2
+                                            ? B[(bx * 64 + i_3) * (K / 2) + stage * 32 + j_3]
                                             : 0;
           }
         }
@@ -167,24 +151,16 @@ extern "C" __global__ void __launch_bounds__(128)
         if (A_interior && k * 32 + 64 <= K / 2) {
           tilec_cp_async_16(&A_shared[write_stage][tx / 2][tx % 2 * 16],
                             &A[(by * 64 + tx / 2) * (K / 2) + k * 32 + tx % 2 * 16 + 32]);
-        } else if (by * 64 + 64 <= M && k * 32 + 64 <= K / 2) {
-          alignas(16) unsigned char A_shared_v_1[16];
-#pragma unroll
-          for (int e1_9 = 0; e1_9 < 16; ++e1_9) {
-            A_shared_v_1[e1_9] = A[(by * 64 + tx / 2) * (K / 2) + k * 32 + tx % 2 * 16 + e1_9 + 32];
-          }
-          *reinterpret_cast<uint4*>(&A_shared[write_stage][tx / 2][tx % 2 * 16]) =
-              *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
         } else if (A_vec16 && by * 64 + tx / 2 < M && k * 32 + tx % 2 * 16 + 48 <= K / 2) {
           tilec_cp_async_16(&A_shared[write_stage][tx / 2][tx % 2 * 16],
                             &A[(by * 64 + tx / 2) * (K / 2) + k * 32 + tx % 2 * 16 + 32]);
         } else {
 #pragma unroll
-          for (int e1_7 = 0; e1_7 < 16; ++e1_7) {
-            const int i_7 = tx / 2;
-            const int j_7 = tx % 2 * 16 + e1_7;
-            A_shared[write_stage][i_7][j_7] = by * 64 + i_7 < M && k * 32 + j_7 + 32 < K / 2
-                                                  ? A[(by * 64 + i_7) * (K / 2) + k * 32 + j_7 + 32]
+          for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
+            const int i_5 = tx / 2;
+            const int j_5 = tx % 2 * 16 + e1_5;
+            A_shared[write_stage][i_5][j_5] = by * 64 + i_5 < M && k * 32 + j_5 + 32 < K / 2
+                                                  ? A[(by * 64 + i_5) * (K / 2) + k * 32 + j_5 + 32]
                                                   : 0;
           }
         }
@@ -194,27 +170,17 @@ extern "C" __global__ void __launch_bounds__(128)
         if (B_interior && k * 32 + 64 <= K / 2) {
           tilec_cp_async_16(&B_shared[write_stage][tx / 2][tx % 2 * 16],
                             &B[(bx * 64 + tx / 2) * (K / 2) + k * 32 + tx % 2 * 16 + 32]);
-        } else if (bx * 64 + 64 <= N && k * 32 + 64 <= K / 2) {
-          alignas(16) unsigned char B_shared_v_1[16];
-#pragma unroll
-          for (int e1_12 = 0; e1_12 < 16; ++e1_12) {
-            B_shared_v_1[e1_12] =
-                B[(bx * 64 + tx / 2) * (K / 2) + k * 32 + tx % 2 * 16 + e1_12 + 32];
-          }
-          *reinterpret_cast<uint4*>(&B_shared[write_stage][tx / 2][tx % 2 * 16]) =
-              *reinterpret_cast<const uint4*>(&B_shared_v_1[0]);
         } else if (B_vec16 && bx * 64 + tx / 2 < N && k * 32 + tx % 2 * 16 + 48 <= K / 2) {
           tilec_cp_async_16(&B_shared[write_stage][tx / 2][tx % 2 * 16],
                             &B[(bx * 64 + tx / 2) * (K / 2) + k * 32 + tx % 2 * 16 + 32]);
         } else {
 #pragma unroll
-          for (int e1_10 = 0; e1_10 < 16; ++e1_10) {
-            const int i_10 = tx / 2;
-            const int j_10 = tx % 2 * 16 + e1_10;
-            B_shared[write_stage][i_10][j_10] =
-                bx * 64 + i_10 < N && k * 32 + j_10 + 32 < K / 2
-                    ? B[(bx * 64 + i_10) * (K / 2) + k * 32 + j_10 + 32]
-                    : 0;
+          for (int e1_7 = 0; e1_7 < 16; ++e1_7) {
+            const int i_7 = tx / 2;
+            const int j_7 = tx % 2 * 16 + e1_7;
+            B_shared[write_stage][i_7][j_7] = bx * 64 + i_7 < N && k * 32 + j_7 + 32 < K / 2
+                                                  ? B[(bx * 64 + i_7) * (K / 2) + k * 32 + j_7 + 32]
+                                                  : 0;
           }
         }
       }
@@ -261,8 +227,8 @@ extern "C" __global__ void __launch_bounds__(128)
           for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
             alignas(16) int C_v_1[2];
 #pragma unroll
-            for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-              C_v_1[e1_14] = C_local[g0_4 * 16 + g1_2 * 4 + g0_5 * 2 + e1_14];
+            for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+              C_v_1[e1_10] = C_local[g0_4 * 16 + g1_2 * 4 + g0_5 * 2 + e1_10];
             }
             *reinterpret_cast<uint2*>(
                 &C[(by * 64 + warp / 2 * 32 + g0_4 * 16 + g0_5 * 8 + tx / 4 % 8) * N + bx * 64 +
@@ -282,8 +248,8 @@ extern "C" __global__ void __launch_bounds__(128)
                 bx * 64 + warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) int C_v[2];
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                C_v[e1_13] = C_local[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_13];
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                C_v[e1_9] = C_local[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_9];
               }
               *reinterpret_cast<uint2*>(
                   &C[(by * 64 + warp / 2 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8) * N + bx * 64 +
@@ -291,12 +257,12 @@ extern "C" __global__ void __launch_bounds__(128)
                   *reinterpret_cast<const uint2*>(&C_v[0]);
             } else {
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                const int i_13 = warp / 2 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8;
-                const int j_13 = warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_13;
-                if (by * 64 + i_13 < M && bx * 64 + j_13 < N) {
-                  C[(by * 64 + i_13) * N + bx * 64 + j_13] =
-                      C_local[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_13];
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                const int i_9 = warp / 2 * 32 + g0_2 * 16 + g0_3 * 8 + tx / 4 % 8;
+                const int j_9 = warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_9;
+                if (by * 64 + i_9 < M && bx * 64 + j_9 < N) {
+                  C[(by * 64 + i_9) * N + bx * 64 + j_9] =
+                      C_local[g0_2 * 16 + g1_1 * 4 + g0_3 * 2 + e1_9];
                 }
               }
             }

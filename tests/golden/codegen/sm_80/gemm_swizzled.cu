@@ -103,18 +103,6 @@ extern "C" __global__ void __launch_bounds__(64)
             tilec_cp_async_16(&A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_2 * 512],
                               &A[(by * 32 + g0_2 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
           }
-        } else if (by * 32 + 32 <= M && stage * 64 + 64 <= K) {
-#pragma unroll
-          for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
-            alignas(16) half A_s_v[8];
-#pragma unroll
-            for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              A_s_v[e1_3] = A[(by * 32 + g0_3 * 8 + tx / 8) * K + stage * 64 + tx % 8 * 8 + e1_3];
-            }
-            *reinterpret_cast<uint4*>(
-                &A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 512]) =
-                *reinterpret_cast<const uint4*>(&A_s_v[0]);
-          }
         } else {
 #pragma unroll
           for (int g0_1 = 0; g0_1 < 4; ++g0_1) {
@@ -140,37 +128,25 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (B_interior && stage * 64 + 64 <= K) {
 #pragma unroll
-          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            tilec_cp_async_16(&B_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_5 * 512],
-                              &B[(stage * 64 + g0_5 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
-          }
-        } else if (stage * 64 + 64 <= K && bx * 32 + 32 <= N) {
-#pragma unroll
-          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-            alignas(16) half B_s_v[8];
-#pragma unroll
-            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-              B_s_v[e1_6] = B[(stage * 64 + g0_6 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8 + e1_6];
-            }
-            *reinterpret_cast<uint4*>(
-                &B_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_6 * 512]) =
-                *reinterpret_cast<const uint4*>(&B_s_v[0]);
+          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
+            tilec_cp_async_16(&B_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_4 * 512],
+                              &B[(stage * 64 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
-            if (B_vec8 && stage * 64 + g0_4 * 16 + tx / 4 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
+          for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
+            if (B_vec8 && stage * 64 + g0_3 * 16 + tx / 4 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_4 * 512],
-                  &B[(stage * 64 + g0_4 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
+                  &B_s[stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_3 * 512],
+                  &B[(stage * 64 + g0_3 * 16 + tx / 4) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
-              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-                const int i_4 = g0_4 * 16 + tx / 4;
-                const int j_4 = tx % 4 * 8 + e1_4;
-                B_s[stage][i_4 * 32 ^ i_4 / 2 % 4 * 8 ^ j_4] = static_cast<half>(
-                    stage * 64 + i_4 < K && bx * 32 + j_4 < N
-                        ? static_cast<float>(B[(stage * 64 + i_4) * N + bx * 32 + j_4])
+              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+                const int i_3 = g0_3 * 16 + tx / 4;
+                const int j_3 = tx % 4 * 8 + e1_3;
+                B_s[stage][i_3 * 32 ^ i_3 / 2 % 4 * 8 ^ j_3] = static_cast<half>(
+                    stage * 64 + i_3 < K && bx * 32 + j_3 < N
+                        ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 32 + j_3])
                         : 0.0f);
               }
             }
@@ -228,39 +204,26 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
+          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
             tilec_cp_async_16(
-                &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 512],
-                &A[(by * 32 + g0_8 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
-          }
-        } else if (by * 32 + 32 <= M && k * 64 + 192 <= K) {
-#pragma unroll
-          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
-            alignas(16) half A_s_v_1[8];
-#pragma unroll
-            for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-              A_s_v_1[e1_9] =
-                  A[(by * 32 + g0_9 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + e1_9 + 128];
-            }
-            *reinterpret_cast<uint4*>(
-                &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 512]) =
-                *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
+                &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 512],
+                &A[(by * 32 + g0_6 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
           }
         } else {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
-            if (A_vec8 && by * 32 + g0_7 * 8 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
+          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
+            if (A_vec8 && by * 32 + g0_5 * 8 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
               tilec_cp_async_16(
-                  &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 512],
-                  &A[(by * 32 + g0_7 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+                  &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 512],
+                  &A[(by * 32 + g0_5 * 8 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
             } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_7 = g0_7 * 8 + tx / 8;
-                const int j_7 = tx % 8 * 8 + e1_7;
-                A_s[write_stage][i_7 * 64 ^ i_7 % 8 * 8 ^ j_7] = static_cast<half>(
-                    by * 32 + i_7 < M && k * 64 + j_7 + 128 < K
-                        ? static_cast<float>(A[(by * 32 + i_7) * K + k * 64 + j_7 + 128])
+              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+                const int i_5 = g0_5 * 8 + tx / 8;
+                const int j_5 = tx % 8 * 8 + e1_5;
+                A_s[write_stage][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
+                    by * 32 + i_5 < M && k * 64 + j_5 + 128 < K
+                        ? static_cast<float>(A[(by * 32 + i_5) * K + k * 64 + j_5 + 128])
                         : 0.0f);
               }
             }
@@ -287,39 +250,26 @@ extern "C" __global__ void __launch_bounds__(64)
       {
         if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 4; ++g0_11) {
+          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
             tilec_cp_async_16(
-                &B_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_11 * 512],
-                &B[(k * 64 + g0_11 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
-          }
-        } else if (k * 64 + 192 <= K && bx * 32 + 32 <= N) {
-#pragma unroll
-          for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
-            alignas(16) half B_s_v_1[8];
-#pragma unroll
-            for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
-              B_s_v_1[e1_12] =
-                  B[(k * 64 + g0_12 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8 + e1_12];
-            }
-            *reinterpret_cast<uint4*>(
-                &B_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_12 * 512]) =
-                *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
+                &B_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_8 * 512],
+                &B[(k * 64 + g0_8 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
-            if (B_vec8 && k * 64 + g0_10 * 16 + tx / 4 + 128 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
+          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
+            if (B_vec8 && k * 64 + g0_7 * 16 + tx / 4 + 128 < K && bx * 32 + tx % 4 * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_10 * 512],
-                  &B[(k * 64 + g0_10 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
+                  &B_s[write_stage][(tx / 4 * 32 ^ tx / 8 % 4 * 8 ^ tx % 4 * 8) + g0_7 * 512],
+                  &B[(k * 64 + g0_7 * 16 + tx / 4 + 128) * N + bx * 32 + tx % 4 * 8]);
             } else {
 #pragma unroll
-              for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
-                const int i_10 = g0_10 * 16 + tx / 4;
-                const int j_10 = tx % 4 * 8 + e1_10;
-                B_s[write_stage][i_10 * 32 ^ i_10 / 2 % 4 * 8 ^ j_10] = static_cast<half>(
-                    k * 64 + i_10 + 128 < K && bx * 32 + j_10 < N
-                        ? static_cast<float>(B[(k * 64 + i_10 + 128) * N + bx * 32 + j_10])
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_7 = g0_7 * 16 + tx / 4;
+                const int j_7 = tx % 4 * 8 + e1_7;
+                B_s[write_stage][i_7 * 32 ^ i_7 / 2 % 4 * 8 ^ j_7] = static_cast<half>(
+                    k * 64 + i_7 + 128 < K && bx * 32 + j_7 < N
+                        ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 32 + j_7])
                         : 0.0f);
               }
             }
@@ -358,13 +308,13 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
 #pragma unroll
-        for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
+        for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
           alignas(16) half C_v_1[2];
 #pragma unroll
-          for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-            C_v_1[e1_14] = static_cast<half>(acc[g1_2 * 4 + g0_14 * 2 + e1_14]);
+          for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+            C_v_1[e1_10] = static_cast<half>(acc[g1_2 * 4 + g0_10 * 2 + e1_10]);
           }
-          *reinterpret_cast<unsigned int*>(&C[(by * 32 + warp * 16 + g0_14 * 8 + tx / 4 % 8) * N +
+          *reinterpret_cast<unsigned int*>(&C[(by * 32 + warp * 16 + g0_10 * 8 + tx / 4 % 8) * N +
                                               bx * 32 + g1_2 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
         }
@@ -373,25 +323,25 @@ extern "C" __global__ void __launch_bounds__(64)
 #pragma unroll
       for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
-        for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
-          if (C_vec2 && by * 32 + warp * 16 + g0_13 * 8 + tx / 4 % 8 < M &&
+        for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+          if (C_vec2 && by * 32 + warp * 16 + g0_9 * 8 + tx / 4 % 8 < M &&
               bx * 32 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
             alignas(16) half C_v[2];
 #pragma unroll
-            for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-              C_v[e1_13] = static_cast<half>(acc[g1_1 * 4 + g0_13 * 2 + e1_13]);
+            for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+              C_v[e1_9] = static_cast<half>(acc[g1_1 * 4 + g0_9 * 2 + e1_9]);
             }
-            *reinterpret_cast<unsigned int*>(&C[(by * 32 + warp * 16 + g0_13 * 8 + tx / 4 % 8) * N +
+            *reinterpret_cast<unsigned int*>(&C[(by * 32 + warp * 16 + g0_9 * 8 + tx / 4 % 8) * N +
                                                 bx * 32 + g1_1 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v[0]);
           } else {
 #pragma unroll
-            for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-              const int i_13 = warp * 16 + g0_13 * 8 + tx / 4 % 8;
-              const int j_13 = g1_1 * 8 + tx % 4 * 2 + e1_13;
-              if (by * 32 + i_13 < M && bx * 32 + j_13 < N) {
-                C[(by * 32 + i_13) * N + bx * 32 + j_13] =
-                    static_cast<half>(acc[g1_1 * 4 + g0_13 * 2 + e1_13]);
+            for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+              const int i_9 = warp * 16 + g0_9 * 8 + tx / 4 % 8;
+              const int j_9 = g1_1 * 8 + tx % 4 * 2 + e1_9;
+              if (by * 32 + i_9 < M && bx * 32 + j_9 < N) {
+                C[(by * 32 + i_9) * N + bx * 32 + j_9] =
+                    static_cast<half>(acc[g1_1 * 4 + g0_9 * 2 + e1_9]);
               }
             }
           }

@@ -112,18 +112,6 @@ extern "C" __global__ void __launch_bounds__(256)
                 &A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 2048],
                 &A[(by * 128 + g0_3 * 32 + tx / 8) * K + stage * 64 + tx % 8 * 8]);
           }
-        } else if (by * 128 + 128 <= M && stage * 64 + 64 <= K) {
-#pragma unroll
-          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
-            alignas(16) half A_s_v[8];
-#pragma unroll
-            for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              A_s_v[e1_3] = A[(by * 128 + g0_4 * 32 + tx / 8) * K + stage * 64 + tx % 8 * 8 + e1_3];
-            }
-            *reinterpret_cast<uint4*>(
-                &A_s[stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_4 * 2048]) =
-                *reinterpret_cast<const uint4*>(&A_s_v[0]);
-          }
         } else {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
@@ -149,39 +137,27 @@ extern "C" __global__ void __launch_bounds__(256)
       {
         if (B_interior && stage * 64 + 64 <= K) {
 #pragma unroll
-          for (int g0_6 = 0; g0_6 < 8; ++g0_6) {
+          for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
             tilec_cp_async_16(
-                &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_6 * 512 + lane / 8 * 4096],
-                &B[(stage * 64 + g0_6 * 8 + warp) * N + bx * 256 + lane * 8]);
-          }
-        } else if (stage * 64 + 64 <= K && bx * 256 + 256 <= N) {
-#pragma unroll
-          for (int g0_7 = 0; g0_7 < 8; ++g0_7) {
-            alignas(16) half B_s_v[8];
-#pragma unroll
-            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-              B_s_v[e1_6] = B[(stage * 64 + g0_7 * 8 + warp) * N + bx * 256 + lane * 8 + e1_6];
-            }
-            *reinterpret_cast<uint4*>(
-                &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_7 * 512 + lane / 8 * 4096]) =
-                *reinterpret_cast<const uint4*>(&B_s_v[0]);
+                &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_5 * 512 + lane / 8 * 4096],
+                &B[(stage * 64 + g0_5 * 8 + warp) * N + bx * 256 + lane * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_5 = 0; g0_5 < 8; ++g0_5) {
-            if (B_vec8 && stage * 64 + g0_5 * 8 + warp < K && bx * 256 + lane * 8 + 8 <= N) {
+          for (int g0_4 = 0; g0_4 < 8; ++g0_4) {
+            if (B_vec8 && stage * 64 + g0_4 * 8 + warp < K && bx * 256 + lane * 8 + 8 <= N) {
               tilec_cp_async_16(
-                  &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_5 * 512 + lane / 8 * 4096],
-                  &B[(stage * 64 + g0_5 * 8 + warp) * N + bx * 256 + lane * 8]);
+                  &B_s[stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_4 * 512 + lane / 8 * 4096],
+                  &B[(stage * 64 + g0_4 * 8 + warp) * N + bx * 256 + lane * 8]);
             } else {
 #pragma unroll
-              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-                const int i_4 = g0_5 * 8 + warp;
-                const int j_4 = lane * 8 + e1_4;
-                B_s[stage][(i_4 * 64 ^ i_4 % 8 * 8 ^ j_4 % 64) + j_4 / 64 * 4096] =
+              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+                const int i_3 = g0_4 * 8 + warp;
+                const int j_3 = lane * 8 + e1_3;
+                B_s[stage][(i_3 * 64 ^ i_3 % 8 * 8 ^ j_3 % 64) + j_3 / 64 * 4096] =
                     static_cast<half>(
-                        stage * 64 + i_4 < K && bx * 256 + j_4 < N
-                            ? static_cast<float>(B[(stage * 64 + i_4) * N + bx * 256 + j_4])
+                        stage * 64 + i_3 < K && bx * 256 + j_3 < N
+                            ? static_cast<float>(B[(stage * 64 + i_3) * N + bx * 256 + j_3])
                             : 0.0f);
               }
             }
@@ -310,39 +286,26 @@ extern "C" __global__ void __launch_bounds__(256)
       {
         if (A_interior && k * 64 + 192 <= K) {
 #pragma unroll
-          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
+          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
             tilec_cp_async_16(
-                &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 2048],
-                &A[(by * 128 + g0_9 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
-          }
-        } else if (by * 128 + 128 <= M && k * 64 + 192 <= K) {
-#pragma unroll
-          for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
-            alignas(16) half A_s_v_1[8];
-#pragma unroll
-            for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-              A_s_v_1[e1_9] =
-                  A[(by * 128 + g0_10 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + e1_9 + 128];
-            }
-            *reinterpret_cast<uint4*>(
-                &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_10 * 2048]) =
-                *reinterpret_cast<const uint4*>(&A_s_v_1[0]);
+                &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 2048],
+                &A[(by * 128 + g0_7 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
           }
         } else {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
-            if (A_vec8 && by * 128 + g0_8 * 32 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
+          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
+            if (A_vec8 && by * 128 + g0_6 * 32 + tx / 8 < M && k * 64 + tx % 8 * 8 + 136 <= K) {
               tilec_cp_async_16(
-                  &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 2048],
-                  &A[(by * 128 + g0_8 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
+                  &A_s[write_stage][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 2048],
+                  &A[(by * 128 + g0_6 * 32 + tx / 8) * K + k * 64 + tx % 8 * 8 + 128]);
             } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_7 = g0_8 * 32 + tx / 8;
-                const int j_7 = tx % 8 * 8 + e1_7;
-                A_s[write_stage][i_7 * 64 ^ i_7 % 8 * 8 ^ j_7] = static_cast<half>(
-                    by * 128 + i_7 < M && k * 64 + j_7 + 128 < K
-                        ? static_cast<float>(A[(by * 128 + i_7) * K + k * 64 + j_7 + 128])
+              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+                const int i_5 = g0_6 * 32 + tx / 8;
+                const int j_5 = tx % 8 * 8 + e1_5;
+                A_s[write_stage][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
+                    by * 128 + i_5 < M && k * 64 + j_5 + 128 < K
+                        ? static_cast<float>(A[(by * 128 + i_5) * K + k * 64 + j_5 + 128])
                         : 0.0f);
               }
             }
@@ -412,40 +375,27 @@ extern "C" __global__ void __launch_bounds__(256)
       {
         if (B_interior && k * 64 + 192 <= K) {
 #pragma unroll
-          for (int g0_12 = 0; g0_12 < 8; ++g0_12) {
-            tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_12 * 512 +
+          for (int g0_9 = 0; g0_9 < 8; ++g0_9) {
+            tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_9 * 512 +
                                                 lane / 8 * 4096],
-                              &B[(k * 64 + g0_12 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
-          }
-        } else if (k * 64 + 192 <= K && bx * 256 + 256 <= N) {
-#pragma unroll
-          for (int g0_13 = 0; g0_13 < 8; ++g0_13) {
-            alignas(16) half B_s_v_1[8];
-#pragma unroll
-            for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
-              B_s_v_1[e1_12] =
-                  B[(k * 64 + g0_13 * 8 + warp + 128) * N + bx * 256 + lane * 8 + e1_12];
-            }
-            *reinterpret_cast<uint4*>(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) +
-                                                        g0_13 * 512 + lane / 8 * 4096]) =
-                *reinterpret_cast<const uint4*>(&B_s_v_1[0]);
+                              &B[(k * 64 + g0_9 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 8; ++g0_11) {
-            if (B_vec8 && k * 64 + g0_11 * 8 + warp + 128 < K && bx * 256 + lane * 8 + 8 <= N) {
-              tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) +
-                                                  g0_11 * 512 + lane / 8 * 4096],
-                                &B[(k * 64 + g0_11 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
+          for (int g0_8 = 0; g0_8 < 8; ++g0_8) {
+            if (B_vec8 && k * 64 + g0_8 * 8 + warp + 128 < K && bx * 256 + lane * 8 + 8 <= N) {
+              tilec_cp_async_16(&B_s[write_stage][(warp * 64 ^ warp * 8 ^ tx % 8 * 8) + g0_8 * 512 +
+                                                  lane / 8 * 4096],
+                                &B[(k * 64 + g0_8 * 8 + warp + 128) * N + bx * 256 + lane * 8]);
             } else {
 #pragma unroll
-              for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
-                const int i_10 = g0_11 * 8 + warp;
-                const int j_10 = lane * 8 + e1_10;
-                B_s[write_stage][(i_10 * 64 ^ i_10 % 8 * 8 ^ j_10 % 64) + j_10 / 64 * 4096] =
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_7 = g0_8 * 8 + warp;
+                const int j_7 = lane * 8 + e1_7;
+                B_s[write_stage][(i_7 * 64 ^ i_7 % 8 * 8 ^ j_7 % 64) + j_7 / 64 * 4096] =
                     static_cast<half>(
-                        k * 64 + i_10 + 128 < K && bx * 256 + j_10 < N
-                            ? static_cast<float>(B[(k * 64 + i_10 + 128) * N + bx * 256 + j_10])
+                        k * 64 + i_7 + 128 < K && bx * 256 + j_7 < N
+                            ? static_cast<float>(B[(k * 64 + i_7 + 128) * N + bx * 256 + j_7])
                             : 0.0f);
               }
             }
@@ -553,18 +503,18 @@ extern "C" __global__ void __launch_bounds__(256)
   {
     if (C_vec2 && by * 128 + 128 <= M && bx * 256 + 256 <= N) {
 #pragma unroll
-      for (int g0_16 = 0; g0_16 < 4; ++g0_16) {
+      for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
 #pragma unroll
         for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
-          for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+          for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
             alignas(16) half C_v_1[2];
 #pragma unroll
-            for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-              C_v_1[e1_14] = static_cast<half>(acc[g0_16 * 32 + g1_2 * 4 + g0_17 * 2 + e1_14]);
+            for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+              C_v_1[e1_10] = static_cast<half>(acc[g0_12 * 32 + g1_2 * 4 + g0_13 * 2 + e1_10]);
             }
             *reinterpret_cast<unsigned int*>(
-                &C[(by * 128 + warp / 4 * 64 + g0_16 * 16 + g0_17 * 8 + tx / 4 % 8) * N + bx * 256 +
+                &C[(by * 128 + warp / 4 * 64 + g0_12 * 16 + g0_13 * 8 + tx / 4 % 8) * N + bx * 256 +
                    warp % 4 * 64 + g1_2 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
           }
@@ -572,30 +522,30 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     } else {
 #pragma unroll
-      for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
+      for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
 #pragma unroll
         for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-          for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
-            if (C_vec2 && by * 128 + warp / 4 * 64 + g0_14 * 16 + g0_15 * 8 + tx / 4 % 8 < M &&
+          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+            if (C_vec2 && by * 128 + warp / 4 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8 < M &&
                 bx * 256 + warp % 4 * 64 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) half C_v[2];
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                C_v[e1_13] = static_cast<half>(acc[g0_14 * 32 + g1_1 * 4 + g0_15 * 2 + e1_13]);
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                C_v[e1_9] = static_cast<half>(acc[g0_10 * 32 + g1_1 * 4 + g0_11 * 2 + e1_9]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &C[(by * 128 + warp / 4 * 64 + g0_14 * 16 + g0_15 * 8 + tx / 4 % 8) * N +
+                  &C[(by * 128 + warp / 4 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8) * N +
                      bx * 256 + warp % 4 * 64 + g1_1 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&C_v[0]);
             } else {
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                const int i_13 = warp / 4 * 64 + g0_14 * 16 + g0_15 * 8 + tx / 4 % 8;
-                const int j_13 = warp % 4 * 64 + g1_1 * 8 + tx % 4 * 2 + e1_13;
-                if (by * 128 + i_13 < M && bx * 256 + j_13 < N) {
-                  C[(by * 128 + i_13) * N + bx * 256 + j_13] =
-                      static_cast<half>(acc[g0_14 * 32 + g1_1 * 4 + g0_15 * 2 + e1_13]);
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                const int i_9 = warp / 4 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8;
+                const int j_9 = warp % 4 * 64 + g1_1 * 8 + tx % 4 * 2 + e1_9;
+                if (by * 128 + i_9 < M && bx * 256 + j_9 < N) {
+                  C[(by * 128 + i_9) * N + bx * 256 + j_9] =
+                      static_cast<half>(acc[g0_10 * 32 + g1_1 * 4 + g0_11 * 2 + e1_9]);
                 }
               }
             }

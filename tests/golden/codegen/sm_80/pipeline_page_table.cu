@@ -117,16 +117,6 @@ extern "C" __global__ void __launch_bounds__(128)
           tilec_cp_async_16(&A_shared[stage][tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8],
                             &A[(bx < NB && stage < T ? Table[bx * T + stage] : 0) * 1024 +
                                tx / 8 * 64 + tx % 8 * 8]);
-        } else if (0 <= (bx < NB && stage < T ? Table[bx * T + stage] : 0) &&
-                   (bx < NB && stage < T ? Table[bx * T + stage] : 0) + 1 <= P) {
-          alignas(16) half A_shared_v[8];
-#pragma unroll
-          for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-            A_shared_v[e1_4] = A[(bx < NB && stage < T ? Table[bx * T + stage] : 0) * 1024 +
-                                 tx / 8 * 64 + tx % 8 * 8 + e1_4];
-          }
-          *reinterpret_cast<uint4*>(&A_shared[stage][tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8]) =
-              *reinterpret_cast<const uint4*>(&A_shared_v[0]);
         } else if (A_vec8 && 0 <= (bx < NB && stage < T ? Table[bx * T + stage] : 0) &&
                    (bx < NB && stage < T ? Table[bx * T + stage] : 0) < P) {
           tilec_cp_async_16(&A_shared[stage][tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8],
@@ -163,17 +153,6 @@ extern "C" __global__ void __launch_bounds__(128)
           tilec_cp_async_16(&A_shared[write_stage][tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8],
                             &A[(bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) * 1024 +
                                tx / 8 * 64 + tx % 8 * 8]);
-        } else if (0 <= (bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) &&
-                   (bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) + 1 <= P) {
-          alignas(16) half A_shared_v_1[8];
-#pragma unroll
-          for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-            A_shared_v_1[e1_7] = A[(bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) * 1024 +
-                                   tx / 8 * 64 + tx % 8 * 8 + e1_7];
-          }
-          *reinterpret_cast<uint4*>(
-              &A_shared[write_stage][tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8]) =
-              *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
         } else if (A_vec8 && 0 <= (bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) &&
                    (bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) < P) {
           tilec_cp_async_16(&A_shared[write_stage][tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8],
@@ -181,15 +160,15 @@ extern "C" __global__ void __launch_bounds__(128)
                                tx / 8 * 64 + tx % 8 * 8]);
         } else {
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-            const int i_5 = tx / 8;
-            const int j_5 = tx % 8 * 8 + e1_5;
-            A_shared[write_stage][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
+          for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+            const int i_4 = tx / 8;
+            const int j_4 = tx % 8 * 8 + e1_4;
+            A_shared[write_stage][i_4 * 64 ^ i_4 % 8 * 8 ^ j_4] = static_cast<half>(
                 0 <= (bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) &&
                         (bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) < P
                     ? static_cast<float>(
-                          A[(bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) * 1024 + i_5 * 64 +
-                            j_5])
+                          A[(bx < NB && k + 2 < T ? Table[bx * T + k + 2] : 0) * 1024 + i_4 * 64 +
+                            j_4])
                     : 0.0f);
           }
         }
@@ -224,19 +203,19 @@ extern "C" __global__ void __launch_bounds__(128)
         if (C_vec2) {
           alignas(16) float C_v[2];
 #pragma unroll
-          for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-            C_v[e1_8] = acc[g1_1 * 4 + g0_2 * 2 + e1_8];
+          for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+            C_v[e1_6] = acc[g1_1 * 4 + g0_2 * 2 + e1_6];
           }
           *reinterpret_cast<uint2*>(
               &C[bx * 1024 + g0_2 * 512 + tx / 4 % 8 * 64 + warp * 16 + g1_1 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const uint2*>(&C_v[0]);
         } else {
 #pragma unroll
-          for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-            const int i_8 = g0_2 * 8 + tx / 4 % 8;
-            const int j_8 = warp * 16 + g1_1 * 8 + tx % 4 * 2 + e1_8;
+          for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+            const int i_6 = g0_2 * 8 + tx / 4 % 8;
+            const int j_6 = warp * 16 + g1_1 * 8 + tx % 4 * 2 + e1_6;
             if (bx < NB) {
-              C[bx * 1024 + i_8 * 64 + j_8] = acc[g1_1 * 4 + g0_2 * 2 + e1_8];
+              C[bx * 1024 + i_6 * 64 + j_6] = acc[g1_1 * 4 + g0_2 * 2 + e1_6];
             }
           }
         }

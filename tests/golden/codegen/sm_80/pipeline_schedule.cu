@@ -131,18 +131,6 @@ extern "C" __global__ void __launch_bounds__(128)
           tilec_cp_async_16(&K_s[0][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_3 * 1024],
                             &K[g0_3 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
         }
-      } else if (64 <= N) {
-#pragma unroll
-        for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
-          alignas(16) half K_s_v[8];
-#pragma unroll
-          for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-            K_s_v[e1_4] = K[g0_4 * 1024 + tx / 8 * 64 + tx % 8 * 8 + e1_4];
-          }
-          *reinterpret_cast<uint4*>(
-              &K_s[0][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_4 * 1024]) =
-              *reinterpret_cast<const uint4*>(&K_s_v[0]);
-        }
       } else {
 #pragma unroll
         for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
@@ -171,35 +159,23 @@ extern "C" __global__ void __launch_bounds__(128)
     {
       if (K_vec8 && 128 <= N) {
 #pragma unroll
-        for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
-          tilec_cp_async_16(&K_s[1][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 1024],
-                            &K[g0_6 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
-        }
-      } else if (128 <= N) {
-#pragma unroll
-        for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
-          alignas(16) half K_s_v_1[8];
-#pragma unroll
-          for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-            K_s_v_1[e1_7] = K[g0_7 * 1024 + tx / 8 * 64 + tx % 8 * 8 + e1_7 + 4096];
-          }
-          *reinterpret_cast<uint4*>(
-              &K_s[1][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 1024]) =
-              *reinterpret_cast<const uint4*>(&K_s_v_1[0]);
+        for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
+          tilec_cp_async_16(&K_s[1][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 1024],
+                            &K[g0_5 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
         }
       } else {
 #pragma unroll
-        for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-          if (K_vec8 && g0_5 * 16 + tx / 8 + 64 < N) {
-            tilec_cp_async_16(&K_s[1][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_5 * 1024],
-                              &K[g0_5 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
+        for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
+          if (K_vec8 && g0_4 * 16 + tx / 8 + 64 < N) {
+            tilec_cp_async_16(&K_s[1][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_4 * 1024],
+                              &K[g0_4 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
           } else {
 #pragma unroll
-            for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
-              const int i_5 = g0_5 * 16 + tx / 8;
-              const int j_5 = tx % 8 * 8 + e1_5;
-              K_s[1][i_5 * 64 ^ i_5 % 8 * 8 ^ j_5] = static_cast<half>(
-                  i_5 + 64 < N ? static_cast<float>(K[i_5 * 64 + j_5 + 4096]) : 0.0f);
+            for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
+              const int i_4 = g0_4 * 16 + tx / 8;
+              const int j_4 = tx % 8 * 8 + e1_4;
+              K_s[1][i_4 * 64 ^ i_4 % 8 * 8 ^ j_4] = static_cast<half>(
+                  i_4 + 64 < N ? static_cast<float>(K[i_4 * 64 + j_4 + 4096]) : 0.0f);
             }
           }
         }
@@ -211,35 +187,23 @@ extern "C" __global__ void __launch_bounds__(128)
     {
       if (V_vec8 && 64 <= N) {
 #pragma unroll
-        for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
-          tilec_cp_async_16(&V_s[0][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 1024],
-                            &V[g0_9 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
-        }
-      } else if (64 <= N) {
-#pragma unroll
-        for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
-          alignas(16) half V_s_v[8];
-#pragma unroll
-          for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
-            V_s_v[e1_10] = V[g0_10 * 1024 + tx / 8 * 64 + tx % 8 * 8 + e1_10];
-          }
-          *reinterpret_cast<uint4*>(
-              &V_s[0][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_10 * 1024]) =
-              *reinterpret_cast<const uint4*>(&V_s_v[0]);
+        for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
+          tilec_cp_async_16(&V_s[0][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 1024],
+                            &V[g0_7 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
         }
       } else {
 #pragma unroll
-        for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
-          if (V_vec8 && g0_8 * 16 + tx / 8 < N) {
-            tilec_cp_async_16(&V_s[0][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_8 * 1024],
-                              &V[g0_8 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
+        for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
+          if (V_vec8 && g0_6 * 16 + tx / 8 < N) {
+            tilec_cp_async_16(&V_s[0][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_6 * 1024],
+                              &V[g0_6 * 1024 + tx / 8 * 64 + tx % 8 * 8]);
           } else {
 #pragma unroll
-            for (int e1_8 = 0; e1_8 < 8; ++e1_8) {
-              const int i_8 = g0_8 * 16 + tx / 8;
-              const int j_8 = tx % 8 * 8 + e1_8;
-              V_s[0][i_8 * 64 ^ i_8 % 8 * 8 ^ j_8] =
-                  static_cast<half>(i_8 < N ? static_cast<float>(V[i_8 * 64 + j_8]) : 0.0f);
+            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
+              const int i_6 = g0_6 * 16 + tx / 8;
+              const int j_6 = tx % 8 * 8 + e1_6;
+              V_s[0][i_6 * 64 ^ i_6 % 8 * 8 ^ j_6] =
+                  static_cast<half>(i_6 < N ? static_cast<float>(V[i_6 * 64 + j_6]) : 0.0f);
             }
           }
         }
@@ -251,8 +215,8 @@ extern "C" __global__ void __launch_bounds__(128)
     // pipeline_schedule.tile:19: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
     {
 #pragma unroll
-      for (int i_11 = 0; i_11 < 32; ++i_11) {
-        s[i_11] = 0.0f;
+      for (int i_8 = 0; i_8 < 32; ++i_8) {
+        s[i_8] = 0.0f;
       }
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -288,10 +252,10 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-        for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+        for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
 #pragma unroll
-          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-            p[g1_1 * 4 + g0_11 * 2 + e1_11] = static_cast<half>(s[g1_1 * 4 + g0_11 * 2 + e1_11]);
+          for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+            p[g1_1 * 4 + g0_8 * 2 + e1_8] = static_cast<half>(s[g1_1 * 4 + g0_8 * 2 + e1_8]);
           }
         }
       }
@@ -306,39 +270,27 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (K_vec8 && k * 64 + 192 <= N) {
 #pragma unroll
-          for (int g0_13 = 0; g0_13 < 4; ++g0_13) {
+          for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
             tilec_cp_async_16(
-                &K_s[k % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_13 * 1024],
-                &K[k * 4096 + g0_13 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 8192]);
-          }
-        } else if (k * 64 + 192 <= N) {
-#pragma unroll
-          for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
-            alignas(16) half K_s_v_2[8];
-#pragma unroll
-            for (int e1_14 = 0; e1_14 < 8; ++e1_14) {
-              K_s_v_2[e1_14] = K[k * 4096 + g0_14 * 1024 + tx / 8 * 64 + tx % 8 * 8 + e1_14 + 8192];
-            }
-            *reinterpret_cast<uint4*>(
-                &K_s[k % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_14 * 1024]) =
-                *reinterpret_cast<const uint4*>(&K_s_v_2[0]);
+                &K_s[k % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_10 * 1024],
+                &K[k * 4096 + g0_10 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 8192]);
           }
         } else {
 #pragma unroll
-          for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
-            if (K_vec8 && k * 64 + g0_12 * 16 + tx / 8 + 128 < N) {
+          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
+            if (K_vec8 && k * 64 + g0_9 * 16 + tx / 8 + 128 < N) {
               tilec_cp_async_16(
-                  &K_s[k % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_12 * 1024],
-                  &K[k * 4096 + g0_12 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 8192]);
+                  &K_s[k % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_9 * 1024],
+                  &K[k * 4096 + g0_9 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 8192]);
             } else {
 #pragma unroll
-              for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
-                const int i_13 = g0_12 * 16 + tx / 8;
-                const int j_12 = tx % 8 * 8 + e1_12;
-                K_s[k % 2][i_13 * 64 ^ i_13 % 8 * 8 ^ j_12] = static_cast<half>(
-                    k * 64 + i_13 + 128 < N
-                        ? static_cast<float>(K[k * 4096 + i_13 * 64 + j_12 + 8192])
-                        : 0.0f);
+              for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
+                const int i_10 = g0_9 * 16 + tx / 8;
+                const int j_9 = tx % 8 * 8 + e1_9;
+                K_s[k % 2][i_10 * 64 ^ i_10 % 8 * 8 ^ j_9] =
+                    static_cast<half>(k * 64 + i_10 + 128 < N
+                                          ? static_cast<float>(K[k * 4096 + i_10 * 64 + j_9 + 8192])
+                                          : 0.0f);
               }
             }
           }
@@ -350,38 +302,26 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (V_vec8 && k * 64 + 128 <= N) {
 #pragma unroll
-          for (int g0_16 = 0; g0_16 < 4; ++g0_16) {
+          for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
             tilec_cp_async_16(
-                &V_s[(k + 1) % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_16 * 1024],
-                &V[k * 4096 + g0_16 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
-          }
-        } else if (k * 64 + 128 <= N) {
-#pragma unroll
-          for (int g0_17 = 0; g0_17 < 4; ++g0_17) {
-            alignas(16) half V_s_v_1[8];
-#pragma unroll
-            for (int e1_17 = 0; e1_17 < 8; ++e1_17) {
-              V_s_v_1[e1_17] = V[k * 4096 + g0_17 * 1024 + tx / 8 * 64 + tx % 8 * 8 + e1_17 + 4096];
-            }
-            *reinterpret_cast<uint4*>(
-                &V_s[(k + 1) % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_17 * 1024]) =
-                *reinterpret_cast<const uint4*>(&V_s_v_1[0]);
+                &V_s[(k + 1) % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_12 * 1024],
+                &V[k * 4096 + g0_12 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
           }
         } else {
 #pragma unroll
-          for (int g0_15 = 0; g0_15 < 4; ++g0_15) {
-            if (V_vec8 && k * 64 + g0_15 * 16 + tx / 8 + 64 < N) {
+          for (int g0_11 = 0; g0_11 < 4; ++g0_11) {
+            if (V_vec8 && k * 64 + g0_11 * 16 + tx / 8 + 64 < N) {
               tilec_cp_async_16(
-                  &V_s[(k + 1) % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_15 * 1024],
-                  &V[k * 4096 + g0_15 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
+                  &V_s[(k + 1) % 2][(tx / 8 * 64 ^ tx / 8 % 8 * 8 ^ tx % 8 * 8) + g0_11 * 1024],
+                  &V[k * 4096 + g0_11 * 1024 + tx / 8 * 64 + tx % 8 * 8 + 4096]);
             } else {
 #pragma unroll
-              for (int e1_15 = 0; e1_15 < 8; ++e1_15) {
-                const int i_16 = g0_15 * 16 + tx / 8;
-                const int j_15 = tx % 8 * 8 + e1_15;
-                V_s[(k + 1) % 2][i_16 * 64 ^ i_16 % 8 * 8 ^ j_15] = static_cast<half>(
-                    k * 64 + i_16 + 64 < N
-                        ? static_cast<float>(V[k * 4096 + i_16 * 64 + j_15 + 4096])
+              for (int e1_11 = 0; e1_11 < 8; ++e1_11) {
+                const int i_12 = g0_11 * 16 + tx / 8;
+                const int j_11 = tx % 8 * 8 + e1_11;
+                V_s[(k + 1) % 2][i_12 * 64 ^ i_12 % 8 * 8 ^ j_11] = static_cast<half>(
+                    k * 64 + i_12 + 64 < N
+                        ? static_cast<float>(V[k * 4096 + i_12 * 64 + j_11 + 4096])
                         : 0.0f);
               }
             }
@@ -426,8 +366,8 @@ extern "C" __global__ void __launch_bounds__(128)
       // pipeline_schedule.tile:19: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
       {
 #pragma unroll
-        for (int i_19 = 0; i_19 < 32; ++i_19) {
-          s[i_19] = 0.0f;
+        for (int i_14 = 0; i_14 < 32; ++i_14) {
+          s[i_14] = 0.0f;
         }
 #pragma unroll
         for (int kk_2 = 0; kk_2 < 4; ++kk_2) {
@@ -467,10 +407,10 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
-          for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
+          for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
 #pragma unroll
-            for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-              p[g1_2 * 4 + g0_18 * 2 + e1_18] = static_cast<half>(s[g1_2 * 4 + g0_18 * 2 + e1_18]);
+            for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+              p[g1_2 * 4 + g0_13 * 2 + e1_13] = static_cast<half>(s[g1_2 * 4 + g0_13 * 2 + e1_13]);
             }
           }
         }
@@ -484,22 +424,22 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-      for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+      for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
         if (O_vec2) {
           alignas(16) float O_v[2];
 #pragma unroll
-          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-            O_v[e1_19] = o[g1_3 * 4 + g0_19 * 2 + e1_19];
+          for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+            O_v[e1_14] = o[g1_3 * 4 + g0_14 * 2 + e1_14];
           }
           *reinterpret_cast<uint2*>(
-              &O[warp * 1024 + g0_19 * 512 + tx / 4 % 8 * 64 + g1_3 * 8 + tx % 4 * 2]) =
+              &O[warp * 1024 + g0_14 * 512 + tx / 4 % 8 * 64 + g1_3 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const uint2*>(&O_v[0]);
         } else {
 #pragma unroll
-          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-            const int i_21 = warp * 16 + g0_19 * 8 + tx / 4 % 8;
-            const int j_19 = g1_3 * 8 + tx % 4 * 2 + e1_19;
-            O[i_21 * 64 + j_19] = o[g1_3 * 4 + g0_19 * 2 + e1_19];
+          for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+            const int i_16 = warp * 16 + g0_14 * 8 + tx / 4 % 8;
+            const int j_14 = g1_3 * 8 + tx % 4 * 2 + e1_14;
+            O[i_16 * 64 + j_14] = o[g1_3 * 4 + g0_14 * 2 + e1_14];
           }
         }
       }

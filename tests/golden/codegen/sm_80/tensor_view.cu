@@ -106,18 +106,6 @@ extern "C" __global__ void __launch_bounds__(128)
             tilec_cp_async_16(&A_shared[stage][g0_3 * 32 + tx / 4][tx % 4 * 8],
                               &A[(by * 128 + g0_3 * 32 + tx / 4) * K + stage * 32 + tx % 4 * 8]);
           }
-        } else if (by * 128 + 128 <= Z * M && stage * 32 + 32 <= K) {
-#pragma unroll
-          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
-            alignas(16) half A_shared_v[8];
-#pragma unroll
-            for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
-              A_shared_v[e1_3] =
-                  A[(by * 128 + g0_4 * 32 + tx / 4) * K + stage * 32 + tx % 4 * 8 + e1_3];
-            }
-            *reinterpret_cast<uint4*>(&A_shared[stage][g0_4 * 32 + tx / 4][tx % 4 * 8]) =
-                *reinterpret_cast<const uint4*>(&A_shared_v[0]);
-          }
         } else {
 #pragma unroll
           for (int g0_2 = 0; g0_2 < 4; ++g0_2) {
@@ -143,41 +131,27 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (B_interior && stage * 32 + 32 <= K) {
 #pragma unroll
-          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
+          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
             tilec_cp_async_16(&B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                               g0_6 * 512 + tx % 16 / 8 * 2048],
-                              &B[(stage * 32 + g0_6 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
-          }
-        } else if (stage * 32 + 32 <= K && bx * 128 + 128 <= N) {
-#pragma unroll
-          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
-            alignas(16) half B_shared_v[8];
-#pragma unroll
-            for (int e1_6 = 0; e1_6 < 8; ++e1_6) {
-              B_shared_v[e1_6] =
-                  B[(stage * 32 + g0_7 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8 + e1_6];
-            }
-            *reinterpret_cast<uint4*>(
-                &B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_7 * 512 +
-                                 tx % 16 / 8 * 2048]) =
-                *reinterpret_cast<const uint4*>(&B_shared_v[0]);
+                                               g0_5 * 512 + tx % 16 / 8 * 2048],
+                              &B[(stage * 32 + g0_5 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_5 = 0; g0_5 < 4; ++g0_5) {
-            if (B_vec8 && stage * 32 + g0_5 * 8 + tx / 16 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
+          for (int g0_4 = 0; g0_4 < 4; ++g0_4) {
+            if (B_vec8 && stage * 32 + g0_4 * 8 + tx / 16 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
               tilec_cp_async_16(&B_shared[stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                                 g0_5 * 512 + tx % 16 / 8 * 2048],
-                                &B[(stage * 32 + g0_5 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
+                                                 g0_4 * 512 + tx % 16 / 8 * 2048],
+                                &B[(stage * 32 + g0_4 * 8 + tx / 16) * N + bx * 128 + tx % 16 * 8]);
             } else {
 #pragma unroll
-              for (int e1_4 = 0; e1_4 < 8; ++e1_4) {
-                const int i_4 = g0_5 * 8 + tx / 16;
-                const int j_4 = tx % 16 * 8 + e1_4;
-                B_shared[stage][(i_4 * 64 ^ i_4 % 8 * 8 ^ j_4 % 64) + j_4 / 64 * 2048] =
+              for (int e1_3 = 0; e1_3 < 8; ++e1_3) {
+                const int i_3 = g0_4 * 8 + tx / 16;
+                const int j_3 = tx % 16 * 8 + e1_3;
+                B_shared[stage][(i_3 * 64 ^ i_3 % 8 * 8 ^ j_3 % 64) + j_3 / 64 * 2048] =
                     static_cast<half>(
-                        stage * 32 + i_4 < K && bx * 128 + j_4 < N
-                            ? static_cast<float>(B[(stage * 32 + i_4) * N + bx * 128 + j_4])
+                        stage * 32 + i_3 < K && bx * 128 + j_3 < N
+                            ? static_cast<float>(B[(stage * 32 + i_3) * N + bx * 128 + j_3])
                             : 0.0f);
               }
             }
@@ -243,36 +217,24 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (A_interior && k * 32 + 96 <= K) {
 #pragma unroll
-          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
-            tilec_cp_async_16(&A_shared[write_stage][g0_9 * 32 + tx / 4][tx % 4 * 8],
-                              &A[(by * 128 + g0_9 * 32 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
-          }
-        } else if (by * 128 + 128 <= Z * M && k * 32 + 96 <= K) {
-#pragma unroll
-          for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
-            alignas(16) half A_shared_v_1[8];
-#pragma unroll
-            for (int e1_9 = 0; e1_9 < 8; ++e1_9) {
-              A_shared_v_1[e1_9] =
-                  A[(by * 128 + g0_10 * 32 + tx / 4) * K + k * 32 + tx % 4 * 8 + e1_9 + 64];
-            }
-            *reinterpret_cast<uint4*>(&A_shared[write_stage][g0_10 * 32 + tx / 4][tx % 4 * 8]) =
-                *reinterpret_cast<const uint4*>(&A_shared_v_1[0]);
+          for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
+            tilec_cp_async_16(&A_shared[write_stage][g0_7 * 32 + tx / 4][tx % 4 * 8],
+                              &A[(by * 128 + g0_7 * 32 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
           }
         } else {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
-            if (A_vec8 && by * 128 + g0_8 * 32 + tx / 4 < Z * M && k * 32 + tx % 4 * 8 + 72 <= K) {
-              tilec_cp_async_16(&A_shared[write_stage][g0_8 * 32 + tx / 4][tx % 4 * 8],
-                                &A[(by * 128 + g0_8 * 32 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
+          for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
+            if (A_vec8 && by * 128 + g0_6 * 32 + tx / 4 < Z * M && k * 32 + tx % 4 * 8 + 72 <= K) {
+              tilec_cp_async_16(&A_shared[write_stage][g0_6 * 32 + tx / 4][tx % 4 * 8],
+                                &A[(by * 128 + g0_6 * 32 + tx / 4) * K + k * 32 + tx % 4 * 8 + 64]);
             } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
-                const int i_7 = g0_8 * 32 + tx / 4;
-                const int j_7 = tx % 4 * 8 + e1_7;
-                A_shared[write_stage][i_7][j_7] = static_cast<half>(
-                    by * 128 + i_7 < Z * M && k * 32 + j_7 + 64 < K
-                        ? static_cast<float>(A[(by * 128 + i_7) * K + k * 32 + j_7 + 64])
+              for (int e1_5 = 0; e1_5 < 8; ++e1_5) {
+                const int i_5 = g0_6 * 32 + tx / 4;
+                const int j_5 = tx % 4 * 8 + e1_5;
+                A_shared[write_stage][i_5][j_5] = static_cast<half>(
+                    by * 128 + i_5 < Z * M && k * 32 + j_5 + 64 < K
+                        ? static_cast<float>(A[(by * 128 + i_5) * K + k * 32 + j_5 + 64])
                         : 0.0f);
               }
             }
@@ -283,43 +245,28 @@ extern "C" __global__ void __launch_bounds__(128)
       {
         if (B_interior && k * 32 + 96 <= K) {
 #pragma unroll
-          for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
+          for (int g0_9 = 0; g0_9 < 4; ++g0_9) {
             tilec_cp_async_16(&B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                                     g0_12 * 512 + tx % 16 / 8 * 2048],
-                              &B[(k * 32 + g0_12 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
-          }
-        } else if (k * 32 + 96 <= K && bx * 128 + 128 <= N) {
-#pragma unroll
-          for (int g0_13 = 0; g0_13 < 4; ++g0_13) {
-            alignas(16) half B_shared_v_1[8];
-#pragma unroll
-            for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
-              B_shared_v_1[e1_12] =
-                  B[(k * 32 + g0_13 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8 + e1_12];
-            }
-            *reinterpret_cast<uint4*>(
-                &B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) + g0_13 * 512 +
-                                       tx % 16 / 8 * 2048]) =
-                *reinterpret_cast<const uint4*>(&B_shared_v_1[0]);
+                                                     g0_9 * 512 + tx % 16 / 8 * 2048],
+                              &B[(k * 32 + g0_9 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
           }
         } else {
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 4; ++g0_11) {
-            if (B_vec8 && k * 32 + g0_11 * 8 + tx / 16 + 64 < K &&
-                bx * 128 + tx % 16 * 8 + 8 <= N) {
+          for (int g0_8 = 0; g0_8 < 4; ++g0_8) {
+            if (B_vec8 && k * 32 + g0_8 * 8 + tx / 16 + 64 < K && bx * 128 + tx % 16 * 8 + 8 <= N) {
               tilec_cp_async_16(
                   &B_shared[write_stage][(tx / 16 * 64 ^ tx / 16 % 8 * 8 ^ tx % 8 * 8) +
-                                         g0_11 * 512 + tx % 16 / 8 * 2048],
-                  &B[(k * 32 + g0_11 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
+                                         g0_8 * 512 + tx % 16 / 8 * 2048],
+                  &B[(k * 32 + g0_8 * 8 + tx / 16 + 64) * N + bx * 128 + tx % 16 * 8]);
             } else {
 #pragma unroll
-              for (int e1_10 = 0; e1_10 < 8; ++e1_10) {
-                const int i_10 = g0_11 * 8 + tx / 16;
-                const int j_10 = tx % 16 * 8 + e1_10;
-                B_shared[write_stage][(i_10 * 64 ^ i_10 % 8 * 8 ^ j_10 % 64) + j_10 / 64 * 2048] =
+              for (int e1_7 = 0; e1_7 < 8; ++e1_7) {
+                const int i_7 = g0_8 * 8 + tx / 16;
+                const int j_7 = tx % 16 * 8 + e1_7;
+                B_shared[write_stage][(i_7 * 64 ^ i_7 % 8 * 8 ^ j_7 % 64) + j_7 / 64 * 2048] =
                     static_cast<half>(
-                        k * 32 + i_10 + 64 < K && bx * 128 + j_10 < N
-                            ? static_cast<float>(B[(k * 32 + i_10 + 64) * N + bx * 128 + j_10])
+                        k * 32 + i_7 + 64 < K && bx * 128 + j_7 < N
+                            ? static_cast<float>(B[(k * 32 + i_7 + 64) * N + bx * 128 + j_7])
                             : 0.0f);
               }
             }
@@ -424,18 +371,18 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (C_vec2 && by * 128 + 128 <= Z * M && bx * 128 + 128 <= N) {
 #pragma unroll
-      for (int g0_16 = 0; g0_16 < 4; ++g0_16) {
+      for (int g0_12 = 0; g0_12 < 4; ++g0_12) {
 #pragma unroll
         for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
-          for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+          for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
             alignas(16) float C_v_1[2];
 #pragma unroll
-            for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-              C_v_1[e1_14] = C_local[g0_16 * 32 + g1_2 * 4 + g0_17 * 2 + e1_14];
+            for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+              C_v_1[e1_10] = C_local[g0_12 * 32 + g1_2 * 4 + g0_13 * 2 + e1_10];
             }
             *reinterpret_cast<uint2*>(
-                &C[(by * 128 + warp / 2 * 64 + g0_16 * 16 + g0_17 * 8 + tx / 4 % 8) * N + bx * 128 +
+                &C[(by * 128 + warp / 2 * 64 + g0_12 * 16 + g0_13 * 8 + tx / 4 % 8) * N + bx * 128 +
                    warp % 2 * 64 + g1_2 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const uint2*>(&C_v_1[0]);
           }
@@ -443,30 +390,30 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     } else {
 #pragma unroll
-      for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
+      for (int g0_10 = 0; g0_10 < 4; ++g0_10) {
 #pragma unroll
         for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-          for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
-            if (C_vec2 && by * 128 + warp / 2 * 64 + g0_14 * 16 + g0_15 * 8 + tx / 4 % 8 < Z * M &&
+          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+            if (C_vec2 && by * 128 + warp / 2 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8 < Z * M &&
                 bx * 128 + warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2 + 2 <= N) {
               alignas(16) float C_v[2];
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                C_v[e1_13] = C_local[g0_14 * 32 + g1_1 * 4 + g0_15 * 2 + e1_13];
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                C_v[e1_9] = C_local[g0_10 * 32 + g1_1 * 4 + g0_11 * 2 + e1_9];
               }
               *reinterpret_cast<uint2*>(
-                  &C[(by * 128 + warp / 2 * 64 + g0_14 * 16 + g0_15 * 8 + tx / 4 % 8) * N +
+                  &C[(by * 128 + warp / 2 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8) * N +
                      bx * 128 + warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const uint2*>(&C_v[0]);
             } else {
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                const int i_13 = warp / 2 * 64 + g0_14 * 16 + g0_15 * 8 + tx / 4 % 8;
-                const int j_13 = warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2 + e1_13;
-                if (by * 128 + i_13 < Z * M && bx * 128 + j_13 < N) {
-                  C[(by * 128 + i_13) * N + bx * 128 + j_13] =
-                      C_local[g0_14 * 32 + g1_1 * 4 + g0_15 * 2 + e1_13];
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                const int i_9 = warp / 2 * 64 + g0_10 * 16 + g0_11 * 8 + tx / 4 % 8;
+                const int j_9 = warp % 2 * 64 + g1_1 * 8 + tx % 4 * 2 + e1_9;
+                if (by * 128 + i_9 < Z * M && bx * 128 + j_9 < N) {
+                  C[(by * 128 + i_9) * N + bx * 128 + j_9] =
+                      C_local[g0_10 * 32 + g1_1 * 4 + g0_11 * 2 + e1_9];
                 }
               }
             }
