@@ -10,12 +10,13 @@ import re
 
 import pytest
 
-from tilec import tir, tir_print
+from tilec import tir, tir_print, tir_walk
+from tilec.driver import compile_file, elaborate
 from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
 from tilec.passes.infer_layouts import infer_layouts
 from tilec.passes.select import select_kernel
-from tilec.pipeline import PASSES, compile_program
+from tilec.pipeline import PASSES, compile_program, run_passes, tile_ir_passes
 from tilec.targets import get_target
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -626,3 +627,35 @@ kernel k(Q: Tensor((64, 64), float16), K: Tensor((N, 64), float16), R: Tensor((N
     gemms = [s for s in stmts if isinstance(s, tir.Gemm)]
     assert len(gemms) == 2 and all(g.instruction == "wgmma_m64nNk16" for g in gemms)
     assert not any(g.then_accumulates for g in gemms)
+
+
+TWO_DEPTHS = """\
+kernel two(A: Tensor((M, K), float16), B: Tensor((K, N), float16), C: Tensor((M, N), float16)):
+    with Kernel(ceildiv(N, 128), ceildiv(M, 64), threads=128) as (bx, by):
+        A_shared = alloc_shared((64, 64), float16)
+        B_shared = alloc_shared((64, 128), float16)
+        C_local = alloc_fragment((64, 128), float32)
+        clear(C_local)
+        for k in Pipelined(ceildiv(K, 64), num_stages=3):
+            copy(A[by * 64, k * 64], A_shared)
+            copy(B[k * 64, bx * 128], B_shared)
+            gemm(A_shared, B_shared, C_local)
+        for k in Pipelined(ceildiv(K, 64), num_stages=2):
+            copy(A[by * 64, k * 64], A_shared)
+            copy(B[k * 64, bx * 128], B_shared)
+            gemm(A_shared, B_shared, C_local)
+        copy(C_local, C[by * 64, bx * 128])
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_tile_two_pipelines_fill_keeps_the_deeper_ones_stages(tmp_path: pathlib.Path, arch: str) -> None:
+    """The 3-stage loop writes stage (k + 2) % 3 of the tiles: with the 2-stage loop's count
+    alone they had 2 stages, and stage 2 of A_shared was B_shared's bytes (the build's
+    verification, on in the tests, proves every stage index inside its tile)."""
+    path = tmp_path / "two.tile"
+    path.write_text(TWO_DEPTHS)
+    kernel = run_passes(elaborate(str(path), arch=arch), arch, tile_ir_passes(), verify=True)[0].kernel
+    allocs = {s.buffer.name: s.stages for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc)}
+    assert allocs["A_shared"] == 3 and allocs["B_shared"] == 3
+    assert "A_shared" in compile_file(str(path), arch=arch)

@@ -95,7 +95,7 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
             pipelined.add(id(loop))
             specialized.add(id(loop))
             producer_ids |= {id(c) for c in found}
-            stages |= {c.dst.buffer: ring_stages(loop) for c in found}
+            _deepen(stages, found, ring_stages(loop))
             continue
         if not isinstance(loop, tir.For) or loop.kind != "pipelined" or loop.num_stages < 2 or not _is_one(loop.step):
             continue
@@ -109,14 +109,13 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
                 if found:
                     pipelined.add(id(loop))
                     producer_ids |= {id(c) for c in found}
-                    stages |= {c.dst.buffer: loop.num_stages for c in found}
+                    _deepen(stages, found, loop.num_stages)
                 continue
         if found:
             pipelined.add(id(loop))
             producer_ids |= {id(c) for c in found}
             single = _single_buffered(kernel, multi, target, rows)
-            for c in found:
-                stages[c.dst.buffer] = 1 if single else loop.num_stages
+            _deepen(stages, found, 1 if single else loop.num_stages)
             gemm = main_loop_gemm(loop, target)
             if single:
                 single_ids.add(id(loop))
@@ -172,6 +171,14 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
         return s
 
     return tir_walk.map_kernel(kernel, decided)
+
+
+def _deepen(stages: dict[tir.Buffer, int], copies: list[tir.Copy], n: int) -> None:
+    """Gives the tiles `copies` fill at least `n` stages: a tile that pipelines of different
+    depths fill keeps the most, each loop using the first of them (the last loop's count alone
+    left an earlier, deeper loop writing past the tile's stages)."""
+    for c in copies:
+        stages[c.dst.buffer] = max(stages.get(c.dst.buffer, 0), n)
 
 
 def _accumulates_next(a: tir.Stmt, b: tir.Stmt, target: Target) -> bool:
