@@ -175,9 +175,9 @@ def _packed_path(
         return None
     if s.src.buffer.scope != "global" or s.dst.buffer.scope != "shared":
         return None
-    inside = _inside_condition(ctx, s)
-    if inside is None:
-        return None
+    conds = [cond for cond, _ in _tile_inside(ctx, s.src)]
+    if not conds:
+        return None  # the bounds are proven: the interior test is the alignment alone
     tensor = s.src.buffer
     ctx.state.interior.add(tensor)
     ctx.state.unaligned.add(tensor)
@@ -186,7 +186,7 @@ def _packed_path(
     ctx.state.async_copy = True
     ctx.state.unaligned.discard(tensor)
     ctx.state.interior.discard(tensor)
-    return inside, code
+    return all_of(conds), code
 
 
 def _widened_to_pitch(ctx: LowerContext, s: tir.Copy) -> tir.Copy:
@@ -218,11 +218,8 @@ def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> t
         return None  # no vectors to align (loops._vec_access): per-element checks
     fixed: list[tir.Expr] = [aligned(ctx, region.buffer, last.extent)]  # the same all kernel long
     moving: list[tir.Expr] = []  # depends on loop counters or values computed in the body
-    for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):
-        kernel_wide = not tir_walk.loads(start) and all(
-            v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start)
-        )
-        (fixed if kernel_wide else moving).extend(_tile_in_dimension(ctx, value_of(ctx, start, None), ext, dim))
+    for cond, kernel_wide in _tile_inside(ctx, region):
+        (fixed if kernel_wide else moving).append(cond)
     if len(fixed) == 1 and not moving:
         return None
     if not moving:
@@ -237,15 +234,17 @@ def _interior_condition(ctx: LowerContext, s: tir.Copy, layout: L.Fragment) -> t
     return all_of([kernel_flag(ctx, interior, f"{ctx.name(region.buffer)}_interior", interior), *moving])
 
 
-def _inside_condition(ctx: LowerContext, s: tir.Copy) -> tir.Expr | None:
-    """`tile in bounds` for a copy from a tensor (its interior test without the alignment), or
-    None when the bounds are proven (then the interior test is the alignment alone)."""
-    region = s.src.buffer if s.src.buffer.scope == "global" else s.dst.buffer
-    src = s.src if s.src.buffer is region else s.dst
-    conds: list[tir.Expr] = []
-    for start, ext, dim in zip(src.starts, src.extents, region.shape):
-        conds += _tile_in_dimension(ctx, value_of(ctx, start, None), ext, dim)
-    return all_of(conds) if conds else None
+def _tile_inside(ctx: LowerContext, region: tir.Region) -> list[tuple[tir.Expr, bool]]:
+    """The unproven conditions of "the tile `region` names lies inside its tensor", dimension by
+    dimension, each with whether it holds all kernel long (its start reads only block indices,
+    dims and scalars) rather than depending on loop counters or values computed in the body."""
+    out: list[tuple[tir.Expr, bool]] = []
+    for start, ext, dim in zip(region.starts, region.extents, region.buffer.shape):
+        kernel_wide = not tir_walk.loads(start) and all(
+            v.kind in ("block", "dim", "scalar") for v in tir_walk.variables(start)
+        )
+        out += [(c, kernel_wide) for c in _tile_in_dimension(ctx, value_of(ctx, start, None), ext, dim)]
+    return out
 
 
 def _tile_in_dimension(ctx: LowerContext, start: tir.Expr, ext: tir.Expr, dim: tir.Expr) -> list[tir.Expr]:

@@ -644,11 +644,9 @@ def main_loop_gemm(loop: tir.For, target: Target) -> tir.Gemm | None:
     if loop.kind != "pipelined" or not _is_one(loop.step) or manual(loop, target):
         return None
     producers = _producers(loop)
-    ids = {id(c) for c in producers}
-    rest = [s for s in loop.body if id(s) not in ids]
-    if loop.num_stages < 3 or len(rest) != 1 or not isinstance(rest[0], tir.Gemm):
+    g = _sole_gemm(loop, producers)
+    if loop.num_stages < 3 or g is None:
         return None
-    g = rest[0]
     filled = {c.dst.buffer for c in producers}
     record = instruction_named(target, g.instruction)
     if record.load != "matrices" or g.clear_accum or g.a.buffer not in filled or g.b.buffer not in filled:
@@ -662,12 +660,15 @@ def _async_main_loop_gemm(loop: tir.For, producers: list[tir.Copy], target: Targ
     (wgmma), or None. Its copies go out after the gemm is issued, into the stage read one
     iteration earlier (retired by the barrier at the top), so that they, element-wise loads of
     rows not 16-byte aligned above all, overlap its products; its wait follows them."""
+    g = _sole_gemm(loop, producers)
+    return g if g is not None and instruction_named(target, g.instruction).group == "warp_group" else None
+
+
+def _sole_gemm(loop: tir.For, producers: list[tir.Copy]) -> tir.Gemm | None:
+    """The body's one statement besides `producers`, when it is a gemm."""
     ids = {id(c) for c in producers}
     rest = [s for s in loop.body if id(s) not in ids]
-    if len(rest) != 1 or not isinstance(rest[0], tir.Gemm):
-        return None
-    g = rest[0]
-    return g if instruction_named(target, g.instruction).group == "warp_group" else None
+    return rest[0] if len(rest) == 1 and isinstance(rest[0], tir.Gemm) else None
 
 
 def _issue_points(loop: tir.For, producers: list[tir.Copy]) -> list[tuple[tir.Copy, tir.Gemm]]:
