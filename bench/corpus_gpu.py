@@ -754,7 +754,8 @@ class Attention(Program):
         groups = q.shape[1] // k.shape[1]
         if groups > 1:
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-        o = attention_ref(q, k, v, case.dims["dim"] ** -0.5, causal=self.causal)
+        causal = self.causal or bool(case.dims.get("causal"))
+        o = attention_ref(q, k, v, case.dims["dim"] ** -0.5, causal=causal)
         return {"": {"Output": self.bhsd(o)}}
 
     def outputs(self, case, x):
@@ -772,7 +773,8 @@ class MhaFwdBhsd(Attention):
         d = case.dims
         fn = tl_kernel(ex.flashattn)
         cfg = dict(block_M=128, block_N=128, num_stages=2, threads=256)
-        return {"": fn(d["batch"], d["heads"], d["seq_len"], d["seq_kv"], d["dim"], False, **cfg)}
+        causal = bool(d.get("causal"))
+        return {"": fn(d["batch"], d["heads"], d["seq_len"], d["seq_kv"], d["dim"], causal, **cfg)}
 
 
 class MhaFwdBshd(Attention):
@@ -1210,13 +1212,27 @@ SPECS: dict[str, Program] = {
             builds={
                 "": {"batch": "4", "heads": "32", "seq_q": "2048", "seq_kv": "2048"},
                 "ragged": {"batch": "1", "heads": "4", "seq_q": "1000", "seq_kv": "1000"},
+                "causal": {"batch": "4", "heads": "32", "seq_q": "2048", "seq_kv": "2048", "is_causal": "True"},
+                "ragged-causal": {"batch": "1", "heads": "4", "seq_q": "1000", "seq_kv": "1000", "is_causal": "True"},
             },
             cases=(
                 Case("main", dict(batch=4, heads=32, seq_len=2048, seq_kv=2048, dim=64), timed=True),
                 Case("ragged", dict(batch=1, heads=4, seq_len=1000, seq_kv=1000, dim=64), build="ragged"),
+                Case(
+                    "causal",
+                    dict(batch=4, heads=32, seq_len=2048, seq_kv=2048, dim=64, causal=1),
+                    "causal",
+                    also_timed=True,
+                ),
+                Case(
+                    "ragged-causal",
+                    dict(batch=1, heads=4, seq_len=1000, seq_kv=1000, dim=64, causal=1),
+                    "ragged-causal",
+                ),
             ),
-            how="flashattn.jit_impl(B, H, Sq, Skv, 64, False, block_M=128, block_N=128, num_stages=2, "
-            "threads=256)(q, k, v): the config get_configs() returns, the autotuner bypassed",
+            how="flashattn.jit_impl(B, H, Sq, Skv, 64, is_causal, block_M=128, block_N=128, num_stages=2, "
+            "threads=256)(q, k, v): the config get_configs() returns, the autotuner bypassed; the causal "
+            "case (also timed) is the same call with is_causal=True",
         ),
         MhaFwdBshd(
             name="mha_fwd_bshd",

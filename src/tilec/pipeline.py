@@ -36,6 +36,8 @@ from tilec.diagnostics import CompileError, Diagnostic, Note, error
 from tilec.lower import lower_kernel
 from tilec.lower.cleanup import drop_unused
 from tilec.lower.kernel import two_blocks_fit
+from tilec.passes.decide_masks import decide_masks
+from tilec.passes.fuse_clears import fuse_clears
 from tilec.passes.infer_layouts import Layouts, infer_layouts
 from tilec.passes.pack_subbyte import pack_subbyte
 from tilec.passes.plan_pipeline import plan_pipeline
@@ -79,6 +81,14 @@ class Pass:
 
 def _pack_subbyte(u: Unit) -> Unit:
     return replace(u, kernel=pack_subbyte(u.kernel))
+
+
+def _decide_masks(u: Unit) -> Unit:
+    return replace(u, kernel=decide_masks(u.kernel))
+
+
+def _fuse_clears(u: Unit) -> Unit:
+    return replace(u, kernel=fuse_clears(u.kernel))
 
 
 def _select(u: Unit) -> Unit:
@@ -193,6 +203,10 @@ def _lowered(u: Unit) -> T.Kernel:
 PASSES: tuple[Pass, ...] = (
     # Sub-byte tiles (int4, fp4) become byte tiles first: every later pass then moves whole bytes.
     Pass("pack_subbyte", "tir", _pack_subbyte),
+    # Masks decided per tile before anything reads the loops: each copy is an ordinary Parallel loop.
+    Pass("decide_masks", "tir", _decide_masks),
+    # Zeros just before a gemm into the same tile become its clear_accum: the masks' zeros too.
+    Pass("fuse_clears", "tir", _fuse_clears),
     # Instructions first: every later pass reads which record each gemm runs on.
     Pass("select", "tir", _select),
     # Layouts next: lowering reads where every fragment element lives.

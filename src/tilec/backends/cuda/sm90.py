@@ -57,7 +57,7 @@ from tilec.layout_algebra import widest_swizzle
 from tilec.lower.cexpr import I32, add, all_of, flatten, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import in_dimension, let_decl, nonnegative, ref_of, value_of
-from tilec.lower.ops import cleared_accumulator, lower_copy, stage_fragment
+from tilec.lower.ops import lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
 from tilec.passes.plan_pipeline import (
     Level,
@@ -145,7 +145,7 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     n = min(width, record.shape[1])
     depth = record.shape[2]
     cname = ctx.name(c)
-    out: list[T.Stmt] = cleared_accumulator(ctx, s)
+    out: list[T.Stmt] = []  # a cleared C: each tile's first k step ignores its registers (`accumulate`)
     group = simplify(tir.BinOp("//", ctx.tx, int_(WARP_GROUP), I32))
     g_n = simplify(tir.BinOp("%", group, int_(gn), I32)) if gn > 1 else int_(0)
     g_m = simplify(tir.BinOp("//", group, int_(gn), I32)) if gm > 1 else int_(0)
@@ -174,7 +174,9 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
             b_at = (col, k0) if s.transpose_b else (k0, col)
             acc = T.AddressOf(T.Subscript(cname, (int_((mt * (width // 8) + nt * (n // 8)) * 4),), c.dtype))
             a = _a_registers(ctx, s, mt, kk) if s.a_from_registers else _descriptor(ctx, a_region, a_at, s.transpose_a)
-            args = (acc, a, _descriptor(ctx, s.b, b_at, not s.transpose_b))
+            args: tuple[T.Expr, ...] = (acc, a, _descriptor(ctx, s.b, b_at, not s.transpose_b))
+            if s.clear_accum:
+                args += (tir.BinOp(">", kk, int_(0), DType.bool),)
             body.append(T.Call(T.Intrin(call, args, I32)))
     hold = _hold(cname, frag.local_size, c.dtype)
     out.append(hold)

@@ -743,14 +743,16 @@ def _wgmma_helper(n: int, suffix: str, ptx_type: str) -> str:
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     return f"""
 // d[0..{regs - 1}] += A (64x16) * B (16x{n}) by one warp group, {ptx_type} in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
-__device__ __forceinline__ void tilec_wgmma_m64n{n}k16_{suffix}(float* d, unsigned long long a, unsigned long long b) {{
+__device__ __forceinline__ void tilec_wgmma_m64n{n}k16_{suffix}(float* d, unsigned long long a, unsigned long long b,
+                                                              int accumulate = 1) {{
   asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"
                " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "
                "{{{d}}}, %{regs}, %{regs + 1}, p, 1, 1, %{regs + 3}, %{regs + 4};\\n}}"
                : {outs}
-               : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+               : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }}"""
 
 
@@ -770,15 +772,16 @@ def _wgmma_rs_helper(n: int, suffix: str, ptx_type: str) -> str:
     return f"""
 // d[0..{regs - 1}] += A (64x16) * B (16x{n}) by one warp group, {ptx_type} in, float32 out; A from
 // this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
-// for an MN-major tile).
+// for an MN-major tile); accumulate 0: d = A * B, d's old values unread.
 template <int TB>
-__device__ __forceinline__ void tilec_wgmma_m64n{n}k16_rs_{suffix}(float* d, const void* a, unsigned long long b) {{
+__device__ __forceinline__ void tilec_wgmma_m64n{n}k16_rs_{suffix}(float* d, const void* a, unsigned long long b,
+                                                                 int accumulate = 1) {{
   const unsigned* r = static_cast<const unsigned*>(a);
   asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 5}, 0;\\n"
                " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "
                "{{{d}}}, {{{a}}}, %{regs + 4}, p, 1, 1, %{regs + 6};\\n}}"
                : {outs}
-               : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(1), "n"(TB));
+               : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(accumulate), "n"(TB));
 }}"""
 
 
@@ -799,14 +802,15 @@ def _wgmma_8bit_helper(n: int, suffix: str, accumulator: str) -> str:
     scales = "" if integer else ", 1, 1"
     return f"""
 // d[0..{regs - 1}] += A (64x32) * B (32x{n}) by one warp group, {suffix} in, {accumulator} out; A (M, K)
-// and B (N, K) are read K-major from shared memory through descriptors.
+// and B (N, K) are read K-major from shared memory through descriptors; accumulate 0: d = A * B,
+// d's old values unread.
 __device__ __forceinline__ void tilec_wgmma_m64n{n}k32_{suffix}({ctype}* d, unsigned long long a,
-                                                                unsigned long long b) {{
+                                                                unsigned long long b, int accumulate = 1) {{
   asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"
                " wgmma.mma_async.sync.aligned.m64n{n}k32.{accumulator}.{suffix}.{suffix} "
                "{{{d}}}, %{regs}, %{regs + 1}, p{scales};\\n}}"
                : {outs}
-               : "l"(a), "l"(b), "r"(1));
+               : "l"(a), "l"(b), "r"(accumulate));
 }}"""
 
 

@@ -244,18 +244,12 @@ extern "C" __global__ void __launch_bounds__(64)
         }
       }
     }
-    // attention_step.tile:20: clear(s)
-    {
-#pragma unroll
-      for (int g0_13 = 0; g0_13 < 4; ++g0_13) {
-#pragma unroll
-        for (int e0_1 = 0; e0_1 < 4; ++e0_1) {
-          s[g0_13 * 4 + e0_1] = 0.0f;
-        }
-      }
-    }
     // attention_step.tile:21: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow)
     {
+#pragma unroll
+      for (int i_13 = 0; i_13 < 16; ++i_13) {
+        s[i_13] = 0.0f;
+      }
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         alignas(8) half Q_s_frag[4];
@@ -441,10 +435,10 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:23: for i, j in Parallel(32, 32):
     {
 #pragma unroll
-      for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
+      for (int g0_13 = 0; g0_13 < 4; ++g0_13) {
 #pragma unroll
-        for (int e0_2 = 0; e0_2 < 4; ++e0_2) {
-          s[g0_14 * 4 + e0_2] = tilec_exp2(s[g0_14 * 4 + e0_2] - m[g0_14 * 4 + e0_2]);
+        for (int e0_1 = 0; e0_1 < 4; ++e0_1) {
+          s[g0_13 * 4 + e0_1] = tilec_exp2(s[g0_13 * 4 + e0_1] - m[g0_13 * 4 + e0_1]);
         }
       }
     }
@@ -582,10 +576,10 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:26: copy(s, p)
     {
 #pragma unroll
-      for (int g0_15 = 0; g0_15 < 4; ++g0_15) {
+      for (int g0_14 = 0; g0_14 < 4; ++g0_14) {
 #pragma unroll
-        for (int e0_3 = 0; e0_3 < 4; ++e0_3) {
-          p[g0_15 * 4 + e0_3] = static_cast<half>(s[g0_15 * 4 + e0_3]);
+        for (int e0_2 = 0; e0_2 < 4; ++e0_2) {
+          p[g0_14 * 4 + e0_2] = static_cast<half>(s[g0_14 * 4 + e0_2]);
         }
       }
     }
@@ -593,12 +587,12 @@ extern "C" __global__ void __launch_bounds__(64)
     {
       __syncthreads();
 #pragma unroll
-      for (int g0_16 = 0; g0_16 < 4; ++g0_16) {
+      for (int g0_15 = 0; g0_15 < 4; ++g0_15) {
 #pragma unroll
-        for (int e0_4 = 0; e0_4 < 4; ++e0_4) {
-          const int i_16 = g0_16 * 8 + tx / 32 * 4 + e0_4;
-          const int j_16 = tx % 32;
-          p_smem[i_16][j_16] = p[g0_16 * 4 + e0_4];
+        for (int e0_3 = 0; e0_3 < 4; ++e0_3) {
+          const int i_16 = g0_15 * 8 + tx / 32 * 4 + e0_3;
+          const int j_15 = tx % 32;
+          p_smem[i_16][j_15] = p[g0_15 * 4 + e0_3];
         }
       }
       __syncthreads();
@@ -652,23 +646,23 @@ extern "C" __global__ void __launch_bounds__(64)
   // attention_step.tile:28: for i, j in Parallel(32, 32):
   {
 #pragma unroll
-    for (int g0_17 = 0; g0_17 < 4; ++g0_17) {
+    for (int g0_16 = 0; g0_16 < 4; ++g0_16) {
 #pragma unroll
-      for (int e0_5 = 0; e0_5 < 4; ++e0_5) {
-        o[g0_17 * 4 + e0_5] = o[g0_17 * 4 + e0_5] / l[g0_17 * 4 + e0_5];
+      for (int e0_4 = 0; e0_4 < 4; ++e0_4) {
+        o[g0_16 * 4 + e0_4] = o[g0_16 * 4 + e0_4] / l[g0_16 * 4 + e0_4];
       }
     }
   }
   // attention_step.tile:30: copy(o, O[bx * 32, 0])
   {
 #pragma unroll
-    for (int g0_18 = 0; g0_18 < 4; ++g0_18) {
+    for (int g0_17 = 0; g0_17 < 4; ++g0_17) {
 #pragma unroll
-      for (int e0_6 = 0; e0_6 < 4; ++e0_6) {
-        const int i_17 = g0_18 * 8 + tx / 32 * 4 + e0_6;
-        const int j_17 = tx % 32;
+      for (int e0_5 = 0; e0_5 < 4; ++e0_5) {
+        const int i_17 = g0_17 * 8 + tx / 32 * 4 + e0_5;
+        const int j_16 = tx % 32;
         if (bx * 32 + i_17 < S) {
-          O[bx * 1024 + i_17 * 32 + j_17] = static_cast<half>(o[g0_18 * 4 + e0_6]);
+          O[bx * 1024 + i_17 * 32 + j_16] = static_cast<half>(o[g0_17 * 4 + e0_5]);
         }
       }
     }

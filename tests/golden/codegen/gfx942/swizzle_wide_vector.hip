@@ -106,22 +106,13 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  // swizzle_wide_vector.tile:12: clear(acc)
-  {
-#pragma unroll
-    for (int g1 = 0; g1 < 2; ++g1) {
-#pragma unroll
-      for (int g0_3 = 0; g0_3 < 4; ++g0_3) {
-#pragma unroll
-        for (int e0 = 0; e0 < 4; ++e0) {
-          acc[g1 * 16 + g0_3 * 4 + e0] = 0.0f;
-        }
-      }
-    }
-  }
   __syncthreads();
   // swizzle_wide_vector.tile:13: gemm(A_s, B_s, acc)
   {
+#pragma unroll
+    for (int i_3 = 0; i_3 < 32; ++i_3) {
+      acc[i_3] = 0.0f;
+    }
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       alignas(8) half A_s_frag[4];
@@ -143,19 +134,19 @@ extern "C" __global__ void __launch_bounds__(128)
   // swizzle_wide_vector.tile:14: copy(A_s, a)
   {
 #pragma unroll
-    for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+    for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
       alignas(16) half A_s_v_2[16];
       *reinterpret_cast<uint2*>(&A_s_v_2[0]) =
-          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16]);
+          *reinterpret_cast<const uint2*>(&A_s[g0_3 * 32 + tx / 4][tx % 4 * 16]);
       *reinterpret_cast<uint2*>(&A_s_v_2[4]) =
-          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16 + 4]);
+          *reinterpret_cast<const uint2*>(&A_s[g0_3 * 32 + tx / 4][tx % 4 * 16 + 4]);
       *reinterpret_cast<uint2*>(&A_s_v_2[8]) =
-          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16 + 8]);
+          *reinterpret_cast<const uint2*>(&A_s[g0_3 * 32 + tx / 4][tx % 4 * 16 + 8]);
       *reinterpret_cast<uint2*>(&A_s_v_2[12]) =
-          *reinterpret_cast<const uint2*>(&A_s[g0_4 * 32 + tx / 4][tx % 4 * 16 + 12]);
+          *reinterpret_cast<const uint2*>(&A_s[g0_3 * 32 + tx / 4][tx % 4 * 16 + 12]);
 #pragma unroll
       for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
-        a[g0_4 * 16 + e1_3] = A_s_v_2[e1_3];
+        a[g0_3 * 16 + e1_3] = A_s_v_2[e1_3];
       }
     }
   }
@@ -163,34 +154,34 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (Q_vec16 && bx * 64 + 64 <= M) {
 #pragma unroll
-      for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
         alignas(16) signed char Q_v_1[16];
 #pragma unroll
         for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-          Q_v_1[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_6 * 16 + e1_5]));
+          Q_v_1[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_5]));
         }
-        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_6 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_5 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
             *reinterpret_cast<const uint4*>(&Q_v_1[0]);
       }
     } else {
 #pragma unroll
-      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-        if (Q_vec16 && bx * 64 + g0_5 * 32 + tx / 4 < M) {
+      for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+        if (Q_vec16 && bx * 64 + g0_4 * 32 + tx / 4 < M) {
           alignas(16) signed char Q_v[16];
 #pragma unroll
           for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-            Q_v[e1_4] = static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_4]));
+            Q_v[e1_4] = static_cast<signed char>(static_cast<float>(a[g0_4 * 16 + e1_4]));
           }
-          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_5 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_4 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
               *reinterpret_cast<const uint4*>(&Q_v[0]);
         } else {
 #pragma unroll
           for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-            const int i_5 = g0_5 * 32 + tx / 4;
-            const int j_5 = tx % 4 * 16 + e1_4;
+            const int i_5 = g0_4 * 32 + tx / 4;
+            const int j_4 = tx % 4 * 16 + e1_4;
             if (bx * 64 + i_5 < M) {
-              Q[bx * 4096 + i_5 * 64 + j_5] =
-                  static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_4]));
+              Q[bx * 4096 + i_5 * 64 + j_4] =
+                  static_cast<signed char>(static_cast<float>(a[g0_4 * 16 + e1_4]));
             }
           }
         }
@@ -200,15 +191,15 @@ extern "C" __global__ void __launch_bounds__(128)
   // swizzle_wide_vector.tile:16: copy(acc, C[bx * 64, 0])
   {
 #pragma unroll
-    for (int g1_1 = 0; g1_1 < 2; ++g1_1) {
+    for (int g1 = 0; g1 < 2; ++g1) {
 #pragma unroll
-      for (int g0_7 = 0; g0_7 < 4; ++g0_7) {
+      for (int g0_6 = 0; g0_6 < 4; ++g0_6) {
 #pragma unroll
-        for (int e0_1 = 0; e0_1 < 4; ++e0_1) {
-          const int i_7 = warp * 32 + g0_7 * 8 + tx / 32 % 2 * 4 + e0_1;
-          const int j_7 = g1_1 * 32 + tx % 32;
+        for (int e0 = 0; e0 < 4; ++e0) {
+          const int i_7 = warp * 32 + g0_6 * 8 + tx / 32 % 2 * 4 + e0;
+          const int j_6 = g1 * 32 + tx % 32;
           if (bx * 64 + i_7 < M) {
-            C[bx * 4096 + i_7 * 64 + j_7] = static_cast<half>(acc[g1_1 * 16 + g0_7 * 4 + e0_1]);
+            C[bx * 4096 + i_7 * 64 + j_6] = static_cast<half>(acc[g1 * 16 + g0_6 * 4 + e0]);
           }
         }
       }

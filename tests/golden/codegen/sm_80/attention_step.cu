@@ -235,21 +235,12 @@ extern "C" __global__ void __launch_bounds__(64)
         }
       }
     }
-    // attention_step.tile:20: clear(s)
-    {
-#pragma unroll
-      for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
-#pragma unroll
-        for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
-#pragma unroll
-          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-            s[g1_1 * 4 + g0_11 * 2 + e1_11] = 0.0f;
-          }
-        }
-      }
-    }
     // attention_step.tile:21: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow)
     {
+#pragma unroll
+      for (int i_11 = 0; i_11 < 16; ++i_11) {
+        s[i_11] = 0.0f;
+      }
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         unsigned int Q_s_frag[4];
@@ -326,13 +317,13 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:23: for i, j in Parallel(32, 32):
     {
 #pragma unroll
-      for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
+      for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
-        for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+        for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
 #pragma unroll
-          for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-            s[g1_2 * 4 + g0_12 * 2 + e1_12] =
-                tilec_exp2(s[g1_2 * 4 + g0_12 * 2 + e1_12] - m[g0_12]);
+          for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
+            s[g1_1 * 4 + g0_11 * 2 + e1_11] =
+                tilec_exp2(s[g1_1 * 4 + g0_11 * 2 + e1_11] - m[g0_11]);
           }
         }
       }
@@ -367,12 +358,12 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:26: copy(s, p)
     {
 #pragma unroll
-      for (int g1_3 = 0; g1_3 < 4; ++g1_3) {
+      for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
 #pragma unroll
-        for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
+        for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
 #pragma unroll
-          for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-            p[g1_3 * 4 + g0_13 * 2 + e1_13] = static_cast<half>(s[g1_3 * 4 + g0_13 * 2 + e1_13]);
+          for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
+            p[g1_2 * 4 + g0_12 * 2 + e1_12] = static_cast<half>(s[g1_2 * 4 + g0_12 * 2 + e1_12]);
           }
         }
       }
@@ -404,12 +395,12 @@ extern "C" __global__ void __launch_bounds__(64)
   // attention_step.tile:28: for i, j in Parallel(32, 32):
   {
 #pragma unroll
-    for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
+    for (int g1_3 = 0; g1_3 < 4; ++g1_3) {
 #pragma unroll
-      for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
+      for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
 #pragma unroll
-        for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-          o[g1_4 * 4 + g0_14 * 2 + e1_14] = o[g1_4 * 4 + g0_14 * 2 + e1_14] / l[g0_14];
+        for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+          o[g1_3 * 4 + g0_13 * 2 + e1_13] = o[g1_3 * 4 + g0_13 * 2 + e1_13] / l[g0_13];
         }
       }
     }
@@ -418,41 +409,41 @@ extern "C" __global__ void __launch_bounds__(64)
   {
     if (O_vec2 && bx * 32 + 32 <= S) {
 #pragma unroll
-      for (int g1_6 = 0; g1_6 < 4; ++g1_6) {
+      for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
 #pragma unroll
-        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
+        for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-            O_v_1[e1_16] = static_cast<half>(o[g1_6 * 4 + g0_16 * 2 + e1_16]);
+          for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
+            O_v_1[e1_15] = static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
           }
           *reinterpret_cast<unsigned int*>(
-              &O[bx * 1024 + warp * 512 + g0_16 * 256 + tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+              &O[bx * 1024 + warp * 512 + g0_15 * 256 + tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
+      for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
 #pragma unroll
-        for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
-          if (O_vec2 && bx * 32 + warp * 16 + g0_15 * 8 + tx / 4 % 8 < S) {
+        for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
+          if (O_vec2 && bx * 32 + warp * 16 + g0_14 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
-              O_v[e1_15] = static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
+            for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+              O_v[e1_14] = static_cast<half>(o[g1_4 * 4 + g0_14 * 2 + e1_14]);
             }
-            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_15 * 256 +
-                                                tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
+            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_14 * 256 +
+                                                tx / 4 % 8 * 32 + g1_4 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
-              const int i_14 = warp * 16 + g0_15 * 8 + tx / 4 % 8;
-              const int j_14 = g1_5 * 8 + tx % 4 * 2 + e1_15;
+            for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+              const int i_14 = warp * 16 + g0_14 * 8 + tx / 4 % 8;
+              const int j_13 = g1_4 * 8 + tx % 4 * 2 + e1_14;
               if (bx * 32 + i_14 < S) {
-                O[bx * 1024 + i_14 * 32 + j_14] =
-                    static_cast<half>(o[g1_5 * 4 + g0_15 * 2 + e1_15]);
+                O[bx * 1024 + i_14 * 32 + j_13] =
+                    static_cast<half>(o[g1_4 * 4 + g0_14 * 2 + e1_14]);
               }
             }
           }

@@ -124,25 +124,13 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  // swizzle_wide_vector.tile:12: clear(acc)
-  {
-#pragma unroll
-    for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-#pragma unroll
-      for (int g1 = 0; g1 < 4; ++g1) {
-#pragma unroll
-        for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-#pragma unroll
-          for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-            acc[g0_3 * 16 + g1 * 4 + g0_4 * 2 + e1_3] = 0.0f;
-          }
-        }
-      }
-    }
-  }
   __syncthreads();
   // swizzle_wide_vector.tile:13: gemm(A_s, B_s, acc)
   {
+#pragma unroll
+    for (int i_3 = 0; i_3 < 32; ++i_3) {
+      acc[i_3] = 0.0f;
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       unsigned int A_s_frag[8];
@@ -172,15 +160,15 @@ extern "C" __global__ void __launch_bounds__(128)
   // swizzle_wide_vector.tile:14: copy(A_s, a)
   {
 #pragma unroll
-    for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+    for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
       alignas(16) half A_s_v_2[16];
       *reinterpret_cast<uint4*>(&A_s_v_2[0]) = *reinterpret_cast<const uint4*>(
-          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_5 * 2048]);
+          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_3 * 2048]);
       *reinterpret_cast<uint4*>(&A_s_v_2[8]) = *reinterpret_cast<const uint4*>(
-          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_5 * 2048]);
+          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_3 * 2048]);
 #pragma unroll
-      for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-        a[g0_5 * 16 + e1_4] = A_s_v_2[e1_4];
+      for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
+        a[g0_3 * 16 + e1_3] = A_s_v_2[e1_3];
       }
     }
   }
@@ -188,34 +176,34 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (Q_vec16 && bx * 64 + 64 <= M) {
 #pragma unroll
-      for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
         alignas(16) signed char Q_v_1[16];
 #pragma unroll
-        for (int e1_6 = 0; e1_6 < 16; ++e1_6) {
-          Q_v_1[e1_6] = static_cast<signed char>(static_cast<float>(a[g0_7 * 16 + e1_6]));
+        for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
+          Q_v_1[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_5]));
         }
-        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_7 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_5 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
             *reinterpret_cast<const uint4*>(&Q_v_1[0]);
       }
     } else {
 #pragma unroll
-      for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
-        if (Q_vec16 && bx * 64 + g0_6 * 32 + tx / 4 < M) {
+      for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+        if (Q_vec16 && bx * 64 + g0_4 * 32 + tx / 4 < M) {
           alignas(16) signed char Q_v[16];
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-            Q_v[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_6 * 16 + e1_5]));
+          for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
+            Q_v[e1_4] = static_cast<signed char>(static_cast<float>(a[g0_4 * 16 + e1_4]));
           }
-          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_6 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_4 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
               *reinterpret_cast<const uint4*>(&Q_v[0]);
         } else {
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-            const int i_5 = g0_6 * 32 + tx / 4;
-            const int j_5 = tx % 4 * 16 + e1_5;
+          for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
+            const int i_5 = g0_4 * 32 + tx / 4;
+            const int j_4 = tx % 4 * 16 + e1_4;
             if (bx * 64 + i_5 < M) {
-              Q[bx * 4096 + i_5 * 64 + j_5] =
-                  static_cast<signed char>(static_cast<float>(a[g0_6 * 16 + e1_5]));
+              Q[bx * 4096 + i_5 * 64 + j_4] =
+                  static_cast<signed char>(static_cast<float>(a[g0_4 * 16 + e1_4]));
             }
           }
         }
@@ -226,48 +214,48 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (C_vec2 && bx * 64 + 64 <= M) {
 #pragma unroll
-      for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+      for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
 #pragma unroll
-        for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
+        for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
             alignas(16) half C_v_1[2];
 #pragma unroll
-            for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-              C_v_1[e1_8] = static_cast<half>(acc[g0_10 * 16 + g1_2 * 4 + g0_11 * 2 + e1_8]);
+            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+              C_v_1[e1_7] = static_cast<half>(acc[g0_8 * 16 + g1_1 * 4 + g0_9 * 2 + e1_7]);
             }
             *reinterpret_cast<unsigned int*>(
-                &C[bx * 4096 + warp / 2 * 2048 + g0_10 * 1024 + g0_11 * 512 + tx / 4 % 8 * 64 +
-                   warp % 2 * 32 + g1_2 * 8 + tx % 4 * 2]) =
+                &C[bx * 4096 + warp / 2 * 2048 + g0_8 * 1024 + g0_9 * 512 + tx / 4 % 8 * 64 +
+                   warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
           }
         }
       }
     } else {
 #pragma unroll
-      for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+      for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
 #pragma unroll
-        for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
+        for (int g1 = 0; g1 < 4; ++g1) {
 #pragma unroll
-          for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-            if (C_vec2 && bx * 64 + warp / 2 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8 < M) {
+          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+            if (C_vec2 && bx * 64 + warp / 2 * 32 + g0_6 * 16 + g0_7 * 8 + tx / 4 % 8 < M) {
               alignas(16) half C_v[2];
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                C_v[e1_7] = static_cast<half>(acc[g0_8 * 16 + g1_1 * 4 + g0_9 * 2 + e1_7]);
+              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+                C_v[e1_6] = static_cast<half>(acc[g0_6 * 16 + g1 * 4 + g0_7 * 2 + e1_6]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &C[bx * 4096 + warp / 2 * 2048 + g0_8 * 1024 + g0_9 * 512 + tx / 4 % 8 * 64 +
-                     warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2]) =
+                  &C[bx * 4096 + warp / 2 * 2048 + g0_6 * 1024 + g0_7 * 512 + tx / 4 % 8 * 64 +
+                     warp % 2 * 32 + g1 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&C_v[0]);
             } else {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                const int i_7 = warp / 2 * 32 + g0_8 * 16 + g0_9 * 8 + tx / 4 % 8;
-                const int j_7 = warp % 2 * 32 + g1_1 * 8 + tx % 4 * 2 + e1_7;
+              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+                const int i_7 = warp / 2 * 32 + g0_6 * 16 + g0_7 * 8 + tx / 4 % 8;
+                const int j_6 = warp % 2 * 32 + g1 * 8 + tx % 4 * 2 + e1_6;
                 if (bx * 64 + i_7 < M) {
-                  C[bx * 4096 + i_7 * 64 + j_7] =
-                      static_cast<half>(acc[g0_8 * 16 + g1_1 * 4 + g0_9 * 2 + e1_7]);
+                  C[bx * 4096 + i_7 * 64 + j_6] =
+                      static_cast<half>(acc[g0_6 * 16 + g1 * 4 + g0_7 * 2 + e1_6]);
                 }
               }
             }

@@ -247,10 +247,12 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..63] += A (64x16) * B (16x128) by one warp group, f16 in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n128k16_f16(float* d, unsigned long long a,
-                                                           unsigned long long b) {
+                                                           unsigned long long b,
+                                                           int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
@@ -268,7 +270,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n128k16_f16(float* d, unsigned lo
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
-      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 // Keeps the N 32-bit registers at a (a register A of wgmma, 16-bit pairs) computed before the
@@ -283,10 +285,11 @@ __device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A from
 // this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
-// for an MN-major tile).
+// for an MN-major tile); accumulate 0: d = A * B, d's old values unread.
 template <int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_rs_f16(float* d, const void* a,
-                                                             unsigned long long b) {
+                                                             unsigned long long b,
+                                                             int accumulate = 1) {
   const unsigned* r = static_cast<const unsigned*>(a);
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
@@ -299,7 +302,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_rs_f16(float* d, const voi
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(1), "n"(TB));
+      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(accumulate), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -551,16 +554,32 @@ extern "C" __global__ void __launch_bounds__(256)
         }
       }
     }
-    // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-    {
+    if (k * 128 + 127 < S) {
+      // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+      {
 #pragma unroll
-      for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
+        for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
-        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
+          for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
 #pragma unroll
-          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-            const int j_16 = g1_1 * 8 + tx % 4 * 2 + e1_16;
-            acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] = k * 128 + j_16 < S ? 0.0f : -INFINITY;
+            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+              acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] = 0.0f;
+            }
+          }
+        }
+      }
+    } else {
+      // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+      {
+#pragma unroll
+        for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
+#pragma unroll
+          for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+#pragma unroll
+            for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
+              const int j_17 = g1_2 * 8 + tx % 4 * 2 + e1_17;
+              acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] = k * 128 + j_17 < S ? 0.0f : -INFINITY;
+            }
           }
         }
       }
@@ -714,13 +733,13 @@ extern "C" __global__ void __launch_bounds__(256)
     // attention_overlap.tile:31: for i, j in Parallel(128, 128):
     {
 #pragma unroll
-      for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
+      for (int g1_3 = 0; g1_3 < 16; ++g1_3) {
 #pragma unroll
-        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
 #pragma unroll
-          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
-            acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] =
-                tilec_exp2((acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] - m[g0_17]) * 0.18f);
+          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
+            acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] =
+                tilec_exp2((acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] - m[g0_18]) * 0.18f);
           }
         }
       }
@@ -810,13 +829,13 @@ extern "C" __global__ void __launch_bounds__(256)
     // attention_overlap.tile:36: for i, j in Parallel(128, 64):
     {
 #pragma unroll
-      for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
+      for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
 #pragma unroll
-        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
+        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
 #pragma unroll
-          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-            acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] = acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] *
-                                                  tilec_exp2((m_prev[g0_18] - m[g0_18]) * 0.18f);
+          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
+            acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] = acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] *
+                                                  tilec_exp2((m_prev[g0_19] - m[g0_19]) * 0.18f);
           }
         }
       }
@@ -824,13 +843,13 @@ extern "C" __global__ void __launch_bounds__(256)
     // attention_overlap.tile:38: copy(acc_s, acc_s_cast)
     {
 #pragma unroll
-      for (int g1_4 = 0; g1_4 < 16; ++g1_4) {
+      for (int g1_5 = 0; g1_5 < 16; ++g1_5) {
 #pragma unroll
-        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+        for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
 #pragma unroll
-          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-            acc_s_cast[g1_4 * 4 + g0_19 * 2 + e1_19] =
-                static_cast<half>(acc_s[g1_4 * 4 + g0_19 * 2 + e1_19]);
+          for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
+            acc_s_cast[g1_5 * 4 + g0_20 * 2 + e1_20] =
+                static_cast<half>(acc_s[g1_5 * 4 + g0_20 * 2 + e1_20]);
           }
         }
       }
@@ -857,12 +876,12 @@ extern "C" __global__ void __launch_bounds__(256)
   // attention_overlap.tile:40: for i, j in Parallel(128, 64):
   {
 #pragma unroll
-    for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
+    for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-      for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
+      for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
 #pragma unroll
-        for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] = acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] / l[g0_20];
+        for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+          acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] = acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] / l[g0_21];
         }
       }
     }
@@ -871,43 +890,43 @@ extern "C" __global__ void __launch_bounds__(256)
   {
     if (O_vec2 && bx * 128 + 128 <= S) {
 #pragma unroll
-      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
+      for (int g1_8 = 0; g1_8 < 8; ++g1_8) {
 #pragma unroll
-        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
+        for (int g0_23 = 0; g0_23 < 2; ++g0_23) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
-            O_v_1[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
+          for (int e1_23 = 0; e1_23 < 2; ++e1_23) {
+            O_v_1[e1_23] = static_cast<half>(acc_o[g1_8 * 4 + g0_23 * 2 + e1_23]);
           }
           *reinterpret_cast<unsigned int*>(
               &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                 g0_22 * 512 + tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
+                 g0_23 * 512 + tx / 4 % 8 * 64 + g1_8 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
+      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-        for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
-          if (O_vec2 && bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_21 * 8 + tx / 4 % 8 < S) {
+        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
+          if (O_vec2 && bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_22 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-              O_v[e1_21] = static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
+            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
+              O_v[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
             }
             *reinterpret_cast<unsigned int*>(
                 &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                   g0_21 * 512 + tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
+                   g0_22 * 512 + tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-              const int i_21 = warp_group * 64 + warp % 4 * 16 + g0_21 * 8 + tx / 4 % 8;
-              const int j_18 = g1_6 * 8 + tx % 4 * 2 + e1_21;
-              if (bz < B && by < H && bx * 128 + i_21 < S) {
-                O[(bz * H + by) * S * 64 + bx * 8192 + i_21 * 64 + j_18] =
-                    static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
+            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
+              const int i_22 = warp_group * 64 + warp % 4 * 16 + g0_22 * 8 + tx / 4 % 8;
+              const int j_19 = g1_7 * 8 + tx % 4 * 2 + e1_22;
+              if (bz < B && by < H && bx * 128 + i_22 < S) {
+                O[(bz * H + by) * S * 64 + bx * 8192 + i_22 * 64 + j_19] =
+                    static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
               }
             }
           }
@@ -1109,16 +1128,32 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         asm volatile("bar.arrive %0, %1;" ::"r"(2), "r"(256) : "memory");
       }
       if ((S + 127) / 128 > 0) {
-        // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-        {
+        if (127 < S) {
+          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+          {
 #pragma unroll
-          for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
+            for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
-            for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+              for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
 #pragma unroll
-              for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-                const int j_3 = g1_1 * 8 + tx % 4 * 2 + e1_3;
-                acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = j_3 < S ? 0.0f : -INFINITY;
+                for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
+                  acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
+                }
+              }
+            }
+          }
+        } else {
+          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+          {
+#pragma unroll
+            for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
+#pragma unroll
+              for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+#pragma unroll
+                for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
+                  const int j_4 = g1_2 * 8 + tx % 4 * 2 + e1_4;
+                  acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] = j_4 < S ? 0.0f : -INFINITY;
+                }
               }
             }
           }
@@ -1240,13 +1275,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:31: for i, j in Parallel(128, 128):
         {
 #pragma unroll
-          for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
+          for (int g1_3 = 0; g1_3 < 16; ++g1_3) {
 #pragma unroll
-            for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
 #pragma unroll
-              for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
-                acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] =
-                    tilec_exp2((acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] - m[g0_4]) * 0.18f);
+              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+                acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] =
+                    tilec_exp2((acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] - m[g0_5]) * 0.18f);
               }
             }
           }
@@ -1336,13 +1371,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:36: for i, j in Parallel(128, 64):
         {
 #pragma unroll
-          for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
+          for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
 #pragma unroll
-            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
 #pragma unroll
-              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-                acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] = acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] *
-                                                    tilec_exp2((m_prev[g0_5] - m[g0_5]) * 0.18f);
+              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+                acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] = acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] *
+                                                    tilec_exp2((m_prev[g0_6] - m[g0_6]) * 0.18f);
               }
             }
           }
@@ -1350,13 +1385,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:38: copy(acc_s, acc_s_cast)
         {
 #pragma unroll
-          for (int g1_4 = 0; g1_4 < 16; ++g1_4) {
+          for (int g1_5 = 0; g1_5 < 16; ++g1_5) {
 #pragma unroll
-            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
 #pragma unroll
-              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-                acc_s_cast[g1_4 * 4 + g0_6 * 2 + e1_6] =
-                    static_cast<half>(acc_s[g1_4 * 4 + g0_6 * 2 + e1_6]);
+              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+                acc_s_cast[g1_5 * 4 + g0_7 * 2 + e1_7] =
+                    static_cast<half>(acc_s[g1_5 * 4 + g0_7 * 2 + e1_7]);
               }
             }
           }
@@ -1365,16 +1400,32 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
       for (int k = 1; k < (S + 127) / 128; ++k) {
-        // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-        {
+        if (k * 128 + 127 < S) {
+          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+          {
 #pragma unroll
-          for (int g1_5 = 0; g1_5 < 16; ++g1_5) {
+            for (int g1_6 = 0; g1_6 < 16; ++g1_6) {
 #pragma unroll
-            for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+              for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                const int j_5 = g1_5 * 8 + tx % 4 * 2 + e1_7;
-                acc_s[g1_5 * 4 + g0_7 * 2 + e1_7] = k * 128 + j_5 < S ? 0.0f : -INFINITY;
+                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+                  acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] = 0.0f;
+                }
+              }
+            }
+          }
+        } else {
+          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+          {
+#pragma unroll
+            for (int g1_7 = 0; g1_7 < 16; ++g1_7) {
+#pragma unroll
+              for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+#pragma unroll
+                for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                  const int j_7 = g1_7 * 8 + tx % 4 * 2 + e1_9;
+                  acc_s[g1_7 * 4 + g0_9 * 2 + e1_9] = k * 128 + j_7 < S ? 0.0f : -INFINITY;
+                }
               }
             }
           }
@@ -1512,13 +1563,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:31: for i, j in Parallel(128, 128):
         {
 #pragma unroll
-          for (int g1_6 = 0; g1_6 < 16; ++g1_6) {
+          for (int g1_8 = 0; g1_8 < 16; ++g1_8) {
 #pragma unroll
-            for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+            for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
 #pragma unroll
-              for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-                acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] =
-                    tilec_exp2((acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] - m[g0_8]) * 0.18f);
+              for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+                acc_s[g1_8 * 4 + g0_10 * 2 + e1_10] =
+                    tilec_exp2((acc_s[g1_8 * 4 + g0_10 * 2 + e1_10] - m[g0_10]) * 0.18f);
               }
             }
           }
@@ -1614,13 +1665,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:36: for i, j in Parallel(128, 64):
         {
 #pragma unroll
-          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
+          for (int g1_9 = 0; g1_9 < 8; ++g1_9) {
 #pragma unroll
-            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+            for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
 #pragma unroll
-              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                acc_o[g1_7 * 4 + g0_9 * 2 + e1_9] = acc_o[g1_7 * 4 + g0_9 * 2 + e1_9] *
-                                                    tilec_exp2((m_prev[g0_9] - m[g0_9]) * 0.18f);
+              for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
+                acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] =
+                    acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] *
+                    tilec_exp2((m_prev[g0_11] - m[g0_11]) * 0.18f);
               }
             }
           }
@@ -1628,13 +1680,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:38: copy(acc_s, acc_s_cast)
         {
 #pragma unroll
-          for (int g1_8 = 0; g1_8 < 16; ++g1_8) {
+          for (int g1_10 = 0; g1_10 < 16; ++g1_10) {
 #pragma unroll
-            for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+            for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
 #pragma unroll
-              for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-                acc_s_cast[g1_8 * 4 + g0_10 * 2 + e1_10] =
-                    static_cast<half>(acc_s[g1_8 * 4 + g0_10 * 2 + e1_10]);
+              for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
+                acc_s_cast[g1_10 * 4 + g0_12 * 2 + e1_12] =
+                    static_cast<half>(acc_s[g1_10 * 4 + g0_12 * 2 + e1_12]);
               }
             }
           }
@@ -1680,12 +1732,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // attention_overlap.tile:40: for i, j in Parallel(128, 64):
       {
 #pragma unroll
-        for (int g1_9 = 0; g1_9 < 8; ++g1_9) {
+        for (int g1_11 = 0; g1_11 < 8; ++g1_11) {
 #pragma unroll
-          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+          for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
 #pragma unroll
-            for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-              acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] = acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] / l[g0_11];
+            for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+              acc_o[g1_11 * 4 + g0_13 * 2 + e1_13] =
+                  acc_o[g1_11 * 4 + g0_13 * 2 + e1_13] / l[g0_13];
             }
           }
         }
@@ -1694,17 +1747,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       {
         if (O_vec2 && bx * 128 + 128 <= S) {
 #pragma unroll
-          for (int g1_11 = 0; g1_11 < 8; ++g1_11) {
+          for (int g1_13 = 0; g1_13 < 8; ++g1_13) {
 #pragma unroll
-            for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
+            for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
               alignas(16) half O_v_1[2];
 #pragma unroll
-              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-                O_v_1[e1_13] = static_cast<half>(acc_o[g1_11 * 4 + g0_13 * 2 + e1_13]);
+              for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
+                O_v_1[e1_15] = static_cast<half>(acc_o[g1_13 * 4 + g0_15 * 2 + e1_15]);
               }
               *reinterpret_cast<unsigned int*>(
                   &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                     g0_13 * 512 + tx / 4 % 8 * 64 + g1_11 * 8 + tx % 4 * 2]) =
+                     g0_15 * 512 + tx / 4 % 8 * 64 + g1_13 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
             }
           }
@@ -1712,28 +1765,28 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const int tx = tilec_thread_index();
           const int warp = tx / 32;
 #pragma unroll
-          for (int g1_10 = 0; g1_10 < 8; ++g1_10) {
+          for (int g1_12 = 0; g1_12 < 8; ++g1_12) {
 #pragma unroll
-            for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+            for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
               if (O_vec2 &&
-                  bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8 < S) {
+                  bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_14 * 8 + tx / 4 % 8 < S) {
                 alignas(16) half O_v[2];
 #pragma unroll
-                for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-                  O_v[e1_12] = static_cast<half>(acc_o[g1_10 * 4 + g0_12 * 2 + e1_12]);
+                for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+                  O_v[e1_14] = static_cast<half>(acc_o[g1_12 * 4 + g0_14 * 2 + e1_14]);
                 }
                 *reinterpret_cast<unsigned int*>(
                     &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                       g0_12 * 512 + tx / 4 % 8 * 64 + g1_10 * 8 + tx % 4 * 2]) =
+                       g0_14 * 512 + tx / 4 % 8 * 64 + g1_12 * 8 + tx % 4 * 2]) =
                     *reinterpret_cast<const unsigned int*>(&O_v[0]);
               } else {
 #pragma unroll
-                for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-                  const int i_12 = warp_group * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8;
-                  const int j_7 = g1_10 * 8 + tx % 4 * 2 + e1_12;
-                  if (bz < B && by < H && bx * 128 + i_12 < S) {
-                    O[(bz * H + by) * S * 64 + bx * 8192 + i_12 * 64 + j_7] =
-                        static_cast<half>(acc_o[g1_10 * 4 + g0_12 * 2 + e1_12]);
+                for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
+                  const int i_14 = warp_group * 64 + warp % 4 * 16 + g0_14 * 8 + tx / 4 % 8;
+                  const int j_9 = g1_12 * 8 + tx % 4 * 2 + e1_14;
+                  if (bz < B && by < H && bx * 128 + i_14 < S) {
+                    O[(bz * H + by) * S * 64 + bx * 8192 + i_14 * 64 + j_9] =
+                        static_cast<half>(acc_o[g1_12 * 4 + g0_14 * 2 + e1_14]);
                   }
                 }
               }

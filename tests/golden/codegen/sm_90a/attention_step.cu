@@ -280,21 +280,12 @@ extern "C" __global__ void __launch_bounds__(64)
         }
       }
     }
-    // attention_step.tile:20: clear(s)
-    {
-#pragma unroll
-      for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
-#pragma unroll
-        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
-#pragma unroll
-          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-            s[g1_1 * 4 + g0_16 * 2 + e1_16] = 0.0f;
-          }
-        }
-      }
-    }
     // attention_step.tile:21: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow)
     {
+#pragma unroll
+      for (int i_16 = 0; i_16 < 16; ++i_16) {
+        s[i_16] = 0.0f;
+      }
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         unsigned int Q_s_frag[4];
@@ -383,13 +374,13 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:23: for i, j in Parallel(32, 32):
     {
 #pragma unroll
-      for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
+      for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
 #pragma unroll
-        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
 #pragma unroll
-          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
-            s[g1_2 * 4 + g0_17 * 2 + e1_17] =
-                tilec_exp2(s[g1_2 * 4 + g0_17 * 2 + e1_17] - m[g0_17]);
+          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+            s[g1_1 * 4 + g0_16 * 2 + e1_16] =
+                tilec_exp2(s[g1_1 * 4 + g0_16 * 2 + e1_16] - m[g0_16]);
           }
         }
       }
@@ -424,12 +415,12 @@ extern "C" __global__ void __launch_bounds__(64)
     // attention_step.tile:26: copy(s, p)
     {
 #pragma unroll
-      for (int g1_3 = 0; g1_3 < 4; ++g1_3) {
+      for (int g1_2 = 0; g1_2 < 4; ++g1_2) {
 #pragma unroll
-        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
+        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
 #pragma unroll
-          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-            p[g1_3 * 4 + g0_18 * 2 + e1_18] = static_cast<half>(s[g1_3 * 4 + g0_18 * 2 + e1_18]);
+          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
+            p[g1_2 * 4 + g0_17 * 2 + e1_17] = static_cast<half>(s[g1_2 * 4 + g0_17 * 2 + e1_17]);
           }
         }
       }
@@ -461,12 +452,12 @@ extern "C" __global__ void __launch_bounds__(64)
   // attention_step.tile:28: for i, j in Parallel(32, 32):
   {
 #pragma unroll
-    for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
+    for (int g1_3 = 0; g1_3 < 4; ++g1_3) {
 #pragma unroll
-      for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+      for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
 #pragma unroll
-        for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-          o[g1_4 * 4 + g0_19 * 2 + e1_19] = o[g1_4 * 4 + g0_19 * 2 + e1_19] / l[g0_19];
+        for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
+          o[g1_3 * 4 + g0_18 * 2 + e1_18] = o[g1_3 * 4 + g0_18 * 2 + e1_18] / l[g0_18];
         }
       }
     }
@@ -475,41 +466,41 @@ extern "C" __global__ void __launch_bounds__(64)
   {
     if (O_vec2 && bx * 32 + 32 <= S) {
 #pragma unroll
-      for (int g1_6 = 0; g1_6 < 4; ++g1_6) {
+      for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
 #pragma unroll
-        for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
+        for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-            O_v_1[e1_21] = static_cast<half>(o[g1_6 * 4 + g0_21 * 2 + e1_21]);
+          for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
+            O_v_1[e1_20] = static_cast<half>(o[g1_5 * 4 + g0_20 * 2 + e1_20]);
           }
           *reinterpret_cast<unsigned int*>(
-              &O[bx * 1024 + warp * 512 + g0_21 * 256 + tx / 4 % 8 * 32 + g1_6 * 8 + tx % 4 * 2]) =
+              &O[bx * 1024 + warp * 512 + g0_20 * 256 + tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_5 = 0; g1_5 < 4; ++g1_5) {
+      for (int g1_4 = 0; g1_4 < 4; ++g1_4) {
 #pragma unroll
-        for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
-          if (O_vec2 && bx * 32 + warp * 16 + g0_20 * 8 + tx / 4 % 8 < S) {
+        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+          if (O_vec2 && bx * 32 + warp * 16 + g0_19 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-              O_v[e1_20] = static_cast<half>(o[g1_5 * 4 + g0_20 * 2 + e1_20]);
+            for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
+              O_v[e1_19] = static_cast<half>(o[g1_4 * 4 + g0_19 * 2 + e1_19]);
             }
-            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_20 * 256 +
-                                                tx / 4 % 8 * 32 + g1_5 * 8 + tx % 4 * 2]) =
+            *reinterpret_cast<unsigned int*>(&O[bx * 1024 + warp * 512 + g0_19 * 256 +
+                                                tx / 4 % 8 * 32 + g1_4 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-              const int i_19 = warp * 16 + g0_20 * 8 + tx / 4 % 8;
-              const int j_19 = g1_5 * 8 + tx % 4 * 2 + e1_20;
+            for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
+              const int i_19 = warp * 16 + g0_19 * 8 + tx / 4 % 8;
+              const int j_18 = g1_4 * 8 + tx % 4 * 2 + e1_19;
               if (bx * 32 + i_19 < S) {
-                O[bx * 1024 + i_19 * 32 + j_19] =
-                    static_cast<half>(o[g1_5 * 4 + g0_20 * 2 + e1_20]);
+                O[bx * 1024 + i_19 * 32 + j_18] =
+                    static_cast<half>(o[g1_4 * 4 + g0_19 * 2 + e1_19]);
               }
             }
           }

@@ -247,10 +247,12 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned long long a,
-                                                          unsigned long long b) {
+                                                          unsigned long long b,
+                                                          int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
@@ -261,7 +263,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned lon
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 // Keeps the N 32-bit registers at a (a register A of wgmma, 16-bit pairs) computed before the
@@ -276,10 +278,11 @@ __device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A from
 // this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
-// for an MN-major tile).
+// for an MN-major tile); accumulate 0: d = A * B, d's old values unread.
 template <int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_rs_f16(float* d, const void* a,
-                                                             unsigned long long b) {
+                                                             unsigned long long b,
+                                                             int accumulate = 1) {
   const unsigned* r = static_cast<const unsigned*>(a);
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
@@ -292,7 +295,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_rs_f16(float* d, const voi
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(1), "n"(TB));
+      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(accumulate), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(128)
@@ -543,16 +546,32 @@ extern "C" __global__ void __launch_bounds__(128)
         }
       }
     }
-    // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
-    {
+    if (k * 64 + 63 < S) {
+      // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
+      {
 #pragma unroll
-      for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
+        for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-        for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
+          for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
 #pragma unroll
-          for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-            const int j_16 = g1_1 * 8 + tx % 4 * 2 + e1_16;
-            acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] = k * 64 + j_16 < S ? 0.0f : -INFINITY;
+            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+              acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] = 0.0f;
+            }
+          }
+        }
+      }
+    } else {
+      // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
+      {
+#pragma unroll
+        for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
+#pragma unroll
+          for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+#pragma unroll
+            for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
+              const int j_17 = g1_2 * 8 + tx % 4 * 2 + e1_17;
+              acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] = k * 64 + j_17 < S ? 0.0f : -INFINITY;
+            }
           }
         }
       }
@@ -674,13 +693,13 @@ extern "C" __global__ void __launch_bounds__(128)
     // attention_warp_roles.tile:30: for i, j in Parallel(64, 64):
     {
 #pragma unroll
-      for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
+      for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
+        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
 #pragma unroll
-          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
-            acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] =
-                tilec_exp2((acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] - m[g0_17]) * 0.18f);
+          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
+            acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] =
+                tilec_exp2((acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] - m[g0_18]) * 0.18f);
           }
         }
       }
@@ -738,13 +757,13 @@ extern "C" __global__ void __launch_bounds__(128)
     // attention_warp_roles.tile:35: for i, j in Parallel(64, 64):
     {
 #pragma unroll
-      for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
+      for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
 #pragma unroll
-        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
+        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
 #pragma unroll
-          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-            acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] = acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] *
-                                                  tilec_exp2((m_prev[g0_18] - m[g0_18]) * 0.18f);
+          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
+            acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] = acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] *
+                                                  tilec_exp2((m_prev[g0_19] - m[g0_19]) * 0.18f);
           }
         }
       }
@@ -752,13 +771,13 @@ extern "C" __global__ void __launch_bounds__(128)
     // attention_warp_roles.tile:37: copy(acc_s, acc_s_cast)
     {
 #pragma unroll
-      for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
+      for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
 #pragma unroll
-        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+        for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
 #pragma unroll
-          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-            acc_s_cast[g1_4 * 4 + g0_19 * 2 + e1_19] =
-                static_cast<half>(acc_s[g1_4 * 4 + g0_19 * 2 + e1_19]);
+          for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
+            acc_s_cast[g1_5 * 4 + g0_20 * 2 + e1_20] =
+                static_cast<half>(acc_s[g1_5 * 4 + g0_20 * 2 + e1_20]);
           }
         }
       }
@@ -785,12 +804,12 @@ extern "C" __global__ void __launch_bounds__(128)
   // attention_warp_roles.tile:39: for i, j in Parallel(64, 64):
   {
 #pragma unroll
-    for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
+    for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-      for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
+      for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
 #pragma unroll
-        for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] = acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] / l[g0_20];
+        for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+          acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] = acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] / l[g0_21];
         }
       }
     }
@@ -799,42 +818,42 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (O_vec2 && bx * 64 + 64 <= S) {
 #pragma unroll
-      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
+      for (int g1_8 = 0; g1_8 < 8; ++g1_8) {
 #pragma unroll
-        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
+        for (int g0_23 = 0; g0_23 < 2; ++g0_23) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
-            O_v_1[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
+          for (int e1_23 = 0; e1_23 < 2; ++e1_23) {
+            O_v_1[e1_23] = static_cast<half>(acc_o[g1_8 * 4 + g0_23 * 2 + e1_23]);
           }
           *reinterpret_cast<unsigned int*>(
-              &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_22 * 512 + tx / 4 % 8 * 64 +
-                 g1_7 * 8 + tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
+              &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_23 * 512 + tx / 4 % 8 * 64 +
+                 g1_8 * 8 + tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
+      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-        for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
-          if (O_vec2 && bx * 64 + warp * 16 + g0_21 * 8 + tx / 4 % 8 < S) {
+        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
+          if (O_vec2 && bx * 64 + warp * 16 + g0_22 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-              O_v[e1_21] = static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
+            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
+              O_v[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
             }
             *reinterpret_cast<unsigned int*>(
-                &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_21 * 512 +
-                   tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
+                &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_22 * 512 +
+                   tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-              const int i_21 = warp * 16 + g0_21 * 8 + tx / 4 % 8;
-              const int j_18 = g1_6 * 8 + tx % 4 * 2 + e1_21;
-              if (bz < B && by < H && bx * 64 + i_21 < S) {
-                O[(bz * H + by) * S * 64 + bx * 4096 + i_21 * 64 + j_18] =
-                    static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
+            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
+              const int i_22 = warp * 16 + g0_22 * 8 + tx / 4 % 8;
+              const int j_19 = g1_7 * 8 + tx % 4 * 2 + e1_22;
+              if (bz < B && by < H && bx * 64 + i_22 < S) {
+                O[(bz * H + by) * S * 64 + bx * 4096 + i_22 * 64 + j_19] =
+                    static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
               }
             }
           }
@@ -1026,16 +1045,32 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         const int stage_1 = (consumed + k) % 2;
         const int phase_1 = (consumed + k) / 2 % 2;
         tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
-        // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
-        {
+        if (k * 64 + 63 < S) {
+          // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
+          {
 #pragma unroll
-          for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
+            for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-            for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+              for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
 #pragma unroll
-              for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-                const int j_3 = g1_1 * 8 + tx % 4 * 2 + e1_3;
-                acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = k * 64 + j_3 < S ? 0.0f : -INFINITY;
+                for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
+                  acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
+                }
+              }
+            }
+          }
+        } else {
+          // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
+          {
+#pragma unroll
+            for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
+#pragma unroll
+              for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+#pragma unroll
+                for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
+                  const int j_4 = g1_2 * 8 + tx % 4 * 2 + e1_4;
+                  acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] = k * 64 + j_4 < S ? 0.0f : -INFINITY;
+                }
               }
             }
           }
@@ -1107,13 +1142,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         // attention_warp_roles.tile:30: for i, j in Parallel(64, 64):
         {
 #pragma unroll
-          for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
+          for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-            for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
 #pragma unroll
-              for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
-                acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] =
-                    tilec_exp2((acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] - m[g0_4]) * 0.18f);
+              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+                acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] =
+                    tilec_exp2((acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] - m[g0_5]) * 0.18f);
               }
             }
           }
@@ -1171,13 +1206,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         // attention_warp_roles.tile:35: for i, j in Parallel(64, 64):
         {
 #pragma unroll
-          for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
+          for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
 #pragma unroll
-            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
 #pragma unroll
-              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-                acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] = acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] *
-                                                    tilec_exp2((m_prev[g0_5] - m[g0_5]) * 0.18f);
+              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+                acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] = acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] *
+                                                    tilec_exp2((m_prev[g0_6] - m[g0_6]) * 0.18f);
               }
             }
           }
@@ -1185,13 +1220,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         // attention_warp_roles.tile:37: copy(acc_s, acc_s_cast)
         {
 #pragma unroll
-          for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
+          for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
 #pragma unroll
-            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
 #pragma unroll
-              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-                acc_s_cast[g1_4 * 4 + g0_6 * 2 + e1_6] =
-                    static_cast<half>(acc_s[g1_4 * 4 + g0_6 * 2 + e1_6]);
+              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+                acc_s_cast[g1_5 * 4 + g0_7 * 2 + e1_7] =
+                    static_cast<half>(acc_s[g1_5 * 4 + g0_7 * 2 + e1_7]);
               }
             }
           }
@@ -1219,12 +1254,12 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       // attention_warp_roles.tile:39: for i, j in Parallel(64, 64):
       {
 #pragma unroll
-        for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
+        for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
 #pragma unroll
-            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-              acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] = acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] / l[g0_7];
+            for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+              acc_o[g1_6 * 4 + g0_8 * 2 + e1_8] = acc_o[g1_6 * 4 + g0_8 * 2 + e1_8] / l[g0_8];
             }
           }
         }
@@ -1233,17 +1268,17 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       {
         if (O_vec2 && bx * 64 + 64 <= S) {
 #pragma unroll
-          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
+          for (int g1_8 = 0; g1_8 < 8; ++g1_8) {
 #pragma unroll
-            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+            for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
               alignas(16) half O_v_1[2];
 #pragma unroll
-              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                O_v_1[e1_9] = static_cast<half>(acc_o[g1_7 * 4 + g0_9 * 2 + e1_9]);
+              for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+                O_v_1[e1_10] = static_cast<half>(acc_o[g1_8 * 4 + g0_10 * 2 + e1_10]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_9 * 512 +
-                     tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
+                  &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_10 * 512 +
+                     tx / 4 % 8 * 64 + g1_8 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
             }
           }
@@ -1251,27 +1286,27 @@ extern "C" __global__ void __launch_bounds__(256, 2)
           const int tx = tilec_thread_index();
           const int warp = tx / 32;
 #pragma unroll
-          for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
+          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-            for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-              if (O_vec2 && bx * 64 + warp * 16 + g0_8 * 8 + tx / 4 % 8 < S) {
+            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
+              if (O_vec2 && bx * 64 + warp * 16 + g0_9 * 8 + tx / 4 % 8 < S) {
                 alignas(16) half O_v[2];
 #pragma unroll
-                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-                  O_v[e1_8] = static_cast<half>(acc_o[g1_6 * 4 + g0_8 * 2 + e1_8]);
+                for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                  O_v[e1_9] = static_cast<half>(acc_o[g1_7 * 4 + g0_9 * 2 + e1_9]);
                 }
                 *reinterpret_cast<unsigned int*>(
-                    &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_8 * 512 +
-                       tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
+                    &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_9 * 512 +
+                       tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
                     *reinterpret_cast<const unsigned int*>(&O_v[0]);
               } else {
 #pragma unroll
-                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-                  const int i_9 = warp * 16 + g0_8 * 8 + tx / 4 % 8;
-                  const int j_5 = g1_6 * 8 + tx % 4 * 2 + e1_8;
-                  if (bz < B && by < H && bx * 64 + i_9 < S) {
-                    O[(bz * H + by) * S * 64 + bx * 4096 + i_9 * 64 + j_5] =
-                        static_cast<half>(acc_o[g1_6 * 4 + g0_8 * 2 + e1_8]);
+                for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                  const int i_10 = warp * 16 + g0_9 * 8 + tx / 4 % 8;
+                  const int j_6 = g1_7 * 8 + tx % 4 * 2 + e1_9;
+                  if (bz < B && by < H && bx * 64 + i_10 < S) {
+                    O[(bz * H + by) * S * 64 + bx * 4096 + i_10 * 64 + j_6] =
+                        static_cast<half>(acc_o[g1_7 * 4 + g0_9 * 2 + e1_9]);
                   }
                 }
               }

@@ -239,10 +239,12 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..127] += A (64x16) * B (16x256) by one warp group, f16 in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n256k16_f16(float* d, unsigned long long a,
-                                                           unsigned long long b) {
+                                                           unsigned long long b,
+                                                           int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
@@ -273,7 +275,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n256k16_f16(float* d, unsigned lo
         "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
         "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
         "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -47,9 +47,11 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..31] += A (64x32) * B (32x64) by one warp group, e4m3 in, f32 out; A (M, K)
-// and B (N, K) are read K-major from shared memory through descriptors.
+// and B (N, K) are read K-major from shared memory through descriptors; accumulate 0: d = A * B,
+// d's old values unread.
 __device__ __forceinline__ void tilec_wgmma_m64n64k32_e4m3(float* d, unsigned long long a,
-                                                           unsigned long long b) {
+                                                           unsigned long long b,
+                                                           int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
@@ -60,7 +62,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k32_e4m3(float* d, unsigned lo
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(1));
+      : "l"(a), "l"(b), "r"(accumulate));
 }
 
 extern "C" __global__ void __launch_bounds__(128)

@@ -236,9 +236,11 @@ __device__ __forceinline__ void tilec_wgmma_hold_s32(int* d) {
 }
 
 // d[0..63] += A (64x32) * B (32x128) by one warp group, s8 in, s32 out; A (M, K)
-// and B (N, K) are read K-major from shared memory through descriptors.
+// and B (N, K) are read K-major from shared memory through descriptors; accumulate 0: d = A * B,
+// d's old values unread.
 __device__ __forceinline__ void tilec_wgmma_m64n128k32_s8(int* d, unsigned long long a,
-                                                          unsigned long long b) {
+                                                          unsigned long long b,
+                                                          int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 "
@@ -256,7 +258,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n128k32_s8(int* d, unsigned long 
         "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
         "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]),
         "+r"(d[63])
-      : "l"(a), "l"(b), "r"(1));
+      : "l"(a), "l"(b), "r"(accumulate));
 }
 
 extern "C" __global__ void __launch_bounds__(128)

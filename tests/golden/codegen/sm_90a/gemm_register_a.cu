@@ -46,10 +46,12 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned long long a,
-                                                          unsigned long long b) {
+                                                          unsigned long long b,
+                                                          int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
@@ -60,7 +62,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned lon
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 // Keeps the N 32-bit registers at a (a register A of wgmma, 16-bit pairs) computed before the
@@ -75,10 +77,11 @@ __device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
 
 // d[0..63] += A (64x16) * B (16x128) by one warp group, f16 in, float32 out; A from
 // this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
-// for an MN-major tile).
+// for an MN-major tile); accumulate 0: d = A * B, d's old values unread.
 template <int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n128k16_rs_f16(float* d, const void* a,
-                                                              unsigned long long b) {
+                                                              unsigned long long b,
+                                                              int accumulate = 1) {
   const unsigned* r = static_cast<const unsigned*>(a);
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
@@ -97,7 +100,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n128k16_rs_f16(float* d, const vo
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
-      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(1), "n"(TB));
+      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(accumulate), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(128)
@@ -184,14 +187,8 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
   // gemm_register_a.tile:13: gemm(a, B_s, acc, clear_accum=True)
   {
-#pragma unroll
-    for (int i_3 = 0; i_3 < 32; ++i_3) {
-      acc[i_3] = 0.0f;
-    }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
 #pragma unroll
@@ -212,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       tilec_wgmma_m64n64k16_f16<0, 1>(&acc[0], tilec_wgmma_desc(&a_smem[0], kk * 16, 16, 1024, 1),
-                                      tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1));
+                                      tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1), kk > 0);
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -253,10 +250,10 @@ extern "C" __global__ void __launch_bounds__(128)
           } else {
 #pragma unroll
             for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
-              const int i_5 = warp * 16 + g0_4 * 8 + tx / 4 % 8;
+              const int i_4 = warp * 16 + g0_4 * 8 + tx / 4 % 8;
               const int j_4 = g1 * 8 + tx % 4 * 2 + e1_4;
-              if (by * 64 + i_5 < M && bx * 64 + j_4 < N) {
-                C[(by * 64 + i_5) * N + bx * 64 + j_4] = acc[g1 * 4 + g0_4 * 2 + e1_4];
+              if (by * 64 + i_4 < M && bx * 64 + j_4 < N) {
+                C[(by * 64 + i_4) * N + bx * 64 + j_4] = acc[g1 * 4 + g0_4 * 2 + e1_4];
               }
             }
           }
@@ -415,17 +412,13 @@ extern "C" __global__ void __launch_bounds__(256)
   __syncthreads();
   // gemm_register_a.tile:28: gemm(A_s, B_s, p, clear_accum=True)
   {
-#pragma unroll
-    for (int i_5 = 0; i_5 < 32; ++i_5) {
-      p[i_5] = 0.0f;
-    }
     tilec_wgmma_hold<32>(&p[0]);
     tilec_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       tilec_wgmma_m64n64k16_f16<0, 1>(
           &p[0], tilec_wgmma_desc(&A_s[0], kk * 16 + warp_group * 4096, 16, 1024, 1),
-          tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1));
+          tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1), kk > 0);
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -446,17 +439,14 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   // gemm_register_a.tile:30: gemm(p_cast, D_s, acc, clear_accum=True)
   {
-#pragma unroll
-    for (int i_7 = 0; i_7 < 64; ++i_7) {
-      acc[i_7] = 0.0f;
-    }
     tilec_wgmma_hold<64>(&acc[0]);
     tilec_wgmma_hold_a<16>(&p_cast[0]);
     tilec_wgmma_fence();
 #pragma unroll
     for (int kk_1 = 0; kk_1 < 4; ++kk_1) {
       tilec_wgmma_m64n128k16_rs_f16<1>(&acc[0], &p_cast[kk_1 * 8],
-                                       tilec_wgmma_desc(&D_s[0], kk_1 * 1024, 8192, 1024, 1));
+                                       tilec_wgmma_desc(&D_s[0], kk_1 * 1024, 8192, 1024, 1),
+                                       kk_1 > 0);
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -497,10 +487,10 @@ extern "C" __global__ void __launch_bounds__(256)
           } else {
 #pragma unroll
             for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-              const int i_8 = warp_group * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8;
+              const int i_6 = warp_group * 64 + warp % 4 * 16 + g0_6 * 8 + tx / 4 % 8;
               const int j_6 = g1_1 * 8 + tx % 4 * 2 + e1_6;
-              if (by * 128 + i_8 < M && bx * 128 + j_6 < N) {
-                C[(by * 128 + i_8) * N + bx * 128 + j_6] = acc[g1_1 * 4 + g0_6 * 2 + e1_6];
+              if (by * 128 + i_6 < M && bx * 128 + j_6 < N) {
+                C[(by * 128 + i_6) * N + bx * 128 + j_6] = acc[g1_1 * 4 + g0_6 * 2 + e1_6];
               }
             }
           }

@@ -229,10 +229,12 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned long long a,
-                                                          unsigned long long b) {
+                                                          unsigned long long b,
+                                                          int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
@@ -243,7 +245,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned lon
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(128)

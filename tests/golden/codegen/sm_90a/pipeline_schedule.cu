@@ -65,10 +65,12 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned long long a,
-                                                          unsigned long long b) {
+                                                          unsigned long long b,
+                                                          int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
@@ -79,7 +81,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned lon
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 // Keeps the N 32-bit registers at a (a register A of wgmma, 16-bit pairs) computed before the
@@ -94,10 +96,11 @@ __device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A from
 // this thread's registers at a (its wgmma A fragment), B from shared memory by descriptor (TB: 1
-// for an MN-major tile).
+// for an MN-major tile); accumulate 0: d = A * B, d's old values unread.
 template <int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_rs_f16(float* d, const void* a,
-                                                             unsigned long long b) {
+                                                             unsigned long long b,
+                                                             int accumulate = 1) {
   const unsigned* r = static_cast<const unsigned*>(a);
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
@@ -110,7 +113,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_rs_f16(float* d, const voi
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(1), "n"(TB));
+      : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "l"(b), "r"(accumulate), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(128)
@@ -292,16 +295,12 @@ extern "C" __global__ void __launch_bounds__(128)
   if (0 < (N + 63) / 64) {
     // pipeline_schedule.tile:19: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
     {
-#pragma unroll
-      for (int i_11 = 0; i_11 < 32; ++i_11) {
-        s[i_11] = 0.0f;
-      }
       tilec_wgmma_hold<32>(&s[0]);
       tilec_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         tilec_wgmma_m64n64k16_f16<0, 0>(&s[0], tilec_wgmma_desc(&Q_s[0], kk * 16, 16, 1024, 1),
-                                        tilec_wgmma_desc(&K_s[0][0], kk * 16, 16, 1024, 1));
+                                        tilec_wgmma_desc(&K_s[0][0], kk * 16, 16, 1024, 1), kk > 0);
       }
       tilec_wgmma_commit();
       tilec_wgmma_wait<0>();
@@ -358,11 +357,11 @@ extern "C" __global__ void __launch_bounds__(128)
             } else {
 #pragma unroll
               for (int e1_12 = 0; e1_12 < 8; ++e1_12) {
-                const int i_13 = g0_12 * 16 + tx / 8;
+                const int i_12 = g0_12 * 16 + tx / 8;
                 const int j_12 = tx % 8 * 8 + e1_12;
-                K_s[k % 2][i_13 * 64 ^ i_13 % 8 * 8 ^ j_12] = static_cast<half>(
-                    k * 64 + i_13 + 128 < N
-                        ? static_cast<float>(K[k * 4096 + i_13 * 64 + j_12 + 8192])
+                K_s[k % 2][i_12 * 64 ^ i_12 % 8 * 8 ^ j_12] = static_cast<half>(
+                    k * 64 + i_12 + 128 < N
+                        ? static_cast<float>(K[k * 4096 + i_12 * 64 + j_12 + 8192])
                         : 0.0f);
               }
             }
@@ -402,11 +401,11 @@ extern "C" __global__ void __launch_bounds__(128)
             } else {
 #pragma unroll
               for (int e1_15 = 0; e1_15 < 8; ++e1_15) {
-                const int i_16 = g0_15 * 16 + tx / 8;
+                const int i_15 = g0_15 * 16 + tx / 8;
                 const int j_15 = tx % 8 * 8 + e1_15;
-                V_s[(k + 1) % 2][i_16 * 64 ^ i_16 % 8 * 8 ^ j_15] = static_cast<half>(
-                    k * 64 + i_16 + 64 < N
-                        ? static_cast<float>(V[k * 4096 + i_16 * 64 + j_15 + 4096])
+                V_s[(k + 1) % 2][i_15 * 64 ^ i_15 % 8 * 8 ^ j_15] = static_cast<half>(
+                    k * 64 + i_15 + 64 < N
+                        ? static_cast<float>(V[k * 4096 + i_15 * 64 + j_15 + 4096])
                         : 0.0f);
               }
             }
@@ -432,17 +431,13 @@ extern "C" __global__ void __launch_bounds__(128)
     if (k + 1 < (N + 63) / 64) {
       // pipeline_schedule.tile:19: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
       {
-#pragma unroll
-        for (int i_19 = 0; i_19 < 32; ++i_19) {
-          s[i_19] = 0.0f;
-        }
         tilec_wgmma_hold<32>(&s[0]);
         tilec_wgmma_fence();
 #pragma unroll
         for (int kk_2 = 0; kk_2 < 4; ++kk_2) {
           tilec_wgmma_m64n64k16_f16<0, 0>(
               &s[0], tilec_wgmma_desc(&Q_s[0], kk_2 * 16, 16, 1024, 1),
-              tilec_wgmma_desc(&K_s[(k + 1) % 2][0], kk_2 * 16, 16, 1024, 1));
+              tilec_wgmma_desc(&K_s[(k + 1) % 2][0], kk_2 * 16, 16, 1024, 1), kk_2 > 0);
         }
         tilec_wgmma_commit();
         tilec_wgmma_wait<0>();
@@ -484,9 +479,9 @@ extern "C" __global__ void __launch_bounds__(128)
         } else {
 #pragma unroll
           for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-            const int i_21 = warp * 16 + g0_19 * 8 + tx / 4 % 8;
+            const int i_19 = warp * 16 + g0_19 * 8 + tx / 4 % 8;
             const int j_19 = g1_3 * 8 + tx % 4 * 2 + e1_19;
-            O[i_21 * 64 + j_19] = o[g1_3 * 4 + g0_19 * 2 + e1_19];
+            O[i_19 * 64 + j_19] = o[g1_3 * 4 + g0_19 * 2 + e1_19];
           }
         }
       }

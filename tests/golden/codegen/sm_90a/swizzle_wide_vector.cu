@@ -46,10 +46,12 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
 }
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
-// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile).
+// are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
+// d = A * B, d's old values unread.
 template <int TA, int TB>
 __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned long long a,
-                                                          unsigned long long b) {
+                                                          unsigned long long b,
+                                                          int accumulate = 1) {
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
       " wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
@@ -60,7 +62,7 @@ __device__ __forceinline__ void tilec_wgmma_m64n64k16_f16(float* d, unsigned lon
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB));
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 extern "C" __global__ void __launch_bounds__(128)
@@ -145,19 +147,6 @@ extern "C" __global__ void __launch_bounds__(128)
       }
     }
   }
-  // swizzle_wide_vector.tile:12: clear(acc)
-  {
-#pragma unroll
-    for (int g1 = 0; g1 < 8; ++g1) {
-#pragma unroll
-      for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-#pragma unroll
-        for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-          acc[g1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
-        }
-      }
-    }
-  }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   // swizzle_wide_vector.tile:13: gemm(A_s, B_s, acc)
@@ -167,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       tilec_wgmma_m64n64k16_f16<0, 1>(&acc[0], tilec_wgmma_desc(&A_s[0], kk * 16, 16, 1024, 1),
-                                      tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1));
+                                      tilec_wgmma_desc(&B_s[0], kk * 1024, 8192, 1024, 1), kk > 0);
     }
     tilec_wgmma_commit();
     tilec_wgmma_wait<0>();
@@ -176,15 +165,15 @@ extern "C" __global__ void __launch_bounds__(128)
   // swizzle_wide_vector.tile:14: copy(A_s, a)
   {
 #pragma unroll
-    for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+    for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
       alignas(16) half A_s_v_2[16];
       *reinterpret_cast<uint4*>(&A_s_v_2[0]) = *reinterpret_cast<const uint4*>(
-          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_4 * 2048]);
+          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16) + g0_3 * 2048]);
       *reinterpret_cast<uint4*>(&A_s_v_2[8]) = *reinterpret_cast<const uint4*>(
-          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_4 * 2048]);
+          &A_s[(tx / 4 * 64 ^ tx / 4 % 8 * 8 ^ tx % 4 * 16 ^ 8) + g0_3 * 2048]);
 #pragma unroll
-      for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
-        a[g0_4 * 16 + e1_4] = A_s_v_2[e1_4];
+      for (int e1_3 = 0; e1_3 < 16; ++e1_3) {
+        a[g0_3 * 16 + e1_3] = A_s_v_2[e1_3];
       }
     }
   }
@@ -192,34 +181,34 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (Q_vec16 && bx * 64 + 64 <= M) {
 #pragma unroll
-      for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
         alignas(16) signed char Q_v_1[16];
 #pragma unroll
-        for (int e1_6 = 0; e1_6 < 16; ++e1_6) {
-          Q_v_1[e1_6] = static_cast<signed char>(static_cast<float>(a[g0_6 * 16 + e1_6]));
+        for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
+          Q_v_1[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_5]));
         }
-        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_6 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+        *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_5 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
             *reinterpret_cast<const uint4*>(&Q_v_1[0]);
       }
     } else {
 #pragma unroll
-      for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
-        if (Q_vec16 && bx * 64 + g0_5 * 32 + tx / 4 < M) {
+      for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
+        if (Q_vec16 && bx * 64 + g0_4 * 32 + tx / 4 < M) {
           alignas(16) signed char Q_v[16];
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-            Q_v[e1_5] = static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_5]));
+          for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
+            Q_v[e1_4] = static_cast<signed char>(static_cast<float>(a[g0_4 * 16 + e1_4]));
           }
-          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_5 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
+          *reinterpret_cast<uint4*>(&Q[bx * 4096 + g0_4 * 2048 + tx / 4 * 64 + tx % 4 * 16]) =
               *reinterpret_cast<const uint4*>(&Q_v[0]);
         } else {
 #pragma unroll
-          for (int e1_5 = 0; e1_5 < 16; ++e1_5) {
-            const int i_5 = g0_5 * 32 + tx / 4;
-            const int j_5 = tx % 4 * 16 + e1_5;
-            if (bx * 64 + i_5 < M) {
-              Q[bx * 4096 + i_5 * 64 + j_5] =
-                  static_cast<signed char>(static_cast<float>(a[g0_5 * 16 + e1_5]));
+          for (int e1_4 = 0; e1_4 < 16; ++e1_4) {
+            const int i_4 = g0_4 * 32 + tx / 4;
+            const int j_4 = tx % 4 * 16 + e1_4;
+            if (bx * 64 + i_4 < M) {
+              Q[bx * 4096 + i_4 * 64 + j_4] =
+                  static_cast<signed char>(static_cast<float>(a[g0_4 * 16 + e1_4]));
             }
           }
         }
@@ -230,40 +219,40 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (C_vec2 && bx * 64 + 64 <= M) {
 #pragma unroll
-      for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
+      for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
 #pragma unroll
-        for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+        for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
           alignas(16) half C_v_1[2];
 #pragma unroll
-          for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-            C_v_1[e1_8] = static_cast<half>(acc[g1_2 * 4 + g0_8 * 2 + e1_8]);
+          for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+            C_v_1[e1_7] = static_cast<half>(acc[g1_1 * 4 + g0_7 * 2 + e1_7]);
           }
           *reinterpret_cast<unsigned int*>(
-              &C[bx * 4096 + warp * 1024 + g0_8 * 512 + tx / 4 % 8 * 64 + g1_2 * 8 + tx % 4 * 2]) =
+              &C[bx * 4096 + warp * 1024 + g0_7 * 512 + tx / 4 % 8 * 64 + g1_1 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&C_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
+      for (int g1 = 0; g1 < 8; ++g1) {
 #pragma unroll
-        for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
-          if (C_vec2 && bx * 64 + warp * 16 + g0_7 * 8 + tx / 4 % 8 < M) {
+        for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+          if (C_vec2 && bx * 64 + warp * 16 + g0_6 * 8 + tx / 4 % 8 < M) {
             alignas(16) half C_v[2];
 #pragma unroll
-            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-              C_v[e1_7] = static_cast<half>(acc[g1_1 * 4 + g0_7 * 2 + e1_7]);
+            for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+              C_v[e1_6] = static_cast<half>(acc[g1 * 4 + g0_6 * 2 + e1_6]);
             }
-            *reinterpret_cast<unsigned int*>(&C[bx * 4096 + warp * 1024 + g0_7 * 512 +
-                                                tx / 4 % 8 * 64 + g1_1 * 8 + tx % 4 * 2]) =
+            *reinterpret_cast<unsigned int*>(
+                &C[bx * 4096 + warp * 1024 + g0_6 * 512 + tx / 4 % 8 * 64 + g1 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&C_v[0]);
           } else {
 #pragma unroll
-            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-              const int i_7 = warp * 16 + g0_7 * 8 + tx / 4 % 8;
-              const int j_7 = g1_1 * 8 + tx % 4 * 2 + e1_7;
-              if (bx * 64 + i_7 < M) {
-                C[bx * 4096 + i_7 * 64 + j_7] = static_cast<half>(acc[g1_1 * 4 + g0_7 * 2 + e1_7]);
+            for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+              const int i_6 = warp * 16 + g0_6 * 8 + tx / 4 % 8;
+              const int j_6 = g1 * 8 + tx % 4 * 2 + e1_6;
+              if (bx * 64 + i_6 < M) {
+                C[bx * 4096 + i_6 * 64 + j_6] = static_cast<half>(acc[g1 * 4 + g0_6 * 2 + e1_6]);
               }
             }
           }

@@ -1,0 +1,193 @@
+"""passes/decide_masks.py and passes/fuse_clears.py: masks decided per tile, zeros folded into gemms.
+
+The property: wherever the versions' tests send a tile (every block, key tile and size tried),
+the copy that runs stores the value the loop as written stores, at every element."""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+
+import pytest
+
+from tilec import tir, tir_walk
+from tilec.elaborate import elaborate_file
+from tilec.passes.decide_masks import decide_masks
+from tilec.passes.fuse_clears import fuse_clears
+from tilec.simplify import simplify, substitute
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+PROGRAM = """
+param BM = 64
+param BN = 32
+kernel masks(A: Tensor((S, 64), float32), O: Tensor((S, BN), float32)):
+    with Kernel(ceildiv(S, BM), threads=128) as bx:
+        acc = alloc_fragment((BM, BN), float32)
+        clear(acc)
+        loop_range = {stop}
+        for k in range(loop_range):
+            for i, j in Parallel(BM, BN):
+                q = bx * BM + i
+                acc[i, j] = acc[i, j] + if_then_else({cond}, 1.0, -1.0)
+        copy(acc, O[bx * BM, 0])
+"""
+
+CAUSAL_STOP = "min(ceildiv(S, BN), ceildiv((bx + 1) * BM, BN))"
+CASES = {
+    "past the end": ("k * BN + j >= S", "ceildiv(S, BN)"),
+    "causal": ("q >= k * BN + j", CAUSAL_STOP),
+    "causal, strict": ("k * BN + j > q", CAUSAL_STOP),
+    "window": ("q - (k * BN + j) < 40", CAUSAL_STOP),
+    "both indices": ("i + 3 * j < k * 5 + 7", "ceildiv(S, BN)"),
+    "no tile decided": ("j < 16", "ceildiv(S, BN)"),
+}
+
+
+def _kernel(tmp_path: pathlib.Path, cond: str, stop: str) -> tir.Kernel:
+    path = tmp_path / "masks.tile"
+    path.write_text(PROGRAM.format(cond=cond, stop=stop))
+    return elaborate_file(str(path), {}).kernels[0]
+
+
+def _int(e: tir.Expr) -> int:
+    """A constant int expression's value (simplify folds all but min)."""
+    if isinstance(e, tir.Call) and e.func == "min":
+        return min(_int(x) for x in e.args)
+    e = simplify(e)
+    assert isinstance(e, tir.IntImm), e
+    return e.value
+
+
+def _loop(kernel: tir.Kernel) -> tir.For:
+    return next(s for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.For))
+
+
+def _value(p: tir.Parallel, env: dict[tir.Var, tir.Expr], i: int, j: int) -> float:
+    """What `p` stores at (i, j) (acc read as 0): its lets and store folded to a constant."""
+    env = {**env, p.vars[0]: tir.IntImm(i), p.vars[1]: tir.IntImm(j)}
+    for s in p.body:
+        if isinstance(s, tir.Let):
+            env[s.var] = simplify(substitute(s.value, env))
+        elif isinstance(s, tir.Store):
+            folded = simplify(substitute(s.value, env))
+            return float(_constant(folded))
+    raise AssertionError("no store")
+
+
+def _constant(e: tir.Expr) -> float:
+    match e:
+        case tir.FloatImm(v) | tir.IntImm(v):
+            return v
+        case tir.BinOp("+", tir.Load(), b):  # acc[i, j] + c
+            return _constant(b)
+        case _:
+            raise AssertionError(f"not folded: {e}")
+
+
+def _runs(body: tuple[tir.Stmt, ...], env: dict[tir.Var, tir.Expr]) -> tir.Parallel | None:
+    """The Parallel loop that `body` (the k loop's, after the pass) runs for the values in env."""
+    for s in body:
+        if isinstance(s, tir.Parallel):
+            return s
+        if isinstance(s, tir.If):
+            cond = simplify(substitute(s.cond, env))
+            assert isinstance(cond, tir.BoolImm), f"test not uniform: {cond}"
+            taken = _runs(s.then if cond.value else s.orelse, env)
+            if taken is not None or cond.value or s.orelse:
+                return taken
+    return None
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_copy_that_runs_stores_what_the_loop_does(tmp_path: pathlib.Path, name: str) -> None:
+    before = _kernel(tmp_path, *CASES[name])
+    after = decide_masks(before)
+    written, decided = _loop(before), _loop(after)
+    original = next(s for s in written.body if isinstance(s, tir.Parallel))
+    (s_dim,) = before.dims
+    stop_let = next(s for s in tir_walk.stmts(before.body) if isinstance(s, tir.Let))
+    for size in (1, 31, 33, 64, 100, 128, 161):
+        env: dict[tir.Var, tir.Expr] = {s_dim: tir.IntImm(size)}
+        blocks = -(-size // 64)
+        for bx in range(blocks):
+            env[before.block_vars[0]] = tir.IntImm(bx)
+            for k in range(_int(substitute(stop_let.value, env))):
+                env[written.var] = env[decided.var] = tir.IntImm(k)
+                runs = _runs(decided.body, env)
+                for i, j in itertools.product(range(64), range(32)):
+                    want = _value(original, env, i, j)
+                    got = 0.0 if runs is None else _value(runs, env, i, j)
+                    assert got == want, (name, size, bx, k, i, j)
+
+
+def test_versions_by_case(tmp_path: pathlib.Path) -> None:
+    """How many copies each mask gets: the decided side alone where a test always holds, none for
+    a side no tile of the loop reaches, the loop untouched where nothing is decidable."""
+
+    def ifs(name: str) -> int:
+        k = _loop(decide_masks(_kernel(tmp_path, *CASES[name])))
+        return sum(isinstance(s, tir.If) for s in tir_walk.stmts(k.body))
+
+    assert ifs("past the end") == 1  # inside S, or not: no tile of the loop lies wholly past S
+    assert ifs("causal") == 1  # below the diagonal, or not: the loop stops before tiles above it
+    assert ifs("window") == 2  # inside the window, wholly outside it, or straddling it
+    assert ifs("no tile decided") == 0
+
+
+def test_a_constant_size_decides_every_tile(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "masks.tile"
+    path.write_text("param S = 256\n" + PROGRAM.format(cond="k * BN + j >= S", stop="ceildiv(S, BN)"))
+    loop = _loop(decide_masks(elaborate_file(str(path), {}).kernels[0]))
+    (p,) = loop.body
+    assert isinstance(p, tir.Parallel) and "Select" not in repr(p.body)
+
+
+def test_a_thread_dependent_condition_is_left_alone(tmp_path: pathlib.Path) -> None:
+    """A load in the comparison (a per-thread value) decides nothing per tile."""
+    k = _kernel(tmp_path, "k * BN + j >= cast(A[i, 0], int32)", "ceildiv(S, BN)")
+    assert decide_masks(k) is k
+
+
+def test_the_mha_fwd_bhsd_mask_becomes_the_gemms_clear() -> None:
+    """TileLang's mha_fwd_bhsd starts each key tile's scores at its mask: at a size the key
+    tiles divide, every tile is inside, the mask is zeros and the gemm clears instead."""
+    path = ROOT / "tests" / "corpus" / "tilelang" / "mha_fwd_bhsd.tile"
+    kernel = fuse_clears(decide_masks(elaborate_file(str(path), {"seq_kv": "2048", "seq_q": "2048"}).kernels[0]))
+    loop = _loop(kernel)
+    first = [s for s in loop.body if not isinstance(s, tir.Copy)][0]
+    assert isinstance(first, tir.Gemm) and first.clear_accum
+
+
+ZEROS = """
+kernel z(A: Tensor((64, 64), float16), B: Tensor((64, 64), float16), C: Tensor((64, 64), float32)):
+    with Kernel(1, threads=128) as bx:
+        A_s = alloc_shared((64, 64), float16)
+        B_s = alloc_shared((64, 64), float16)
+        acc = alloc_fragment((64, 64), float32)
+        copy(A, A_s)
+        copy(B, B_s)
+        {zero}
+        gemm(A_s, B_s, acc)
+        copy(acc, C)
+"""
+
+
+@pytest.mark.parametrize(
+    ("zero", "fused"),
+    [
+        ("clear(acc)", True),
+        ("fill(acc, 0.0)", True),
+        ("for i, j in Parallel(64, 64):\n            acc[i, j] = 0.0", True),
+        ("fill(acc, 1.0)", False),
+        ("fill(acc[0:32, :], 0.0)", False),
+        ("for i, j in Parallel(64, 64):\n            acc[j, i] = 0.0", False),  # every element, but not as read
+    ],
+)
+def test_zeros_before_a_gemm_become_its_clear(tmp_path: pathlib.Path, zero: str, fused: bool) -> None:
+    path = tmp_path / "z.tile"
+    path.write_text(ZEROS.format(zero=zero))
+    kernel = fuse_clears(elaborate_file(str(path), {}).kernels[0])
+    gemm = next(s for s in kernel.body if isinstance(s, tir.Gemm))
+    assert gemm.clear_accum == fused
+    assert any(isinstance(s, tir.Fill | tir.Parallel) for s in kernel.body) != fused
