@@ -191,3 +191,12 @@ def test_zeros_before_a_gemm_become_its_clear(tmp_path: pathlib.Path, zero: str,
     gemm = next(s for s in kernel.body if isinstance(s, tir.Gemm))
     assert gemm.clear_accum == fused
     assert any(isinstance(s, tir.Fill | tir.Parallel) for s in kernel.body) != fused
+
+
+def test_explain_says_which_tiles_each_copy_runs_on() -> None:
+    from tilec import explain
+
+    path = ROOT / "tests" / "golden" / "codegen" / "attention_warp_roles.tile"
+    text = explain.render_text(explain.explain_program(elaborate_file(str(path), {}), "sm_90a"))
+    assert "on tiles where k * 64 + 63 < S (mask decided per tile)" in text
+    assert "on the other tiles, per element" in text

@@ -571,8 +571,11 @@ def buffers_table(kernel: tir.Kernel, layouts: Layouts, words: Words) -> Table:
 
 def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, roles: Roles | None = None) -> Table:
     rows = []
+    decided = decided_masks(kernel)
     for s in _walk(kernel.body):
         chosen = instruction(kernel, target, layouts, s, roles)
+        if id(s) in decided:
+            chosen = f"{chosen}; {decided[id(s)]}"
         if chosen is not None:
             frag = layout_of_op(kernel, layouts, s)
             work = spread(frag) if frag is not None else "-"
@@ -580,6 +583,22 @@ def ops_table(kernel: tir.Kernel, target: Target, layouts: Layouts, roles: Roles
                 work = "1 producer thread"
             rows.append((where(s), op_text(s), chosen, work))
     return Table("Tile ops", ("where", "op", "instruction", "work"), tuple(rows))
+
+
+def decided_masks(kernel: tir.Kernel) -> dict[int, str]:
+    """Where decide_masks versioned a Parallel loop (an if of the loop's own line around its
+    copies): which tiles each copy runs on."""
+    out: dict[int, str] = {}
+    for s in _walk(kernel.body):
+        if not (isinstance(s, tir.If) and s.then and isinstance(s.then[0], tir.Parallel)):
+            continue
+        if s.then[0].span != s.span:
+            continue
+        out.setdefault(id(s.then[0]), f"on tiles where {expr_text(s.cond)} (mask decided per tile)")
+        rest = s.orelse[0] if len(s.orelse) == 1 else None
+        if isinstance(rest, tir.Parallel):
+            out.setdefault(id(rest), "on the other tiles, per element")
+    return out
 
 
 def pipeline_tables(kernel: tir.Kernel, words: Words, overlapped: bool = False) -> list[Table]:
