@@ -175,10 +175,11 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
             acc = T.AddressOf(T.Subscript(cname, (int_((mt * (width // 8) + nt * (n // 8)) * 4),), c.dtype))
             a = _a_registers(ctx, s, mt, kk) if s.a_from_registers else _descriptor(ctx, a_region, a_at, s.transpose_a)
             args: tuple[T.Expr, ...] = (acc, a, _descriptor(ctx, s.b, b_at, not s.transpose_b))
-            if s.clear_accum:
+            if s.clear_accum:  # the first k step reads none of C (`accumulate` 0)
                 args += (tir.BinOp(">", kk, int_(0), DType.bool),)
             body.append(T.Call(T.Intrin(call, args, I32)))
     hold = _hold(cname, frag.local_size, c.dtype)
+    out += _dropped(ctx, s, frag.local_size)
     out.append(hold)
     if s.a_from_registers:  # A's registers, too, are final before the fence
         out.append(_hold_a(ctx, s.a.buffer))
@@ -188,6 +189,17 @@ def _wgmma_gemm(ctx: LowerContext, s: tir.Gemm, record: Instruction, in_flight: 
     if in_flight is not None:
         out += [_call(f"tilec_wgmma_wait<{in_flight}>"), hold]
     return out
+
+
+def _dropped(ctx: LowerContext, s: tir.Gemm, size: int) -> list[T.Stmt]:
+    """For a gemm that clears C: C's old values end before it (its first k step reads none), so
+    they are not kept alive from their last use up to the wgmma that ignores them."""
+    if not s.clear_accum:
+        return []
+    ctx.state.helpers.add("wgmma_drop")
+    c = s.c.buffer
+    name = "tilec_wgmma_drop_s32" if c.dtype.is_int else "tilec_wgmma_drop"
+    return [T.Call(T.Intrin(f"{name}<{size}>", (T.AddressOf(T.Subscript(ctx.name(c), (int_(0),), c.dtype)),), I32))]
 
 
 def _hold_a(ctx: LowerContext, a_tile: tir.Buffer) -> T.Call:

@@ -824,6 +824,20 @@ __device__ __forceinline__ void tilec_wgmma_hold_a(void* a) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }"""
 
+HELPERS["wgmma_drop"] = """
+// Ends the old values of the N accumulator registers at d before a gemm that clears them (its
+// first k step does not read them): no instruction, only their live ranges end here.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "=f"(d[i]));
+}
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop_s32(int* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "=r"(d[i]));
+}"""
+
 HELPERS["wgmma_s32"] = """
 // Keeps the compiler from moving accesses of the N int32 accumulator registers at d across a wait.
 template <int N>

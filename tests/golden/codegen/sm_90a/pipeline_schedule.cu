@@ -64,6 +64,21 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
          (static_cast<unsigned long long>(swizzle) << 62);
 }
 
+// Ends the old values of the N accumulator registers at d before a gemm that clears them (its
+// first k step does not read them): no instruction, only their live ranges end here.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "=f"(d[i]));
+}
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop_s32(int* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "=r"(d[i]));
+}
+
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
 // are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
 // d = A * B, d's old values unread.
@@ -295,6 +310,7 @@ extern "C" __global__ void __launch_bounds__(128)
   if (0 < (N + 63) / 64) {
     // pipeline_schedule.tile:19: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
     {
+      tilec_wgmma_drop<32>(&s[0]);
       tilec_wgmma_hold<32>(&s[0]);
       tilec_wgmma_fence();
 #pragma unroll
@@ -431,6 +447,7 @@ extern "C" __global__ void __launch_bounds__(128)
     if (k + 1 < (N + 63) / 64) {
       // pipeline_schedule.tile:19: gemm(Q_s, K_s, s, transpose_B=True, policy=FullRow, clear_accum=True)
       {
+        tilec_wgmma_drop<32>(&s[0]);
         tilec_wgmma_hold<32>(&s[0]);
         tilec_wgmma_fence();
 #pragma unroll
