@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import pathlib
+import time
 
 import pytest
 
@@ -14,6 +15,7 @@ from tilec import tir, tir_walk
 from tilec.elaborate import elaborate_file
 from tilec.passes.decide_masks import decide_masks
 from tilec.passes.fuse_clears import fuse_clears
+from tilec.pipeline import compile_program
 from tilec.simplify import simplify, substitute
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -200,3 +202,81 @@ def test_explain_says_which_tiles_each_copy_runs_on() -> None:
     text = explain.render_text(explain.explain_program(elaborate_file(str(path), {}), "sm_90a"))
     assert "on tiles where k * 64 + 63 < S (mask decided per tile)" in text
     assert "on the other tiles, per element" in text
+
+
+# ---------------------------------------------------------------- regressions found in review
+
+MUTATED = """
+kernel p(O: Tensor((64, 32), float32)):
+    with Kernel(1, threads=128) as bx:
+        acc = alloc_fragment((64, 32), float32)
+        v = alloc_var(int32, 4)
+        clear(acc)
+        t = v
+        v = 0
+        for k in range(t):
+            if v < 1:
+                for i, j in Parallel(64, 32):
+                    acc[i, j] = acc[i, j] + if_then_else(k * 32 + j < 32, 1.0, -1.0)
+        copy(acc, O[0, 0])
+"""
+
+NEGATIVE_DIVIDEND = """
+kernel p(O: Tensor((64, 32), float32)):
+    with Kernel(1, threads=128) as bx:
+        acc = alloc_fragment((64, 32), float32)
+        clear(acc)
+        for k in range(100, 120):
+            for i, j in Parallel(64, 32):
+                acc[i, j] = acc[i, j] + if_then_else(j + 128 * ((-k - 1) // 128) < -31, 1.0, -1.0)
+        copy(acc, O[0, 0])
+"""
+
+
+@pytest.mark.parametrize("source", [MUTATED, NEGATIVE_DIVIDEND], ids=["alloc_var", "negative //"])
+def test_nothing_is_proven_from_memory_or_floor_division(tmp_path: pathlib.Path, source: str) -> None:
+    """A bound or if through an alloc_var (`t = v`, then `v = 0`; `if v < 1`) proves nothing (the
+    variable changes after it); `d * (x // d) <= x` needs x >= 0 (C's // rounds toward zero). Both
+    once folded the mask to its true side for every tile."""
+    path = tmp_path / "p.tile"
+    path.write_text(source)
+    loop = _loop(decide_masks(elaborate_file(str(path), {}).kernels[0]))
+    assert any(isinstance(s, tir.If) for s in tir_walk.stmts(loop.body)), "a version, not a fold"
+    assert "Select" in repr(loop.body), "the per-element mask is kept for the tiles not decided"
+
+
+def test_many_nested_ifs_compile_quickly(tmp_path: pathlib.Path) -> None:
+    """The proofs are memoized and bounded: seven nested ifs of facts took 38 s before."""
+    ifs = "".join(f"{'    ' * (n + 4)}if k + {n} * m - bx < a + {n} * b - c:\n" for n in range(7))
+    body = "    " * 11 + "for i, j in Parallel(64, 32):\n" + "    " * 12
+    body += "acc[i, j] = acc[i, j] + if_then_else(k * 32 + j + m - by < S - d + c, 1.0, -1.0)\n"
+    source = (
+        "kernel p(O: Tensor((S, T), float32), a: int32, b: int32, c: int32, d: int32):\n"
+        "    with Kernel(ceildiv(S, 64), ceildiv(T, 64), threads=128) as (bx, by):\n"
+        "        acc = alloc_fragment((64, 32), float32)\n"
+        "        clear(acc)\n"
+        "        for k in range(min(ceildiv(S, 32), by + 3)):\n"
+        "            for m in range(max(bx, a), min(T, b + k)):\n" + ifs + body + "        copy(acc, O[0, 0])\n"
+    )
+    path = tmp_path / "p.tile"
+    path.write_text(source)
+    kernel = elaborate_file(str(path), {}).kernels[0]
+    start = time.perf_counter()
+    decide_masks(kernel)
+    assert time.perf_counter() - start < 5.0
+
+
+def test_a_scheduled_loop_keeps_its_statements_in_place() -> None:
+    """Pipelined(order=, stage=, group=) names statements by position: `clear(s)` before the gemm
+    stays (fusing it moved every later position; the build failed with an IndexError)."""
+    path = ROOT / "tests" / "decide_masks" / "schedule_clear.tile"
+    for arch in ("sm_80", "sm_90a"):
+        compile_program(elaborate_file(str(path), {}, arch=arch), arch=arch)
+
+
+def test_a_gemm_reading_its_accumulator_keeps_the_zeros_first(tmp_path: pathlib.Path) -> None:
+    """gemm(acc, B_s, acc) after clear(acc) reads the zeros as A: the clear is not folded into it."""
+    path = tmp_path / "z.tile"
+    path.write_text(ZEROS.replace("gemm(A_s, B_s, acc)", "gemm(acc, B_s, acc)").format(zero="clear(acc)"))
+    kernel = fuse_clears(elaborate_file(str(path), {}).kernels[0])
+    assert any(isinstance(s, tir.Fill) for s in kernel.body)

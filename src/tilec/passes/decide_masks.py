@@ -60,7 +60,7 @@ class _Scope:
         """The scope inside an `if cond` (its comparisons joined by `and`, each a fact)."""
         if isinstance(cond, tir.BinOp) and cond.op == "and":
             return self.knowing(cond.a).knowing(cond.b)
-        fact = _fact(cond) if isinstance(cond, tir.BinOp) else None
+        fact = _fact(cond) if isinstance(cond, tir.BinOp) and _stable(cond) else None
         return self if fact is None else dataclasses.replace(self, facts=(*self.facts, fact))
 
     def bound(self, var: tir.Var, lower: tuple[Linear, ...], upper: tuple[Linear, ...]) -> _Scope:
@@ -292,7 +292,7 @@ def _live(body: tuple[tir.Stmt, ...]) -> tuple[tir.Stmt, ...]:
 def _proves(test: tir.BinOp, scope: _Scope) -> bool:
     """Whether `test` (a comparison of uniform integers) holds wherever the scope's bounds do."""
     fact = _fact(test)
-    return fact is not None and _nonnegative(fact, scope, depth=6)
+    return fact is not None and _nonnegative(fact, scope, _DEPTH, {})
 
 
 def _fact(test: tir.BinOp) -> Linear | None:
@@ -313,21 +313,38 @@ def _difference(a: Linear, b: Linear) -> Linear:
     return {atom: coef for atom, coef in terms.items() if coef}, a[1] - b[1]
 
 
-def _nonnegative(lin: Linear, scope: _Scope, depth: int) -> bool:
+_DEPTH = 5  # substitutions and facts per proof: enough for a causal bound through a let of min
+_FACTS = 4  # the innermost ifs' conditions a proof tries
+
+
+def _nonnegative(lin: Linear, scope: _Scope, depth: int, seen: dict[tuple, bool]) -> bool:
     """lin >= 0 for every value of its variables within their bounds: each term in turn is put at
-    the end that makes the form least (a bound may be another variable's form, `k <= bx`)."""
+    the end that makes the form least (a bound may be another variable's form, `k <= bx`), or
+    lin is an enclosing if's fact plus a form that is. `seen` memoizes the forms tried."""
     terms, c = lin
     if not terms:
         return c >= 0
     if depth == 0:
         return False
-    lin = _tight(lin)
-    if any(_nonnegative(_difference(lin, _tight(fact)), scope, depth - 1) for fact in scope.facts):
+    key = (frozenset(terms.items()), c, depth)
+    if key not in seen:
+        seen[key] = False  # while it is tried: a form that comes back is not proven by itself
+        seen[key] = _tried(lin, scope, depth, seen)
+    return seen[key]
+
+
+def _tried(lin: Linear, scope: _Scope, depth: int, seen: dict[tuple, bool]) -> bool:
+    """The facts are matched to the form in lowest terms; the bounds go into it as it is (a
+    `x // 128` bound needs the term's coefficient a multiple of 128)."""
+    terms, c = lin
+    tight = _tight(lin)
+    facts = scope.facts[-_FACTS:]
+    if any(_nonnegative(_difference(tight, _tight(fact)), scope, depth - 1, seen) for fact in facts):
         return True  # lin = fact + something >= 0
     for atom, coef in terms.items():
         rest = ({a: k for a, k in terms.items() if a is not atom}, c)
-        for end, scale in _scaled_ends(atom, coef, scope):
-            if _nonnegative(_plus(rest, end, scale), scope, depth - 1):
+        for end, scale in _scaled_ends(atom, coef, scope, depth, seen):
+            if _nonnegative(_plus(rest, end, scale), scope, depth - 1, seen):
                 return True
     return False
 
@@ -342,12 +359,18 @@ def _tight(lin: Linear) -> Linear:
     return {atom: coef // g for atom, coef in terms.items()}, c // g
 
 
-def _scaled_ends(atom: tir.Expr, coef: int, scope: _Scope) -> Iterator[tuple[Linear, int]]:
+def _scaled_ends(
+    atom: tir.Expr, coef: int, scope: _Scope, depth: int, seen: dict[tuple, bool]
+) -> Iterator[tuple[Linear, int]]:
     """Forms f with coef * atom >= scale * f: the atom's bounds on the side that makes the term
-    least; for `x // d` with coef a multiple of d, d * (x // d) <= x and >= x - (d - 1)."""
+    least; for `x // d` with coef a multiple of d, d * (x // d) >= x - (d - 1) (C's `//` rounds
+    toward zero: true for every x) and d * (x // d) <= x (only for x >= 0, which is proven first)."""
     match atom:
         case tir.BinOp("//", x, tir.IntImm(d)) if d > 0 and coef % d == 0 and (lin := linear(x)) is not None:
-            yield (_shift(lin, -(d - 1)) if coef > 0 else lin), coef // d
+            if coef > 0:
+                yield _shift(lin, -(d - 1)), coef // d
+            elif _nonnegative(lin, scope, depth - 1, seen):
+                yield lin, coef // d
         case _:
             for end in _ends(atom, scope, "lower" if coef > 0 else "upper"):
                 yield end, coef
@@ -372,6 +395,8 @@ def _candidates(e: tir.Expr, scope: _Scope, side: Literal["lower", "upper"]) -> 
     """Linear forms that bound `e` from one side: itself when linear, each argument of a `min`
     from above (of a `max` from below), a let's value."""
     e = simplify(e)
+    if not _stable(e):
+        return ()
     pick = "min" if side == "upper" else "max"
     if isinstance(e, tir.Call) and e.func == pick:
         return tuple(c for arg in e.args for c in _candidates(arg, scope, side))
@@ -379,6 +404,12 @@ def _candidates(e: tir.Expr, scope: _Scope, side: Literal["lower", "upper"]) -> 
         return _candidates(scope.lets[e], scope, side)
     lin = linear(e)
     return () if lin is None or (isinstance(e, tir.Call) and e.func in ("min", "max")) else (lin,)
+
+
+def _stable(e: tir.Expr) -> bool:
+    """Whether `e` reads no memory: a variable (`alloc_var`) or buffer may change after the
+    statement a fact or bound comes from, a let's or a loop variable's value cannot."""
+    return not tir_walk.loads(e)
 
 
 def _shift(lin: Linear, by: int) -> Linear:

@@ -25,15 +25,26 @@ def fuse_clears(kernel: tir.Kernel) -> tir.Kernel:
     return kernel if body is kernel.body else dataclasses.replace(kernel, body=body)
 
 
-def _body(body: tuple[tir.Stmt, ...]) -> tuple[tir.Stmt, ...]:
+def _body(body: tuple[tir.Stmt, ...], positions_fixed: bool = False) -> tuple[tir.Stmt, ...]:
+    """`positions_fixed`: the body of a loop whose schedule (Pipelined order=, stage=, group=)
+    names its statements by position, which must stay where they are."""
     out: list[tir.Stmt] = []
     for s in body:
-        s = tir_walk.with_bodies(s, tuple(_body(b) for b in tir_walk.bodies(s)))
-        if isinstance(s, tir.Gemm) and not s.clear_accum and out and _zeroes(out[-1], s.c):
+        fixed = isinstance(s, tir.For) and s.schedule is not None
+        s = tir_walk.with_bodies(s, tuple(_body(b, fixed) for b in tir_walk.bodies(s)))
+        if isinstance(s, tir.Gemm) and not positions_fixed and _clears(s, out[-1] if out else None):
             out[-1] = dataclasses.replace(s, clear_accum=True)
         else:
             out.append(s)
     return body if len(out) == len(body) and all(a is b for a, b in zip(out, body)) else tuple(out)
+
+
+def _clears(s: tir.Gemm, before: tir.Stmt | None) -> bool:
+    """Whether gemm `s` can clear its accumulator in place of `before`'s zeros: not when it reads
+    the accumulator as an operand too (the zeros come first there)."""
+    if s.clear_accum or before is None:
+        return False
+    return s.c.buffer not in (s.a.buffer, s.b.buffer) and _zeroes(before, s.c)
 
 
 def _zeroes(s: tir.Stmt, c: tir.Region) -> bool:
