@@ -233,11 +233,44 @@ kernel p(O: Tensor((64, 32), float32)):
 """
 
 
-@pytest.mark.parametrize("source", [MUTATED, NEGATIVE_DIVIDEND], ids=["alloc_var", "negative //"])
-def test_nothing_is_proven_from_memory_or_floor_division(tmp_path: pathlib.Path, source: str) -> None:
+UNSIGNED = """
+kernel p(O: Tensor((64, 32), float32), u: uint32):
+    with Kernel(1, threads=128) as bx:
+        acc = alloc_fragment((64, 32), float32)
+        clear(acc)
+        if u - 1 < 3:
+            clear(acc)
+        else:
+            for k in range(u - 3, 8):
+                for i, j in Parallel(64, 32):
+                    acc[i, j] = acc[i, j] + if_then_else(k * 32 + j >= 32, 1.0, -1.0)
+        copy(acc, O[0, 0])
+"""
+
+NARROW = """
+kernel p(O: Tensor((64, 32), float32), s: int8):
+    with Kernel(1, threads=128) as bx:
+        acc = alloc_fragment((64, 32), float32)
+        clear(acc)
+        t = s + 100
+        if s > -100:
+            for k in range(t, 8):
+                for i, j in Parallel(64, 32):
+                    acc[i, j] = acc[i, j] + if_then_else(k * 32 + j >= 32, 1.0, -1.0)
+        copy(acc, O[0, 0])
+"""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [MUTATED, NEGATIVE_DIVIDEND, UNSIGNED, NARROW],
+    ids=["alloc_var", "negative //", "uint32 wraps", "int8 let wraps"],
+)
+def test_nothing_is_proven_from_memory_floor_division_or_wrapping(tmp_path: pathlib.Path, source: str) -> None:
     """A bound or if through an alloc_var (`t = v`, then `v = 0`; `if v < 1`) proves nothing (the
-    variable changes after it); `d * (x // d) <= x` needs x >= 0 (C's // rounds toward zero). Both
-    once folded the mask to its true side for every tile."""
+    variable changes after it); `d * (x // d) <= x` needs x >= 0 (C's // rounds toward zero);
+    unsigned and narrow arithmetic wraps (`u - 1 < 3` is false at u = 0; `t: int8 = s + 100`).
+    Each once folded the mask to its true side for every tile."""
     path = tmp_path / "p.tile"
     path.write_text(source)
     loop = _loop(decide_masks(elaborate_file(str(path), {}).kernels[0]))

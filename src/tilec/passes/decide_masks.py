@@ -38,6 +38,7 @@ from collections.abc import Iterator, Mapping
 from typing import Literal
 
 from tilec import tir, tir_walk
+from tilec.dtypes import DType
 from tilec.simplify import Linear, from_linear, linear, simplify, substitute
 
 Compare = Literal["<", "<=", ">", ">="]
@@ -149,15 +150,17 @@ def _decidable(p: tir.Parallel, scope: _Scope) -> Iterator[tuple[tir.BinOp, tir.
                     tests = _tests(node, p, lets, scope)
                     if tests is not None:
                         yield node, *tests
-        if isinstance(s, tir.Let):
+        if isinstance(s, tir.Let) and _exact(s.var):
             lets[s.var] = substitute(s.value, lets)
 
 
 def _tests(
     cond: tir.BinOp, p: tir.Parallel, lets: dict[tir.Var, tir.Expr], scope: _Scope
 ) -> tuple[tir.BinOp, tir.BinOp] | None:
+    if not _exact(cond):
+        return None
     a, b = linear(substitute(cond.a, lets)), linear(substitute(cond.b, lets))
-    if a is None or b is None or not cond.a.dtype.is_int:
+    if a is None or b is None:
         return None
     extents = dict(zip(p.vars, p.extents, strict=True))
     if not (_indexed(a, extents) or _indexed(b, extents)):
@@ -297,7 +300,7 @@ def _proves(test: tir.BinOp, scope: _Scope) -> bool:
 
 def _fact(test: tir.BinOp) -> Linear | None:
     """The form that is >= 0 exactly when integer comparison `test` holds, or None."""
-    if test.op not in _NEGATE or not test.a.dtype.is_int:
+    if test.op not in _NEGATE or not _exact(test):
         return None
     a, b = linear(test.a), linear(test.b)
     if a is None or b is None:
@@ -382,7 +385,7 @@ def _plus(a: Linear, b: Linear, scale: int) -> Linear:
 
 def _ends(atom: tir.Expr, scope: _Scope, side: Literal["lower", "upper"]) -> tuple[Linear, ...]:
     if isinstance(atom, tir.Var) and atom in scope.lets:
-        return _candidates(scope.lets[atom], scope, side)
+        return _candidates(scope.lets[atom], scope, side) if _exact(atom) else ()
     if isinstance(atom, tir.Var):
         known = (scope.lower if side == "lower" else scope.upper).get(atom)
         if known is not None:
@@ -395,7 +398,7 @@ def _candidates(e: tir.Expr, scope: _Scope, side: Literal["lower", "upper"]) -> 
     """Linear forms that bound `e` from one side: itself when linear, each argument of a `min`
     from above (of a `max` from below), a let's value."""
     e = simplify(e)
-    if not _stable(e):
+    if not (_stable(e) and _exact(e)):
         return ()
     pick = "min" if side == "upper" else "max"
     if isinstance(e, tir.Call) and e.func == pick:
@@ -404,6 +407,17 @@ def _candidates(e: tir.Expr, scope: _Scope, side: Literal["lower", "upper"]) -> 
         return _candidates(scope.lets[e], scope, side)
     lin = linear(e)
     return () if lin is None or (isinstance(e, tir.Call) and e.func in ("min", "max")) else (lin,)
+
+
+def _exact(e: tir.Expr) -> bool:
+    """Whether `e`'s integer arithmetic is the integers' (as the proofs and tests reason): signed
+    and 32 bits or wider throughout. Unsigned values wrap below zero (`u - 1`), a narrower let
+    wraps when stored (`t: int8 = s + 100`)."""
+    for node in tir_walk.subexprs(e):
+        dtype = getattr(node, "dtype", None)
+        if dtype is not None and dtype.is_int and dtype not in (DType.int32, DType.int64):
+            return False
+    return True
 
 
 def _stable(e: tir.Expr) -> bool:
