@@ -19,15 +19,18 @@ becomes, with seq_kv a dimension (no tile provably passes it wholly: no copy for
 
 and with seq_kv = 2048 the test holds for every k of the loop, so only the first copy is left.
 
-What is decided: a comparison (< <= > >=) of two integer expressions linear in the loop's
-indices (constant coefficients; `let`s of the body substituted) whose other terms are the same
-in every thread (block indices, loop variables, dimensions, scalars). Over the tile it ranges from
-its smallest to its largest value, which gives the two tests. A test that provably always holds
-keeps its copy alone; one that provably never holds gets none (`_proves`: the enclosing loops'
-bounds, the grid's extents, `min` in a bound; otherwise both tests are emitted). One comparison
-per loop, the first found; its other comparisons stay per element. A loop that reads or writes
-global memory is left as written: there the comparisons are bounds checks, which lowering reads
-to leave the accesses they guard unchecked (a copy without them would check each access instead).
+What is decided: a comparison (< <= > >=) of two signed 32/64-bit integer expressions linear in
+the loop's indices (constant coefficients; `let`s of the body substituted) whose other terms are
+the same in every thread (block indices, serial-loop variables, dimensions, scalars, lets of
+those; no memory reads). Over the tile it ranges from its smallest to its largest value, which
+gives the two tests. A test that provably always holds keeps its copy alone; one that provably
+never holds gets none (`_proves`: the enclosing loops' bounds, the grid's extents, the enclosing
+ifs' conditions, `min` in a bound, `x // d` bounds; memoized and depth-bounded; what it cannot
+prove keeps its copy). Unsigned and narrower arithmetic (it wraps) and values read from memory
+(an `alloc_var` changes) prove nothing. One comparison per loop, the first found; its other
+comparisons stay per element. A loop that reads or writes global memory is left as written:
+there the comparisons are bounds checks, which lowering reads to leave the accesses they guard
+unchecked (a copy without them would check each access instead).
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from tilec.dtypes import DType
 from tilec.simplify import Linear, from_linear, linear, simplify, substitute
 
 Compare = Literal["<", "<=", ">", ">="]
-_FLIP: dict[Compare, Compare] = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NEGATE: dict[Compare, Compare] = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _PURE = frozenset({"min", "max", "abs"})  # calls of uniform arguments that stay uniform
 
@@ -146,7 +148,7 @@ def _decidable(p: tir.Parallel, scope: _Scope) -> Iterator[tuple[tir.BinOp, tir.
         exprs = tir_walk.stmt_exprs(s)
         for e in exprs:
             for node in tir_walk.subexprs(e):
-                if isinstance(node, tir.BinOp) and node.op in _FLIP:
+                if isinstance(node, tir.BinOp) and node.op in _NEGATE:
                     tests = _tests(node, p, lets, scope)
                     if tests is not None:
                         yield node, *tests
