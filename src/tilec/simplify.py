@@ -52,33 +52,35 @@ def _linear(e: tir.Expr) -> Linear | None:
         return {}, e.value
     if isinstance(e, tir.UnaryOp) and e.op == "-" and e.dtype.is_int:  # as _build writes -(k * 512) + 7680
         la = _linear(e.a)
-        return None if la is None else _scale(la, -1)
+        return None if la is None else scale(la, -1)
     if isinstance(e, tir.BinOp) and e.op in ("+", "-", "*") and e.dtype.is_int:
         la, lb = _linear(e.a), _linear(e.b)
         if la is None or lb is None:
             return None
         if e.op == "+":
-            return _combine(la, lb, 1)
+            return combine(la, lb, 1)
         if e.op == "-":
-            return _combine(la, lb, -1)
+            return combine(la, lb, -1)
         if not la[0]:
-            return _scale(lb, la[1])
+            return scale(lb, la[1])
         if not lb[0]:
-            return _scale(la, lb[1])
+            return scale(la, lb[1])
         return {e: 1}, 0  # a product of two unknowns is one atom (bx * N)
     if e.dtype.is_int:
         return {e: 1}, 0
     return None
 
 
-def _combine(a: Linear, b: Linear, sign: int) -> Linear:
+def combine(a: Linear, b: Linear, sign: int) -> Linear:
+    """a + sign * b, terms whose coefficients cancel dropped."""
     terms = dict(a[0])
     for atom, c in b[0].items():
         terms[atom] = terms.get(atom, 0) + sign * c
     return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
 
 
-def _scale(a: Linear, k: int) -> Linear:
+def scale(a: Linear, k: int) -> Linear:
+    """k * a."""
     if k == 0:
         return {}, 0
     return {atom: c * k for atom, c in a[0].items()}, a[1] * k
@@ -163,7 +165,7 @@ def _merge_quotient_remainder(lin: Linear) -> Linear:
         if x is None or terms.get(atom) != coef or terms.get(quotient) != coef * atom.b.value:
             continue
         del terms[atom], terms[quotient]
-        merged = _combine((terms, c), _scale(x, coef), 1)
+        merged = combine((terms, c), scale(x, coef), 1)
         terms, c = dict(merged[0]), merged[1]
     return terms, c
 

@@ -42,21 +42,23 @@ from typing import Literal
 
 from tilec import tir, tir_walk
 from tilec.dtypes import DType
-from tilec.simplify import Linear, from_linear, linear, simplify, substitute
+from tilec.simplify import Linear, combine, from_linear, linear, scale, simplify, substitute
+from tilec.uniformity import Varying, per_thread, thread_varying
 
 Compare = Literal["<", "<=", ">", ">="]
 _NEGATE: dict[Compare, Compare] = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-_PURE = frozenset({"min", "max", "abs"})  # calls of uniform arguments that stay uniform
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Scope:
     """What is known where a statement sits: each variable's candidate bounds (inclusive, as
-    linear forms; any one of them holds) and the values of the `let`s above it."""
+    linear forms; any one of them holds), the values of the `let`s above it, the kernel's
+    thread-varying names and the conditions of the ifs around it."""
 
     lower: Mapping[tir.Var, tuple[Linear, ...]]
     upper: Mapping[tir.Var, tuple[Linear, ...]]
     lets: Mapping[tir.Var, tir.Expr]
+    varying: Varying  # names whose values differ between threads (uniformity.thread_varying)
     facts: tuple[Linear, ...] = ()  # forms >= 0 here: the conditions of the ifs around
 
     def knowing(self, cond: tir.Expr) -> _Scope:
@@ -71,7 +73,7 @@ class _Scope:
 
 
 def decide_masks(kernel: tir.Kernel) -> tir.Kernel:
-    scope = _Scope({}, {}, {})
+    scope = _Scope({}, {}, {}, thread_varying(kernel.body))
     for var, extent in zip(kernel.block_vars, kernel.grid, strict=True):
         scope = scope.bound(var, (({}, 0),), _minus_one(extent))
     body = _body(kernel.body, scope)
@@ -182,22 +184,11 @@ def _indexed(lin: Linear, extents: Mapping[tir.Var, int]) -> bool:
 
 
 def _uniform(e: tir.Expr, scope: _Scope) -> bool:
-    """Whether `e` is the same in every thread: made of block indices, dimensions, scalars, the
-    variables of the serial loops around, lets of such values and min/max/abs; no loads."""
-    for node in tir_walk.subexprs(e):
-        if isinstance(node, tir.Load) or (isinstance(node, tir.Call) and node.func not in _PURE):
-            return False
-        if isinstance(node, tir.Var) and not _uniform_var(node, scope):
-            return False
-    return True
-
-
-def _uniform_var(v: tir.Var, scope: _Scope) -> bool:
-    if v.kind in ("block", "dim", "scalar"):
-        return True
-    if v.kind == "loop":
-        return v in scope.lower  # a serial loop's variable (a Parallel loop's is bound nowhere here)
-    return v.kind == "let" and v in scope.lets and _uniform(scope.lets[v], scope)
+    """Whether `e` is the same in every thread and reads no memory (the test before the loop and
+    the comparison in it must see the same values); no device function of the program's."""
+    if tir_walk.loads(e) or per_thread(e, scope.varying):
+        return False
+    return not any(isinstance(x, tir.Call) and x.func.startswith(tir.EXTERN) for x in tir_walk.subexprs(e))
 
 
 def _lo(lin: Linear, extents: Mapping[tir.Var, int]) -> tir.Expr:
@@ -307,15 +298,8 @@ def _fact(test: tir.BinOp) -> Linear | None:
     a, b = linear(test.a), linear(test.b)
     if a is None or b is None:
         return None
-    diff = _difference(b, a) if test.op in ("<", "<=") else _difference(a, b)
+    diff = combine(b, a, -1) if test.op in ("<", "<=") else combine(a, b, -1)
     return (diff[0], diff[1] - 1) if test.op in ("<", ">") else diff
-
-
-def _difference(a: Linear, b: Linear) -> Linear:
-    terms = dict(a[0])
-    for atom, coef in b[0].items():
-        terms[atom] = terms.get(atom, 0) - coef
-    return {atom: coef for atom, coef in terms.items() if coef}, a[1] - b[1]
 
 
 _DEPTH = 5  # substitutions and facts per proof: enough for a causal bound through a let of min
@@ -344,12 +328,12 @@ def _tried(lin: Linear, scope: _Scope, depth: int, seen: dict[tuple, bool]) -> b
     terms, c = lin
     tight = _tight(lin)
     facts = scope.facts[-_FACTS:]
-    if any(_nonnegative(_difference(tight, _tight(fact)), scope, depth - 1, seen) for fact in facts):
+    if any(_nonnegative(combine(tight, _tight(fact), -1), scope, depth - 1, seen) for fact in facts):
         return True  # lin = fact + something >= 0
     for atom, coef in terms.items():
         rest = ({a: k for a, k in terms.items() if a is not atom}, c)
-        for end, scale in _scaled_ends(atom, coef, scope, depth, seen):
-            if _nonnegative(_plus(rest, end, scale), scope, depth - 1, seen):
+        for end, k in _scaled_ends(atom, coef, scope, depth, seen):
+            if _nonnegative(combine(rest, scale(end, k), 1), scope, depth - 1, seen):
                 return True
     return False
 
@@ -379,10 +363,6 @@ def _scaled_ends(
         case _:
             for end in _ends(atom, scope, "lower" if coef > 0 else "upper"):
                 yield end, coef
-
-
-def _plus(a: Linear, b: Linear, scale: int) -> Linear:
-    return _difference(a, ({atom: -coef * scale for atom, coef in b[0].items()}, -b[1] * scale))
 
 
 def _ends(atom: tir.Expr, scope: _Scope, side: Literal["lower", "upper"]) -> tuple[Linear, ...]:

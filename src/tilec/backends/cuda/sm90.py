@@ -197,9 +197,7 @@ def _dropped(ctx: LowerContext, s: tir.Gemm, size: int) -> list[T.Stmt]:
     if not s.clear_accum:
         return []
     ctx.state.helpers.add("wgmma_drop")
-    c = s.c.buffer
-    name = "tilec_wgmma_drop_s32" if c.dtype.is_int else "tilec_wgmma_drop"
-    return [T.Call(T.Intrin(f"{name}<{size}>", (T.AddressOf(T.Subscript(ctx.name(c), (int_(0),), c.dtype)),), I32))]
+    return [_per_register("tilec_wgmma_drop", ctx.name(s.c.buffer), size, s.c.buffer.dtype)]
 
 
 def _hold_a(ctx: LowerContext, a_tile: tir.Buffer) -> T.Call:
@@ -915,7 +913,12 @@ def _bar(name: str, index: tir.Expr) -> T.Subscript:
 
 def _hold(cname: str, size: int, dtype: DType) -> T.Call:
     """Keeps the `size` accumulator registers of `cname` (float32, or int32) in place across a wait."""
-    name = "tilec_wgmma_hold_s32" if dtype.is_int else "tilec_wgmma_hold"
+    return _per_register("tilec_wgmma_hold", cname, size, dtype)
+
+
+def _per_register(helper: str, cname: str, size: int, dtype: DType) -> T.Call:
+    """`helper<size>(&cname[0])` over an accumulator's registers (its `_s32` form for int32)."""
+    name = f"{helper}_s32" if dtype.is_int else helper
     return T.Call(T.Intrin(f"{name}<{size}>", (T.AddressOf(T.Subscript(cname, (int_(0),), dtype)),), I32))
 
 
