@@ -200,8 +200,8 @@ def test_explain_says_which_tiles_each_copy_runs_on() -> None:
 
     path = ROOT / "tests" / "golden" / "codegen" / "attention_warp_roles.tile"
     text = explain.render_text(explain.explain_program(elaborate_file(str(path), {}), "sm_90a"))
-    assert "on tiles where k * 64 + 63 < S (mask decided per tile)" in text
-    assert "on the other tiles, per element" in text
+    # its mask of 0 / -inf moved after the gemm (fuse_clears): only the last key tile needs it
+    assert "runs on the tiles where k * 64 + 63 >= S (mask decided per tile); the other tiles need none" in text
 
 
 # ---------------------------------------------------------------- regressions found in review
@@ -313,3 +313,45 @@ def test_a_gemm_reading_its_accumulator_keeps_the_zeros_first(tmp_path: pathlib.
     path.write_text(ZEROS.replace("gemm(A_s, B_s, acc)", "gemm(acc, B_s, acc)").format(zero="clear(acc)"))
     kernel = fuse_clears(elaborate_file(str(path), {}).kernels[0])
     assert any(isinstance(s, tir.Fill) for s in kernel.body)
+
+
+MASK_BEFORE_GEMM = """
+kernel m(Q: Tensor((S, 64), float16), K: Tensor((S, 64), float16), O: Tensor((S, 64), float32)):
+    with Kernel(ceildiv(S, 64), threads=128) as bx:
+        Q_s = alloc_shared((64, 64), float16)
+        K_s = alloc_shared((64, 64), float16)
+        acc = alloc_fragment((64, 64), float32)
+        copy(Q[bx * 64, 0], Q_s)
+        for k in range(ceildiv(S, 64)):
+            copy(K[k * 64, 0], K_s)
+            for i, j in Parallel(64, 64):
+                acc[i, j] = {mask}
+            gemm(Q_s, K_s, acc, transpose_B=True)
+        copy(acc, O[bx * 64, 0])
+"""
+
+
+@pytest.mark.parametrize(
+    ("mask", "moved"),
+    [
+        ("if_then_else(k * 64 + j < S, 0.0, -infinity(float32))", True),
+        ("if_then_else(bx * 64 + i >= k * 64 + j, 0.0, if_then_else(j < 8, infinity(float32), 0.0))", True),
+        ("if_then_else(k * 64 + j < S, 0.5, -infinity(float32))", False),  # adding 0.5 rounds differently
+        ("if_then_else(k * 64 + j < S, -infinity(float32), -infinity(float32))", False),  # no 0: a fill
+        ("if_then_else(acc[i, j] > 0.0, 0.0, -infinity(float32))", False),  # reads the accumulator
+    ],
+)
+def test_a_mask_of_zeros_and_infinities_moves_after_the_gemm(tmp_path: pathlib.Path, mask: str, moved: bool) -> None:
+    """acc = 0 | inf, then acc += Q K^T, is acc = Q K^T then acc = acc | inf: adding 0 or an
+    infinity gives the same before or after the products (which are finite)."""
+    path = tmp_path / "m.tile"
+    path.write_text(MASK_BEFORE_GEMM.format(mask=mask))
+    loop = _loop(fuse_clears(elaborate_file(str(path), {}).kernels[0]))
+    kinds = [type(s).__name__ for s in loop.body]
+    if not moved:
+        assert kinds == ["Copy", "Parallel", "Gemm"] and not loop.body[2].clear_accum  # type: ignore[attr-defined]
+        return
+    assert kinds == ["Copy", "Gemm", "Parallel"] and loop.body[1].clear_accum  # type: ignore[attr-defined]
+    (store,) = loop.body[2].body  # type: ignore[attr-defined]
+    leaves = repr(store.value)
+    assert "FloatImm(value=0.0" not in leaves and "Load(buffer=Buffer(name='acc'" in leaves

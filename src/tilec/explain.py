@@ -594,10 +594,12 @@ def decided_masks(kernel: tir.Kernel) -> dict[int, str]:
             continue
         if s.then[0].span != s.span:
             continue
-        out.setdefault(id(s.then[0]), f"on tiles where {expr_text(s.cond)} (mask decided per tile)")
+        out.setdefault(id(s.then[0]), f"runs on the tiles where {expr_text(s.cond)} (mask decided per tile)")
         rest = s.orelse[0] if len(s.orelse) == 1 else None
         if isinstance(rest, tir.Parallel):
             out.setdefault(id(rest), "on the other tiles, per element")
+        elif not s.orelse:
+            out[id(s.then[0])] += "; the other tiles need none of it"
     return out
 
 

@@ -203,10 +203,11 @@ def _lowered(u: Unit) -> T.Kernel:
 PASSES: tuple[Pass, ...] = (
     # Sub-byte tiles (int4, fp4) become byte tiles first: every later pass then moves whole bytes.
     Pass("pack_subbyte", "tir", _pack_subbyte),
+    # Zeros just before a gemm into the same tile become its clear_accum; a mask of 0 / -inf there
+    # moves after the gemm (where decide_masks can drop it on the tiles it does not cut).
+    Pass("fuse_clears", "tir", _fuse_clears),
     # Masks decided per tile before anything reads the loops: each copy is an ordinary Parallel loop.
     Pass("decide_masks", "tir", _decide_masks),
-    # Zeros just before a gemm into the same tile become its clear_accum: the masks' zeros too.
-    Pass("fuse_clears", "tir", _fuse_clears),
     # Instructions first: every later pass reads which record each gemm runs on.
     Pass("select", "tir", _select),
     # Layouts next: lowering reads where every fragment element lives.

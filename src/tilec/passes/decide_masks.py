@@ -91,7 +91,7 @@ def _body(body: tuple[tir.Stmt, ...], scope: _Scope) -> tuple[tir.Stmt, ...]:
 
 def _stmt(s: tir.Stmt, scope: _Scope) -> list[tir.Stmt]:
     if isinstance(s, tir.Parallel):
-        return [_decide(s, scope)]
+        return _decide(s, scope)
     if isinstance(s, tir.For):
         lower: tuple[Linear, ...] = ()
         upper: tuple[Linear, ...] = ()
@@ -115,17 +115,20 @@ def _not(cond: tir.Expr) -> tir.Expr:
 # ---------------------------------------------------------------- one Parallel loop
 
 
-def _decide(p: tir.Parallel, scope: _Scope) -> tir.Stmt:
+def _decide(p: tir.Parallel, scope: _Scope) -> list[tir.Stmt]:
+    """`p` versioned by its first decidable comparison (nothing where a copy that always runs
+    does nothing: a mask that keeps every element of every tile the loop sees)."""
     if _touches_global(p):
-        return p  # its condition is what lowering proves those accesses in bounds by
+        return [p]  # its condition is what lowering proves those accesses in bounds by
     found = next(_decidable(p, scope), None)
     if found is None:
-        return p
+        return [p]
     cond, all_true, all_false = found
     versions = []
     for test, value in ((all_true, True), (all_false, False)):
         if _proves(test, scope):
-            return _folded(p, cond, value)
+            folded = _folded(p, cond, value)
+            return [folded] if folded.body else []
         if not _proves(_negated(test), scope):
             versions.append((test, value))
     out: tir.Stmt = p
@@ -135,7 +138,7 @@ def _decide(p: tir.Parallel, scope: _Scope) -> tir.Stmt:
             out = tir.If(test, (folded,), (out,), p.span)
         else:  # nothing to do on those tiles
             out = tir.If(_negated(test), (out,), (), p.span)
-    return out
+    return [out]
 
 
 def _touches_global(p: tir.Parallel) -> bool:

@@ -246,6 +246,21 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
          (static_cast<unsigned long long>(swizzle) << 62);
 }
 
+// Ends the old values of the N accumulator registers at d before a gemm that clears them (its
+// first k step does not read them): no instruction, only their live ranges end here.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "=f"(d[i]));
+}
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop_s32(int* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "=r"(d[i]));
+}
+
 // d[0..63] += A (64x16) * B (16x128) by one warp group, f16 in, float32 out; A and B
 // are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
 // d = A * B, d's old values unread.
@@ -554,45 +569,16 @@ extern "C" __global__ void __launch_bounds__(256)
         }
       }
     }
-    if (k * 128 + 127 < S) {
-      // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-      {
-#pragma unroll
-        for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
-#pragma unroll
-          for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
-#pragma unroll
-            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-              acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] = 0.0f;
-            }
-          }
-        }
-      }
-    } else {
-      // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-      {
-#pragma unroll
-        for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
-#pragma unroll
-          for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
-#pragma unroll
-            for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
-              const int j_17 = g1_2 * 8 + tx % 4 * 2 + e1_17;
-              acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] = k * 128 + j_17 < S ? 0.0f : -INFINITY;
-            }
-          }
-        }
-      }
-    }
     // attention_overlap.tile:28: gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=FullRow)
     {
+      tilec_wgmma_drop<64>(&acc_s[0]);
       tilec_wgmma_hold<64>(&acc_s[0]);
       tilec_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         tilec_wgmma_m64n128k16_f16<0, 0>(
             &acc_s[0], tilec_wgmma_desc(&Q_shared[0], kk * 16 + warp_group * 4096, 16, 1024, 1),
-            tilec_wgmma_desc(&K_shared[read_stage][0], kk * 16, 16, 1024, 1));
+            tilec_wgmma_desc(&K_shared[read_stage][0], kk * 16, 16, 1024, 1), kk > 0);
       }
       tilec_wgmma_commit();
     }
@@ -648,6 +634,23 @@ extern "C" __global__ void __launch_bounds__(256)
     tilec_cp_async_commit();
     tilec_wgmma_wait<0>();
     tilec_wgmma_hold<64>(&acc_s[0]);
+    if (k * 128 + 127 >= S) {
+      // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+      {
+#pragma unroll
+        for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
+#pragma unroll
+          for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
+#pragma unroll
+            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+              const int j_16 = g1_1 * 8 + tx % 4 * 2 + e1_16;
+              acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] =
+                  k * 128 + j_16 < S ? acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] : -INFINITY;
+            }
+          }
+        }
+      }
+    }
     // attention_overlap.tile:29: copy(m, m_prev)
     {
 #pragma unroll
@@ -733,13 +736,13 @@ extern "C" __global__ void __launch_bounds__(256)
     // attention_overlap.tile:31: for i, j in Parallel(128, 128):
     {
 #pragma unroll
-      for (int g1_3 = 0; g1_3 < 16; ++g1_3) {
+      for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
 #pragma unroll
-        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
+        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
 #pragma unroll
-          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-            acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] =
-                tilec_exp2((acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] - m[g0_18]) * 0.18f);
+          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
+            acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] =
+                tilec_exp2((acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] - m[g0_17]) * 0.18f);
           }
         }
       }
@@ -829,13 +832,13 @@ extern "C" __global__ void __launch_bounds__(256)
     // attention_overlap.tile:36: for i, j in Parallel(128, 64):
     {
 #pragma unroll
-      for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
+      for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
 #pragma unroll
-          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-            acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] = acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] *
-                                                  tilec_exp2((m_prev[g0_19] - m[g0_19]) * 0.18f);
+          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
+            acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] = acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] *
+                                                  tilec_exp2((m_prev[g0_18] - m[g0_18]) * 0.18f);
           }
         }
       }
@@ -843,13 +846,13 @@ extern "C" __global__ void __launch_bounds__(256)
     // attention_overlap.tile:38: copy(acc_s, acc_s_cast)
     {
 #pragma unroll
-      for (int g1_5 = 0; g1_5 < 16; ++g1_5) {
+      for (int g1_4 = 0; g1_4 < 16; ++g1_4) {
 #pragma unroll
-        for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
+        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
 #pragma unroll
-          for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-            acc_s_cast[g1_5 * 4 + g0_20 * 2 + e1_20] =
-                static_cast<half>(acc_s[g1_5 * 4 + g0_20 * 2 + e1_20]);
+          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
+            acc_s_cast[g1_4 * 4 + g0_19 * 2 + e1_19] =
+                static_cast<half>(acc_s[g1_4 * 4 + g0_19 * 2 + e1_19]);
           }
         }
       }
@@ -876,12 +879,12 @@ extern "C" __global__ void __launch_bounds__(256)
   // attention_overlap.tile:40: for i, j in Parallel(128, 64):
   {
 #pragma unroll
-    for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
+    for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
 #pragma unroll
-      for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
+      for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
 #pragma unroll
-        for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-          acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] = acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] / l[g0_21];
+        for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
+          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] = acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] / l[g0_20];
         }
       }
     }
@@ -890,43 +893,43 @@ extern "C" __global__ void __launch_bounds__(256)
   {
     if (O_vec2 && bx * 128 + 128 <= S) {
 #pragma unroll
-      for (int g1_8 = 0; g1_8 < 8; ++g1_8) {
+      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-        for (int g0_23 = 0; g0_23 < 2; ++g0_23) {
+        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_23 = 0; e1_23 < 2; ++e1_23) {
-            O_v_1[e1_23] = static_cast<half>(acc_o[g1_8 * 4 + g0_23 * 2 + e1_23]);
+          for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
+            O_v_1[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
           }
           *reinterpret_cast<unsigned int*>(
               &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                 g0_23 * 512 + tx / 4 % 8 * 64 + g1_8 * 8 + tx % 4 * 2]) =
+                 g0_22 * 512 + tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
               *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
+      for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
-          if (O_vec2 && bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_22 * 8 + tx / 4 % 8 < S) {
+        for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
+          if (O_vec2 && bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_21 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
-              O_v[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
+            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+              O_v[e1_21] = static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
             }
             *reinterpret_cast<unsigned int*>(
                 &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                   g0_22 * 512 + tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
+                   g0_21 * 512 + tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
-              const int i_22 = warp_group * 64 + warp % 4 * 16 + g0_22 * 8 + tx / 4 % 8;
-              const int j_19 = g1_7 * 8 + tx % 4 * 2 + e1_22;
-              if (bz < B && by < H && bx * 128 + i_22 < S) {
-                O[(bz * H + by) * S * 64 + bx * 8192 + i_22 * 64 + j_19] =
-                    static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
+            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+              const int i_21 = warp_group * 64 + warp % 4 * 16 + g0_21 * 8 + tx / 4 % 8;
+              const int j_18 = g1_6 * 8 + tx % 4 * 2 + e1_21;
+              if (bz < B && by < H && bx * 128 + i_21 < S) {
+                O[(bz * H + by) * S * 64 + bx * 8192 + i_21 * 64 + j_18] =
+                    static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
               }
             }
           }
@@ -1128,36 +1131,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         asm volatile("bar.arrive %0, %1;" ::"r"(2), "r"(256) : "memory");
       }
       if ((S + 127) / 128 > 0) {
-        if (127 < S) {
-          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-          {
-#pragma unroll
-            for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
-#pragma unroll
-              for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-#pragma unroll
-                for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-                  acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
-                }
-              }
-            }
-          }
-        } else {
-          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-          {
-#pragma unroll
-            for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
-#pragma unroll
-              for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-#pragma unroll
-                for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
-                  const int j_4 = g1_2 * 8 + tx % 4 * 2 + e1_4;
-                  acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] = j_4 < S ? 0.0f : -INFINITY;
-                }
-              }
-            }
-          }
-        }
         const int stage_1 = consumed % 2;
         const int phase_1 = consumed / 2 % 2;
         tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
@@ -1170,13 +1143,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           } else {
             asm volatile("bar.sync %0, %1;" ::"r"(3), "r"(256) : "memory");
           }
+          tilec_wgmma_drop<64>(&acc_s[0]);
           tilec_wgmma_hold<64>(&acc_s[0]);
           tilec_wgmma_fence();
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             tilec_wgmma_m64n128k16_f16<0, 0>(
                 &acc_s[0], tilec_wgmma_desc(&Q_shared[0], kk * 16 + warp_group * 4096, 16, 1024, 1),
-                tilec_wgmma_desc(&K_shared[stage_1][0], kk * 16, 16, 1024, 1));
+                tilec_wgmma_desc(&K_shared[stage_1][0], kk * 16, 16, 1024, 1), kk > 0);
           }
           tilec_wgmma_commit();
           if (warp_group == 0) {
@@ -1189,6 +1163,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         tilec_wgmma_hold<64>(&acc_s[0]);
         if (lane == 0) {
           tilec_mbarrier_arrive(&empty_bar[consumed % 2]);
+        }
+        if (127 >= S) {
+          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+          {
+#pragma unroll
+            for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
+#pragma unroll
+              for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+#pragma unroll
+                for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
+                  const int j_3 = g1_1 * 8 + tx % 4 * 2 + e1_3;
+                  acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] =
+                      j_3 < S ? acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] : -INFINITY;
+                }
+              }
+            }
+          }
         }
         // attention_overlap.tile:29: copy(m, m_prev)
         {
@@ -1275,13 +1266,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:31: for i, j in Parallel(128, 128):
         {
 #pragma unroll
-          for (int g1_3 = 0; g1_3 < 16; ++g1_3) {
+          for (int g1_2 = 0; g1_2 < 16; ++g1_2) {
 #pragma unroll
-            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
 #pragma unroll
-              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-                acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] =
-                    tilec_exp2((acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] - m[g0_5]) * 0.18f);
+              for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
+                acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] =
+                    tilec_exp2((acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] - m[g0_4]) * 0.18f);
               }
             }
           }
@@ -1371,13 +1362,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:36: for i, j in Parallel(128, 64):
         {
 #pragma unroll
-          for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
+          for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
 #pragma unroll
-              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-                acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] = acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] *
-                                                    tilec_exp2((m_prev[g0_6] - m[g0_6]) * 0.18f);
+              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+                acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] = acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] *
+                                                    tilec_exp2((m_prev[g0_5] - m[g0_5]) * 0.18f);
               }
             }
           }
@@ -1385,13 +1376,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:38: copy(acc_s, acc_s_cast)
         {
 #pragma unroll
-          for (int g1_5 = 0; g1_5 < 16; ++g1_5) {
+          for (int g1_4 = 0; g1_4 < 16; ++g1_4) {
 #pragma unroll
-            for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                acc_s_cast[g1_5 * 4 + g0_7 * 2 + e1_7] =
-                    static_cast<half>(acc_s[g1_5 * 4 + g0_7 * 2 + e1_7]);
+              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+                acc_s_cast[g1_4 * 4 + g0_6 * 2 + e1_6] =
+                    static_cast<half>(acc_s[g1_4 * 4 + g0_6 * 2 + e1_6]);
               }
             }
           }
@@ -1400,36 +1391,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
       for (int k = 1; k < (S + 127) / 128; ++k) {
-        if (k * 128 + 127 < S) {
-          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-          {
-#pragma unroll
-            for (int g1_6 = 0; g1_6 < 16; ++g1_6) {
-#pragma unroll
-              for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
-#pragma unroll
-                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-                  acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] = 0.0f;
-                }
-              }
-            }
-          }
-        } else {
-          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
-          {
-#pragma unroll
-            for (int g1_7 = 0; g1_7 < 16; ++g1_7) {
-#pragma unroll
-              for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-#pragma unroll
-                for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                  const int j_7 = g1_7 * 8 + tx % 4 * 2 + e1_9;
-                  acc_s[g1_7 * 4 + g0_9 * 2 + e1_9] = k * 128 + j_7 < S ? 0.0f : -INFINITY;
-                }
-              }
-            }
-          }
-        }
         const int stage_2 = (consumed + k) % 2;
         const int phase_2 = (consumed + k) / 2 % 2;
         tilec_mbarrier_wait(&full_bar[stage_2], phase_2);
@@ -1443,6 +1404,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           } else {
             asm volatile("bar.sync %0, %1;" ::"r"(3), "r"(256) : "memory");
           }
+          tilec_wgmma_drop<64>(&acc_s[0]);
           tilec_wgmma_hold<64>(&acc_s[0]);
           tilec_wgmma_fence();
 #pragma unroll
@@ -1450,7 +1412,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             tilec_wgmma_m64n128k16_f16<0, 0>(
                 &acc_s[0],
                 tilec_wgmma_desc(&Q_shared[0], kk_1 * 16 + warp_group * 4096, 16, 1024, 1),
-                tilec_wgmma_desc(&K_shared[stage_2][0], kk_1 * 16, 16, 1024, 1));
+                tilec_wgmma_desc(&K_shared[stage_2][0], kk_1 * 16, 16, 1024, 1), kk_1 > 0);
           }
           tilec_wgmma_commit();
         }
@@ -1478,6 +1440,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           tilec_mbarrier_arrive(&empty_bar[(consumed + k) % 2]);
         }
         // the softmax of iteration k runs beside the P V product of k - 1
+        if (k * 128 + 127 >= S) {
+          // attention_overlap.tile:26: for i, j in Parallel(128, 128):
+          {
+#pragma unroll
+            for (int g1_5 = 0; g1_5 < 16; ++g1_5) {
+#pragma unroll
+              for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+#pragma unroll
+                for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+                  const int j_5 = g1_5 * 8 + tx % 4 * 2 + e1_7;
+                  acc_s[g1_5 * 4 + g0_7 * 2 + e1_7] =
+                      k * 128 + j_5 < S ? acc_s[g1_5 * 4 + g0_7 * 2 + e1_7] : -INFINITY;
+                }
+              }
+            }
+          }
+        }
         // attention_overlap.tile:29: copy(m, m_prev)
         {
 #pragma unroll
@@ -1563,13 +1542,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:31: for i, j in Parallel(128, 128):
         {
 #pragma unroll
-          for (int g1_8 = 0; g1_8 < 16; ++g1_8) {
+          for (int g1_6 = 0; g1_6 < 16; ++g1_6) {
 #pragma unroll
-            for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+            for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
 #pragma unroll
-              for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-                acc_s[g1_8 * 4 + g0_10 * 2 + e1_10] =
-                    tilec_exp2((acc_s[g1_8 * 4 + g0_10 * 2 + e1_10] - m[g0_10]) * 0.18f);
+              for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+                acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] =
+                    tilec_exp2((acc_s[g1_6 * 4 + g0_8 * 2 + e1_8] - m[g0_8]) * 0.18f);
               }
             }
           }
@@ -1665,14 +1644,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:36: for i, j in Parallel(128, 64):
         {
 #pragma unroll
-          for (int g1_9 = 0; g1_9 < 8; ++g1_9) {
+          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-            for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
+            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
 #pragma unroll
-              for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-                acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] =
-                    acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] *
-                    tilec_exp2((m_prev[g0_11] - m[g0_11]) * 0.18f);
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                acc_o[g1_7 * 4 + g0_9 * 2 + e1_9] = acc_o[g1_7 * 4 + g0_9 * 2 + e1_9] *
+                                                    tilec_exp2((m_prev[g0_9] - m[g0_9]) * 0.18f);
               }
             }
           }
@@ -1680,13 +1658,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // attention_overlap.tile:38: copy(acc_s, acc_s_cast)
         {
 #pragma unroll
-          for (int g1_10 = 0; g1_10 < 16; ++g1_10) {
+          for (int g1_8 = 0; g1_8 < 16; ++g1_8) {
 #pragma unroll
-            for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
+            for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
 #pragma unroll
-              for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
-                acc_s_cast[g1_10 * 4 + g0_12 * 2 + e1_12] =
-                    static_cast<half>(acc_s[g1_10 * 4 + g0_12 * 2 + e1_12]);
+              for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
+                acc_s_cast[g1_8 * 4 + g0_10 * 2 + e1_10] =
+                    static_cast<half>(acc_s[g1_8 * 4 + g0_10 * 2 + e1_10]);
               }
             }
           }
@@ -1732,13 +1710,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       // attention_overlap.tile:40: for i, j in Parallel(128, 64):
       {
 #pragma unroll
-        for (int g1_11 = 0; g1_11 < 8; ++g1_11) {
+        for (int g1_9 = 0; g1_9 < 8; ++g1_9) {
 #pragma unroll
-          for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
+          for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
 #pragma unroll
-            for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-              acc_o[g1_11 * 4 + g0_13 * 2 + e1_13] =
-                  acc_o[g1_11 * 4 + g0_13 * 2 + e1_13] / l[g0_13];
+            for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
+              acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] = acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] / l[g0_11];
             }
           }
         }
@@ -1747,17 +1724,17 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       {
         if (O_vec2 && bx * 128 + 128 <= S) {
 #pragma unroll
-          for (int g1_13 = 0; g1_13 < 8; ++g1_13) {
+          for (int g1_11 = 0; g1_11 < 8; ++g1_11) {
 #pragma unroll
-            for (int g0_15 = 0; g0_15 < 2; ++g0_15) {
+            for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
               alignas(16) half O_v_1[2];
 #pragma unroll
-              for (int e1_15 = 0; e1_15 < 2; ++e1_15) {
-                O_v_1[e1_15] = static_cast<half>(acc_o[g1_13 * 4 + g0_15 * 2 + e1_15]);
+              for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
+                O_v_1[e1_13] = static_cast<half>(acc_o[g1_11 * 4 + g0_13 * 2 + e1_13]);
               }
               *reinterpret_cast<unsigned int*>(
                   &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                     g0_15 * 512 + tx / 4 % 8 * 64 + g1_13 * 8 + tx % 4 * 2]) =
+                     g0_13 * 512 + tx / 4 % 8 * 64 + g1_11 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
             }
           }
@@ -1765,28 +1742,28 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           const int tx = tilec_thread_index();
           const int warp = tx / 32;
 #pragma unroll
-          for (int g1_12 = 0; g1_12 < 8; ++g1_12) {
+          for (int g1_10 = 0; g1_10 < 8; ++g1_10) {
 #pragma unroll
-            for (int g0_14 = 0; g0_14 < 2; ++g0_14) {
+            for (int g0_12 = 0; g0_12 < 2; ++g0_12) {
               if (O_vec2 &&
-                  bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_14 * 8 + tx / 4 % 8 < S) {
+                  bx * 128 + warp_group * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8 < S) {
                 alignas(16) half O_v[2];
 #pragma unroll
-                for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-                  O_v[e1_14] = static_cast<half>(acc_o[g1_12 * 4 + g0_14 * 2 + e1_14]);
+                for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
+                  O_v[e1_12] = static_cast<half>(acc_o[g1_10 * 4 + g0_12 * 2 + e1_12]);
                 }
                 *reinterpret_cast<unsigned int*>(
                     &O[(bz * H + by) * S * 64 + bx * 8192 + warp_group * 4096 + warp % 4 * 1024 +
-                       g0_14 * 512 + tx / 4 % 8 * 64 + g1_12 * 8 + tx % 4 * 2]) =
+                       g0_12 * 512 + tx / 4 % 8 * 64 + g1_10 * 8 + tx % 4 * 2]) =
                     *reinterpret_cast<const unsigned int*>(&O_v[0]);
               } else {
 #pragma unroll
-                for (int e1_14 = 0; e1_14 < 2; ++e1_14) {
-                  const int i_14 = warp_group * 64 + warp % 4 * 16 + g0_14 * 8 + tx / 4 % 8;
-                  const int j_9 = g1_12 * 8 + tx % 4 * 2 + e1_14;
-                  if (bz < B && by < H && bx * 128 + i_14 < S) {
-                    O[(bz * H + by) * S * 64 + bx * 8192 + i_14 * 64 + j_9] =
-                        static_cast<half>(acc_o[g1_12 * 4 + g0_14 * 2 + e1_14]);
+                for (int e1_12 = 0; e1_12 < 2; ++e1_12) {
+                  const int i_12 = warp_group * 64 + warp % 4 * 16 + g0_12 * 8 + tx / 4 % 8;
+                  const int j_7 = g1_10 * 8 + tx % 4 * 2 + e1_12;
+                  if (bz < B && by < H && bx * 128 + i_12 < S) {
+                    O[(bz * H + by) * S * 64 + bx * 8192 + i_12 * 64 + j_7] =
+                        static_cast<half>(acc_o[g1_10 * 4 + g0_12 * 2 + e1_12]);
                   }
                 }
               }

@@ -246,6 +246,21 @@ __device__ __forceinline__ unsigned long long tilec_wgmma_desc(const T* tile, in
          (static_cast<unsigned long long>(swizzle) << 62);
 }
 
+// Ends the old values of the N accumulator registers at d before a gemm that clears them (its
+// first k step does not read them): no instruction, only their live ranges end here.
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "=f"(d[i]));
+}
+template <int N>
+__device__ __forceinline__ void tilec_wgmma_drop_s32(int* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "=r"(d[i]));
+}
+
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
 // are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
 // d = A * B, d's old values unread.
@@ -546,45 +561,16 @@ extern "C" __global__ void __launch_bounds__(128)
         }
       }
     }
-    if (k * 64 + 63 < S) {
-      // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
-      {
-#pragma unroll
-        for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
-#pragma unroll
-          for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
-#pragma unroll
-            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
-              acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] = 0.0f;
-            }
-          }
-        }
-      }
-    } else {
-      // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
-      {
-#pragma unroll
-        for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
-#pragma unroll
-          for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
-#pragma unroll
-            for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
-              const int j_17 = g1_2 * 8 + tx % 4 * 2 + e1_17;
-              acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] = k * 64 + j_17 < S ? 0.0f : -INFINITY;
-            }
-          }
-        }
-      }
-    }
     // attention_warp_roles.tile:27: gemm(Q_shared, K_shared, acc_s, transpose_B=True)
     {
+      tilec_wgmma_drop<32>(&acc_s[0]);
       tilec_wgmma_hold<32>(&acc_s[0]);
       tilec_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         tilec_wgmma_m64n64k16_f16<0, 0>(
             &acc_s[0], tilec_wgmma_desc(&Q_shared[0], kk * 16, 16, 1024, 1),
-            tilec_wgmma_desc(&K_shared[read_stage][0], kk * 16, 16, 1024, 1));
+            tilec_wgmma_desc(&K_shared[read_stage][0], kk * 16, 16, 1024, 1), kk > 0);
       }
       tilec_wgmma_commit();
     }
@@ -640,6 +626,23 @@ extern "C" __global__ void __launch_bounds__(128)
     tilec_cp_async_commit();
     tilec_wgmma_wait<0>();
     tilec_wgmma_hold<32>(&acc_s[0]);
+    if (k * 64 + 63 >= S) {
+      // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
+      {
+#pragma unroll
+        for (int g1_1 = 0; g1_1 < 8; ++g1_1) {
+#pragma unroll
+          for (int g0_16 = 0; g0_16 < 2; ++g0_16) {
+#pragma unroll
+            for (int e1_16 = 0; e1_16 < 2; ++e1_16) {
+              const int j_16 = g1_1 * 8 + tx % 4 * 2 + e1_16;
+              acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] =
+                  k * 64 + j_16 < S ? acc_s[g1_1 * 4 + g0_16 * 2 + e1_16] : -INFINITY;
+            }
+          }
+        }
+      }
+    }
     // attention_warp_roles.tile:28: copy(m, m_prev)
     {
 #pragma unroll
@@ -693,13 +696,13 @@ extern "C" __global__ void __launch_bounds__(128)
     // attention_warp_roles.tile:30: for i, j in Parallel(64, 64):
     {
 #pragma unroll
-      for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
+      for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
-        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
+        for (int g0_17 = 0; g0_17 < 2; ++g0_17) {
 #pragma unroll
-          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-            acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] =
-                tilec_exp2((acc_s[g1_3 * 4 + g0_18 * 2 + e1_18] - m[g0_18]) * 0.18f);
+          for (int e1_17 = 0; e1_17 < 2; ++e1_17) {
+            acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] =
+                tilec_exp2((acc_s[g1_2 * 4 + g0_17 * 2 + e1_17] - m[g0_17]) * 0.18f);
           }
         }
       }
@@ -757,13 +760,13 @@ extern "C" __global__ void __launch_bounds__(128)
     // attention_warp_roles.tile:35: for i, j in Parallel(64, 64):
     {
 #pragma unroll
-      for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
+      for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
+        for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
 #pragma unroll
-          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
-            acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] = acc_o[g1_4 * 4 + g0_19 * 2 + e1_19] *
-                                                  tilec_exp2((m_prev[g0_19] - m[g0_19]) * 0.18f);
+          for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
+            acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] = acc_o[g1_3 * 4 + g0_18 * 2 + e1_18] *
+                                                  tilec_exp2((m_prev[g0_18] - m[g0_18]) * 0.18f);
           }
         }
       }
@@ -771,13 +774,13 @@ extern "C" __global__ void __launch_bounds__(128)
     // attention_warp_roles.tile:37: copy(acc_s, acc_s_cast)
     {
 #pragma unroll
-      for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
+      for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
 #pragma unroll
-        for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
+        for (int g0_19 = 0; g0_19 < 2; ++g0_19) {
 #pragma unroll
-          for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-            acc_s_cast[g1_5 * 4 + g0_20 * 2 + e1_20] =
-                static_cast<half>(acc_s[g1_5 * 4 + g0_20 * 2 + e1_20]);
+          for (int e1_19 = 0; e1_19 < 2; ++e1_19) {
+            acc_s_cast[g1_4 * 4 + g0_19 * 2 + e1_19] =
+                static_cast<half>(acc_s[g1_4 * 4 + g0_19 * 2 + e1_19]);
           }
         }
       }
@@ -804,12 +807,12 @@ extern "C" __global__ void __launch_bounds__(128)
   // attention_warp_roles.tile:39: for i, j in Parallel(64, 64):
   {
 #pragma unroll
-    for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
+    for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
 #pragma unroll
-      for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
+      for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
 #pragma unroll
-        for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
-          acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] = acc_o[g1_6 * 4 + g0_21 * 2 + e1_21] / l[g0_21];
+        for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
+          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] = acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] / l[g0_20];
         }
       }
     }
@@ -818,42 +821,42 @@ extern "C" __global__ void __launch_bounds__(128)
   {
     if (O_vec2 && bx * 64 + 64 <= S) {
 #pragma unroll
-      for (int g1_8 = 0; g1_8 < 8; ++g1_8) {
+      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-        for (int g0_23 = 0; g0_23 < 2; ++g0_23) {
+        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
           alignas(16) half O_v_1[2];
 #pragma unroll
-          for (int e1_23 = 0; e1_23 < 2; ++e1_23) {
-            O_v_1[e1_23] = static_cast<half>(acc_o[g1_8 * 4 + g0_23 * 2 + e1_23]);
+          for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
+            O_v_1[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
           }
           *reinterpret_cast<unsigned int*>(
-              &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_23 * 512 + tx / 4 % 8 * 64 +
-                 g1_8 * 8 + tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
+              &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_22 * 512 + tx / 4 % 8 * 64 +
+                 g1_7 * 8 + tx % 4 * 2]) = *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
         }
       }
     } else {
 #pragma unroll
-      for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
+      for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-        for (int g0_22 = 0; g0_22 < 2; ++g0_22) {
-          if (O_vec2 && bx * 64 + warp * 16 + g0_22 * 8 + tx / 4 % 8 < S) {
+        for (int g0_21 = 0; g0_21 < 2; ++g0_21) {
+          if (O_vec2 && bx * 64 + warp * 16 + g0_21 * 8 + tx / 4 % 8 < S) {
             alignas(16) half O_v[2];
 #pragma unroll
-            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
-              O_v[e1_22] = static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
+            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+              O_v[e1_21] = static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
             }
             *reinterpret_cast<unsigned int*>(
-                &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_22 * 512 +
-                   tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
+                &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_21 * 512 +
+                   tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
                 *reinterpret_cast<const unsigned int*>(&O_v[0]);
           } else {
 #pragma unroll
-            for (int e1_22 = 0; e1_22 < 2; ++e1_22) {
-              const int i_22 = warp * 16 + g0_22 * 8 + tx / 4 % 8;
-              const int j_19 = g1_7 * 8 + tx % 4 * 2 + e1_22;
-              if (bz < B && by < H && bx * 64 + i_22 < S) {
-                O[(bz * H + by) * S * 64 + bx * 4096 + i_22 * 64 + j_19] =
-                    static_cast<half>(acc_o[g1_7 * 4 + g0_22 * 2 + e1_22]);
+            for (int e1_21 = 0; e1_21 < 2; ++e1_21) {
+              const int i_21 = warp * 16 + g0_21 * 8 + tx / 4 % 8;
+              const int j_18 = g1_6 * 8 + tx % 4 * 2 + e1_21;
+              if (bz < B && by < H && bx * 64 + i_21 < S) {
+                O[(bz * H + by) * S * 64 + bx * 4096 + i_21 * 64 + j_18] =
+                    static_cast<half>(acc_o[g1_6 * 4 + g0_21 * 2 + e1_21]);
               }
             }
           }
@@ -1045,7 +1048,22 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         const int stage_1 = (consumed + k) % 2;
         const int phase_1 = (consumed + k) / 2 % 2;
         tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
-        if (k * 64 + 63 < S) {
+        // attention_warp_roles.tile:27: gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+        {
+          tilec_wgmma_drop<32>(&acc_s[0]);
+          tilec_wgmma_hold<32>(&acc_s[0]);
+          tilec_wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            tilec_wgmma_m64n64k16_f16<0, 0>(
+                &acc_s[0], tilec_wgmma_desc(&Q_shared[0], kk * 16, 16, 1024, 1),
+                tilec_wgmma_desc(&K_shared[stage_1][0], kk * 16, 16, 1024, 1), kk > 0);
+          }
+          tilec_wgmma_commit();
+          tilec_wgmma_wait<0>();
+          tilec_wgmma_hold<32>(&acc_s[0]);
+        }
+        if (k * 64 + 63 >= S) {
           // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
           {
 #pragma unroll
@@ -1054,40 +1072,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
               for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
 #pragma unroll
                 for (int e1_3 = 0; e1_3 < 2; ++e1_3) {
-                  acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] = 0.0f;
+                  const int j_3 = g1_1 * 8 + tx % 4 * 2 + e1_3;
+                  acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] =
+                      k * 64 + j_3 < S ? acc_s[g1_1 * 4 + g0_3 * 2 + e1_3] : -INFINITY;
                 }
               }
             }
           }
-        } else {
-          // attention_warp_roles.tile:25: for i, j in Parallel(64, 64):
-          {
-#pragma unroll
-            for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
-#pragma unroll
-              for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
-#pragma unroll
-                for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
-                  const int j_4 = g1_2 * 8 + tx % 4 * 2 + e1_4;
-                  acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] = k * 64 + j_4 < S ? 0.0f : -INFINITY;
-                }
-              }
-            }
-          }
-        }
-        // attention_warp_roles.tile:27: gemm(Q_shared, K_shared, acc_s, transpose_B=True)
-        {
-          tilec_wgmma_hold<32>(&acc_s[0]);
-          tilec_wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk) {
-            tilec_wgmma_m64n64k16_f16<0, 0>(
-                &acc_s[0], tilec_wgmma_desc(&Q_shared[0], kk * 16, 16, 1024, 1),
-                tilec_wgmma_desc(&K_shared[stage_1][0], kk * 16, 16, 1024, 1));
-          }
-          tilec_wgmma_commit();
-          tilec_wgmma_wait<0>();
-          tilec_wgmma_hold<32>(&acc_s[0]);
         }
         // attention_warp_roles.tile:28: copy(m, m_prev)
         {
@@ -1142,13 +1133,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         // attention_warp_roles.tile:30: for i, j in Parallel(64, 64):
         {
 #pragma unroll
-          for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
+          for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
 #pragma unroll
-            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
+            for (int g0_4 = 0; g0_4 < 2; ++g0_4) {
 #pragma unroll
-              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
-                acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] =
-                    tilec_exp2((acc_s[g1_3 * 4 + g0_5 * 2 + e1_5] - m[g0_5]) * 0.18f);
+              for (int e1_4 = 0; e1_4 < 2; ++e1_4) {
+                acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] =
+                    tilec_exp2((acc_s[g1_2 * 4 + g0_4 * 2 + e1_4] - m[g0_4]) * 0.18f);
               }
             }
           }
@@ -1206,13 +1197,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         // attention_warp_roles.tile:35: for i, j in Parallel(64, 64):
         {
 #pragma unroll
-          for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
+          for (int g1_3 = 0; g1_3 < 8; ++g1_3) {
 #pragma unroll
-            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
+            for (int g0_5 = 0; g0_5 < 2; ++g0_5) {
 #pragma unroll
-              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
-                acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] = acc_o[g1_4 * 4 + g0_6 * 2 + e1_6] *
-                                                    tilec_exp2((m_prev[g0_6] - m[g0_6]) * 0.18f);
+              for (int e1_5 = 0; e1_5 < 2; ++e1_5) {
+                acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] = acc_o[g1_3 * 4 + g0_5 * 2 + e1_5] *
+                                                    tilec_exp2((m_prev[g0_5] - m[g0_5]) * 0.18f);
               }
             }
           }
@@ -1220,13 +1211,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         // attention_warp_roles.tile:37: copy(acc_s, acc_s_cast)
         {
 #pragma unroll
-          for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
+          for (int g1_4 = 0; g1_4 < 8; ++g1_4) {
 #pragma unroll
-            for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
+            for (int g0_6 = 0; g0_6 < 2; ++g0_6) {
 #pragma unroll
-              for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-                acc_s_cast[g1_5 * 4 + g0_7 * 2 + e1_7] =
-                    static_cast<half>(acc_s[g1_5 * 4 + g0_7 * 2 + e1_7]);
+              for (int e1_6 = 0; e1_6 < 2; ++e1_6) {
+                acc_s_cast[g1_4 * 4 + g0_6 * 2 + e1_6] =
+                    static_cast<half>(acc_s[g1_4 * 4 + g0_6 * 2 + e1_6]);
               }
             }
           }
@@ -1254,12 +1245,12 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       // attention_warp_roles.tile:39: for i, j in Parallel(64, 64):
       {
 #pragma unroll
-        for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
+        for (int g1_5 = 0; g1_5 < 8; ++g1_5) {
 #pragma unroll
-          for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+          for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
 #pragma unroll
-            for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
-              acc_o[g1_6 * 4 + g0_8 * 2 + e1_8] = acc_o[g1_6 * 4 + g0_8 * 2 + e1_8] / l[g0_8];
+            for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
+              acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] = acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] / l[g0_7];
             }
           }
         }
@@ -1268,17 +1259,17 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       {
         if (O_vec2 && bx * 64 + 64 <= S) {
 #pragma unroll
-          for (int g1_8 = 0; g1_8 < 8; ++g1_8) {
+          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
 #pragma unroll
-            for (int g0_10 = 0; g0_10 < 2; ++g0_10) {
+            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
               alignas(16) half O_v_1[2];
 #pragma unroll
-              for (int e1_10 = 0; e1_10 < 2; ++e1_10) {
-                O_v_1[e1_10] = static_cast<half>(acc_o[g1_8 * 4 + g0_10 * 2 + e1_10]);
+              for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
+                O_v_1[e1_9] = static_cast<half>(acc_o[g1_7 * 4 + g0_9 * 2 + e1_9]);
               }
               *reinterpret_cast<unsigned int*>(
-                  &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_10 * 512 +
-                     tx / 4 % 8 * 64 + g1_8 * 8 + tx % 4 * 2]) =
+                  &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_9 * 512 +
+                     tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
                   *reinterpret_cast<const unsigned int*>(&O_v_1[0]);
             }
           }
@@ -1286,27 +1277,27 @@ extern "C" __global__ void __launch_bounds__(256, 2)
           const int tx = tilec_thread_index();
           const int warp = tx / 32;
 #pragma unroll
-          for (int g1_7 = 0; g1_7 < 8; ++g1_7) {
+          for (int g1_6 = 0; g1_6 < 8; ++g1_6) {
 #pragma unroll
-            for (int g0_9 = 0; g0_9 < 2; ++g0_9) {
-              if (O_vec2 && bx * 64 + warp * 16 + g0_9 * 8 + tx / 4 % 8 < S) {
+            for (int g0_8 = 0; g0_8 < 2; ++g0_8) {
+              if (O_vec2 && bx * 64 + warp * 16 + g0_8 * 8 + tx / 4 % 8 < S) {
                 alignas(16) half O_v[2];
 #pragma unroll
-                for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                  O_v[e1_9] = static_cast<half>(acc_o[g1_7 * 4 + g0_9 * 2 + e1_9]);
+                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+                  O_v[e1_8] = static_cast<half>(acc_o[g1_6 * 4 + g0_8 * 2 + e1_8]);
                 }
                 *reinterpret_cast<unsigned int*>(
-                    &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_9 * 512 +
-                       tx / 4 % 8 * 64 + g1_7 * 8 + tx % 4 * 2]) =
+                    &O[(bz * H + by) * S * 64 + bx * 4096 + warp * 1024 + g0_8 * 512 +
+                       tx / 4 % 8 * 64 + g1_6 * 8 + tx % 4 * 2]) =
                     *reinterpret_cast<const unsigned int*>(&O_v[0]);
               } else {
 #pragma unroll
-                for (int e1_9 = 0; e1_9 < 2; ++e1_9) {
-                  const int i_10 = warp * 16 + g0_9 * 8 + tx / 4 % 8;
-                  const int j_6 = g1_7 * 8 + tx % 4 * 2 + e1_9;
-                  if (bz < B && by < H && bx * 64 + i_10 < S) {
-                    O[(bz * H + by) * S * 64 + bx * 4096 + i_10 * 64 + j_6] =
-                        static_cast<half>(acc_o[g1_7 * 4 + g0_9 * 2 + e1_9]);
+                for (int e1_8 = 0; e1_8 < 2; ++e1_8) {
+                  const int i_9 = warp * 16 + g0_8 * 8 + tx / 4 % 8;
+                  const int j_5 = g1_6 * 8 + tx % 4 * 2 + e1_8;
+                  if (bz < B && by < H && bx * 64 + i_9 < S) {
+                    O[(bz * H + by) * S * 64 + bx * 4096 + i_9 * 64 + j_5] =
+                        static_cast<half>(acc_o[g1_6 * 4 + g0_8 * 2 + e1_8]);
                   }
                 }
               }
