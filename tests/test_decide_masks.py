@@ -355,3 +355,14 @@ def test_a_mask_of_zeros_and_infinities_moves_after_the_gemm(tmp_path: pathlib.P
     (store,) = loop.body[2].body  # type: ignore[attr-defined]
     leaves = repr(store.value)
     assert "FloatImm(value=0.0" not in leaves and "Load(buffer=Buffer(name='acc'" in leaves
+
+
+def test_a_mask_whose_let_reads_the_accumulator_stays_before_the_gemm(tmp_path: pathlib.Path) -> None:
+    """A name bound in the mask's loop from the accumulator would read the products once the mask
+    moved after the gemm: the loop stays where it is."""
+    path = tmp_path / "m.tile"
+    body = "old = acc[i, j]\n                acc[i, j] = if_then_else(old > 0.0, 0.0, -infinity(float32))"
+    path.write_text(MASK_BEFORE_GEMM.format(mask="0.0").replace("acc[i, j] = 0.0", body))
+    loop = _loop(fuse_clears(elaborate_file(str(path), {}).kernels[0]))
+    assert [type(s).__name__ for s in loop.body] == ["Copy", "Parallel", "Gemm"]
+    assert isinstance(loop.body[1].body[0], tir.Let)  # type: ignore[attr-defined]

@@ -72,6 +72,8 @@ def _mask_after(s: tir.Stmt, c: tir.Region) -> tir.Parallel | None:
     *lets, store = s.body
     if not all(isinstance(x, tir.Let) for x in lets) or not isinstance(store, tir.Store):
         return None
+    if any(ld.buffer is c.buffer for x in lets for ld in tir_walk.loads(x.value)):
+        return None  # a let reading the accumulator would read the products after the move
     if store.buffer != c.buffer or store.indices != s.vars or s.extents != c.buffer.const_shape:
         return None
     if not _choice(store.value, c.buffer):
