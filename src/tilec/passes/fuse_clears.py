@@ -69,8 +69,9 @@ def _mask_after(s: tir.Stmt, c: tir.Region) -> tir.Parallel | None:
     infinity replaces it (x + 0 = x; x + inf = inf for every finite product sum); None otherwise."""
     if not _whole(c) or not isinstance(s, tir.Parallel) or not s.body:
         return None
-    *lets, store = s.body
-    if not all(isinstance(x, tir.Let) for x in lets) or not isinstance(store, tir.Store):
+    *body, store = s.body
+    lets = [x for x in body if isinstance(x, tir.Let)]
+    if len(lets) != len(body) or not isinstance(store, tir.Store):
         return None
     if any(ld.buffer is c.buffer for x in lets for ld in tir_walk.loads(x.value)):
         return None  # a let reading the accumulator would read the products after the move
