@@ -8,7 +8,7 @@ from typing import assert_never
 
 from tilec import layout as L
 from tilec import thread_ir as T
-from tilec import tir
+from tilec import tir, tir_walk
 from tilec.diagnostics import error
 from tilec.dtypes import DType
 from tilec.lower.cexpr import (
@@ -38,6 +38,18 @@ from tilec.simplify import from_linear, int_, linear, simplify
 from tilec.source import NO_SPAN, Span
 
 
+def _shared_divisor(divisor: tir.Expr, loop: ElementLoop) -> bool:
+    """Whether a float32 divisor in element loop `loop` is the same for several of a thread's
+    elements (it leaves out one of the loop's register digits: `acc_o[i, j] / logsum[i]`, one
+    divisor a row). Such a division is a multiplication by the divisor's reciprocal, which nvcc
+    computes once per distinct divisor in the unrolled loop: one IEEE division a row instead of
+    one an element (each a reciprocal, four FMAs and a slow-path check). The quotient is then
+    within 1.5 ulp of the exact one instead of 0.5; a divisor below 2^-126 in magnitude, whose
+    reciprocal overflows, gives infinity."""
+    digits = set().union(*(tir_walk.variables(x) for x in loop.local))
+    return bool(digits - tir_walk.variables(divisor))
+
+
 def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Expr:
     """The C-ready form of an expression: buffers resolved to subscripts,
     low-precision arithmetic widened to float32, indices simplified."""
@@ -65,6 +77,9 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
             if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
                 return simplify(tir.BinOp(op, va, vb, d))
             cd = compute_dtype(d)
+            if op == "/" and cd == F32 and loop is not None and _shared_divisor(vb, loop):
+                recip = tir.BinOp("/", tir.FloatImm(1.0, F32), cast(vb, F32), F32)
+                return tir.BinOp("*", cast(va, F32), recip, F32)
             return simplify(tir.BinOp(op, cast(va, cd), cast(vb, cd), cd))
         case tir.UnaryOp(op, a, d):
             return simplify(tir.UnaryOp(op, value_of(ctx, a, loop), compute_dtype(d)))

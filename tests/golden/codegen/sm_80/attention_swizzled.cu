@@ -412,7 +412,7 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int g0_13 = 0; g0_13 < 2; ++g0_13) {
 #pragma unroll
         for (int e1_13 = 0; e1_13 < 2; ++e1_13) {
-          o[g1_3 * 4 + g0_13 * 2 + e1_13] = o[g1_3 * 4 + g0_13 * 2 + e1_13] / l[g0_13];
+          o[g1_3 * 4 + g0_13 * 2 + e1_13] = o[g1_3 * 4 + g0_13 * 2 + e1_13] * (1.0f / l[g0_13]);
         }
       }
     }

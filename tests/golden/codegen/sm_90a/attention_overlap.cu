@@ -884,7 +884,8 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
 #pragma unroll
         for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] = acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] / l[g0_20];
+          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] =
+              acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] * (1.0f / l[g0_20]);
         }
       }
     }
@@ -1715,7 +1716,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           for (int g0_11 = 0; g0_11 < 2; ++g0_11) {
 #pragma unroll
             for (int e1_11 = 0; e1_11 < 2; ++e1_11) {
-              acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] = acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] / l[g0_11];
+              acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] =
+                  acc_o[g1_9 * 4 + g0_11 * 2 + e1_11] * (1.0f / l[g0_11]);
             }
           }
         }

@@ -473,7 +473,7 @@ extern "C" __global__ void __launch_bounds__(64)
       for (int g0_18 = 0; g0_18 < 2; ++g0_18) {
 #pragma unroll
         for (int e1_18 = 0; e1_18 < 2; ++e1_18) {
-          o[g1_3 * 4 + g0_18 * 2 + e1_18] = o[g1_3 * 4 + g0_18 * 2 + e1_18] / l[g0_18];
+          o[g1_3 * 4 + g0_18 * 2 + e1_18] = o[g1_3 * 4 + g0_18 * 2 + e1_18] * (1.0f / l[g0_18]);
         }
       }
     }

@@ -812,7 +812,8 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int g0_20 = 0; g0_20 < 2; ++g0_20) {
 #pragma unroll
         for (int e1_20 = 0; e1_20 < 2; ++e1_20) {
-          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] = acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] / l[g0_20];
+          acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] =
+              acc_o[g1_5 * 4 + g0_20 * 2 + e1_20] * (1.0f / l[g0_20]);
         }
       }
     }
@@ -1250,7 +1251,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
           for (int g0_7 = 0; g0_7 < 2; ++g0_7) {
 #pragma unroll
             for (int e1_7 = 0; e1_7 < 2; ++e1_7) {
-              acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] = acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] / l[g0_7];
+              acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] =
+                  acc_o[g1_5 * 4 + g0_7 * 2 + e1_7] * (1.0f / l[g0_7]);
             }
           }
         }
