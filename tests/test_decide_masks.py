@@ -366,3 +366,12 @@ def test_a_mask_whose_let_reads_the_accumulator_stays_before_the_gemm(tmp_path: 
     loop = _loop(fuse_clears(elaborate_file(str(path), {}).kernels[0]))
     assert [type(s).__name__ for s in loop.body] == ["Copy", "Parallel", "Gemm"]
     assert isinstance(loop.body[1].body[0], tir.Let)  # type: ignore[attr-defined]
+
+
+def test_a_scheduled_loop_keeps_a_mask_that_would_go_away() -> None:
+    """A mask that keeps every element (N a multiple of 64) would be dropped; a Pipelined(order=,
+    stage=, group=) schedule names the loop's statements by position, so it stays (the build
+    failed with an IndexError)."""
+    path = ROOT / "tests" / "decide_masks" / "schedule_mask.tile"
+    for arch in ("sm_80", "sm_90a"):
+        compile_program(elaborate_file(str(path), {}, arch=arch), arch=arch)

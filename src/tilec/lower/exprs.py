@@ -38,16 +38,27 @@ from tilec.simplify import from_linear, int_, linear, simplify
 from tilec.source import NO_SPAN, Span
 
 
-def _shared_divisor(divisor: tir.Expr, loop: ElementLoop) -> bool:
+def _shared_divisor(ctx: LowerContext, divisor: tir.Expr, loop: ElementLoop) -> bool:
     """Whether a float32 divisor in element loop `loop` is the same for several of a thread's
-    elements (it leaves out one of the loop's register digits: `acc_o[i, j] / logsum[i]`, one
-    divisor a row). Such a division is a multiplication by the divisor's reciprocal, which nvcc
-    computes once per distinct divisor in the unrolled loop: one IEEE division a row instead of
-    one an element (each a reciprocal, four FMAs and a slow-path check). The quotient is then
-    within 1.5 ulp of the exact one instead of 0.5; a divisor below 2^-126 in magnitude, whose
-    reciprocal overflows, gives infinity."""
+    elements (the loop has register digits): a constant, or a register of a fragment read at some
+    of the digits only (`acc_o[i, j] / logsum[i]`: one divisor a row). Such a division becomes a
+    multiplication by the divisor's reciprocal, which nvcc computes once per distinct divisor of
+    the unrolled loop: one IEEE division a row instead of one an element (each a reciprocal, four
+    FMAs and a slow-path check). The quotient is then within 1.5 ulp of the exact one instead of
+    0.5; a divisor below 2^-126 in magnitude, whose reciprocal overflows, gives infinity. Any other
+    divisor (a shared or global read, a let, an expression of the element's indices) stays a
+    division: those are C names here whose dependence on the element this cannot see."""
     digits = set().union(*(tir_walk.variables(x) for x in loop.local))
-    return bool(digits - tir_walk.variables(divisor))
+    if not digits:
+        return False  # one element a thread: nothing to share
+    if isinstance(divisor, tir.FloatImm):
+        return True
+    if not isinstance(divisor, T.Subscript):
+        return False
+    if divisor.array not in {ctx.name(b) for b in ctx.layouts.buffers if b.scope == "fragment"}:
+        return False  # a vector path's staged lanes (`L_v[e]`), a scratch row
+    used = set().union(*(tir_walk.variables(x) for x in divisor.indices))
+    return used < digits
 
 
 def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Expr:
@@ -77,7 +88,7 @@ def value_of(ctx: LowerContext, e: tir.Expr, loop: ElementLoop | None) -> tir.Ex
             if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
                 return simplify(tir.BinOp(op, va, vb, d))
             cd = compute_dtype(d)
-            if op == "/" and cd == F32 and loop is not None and _shared_divisor(vb, loop):
+            if op == "/" and cd == F32 and loop is not None and _shared_divisor(ctx, vb, loop):
                 recip = tir.BinOp("/", tir.FloatImm(1.0, F32), cast(vb, F32), F32)
                 return tir.BinOp("*", cast(va, F32), recip, F32)
             return simplify(tir.BinOp(op, cast(va, cd), cast(vb, cd), cd))

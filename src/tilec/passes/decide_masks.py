@@ -80,10 +80,13 @@ def decide_masks(kernel: tir.Kernel) -> tir.Kernel:
     return kernel if body is kernel.body else dataclasses.replace(kernel, body=body)
 
 
-def _body(body: tuple[tir.Stmt, ...], scope: _Scope) -> tuple[tir.Stmt, ...]:
+def _body(body: tuple[tir.Stmt, ...], scope: _Scope, positions_fixed: bool = False) -> tuple[tir.Stmt, ...]:
+    """`body` with its masks decided; in the body of a loop whose `Pipelined(order=, stage=,
+    group=)` schedule names statements by position, a mask that would go away stays as written."""
     out: list[tir.Stmt] = []
     for s in body:
-        out.extend(_stmt(s, scope))
+        new = _stmt(s, scope)
+        out.extend(new if len(new) == 1 or not positions_fixed else [s])
         if isinstance(s, tir.Let):
             scope = dataclasses.replace(scope, lets={**scope.lets, s.var: s.value})
     return body if len(out) == len(body) and all(a is b for a, b in zip(out, body)) else tuple(out)
@@ -98,7 +101,8 @@ def _stmt(s: tir.Stmt, scope: _Scope) -> list[tir.Stmt]:
         if isinstance(s.step, tir.IntImm) and s.step.value > 0:  # start <= var <= stop - 1
             lower = _candidates(s.start, scope, "lower")
             upper = tuple(_shift(b, -1) for b in _candidates(s.stop, scope, "upper"))
-        return [tir_walk.with_bodies(s, (_body(s.body, scope.bound(s.var, lower, upper)),))]
+        inner = _body(s.body, scope.bound(s.var, lower, upper), positions_fixed=s.schedule is not None)
+        return [tir_walk.with_bodies(s, (inner,))]
     if isinstance(s, tir.If):
         then, orelse = _body(s.then, scope.knowing(s.cond)), _body(s.orelse, scope.knowing(_not(s.cond)))
         return [tir_walk.with_bodies(s, (then, orelse))]
