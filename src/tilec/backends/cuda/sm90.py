@@ -350,26 +350,29 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
 # the softmax): 3.59 against 3.77 ms, causal 2.03 against 2.07 (H100, B4 H32 S4096, side by side,
 # bench/results/ab-2026-12-06-s9a-h100.txt).
 OVERLAP_MIN_COLUMNS = 80
-# What an overlapped loop leaves its consumers beyond the fragments, for addresses and indices:
-# fewer than ADDRESS_REGISTERS, the general allowance. D256 on 128x80 tiles overlaps with 198
-# registers of fragments and ptxas fits the rest of its 240 without a spill; a 128-row tile on one
-# warp group (234 registers of fragments) spilled.
+# What an overlapped loop with a key tile narrower than 128 columns leaves its consumers beyond
+# the fragments, for addresses, indices and the softmax's temporaries (fewer scores a thread, fewer
+# temporaries): D256 on 128x80 tiles overlaps with 198 registers of fragments and ptxas fits the
+# rest of its 240 without a spill. Wider tiles keep ADDRESS_REGISTERS: TileLang's mha_fwd_bhsd at
+# D128 on 128x160 tiles (194 registers of fragments) spilled 136 bytes with 40 and none as written.
 OVERLAP_ADDRESS_REGISTERS = 40
 
 
 def _overlap(ctx: LowerContext, s: tir.For, fragments: int, groups: int) -> Overlap | None:
     """How the consumers of `s` overlap its two products (plan_pipeline.overlap), where it pays
     (a first product of at least OVERLAP_MIN_COLUMNS columns) and the registers allow: all its
-    fragments live at once (iteration k's scores beside k - 1's P and the output) besides
-    OVERLAP_ADDRESS_REGISTERS, within the consumers' share of one block per multiprocessor. (A 128-row tile on
-    one warp group, 234 registers of fragments, spilled and had ptxas serialize its wgmmas; two
+    fragments live at once (iteration k's scores beside k - 1's P and the output) besides the
+    allowance above, within the consumers' share of one block per multiprocessor. (A 128-row tile
+    on one warp group, 234 registers of fragments, spilled and had ptxas serialize its wgmmas; two
     warp groups of 64 rows, 122, did neither.)"""
     if not runs_products(s):
         return None
     plan = overlap(s)
-    if plan is None or fragments + OVERLAP_ADDRESS_REGISTERS > consumer_registers(groups, 1, TIGHT_PRODUCER_REGISTERS):
+    if plan is None:
         return None
-    if ctx.layouts.buffers[plan.first.c.buffer].shape[1] < OVERLAP_MIN_COLUMNS:
+    columns = ctx.layouts.buffers[plan.first.c.buffer].shape[1]
+    allowance = OVERLAP_ADDRESS_REGISTERS if columns < 128 else ADDRESS_REGISTERS
+    if columns < OVERLAP_MIN_COLUMNS or fragments + allowance > consumer_registers(groups, 1, TIGHT_PRODUCER_REGISTERS):
         return None
     return plan
 
