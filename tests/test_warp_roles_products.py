@@ -138,3 +138,16 @@ def test_wide_d128_tiles_overlap_with_a_tight_producer_causal_loops_too() -> Non
     assert "tilec_setmaxnreg_dec<24>" in causal
     # narrower key tiles keep their loop as written too, at any trip count
     assert "for (int k = 1;" not in compile_file(example, {"threads": "256"}, arch="sm_90a")
+
+
+def test_d256_on_80_column_tiles_overlaps_and_wide_tiles_keep_the_general_allowance() -> None:
+    """D256 on 128x80 key tiles (198 registers of fragments) overlaps with 40 registers beside them
+    (sm90 OVERLAP_ADDRESS_REGISTERS, below 128 columns); TileLang's program at D128 on 128x160
+    tiles (194) keeps the general 64 and its loop as written (overlapped it spilled); 64-column
+    tiles stay below OVERLAP_MIN_COLUMNS."""
+    example = str(ROOT / "examples" / "flash_attention.tile")
+    d256 = {"dim": "256", "block_N": "80", "threads": "256"}
+    assert "for (int k = 1;" in compile_file(example, d256, arch="sm_90a")
+    assert "for (int k = 1;" not in compile_file(example, {**d256, "block_N": "64"}, arch="sm_90a")
+    wide = {"dim": "128", "block_N": "160", "batch": "4", "heads": "32", "seq_q": "2048", "seq_kv": "2048"}
+    assert "for (int k = 1;" not in compile_file(str(CORPUS / "mha_fwd_bhsd.tile"), wide, arch="sm_90a")
