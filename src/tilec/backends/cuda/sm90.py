@@ -196,7 +196,7 @@ def _dropped(ctx: LowerContext, s: tir.Gemm, size: int) -> list[T.Stmt]:
     they are not kept alive from their last use up to the wgmma that ignores them."""
     if not s.clear_accum:
         return []
-    ctx.state.helpers.add("wgmma_drop")
+    ctx.state.helpers.add("wgmma_drop_s32" if s.c.buffer.dtype.is_int else "wgmma_drop")
     return [_per_register("tilec_wgmma_drop", ctx.name(s.c.buffer), size, s.c.buffer.dtype)]
 
 
@@ -356,6 +356,7 @@ OVERLAP_MIN_COLUMNS = 80
 # rest of its 240 without a spill. Wider tiles keep ADDRESS_REGISTERS: TileLang's mha_fwd_bhsd at
 # D128 on 128x160 tiles (194 registers of fragments) spilled 136 bytes with 40 and none as written.
 OVERLAP_ADDRESS_REGISTERS = 40
+OVERLAP_NARROW_COLUMNS = 128  # key tiles below this many columns take OVERLAP_ADDRESS_REGISTERS
 
 
 def _overlap(ctx: LowerContext, s: tir.For, fragments: int, groups: int) -> Overlap | None:
@@ -371,7 +372,7 @@ def _overlap(ctx: LowerContext, s: tir.For, fragments: int, groups: int) -> Over
     if plan is None:
         return None
     columns = ctx.layouts.buffers[plan.first.c.buffer].shape[1]
-    allowance = OVERLAP_ADDRESS_REGISTERS if columns < 128 else ADDRESS_REGISTERS
+    allowance = OVERLAP_ADDRESS_REGISTERS if columns < OVERLAP_NARROW_COLUMNS else ADDRESS_REGISTERS
     if columns < OVERLAP_MIN_COLUMNS or fragments + allowance > consumer_registers(groups, 1, TIGHT_PRODUCER_REGISTERS):
         return None
     return plan

@@ -831,7 +831,10 @@ template <int N>
 __device__ __forceinline__ void tilec_wgmma_drop(float* d) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "=f"(d[i]));
-}
+}"""
+
+HELPERS["wgmma_drop_s32"] = """
+// tilec_wgmma_drop for N int32 accumulator registers.
 template <int N>
 __device__ __forceinline__ void tilec_wgmma_drop_s32(int* d) {
 #pragma unroll

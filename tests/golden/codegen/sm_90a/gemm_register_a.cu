@@ -53,12 +53,6 @@ __device__ __forceinline__ void tilec_wgmma_drop(float* d) {
   for (int i = 0; i < N; ++i)
     asm volatile("" : "=f"(d[i]));
 }
-template <int N>
-__device__ __forceinline__ void tilec_wgmma_drop_s32(int* d) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    asm volatile("" : "=r"(d[i]));
-}
 
 // d[0..31] += A (64x16) * B (16x64) by one warp group, f16 in, float32 out; A and B
 // are read from shared memory through descriptors (TA, TB: 1 for an MN-major tile); accumulate 0:
