@@ -170,3 +170,42 @@ def test_constants_fold_as_c_divides_them() -> None:
     for a, b, q, r in ((-7, 2, -3, -1), (7, -2, -3, 1), (-7, -2, 3, -1), (7, 2, 3, 1), (-8, 2, -4, 0)):
         assert simplify(tir.BinOp("//", tir.IntImm(a), tir.IntImm(b), i32)) == tir.IntImm(q)
         assert simplify(tir.BinOp("%", tir.IntImm(a), tir.IntImm(b), i32)) == tir.IntImm(r)
+
+
+def _split_candidate(t: tuple[str, int, list[int], int]) -> tir.Expr:
+    """`(c_tx * tx + c_k * k + c) op d` with the coefficients multiples of d: the form whose
+    dividend splits into multiples of d and a remainder."""
+    op, d, coefs, c = t
+    dividend: tir.Expr = int_(c)
+    for atom, m in zip((tx, k), coefs):
+        dividend = b("+", b("*", atom, m * d), dividend)
+    return b(op, dividend, d)
+
+
+SPLIT_CANDIDATES = st.tuples(
+    st.sampled_from(("//", "%")),
+    st.sampled_from(DIVISORS[1:]),
+    st.lists(st.integers(-3, 3), min_size=2, max_size=2),
+    st.integers(-40, 40),
+).map(_split_candidate)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(SPLIT_CANDIDATES, st.recursive(LEAVES, _extend, max_leaves=12)), ENVS)
+def test_simplify_agrees_with_c_division_on_a_programs_own_negative_values(
+    e: tir.Expr, envs: list[dict[str, int]]
+) -> None:
+    # A program's own index math may go negative between its nonnegative indices
+    # (`(k * 4 - 17) // 4`): C truncates there, and the simplified form must compute the same.
+    simple = simplify(e)
+    for env in envs:
+        assert c_evaluate(simple, env) == c_evaluate(e, env), f"{expr_text(e)} -> {expr_text(simple)} at {env}"
+
+
+def test_a_negative_remainder_is_not_split_off() -> None:
+    # (k * 4 - 17) / 4 is -4 at k = 0 in C (k - 5 would be -5), and its % is -1 there, not 3
+    for op in ("//", "%"):
+        e = b(op, b("-", b("*", k, 4), 17), 4)
+        assert expr_text(simplify(e)) == expr_text(e)
+    assert expr_text(simplify(b("//", b("-", b("*", k, 8), 16), 4))) == "k * 2 - 4"  # an exact remainder splits
+    assert expr_text(simplify(b("//", b("+", b("*", k, 8), 3), 4))) == "k * 2"  # a nonnegative dividend splits

@@ -9,10 +9,13 @@ common to a dividend and its divisor divides out (`i * 32 / 64` -> `i / 2`),
 its divisor goes (`tx % 8 / 2 % 4` -> `tx % 8 / 2`).
 
 It works on `tir` expressions and knows nothing of layouts. Constants fold as
-C computes them (`-7 / 2` is -3). The other `//` and `%` rules assume a
-nonnegative dividend, as index values in generated code are; a program's own
-index math of negative values (`(k - 17) // 4`) is left to C where no rule
-applies, but a rule that does apply folds it with floor semantics.
+C computes them (`-7 / 2` is -3), and so do the `//` and `%` rules: a dividend
+splits into whole multiples of the divisor and a constant remainder only where
+the remainder divides evenly or the dividend's form is not negative (a positive
+constant, positive coefficients); `(k * 4 - 17) // 4` stays as written, since
+it is -4 at k = 0 in C, not k - 5. Atoms (index values: thread, block and loop
+indices, dimensions) are taken as not negative; a program's own negative
+values in a let (`d = i - 5`, then `(d * 4 + 1) // 4`) are not told apart.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
     lin = _linear(a)
     if d is not None and d > 0 and lin is not None:
         terms, c = _merge_quotient_remainder(lin)
-        if all(coef % d == 0 for coef in terms.values()):
+        if all(coef % d == 0 for coef in terms.values()) and _splits(terms, c, d):
             if e.op == "//":
                 return _build(({k: v // d for k, v in terms.items()}, c // d), e.dtype)
             return int_(c % d)
@@ -137,6 +140,14 @@ def _divmod(e: tir.BinOp, a: tir.Expr, b: tir.Expr) -> tir.Expr:
         if (terms, c) != lin:
             a = _build((terms, c), e.dtype)
     return tir.BinOp(e.op, a, b, e.dtype, e.span)
+
+
+def _splits(terms: dict[tir.Expr, int], c: int, d: int) -> bool:
+    """Whether `(sum of terms + c) / d` is `sum of terms / d + c / d` (and its `%` is `c % d`) where d
+    divides every coefficient: always when d divides c too; otherwise only for a dividend that is
+    not negative (C rounds toward zero: `(k * 4 - 17) / 4` is -4 at k = 0, not k - 5), which the
+    form shows when c and every coefficient are positive (atoms, index values, are not negative)."""
+    return c % d == 0 or (c > 0 and all(coef > 0 for coef in terms.values()))
 
 
 def _limit(e: tir.Expr) -> int | None:
