@@ -295,9 +295,14 @@ def test_warp_roles_on_sm90a() -> None:
     assert "walked by at most one block per multiprocessor (persistent)" in text
     assert "TMA (cp.async.bulk.tensor), 1 box of 64x128 (128-byte swizzle, map A_map)" in text
     assert "TMA (cp.async.bulk.tensor), 4 boxes of 64x64 (128-byte swizzle, map B_map)" in text
-    assert "through a swizzled shared staging tile and TMA stores (4 boxes of 64x128" in text
-    assert "warp roles: one thread of a producer warp group issues the copies" in text
-    assert "producer (up to k + 3)" in text
+    assert "a column block at a time through the two halves of a swizzled shared staging tile" in text
+    assert "TMA stores (4 boxes of 64x128" in text
+    # 4 stages of 48 KB and a 32 KB staging tile fit where num_stages=3 asked for 3 (ring_depth)
+    assert "warp roles (num_stages=3, deepened to 4" in text
+    assert "one thread of a producer warp group issues the copies" in text
+    assert "into a ring of 4 stages" in text
+    assert "producer (up to k + 4)" in text
+    assert "dynamic shared memory: 230400 bytes" in text
     assert "gemm operands 0" in text  # wgmma reads both operands through descriptors
     assert "the launcher builds the tensor maps A_map, B_map, C_map" in text
     assert "it runs gemm_fallback" in text

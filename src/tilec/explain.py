@@ -281,6 +281,12 @@ def _bulk_copy_text(s: tir.Copy, layouts: Layouts, roles: Roles | None, words: W
     if not stores or s.src.buffer.scope != "fragment":
         return None
     count = layouts.buffers[s.src.buffer].shape[-1] // stores[0].box[0]
+    if count > 2:  # sm90.bulk_store: a column block at a time through a stage of two
+        return (
+            f"{kind}: a column block at a time through the two halves of a swizzled shared staging tile "
+            f"and {words['bulk_store']} ({_boxes(stores[0], count)}), which drain while the next block is "
+            "written and the next tile runs; clipped to the tensor"
+        )
     return (
         f"{kind}: through a swizzled shared staging tile and {words['bulk_store']} "
         f"({_boxes(stores[0], count)}), which drain while the next tile runs; clipped to the tensor"
@@ -702,6 +708,9 @@ def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words, overlap
     asked = (
         f" (num_stages={loop.num_stages} keeps the consumers' iterations apart; the producer's copies "
         f"still fill the other of {ring} stages while they compute)"
+        if loop.num_stages < 2
+        else f" (num_stages={loop.num_stages}, deepened to {ring}: shared memory has room for them beside "
+        "the epilogue's staging, and the copies run further ahead of the tensor cores)"
         if loop.num_stages < ring
         else ""
     )

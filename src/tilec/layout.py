@@ -247,6 +247,41 @@ def projected(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
     return Fragment(tuple(frag.shape[d] for d in dims), threads, local)
 
 
+def column_blocks(frag: Fragment, width: int) -> Fragment | None:
+    """`frag` with its first register digit split so that its upper part steps whole blocks of
+    `width` columns (last dimension): a loop over that digit, outermost, visits the fragment one
+    column block at a time (sm90.bulk_store stores an accumulator so, a block per staging tile).
+    The registers keep their numbering (`merged` of the result is `frag`'s). None where that
+    digit does not step columns, or the columns of one block are not all below it.
+
+        regs [32@1/8 2@0/8 2@1/1], width 64  ->  regs [4@1/64 8@1/8 2@0/8 2@1/1]
+    """
+    last = len(frag.shape) - 1
+    local = _drop1(frag.local_parts)
+    if not local or local[0].dim != last:
+        return None
+    top = local[0]
+    if width % top.stride or top.stride >= width or (top.extent * top.stride) % width:
+        return None
+    inside = [p for p in (*frag.thread_parts, *local[1:]) if p.dim == last]
+    if sum((p.extent - 1) * p.stride for p in inside) >= top.stride:  # another digit reaches past a block
+        return None
+    split = (Part(top.extent * top.stride // width, last, width), Part(width // top.stride, last, top.stride))
+    return Fragment(frag.shape, frag.thread_parts, (*split, *local[1:]))
+
+
+def merged(parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """Register digits with unit ones dropped and each digit merged into the one above it where
+    together they step one dimension evenly (the inverse of `column_blocks`'s split)."""
+    out: list[Part] = []
+    for p in _drop1(parts):
+        if out and out[-1].dim == p.dim and p.dim is not None and out[-1].stride == p.stride * p.extent:
+            out[-1] = Part(out[-1].extent * p.extent, p.dim, p.stride)
+        else:
+            out.append(p)
+    return tuple(out)
+
+
 def same_placement(a: Fragment, b: Fragment) -> bool:
     """Equal up to how replication parts are split and unit parts."""
     return (

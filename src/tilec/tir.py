@@ -388,6 +388,9 @@ class For:
     single_buffered: bool = False
     # Pipelined(order=, stage=, group=): the user's schedule of the body and the plan for it
     schedule: Schedule | None = None
+    # a warp-role loop's ring, where the plan makes it deeper than num_stages (passes/plan_pipeline.py
+    # ring_depth); 0: num_stages (plan_pipeline.ring_stages reads it)
+    ring: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,6 +120,10 @@ class LowerState:
     # The stage of a multi-buffered tile being accessed. Set and cleared by pipelined.py around
     # the code it generates for one stage; read by exprs.ref_of.
     stage_of: dict[tir.Buffer, tir.Expr] = field(default_factory=dict)
+    # Staging tiles that hold fewer swizzle-wide column blocks than the columns written to them:
+    # column block b lands in block b % n (sm90._chunked_store writes a tile's blocks in turn
+    # through two). Set by sm90.bulk_store; read by exprs.ref_of.
+    wrapped_blocks: dict[tir.Buffer, int] = field(default_factory=dict)
     # Tensors whose current tile is wholly in bounds and aligned. Set by ops.lower_copy while it
     # builds a copy's fast path; read by exprs.ref_of and the vector accesses (no checks needed).
     interior: set[tir.Buffer] = field(default_factory=set)

@@ -168,6 +168,8 @@ def ref_of(
                 assert layout.swizzle is not None, "layouts.swizzle holds swizzled layouts"
                 if len(layout.shape) == len(idx) + 1:  # column blocks (layout_algebra.swizzled_blocks)
                     idx = (*idx[:-1], *split_index(idx[-1], layout.shape[-1], ctx.state.bounds))
+                    if (n := ctx.state.wrapped_blocks.get(buf)) is not None:
+                        idx = (*idx[:-2], simplify(tir.BinOp("%", idx[-2], int_(n), idx[-2].dtype)), idx[-1])
                 idx = (swizzled_offset(layout.swizzle, simplify(layout.strided_expr(idx)), ctx.state.bounds),)
             if buf in ctx.state.stage_of:
                 idx = (ctx.state.stage_of[buf], *idx)
@@ -208,6 +210,8 @@ def _slot(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: E
         dims.append(pos)
     digits = [digit for part, digit in zip(loop.layout.local_parts, loop.local) if part.extent > 1 and part.dim in dims]
     wanted = [p for p in frag.local_parts if p.extent > 1]
+    if len(digits) != len(wanted) and L.merged(loop.layout.local_parts) == L.merged(frag.local_parts):
+        wanted = [p for p in loop.layout.local_parts if p.extent > 1]  # the loop's digits split the fragment's
     if len(digits) != len(wanted):
         raise error(buf.span, f"internal: fragment '{buf.name}' registers do not match the loop's layout")
     return L.slot(L.Fragment(frag.shape, frag.thread_parts, tuple(wanted)), digits)

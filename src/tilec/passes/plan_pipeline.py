@@ -86,6 +86,7 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
     issue: dict[int, tuple[tir.Buffer, ...]] = {}  # gemm -> the tiles of the producers issued after it
     stages: dict[tir.Buffer, int] = {}
     specialized: set[int] = set()  # loops run by warp roles
+    rings: dict[int, int] = {}  # of those, the ones whose ring is deeper than num_stages (ring_depth)
     single_ids: set[int] = set()  # register-staged loops whose tiles keep one buffer
     planned: dict[int, tir.Schedule] = {}  # loops with order=/stage=, the plan on their schedules
     for loop in tir_walk.stmts(kernel.body):
@@ -121,6 +122,9 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
                 single_ids.add(id(loop))
             elif _warp_specialized(kernel, loop, found, target):
                 specialized.add(id(loop))
+                if (depth := ring_depth(kernel, loop, found, target)) > loop.num_stages:
+                    rings[id(loop)] = depth
+                    _deepen(stages, found, depth)
             elif gemm is not None:
                 ahead.add(id(gemm))
             elif (g := _async_main_loop_gemm(loop, found, target)) is not None:
@@ -159,7 +163,11 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
             case tir.For() if id(s) in specialized or id(s) in single_ids or id(s) in planned:
                 sched = planned.get(id(s), s.schedule)
                 return replace(
-                    s, warp_specialized=id(s) in specialized, single_buffered=id(s) in single_ids, schedule=sched
+                    s,
+                    warp_specialized=id(s) in specialized,
+                    single_buffered=id(s) in single_ids,
+                    schedule=sched,
+                    ring=rings.get(id(s), 0),
                 )
             case tir.Gemm() if id(s) in ahead or id(s) in issue or id(s) in chained:
                 return replace(
@@ -258,8 +266,59 @@ def _single_buffered(
 
 def ring_stages(loop: tir.For) -> int:
     """The stages of a warp-role loop's ring: its num_stages, and 2 for a loop asked for fewer
-    (`_ring_without_stages`)."""
-    return max(loop.num_stages, 2)
+    (`_ring_without_stages`), or the deeper ring the plan gave it (`ring_depth`)."""
+    return loop.ring or max(loop.num_stages, 2)
+
+
+# The deepest ring `ring_depth` gives a GEMM main loop. Measured on an H100 (hand-edited builds of
+# examples/gemm.tile, 128x256x64 tiles, interleaved in 40 rounds with cuBLAS and TileLang,
+# bench/results/ab-2026-12-07-s11b-h100-gemm-interleaved.txt): 4 stages with the epilogue stored
+# a column block at a time (sm90.bulk_store) ran at 1.028x / 1.005x cuBLAS's speed at 8192^3 /
+# 4096^3, the 3 stages of num_stages=3 with the whole tile staged at 0.993x / 0.964x.
+RING_STAGES = 4
+# Shared memory a ring leaves to the rest of the block besides the kernel's other tiles: its
+# barriers and their alignment.
+RING_RESERVE = 2048
+
+
+def ring_depth(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> int:
+    """The stages of the ring of warp-role GEMM main loop `loop` (its producers `found`): its
+    num_stages, deepened up to RING_STAGES where shared memory leaves room beside the kernel's
+    other tiles and the epilogue's staging (`_epilogue_bytes`). With warp roles, num_stages sets
+    how far ahead the copies run, not the code's shape: a deeper ring lets the producer's bulk
+    copies run further ahead of the tensor cores at no cost in registers. Only a block whose
+    tiles as asked take more than half the multiprocessor's shared memory is deepened (one that
+    may fit twice keeps its second block: lower/kernel.blocks_per_multiprocessor), and not a ring
+    of several products or one under a condition."""
+    tiles = {c.dst.buffer for c in found}
+    body = _consumer_part(loop, found)
+    if loop.num_stages >= RING_STAGES or body is None or not _one_gemm_first(body, tiles):
+        return loop.num_stages
+    if any(c.guard is not None for c in found):  # a guarded ring (ring_guard): as asked
+        return loop.num_stages
+    allocs = [s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]
+    tiles_bytes = sum(declared_bytes(b) for b in allocs if b not in tiles)
+    stage = sum(declared_bytes(b) for b in tiles)
+    if tiles_bytes + stage * loop.num_stages <= target.smem_limit // 2:  # may fit twice: as asked
+        return loop.num_stages
+    others = tiles_bytes + _epilogue_bytes(kernel) + RING_RESERVE
+    depth = loop.num_stages
+    while depth < RING_STAGES and others + stage * (depth + 1) <= target.smem_limit:
+        depth += 1
+    return depth
+
+
+def _epilogue_bytes(kernel: tir.Kernel) -> int:
+    """The staging the kernel's stores of whole fragments to 2-D tiles may take in shared memory
+    (sm90.bulk_store): two column blocks of the widest swizzle (128 bytes) a row, or the tile."""
+    most = 0
+    for s in kernel.body:
+        if isinstance(s, tir.Copy) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "global":
+            shape = s.src.buffer.const_shape
+            if len(shape) == 2:
+                row = min(shape[1] * s.dst.buffer.dtype.bytes, 2 * 128)
+                most = max(most, shape[0] * row)
+    return most
 
 
 def _ring_without_stages(kernel: tir.Kernel, loop: tir.Stmt, target: Target) -> bool:

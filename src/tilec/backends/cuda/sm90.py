@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tilec import layout as L
 from tilec import thread_ir as T
 from tilec import tir, tir_walk
 from tilec.backends.cuda.fragments import WARP_GROUP
@@ -54,9 +55,10 @@ from tilec.budget import ADDRESS_REGISTERS
 from tilec.dtypes import DType
 from tilec.instructions import Instruction, types_entry
 from tilec.layout_algebra import widest_swizzle
-from tilec.lower.cexpr import I32, add, all_of, flatten, mul, source_comment, source_line
+from tilec.lower.cexpr import I32, add, all_of, flatten, index_vars, mul, source_comment, source_line
 from tilec.lower.context import LowerContext, StmtLowering, WarpRoles, shared_bytes, shared_names, shared_view
 from tilec.lower.exprs import in_dimension, let_decl, nonnegative, ref_of, value_of
+from tilec.lower.loops import distributed
 from tilec.lower.ops import lower_copy, stage_fragment
 from tilec.passes.infer_layouts import fragment_registers, place_descriptor_operand
 from tilec.passes.plan_pipeline import (
@@ -835,31 +837,31 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
         <proxy fence, barrier>
         if (tx == 0) { tilec_tma_store_2d(...) per column block; tilec_bulk_commit(); }
 
-    The stores clip to the tensor, so ragged tiles need no checks; the consumers' last thread
-    waits for its stores before the block exits."""
+    A tile of more than two swizzle-wide column blocks is stored a block at a time through a
+    stage of two (`_chunked_store`), which leaves its shared memory to the main loop's ring
+    (plan_pipeline.ring_depth counts on it). The stores clip to the tensor, so ragged tiles need
+    no checks; the consumers' last thread waits for its stores before the block exits."""
     roles = ctx.state.roles
     if roles is None or not _bulk_storable(ctx, s):
         return None
     dst = s.dst.buffer
-    rows, cols = ctx.layouts.buffers[s.src.buffer].shape
-    stage = tir.Buffer(f"{dst.name}_stage", (int_(rows), int_(cols)), dst.dtype, "shared", s.span)
+    frag = ctx.layouts.buffers[s.src.buffer]
+    rows, cols = frag.shape
+    sw = widest_swizzle(cols * dst.dtype.bytes)
+    assert sw is not None, "_bulk_storable: the tile's rows fit a swizzle"
+    width = sw // dst.dtype.bytes
+    chunks = L.column_blocks(frag, width) if cols // width > 2 else None
+    staged = 2 * width if chunks is not None else cols
+    stage = tir.Buffer(f"{dst.name}_stage", (int_(rows), int_(staged)), dst.dtype, "shared", s.span)
     place_descriptor_operand(stage, ctx.layouts)
-    shared_view(ctx, ctx.name(stage), dst.dtype, (rows * cols,), ctx.layouts.align[stage])
+    shared_view(ctx, ctx.name(stage), dst.dtype, (rows * staged,), ctx.layouts.align[stage])
     if shared_bytes(ctx.state.views) > ctx.target.smem_limit:
         ctx.state.views.pop()
         return None
-    whole = (int_(0), int_(0)), (int_(rows), int_(cols))
-    write = lower_copy(ctx, tir.Copy(s.src, tir.Region(stage, *whole, s.span), span=s.span))
-    sw, width, blocks = _column_blocks(ctx, stage)
     tname = ctx.name(dst)
     ctx.state.written.add(tname)
     mname = ctx.fresh(f"{tname}_map")
     y0, x0 = (simplify(value_of(ctx, e, None)) for e in s.dst.starts)
-    issue: list[T.Stmt] = []
-    for at, col in blocks:
-        args = (T.Sym(mname, DType.uint8), at, simplify(add(x0, int_(col))), y0)
-        issue.append(T.Call(T.Intrin("tilec_tma_store_2d", args, I32)))
-    issue.append(_call("tilec_bulk_commit"))
     first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
     inner, outer = (simplify(value_of(ctx, d, None)) for d in (dst.shape[1], dst.shape[0]))
     tmap = T.TensorMap(mname, tname, dst.dtype, inner, outer, (width, rows), sw, pitches=_pitches(ctx, dst))
@@ -870,6 +872,15 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
         tensor_maps=(*roles.tensor_maps, tmap),
         consumer_exit=(*roles.consumer_exit, T.IfThen(first, (_call("tilec_bulk_wait<0>"),))),
     )
+    if chunks is not None:
+        return _chunked_store(ctx, s, stage, chunks, width, (mname, x0, y0))
+    whole = (int_(0), int_(0)), (int_(rows), int_(cols))
+    write = lower_copy(ctx, tir.Copy(s.src, tir.Region(stage, *whole, s.span), span=s.span))
+    issue: list[T.Stmt] = []
+    for at, col in _column_blocks(ctx, stage)[2]:
+        args = (T.Sym(mname, DType.uint8), at, simplify(add(x0, int_(col))), y0)
+        issue.append(T.Call(T.Intrin("tilec_tma_store_2d", args, I32)))
+    issue.append(_call("tilec_bulk_commit"))
     return [
         T.Comment("through shared memory and bulk tensor stores, which finish while the next tile runs"),
         T.IfThen(first, (_call("tilec_bulk_wait_read<0>"),)),
@@ -878,6 +889,55 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
         FENCE_PROXY_ASYNC,  # the stage's ordinary writes, before the bulk stores read it
         BLOCK,
         T.IfThen(first, tuple(issue)),
+    ]
+
+
+def _chunked_store(
+    ctx: LowerContext,
+    s: tir.Copy,
+    stage: tir.Buffer,
+    chunks: L.Fragment,
+    width: int,
+    target: tuple[str, tir.Expr, tir.Expr],
+) -> list[T.Stmt]:
+    """The fragment's column blocks in turn, each through one half of a two-block stage (block
+    c through half c % 2), each half stored by TMA once written; before a half is written again,
+    the store that last read it must have (at most one store group, the other half's, pending):
+
+        for (int c = 0; c < blocks; ++c) {
+          if (tx == 0) tilec_bulk_wait_read<1>();
+          <barrier>; C_stage[..., c % 2 * width + ...] = acc[...]; <proxy fence, barrier>
+          if (tx == 0) { tilec_tma_store_2d(C_map, &C_stage half c % 2, x0 + c * width, y0); commit }
+        }
+
+    `chunks` is the fragment's layout with its first register digit stepping whole column
+    blocks (layout.column_blocks): the element loop over it, outermost, is the loop over c."""
+    mname, x0, y0 = target
+    i, j = index_vars(2)
+    body = (tir.Store(stage, (i, j), tir.Load(s.src.buffer, (i, j)), s.span),)
+    ctx.state.wrapped_blocks[stage] = 2  # column block c of the tile lands in half c % 2
+    nest = distributed(ctx, chunks, (i, j), body)
+    del ctx.state.wrapped_blocks[stage]
+    assert len(nest) == 1 and isinstance(nest[0], T.Loop), "the outermost digit of column_blocks is a loop"
+    loop = nest[0]
+    c = next(v for v in ctx.state.bounds if isinstance(v, tir.Var) and v.name == loop.var.name)
+    half = simplify(tir.BinOp("*", tir.BinOp("%", c, int_(2), I32), int_(width), I32))
+    at = ref_of(ctx, stage, (int_(0), half), None)
+    x = simplify(add(x0, tir.BinOp("*", c, int_(width), I32)))
+    store = T.Call(T.Intrin("tilec_tma_store_2d", (T.Sym(mname, DType.uint8), T.AddressOf(at.ref), x, y0), I32))
+    first = tir.BinOp("==", ctx.tx, int_(0), DType.bool)
+    chunk = (
+        T.IfThen(first, (_call("tilec_bulk_wait_read<1>"),)),  # the store that read this half two blocks ago
+        BLOCK,
+        *loop.body,
+        FENCE_PROXY_ASYNC,
+        BLOCK,
+        T.IfThen(first, (store, _call("tilec_bulk_commit"))),
+    )
+    return [
+        T.Comment("through shared memory and bulk tensor stores, a column block at a time through two halves"),
+        T.Comment("of a stage; the stores finish while the next block is written and the next tile runs"),
+        replace(loop, body=chunk),
     ]
 
 

@@ -636,9 +636,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int warp = tx / 32;
   const int warp_group = __shfl_sync(0xffffffffu, tx / 128, 0);
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
-  half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
-  unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 147456);
-  unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 147480);
+  half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 65536);
+  unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 196608);
+  unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 196640);
   const int tiles = (N + 255) / 256 * ((M + 127) / 128) * Batch;
   // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
   // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
@@ -651,7 +651,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const bool C_vec2 = reinterpret_cast<uintptr_t>(C) % 16 == 0 && N % 2 == 0;
   if (tx == 0) {
 #pragma unroll
-    for (int i_1 = 0; i_1 < 3; ++i_1) {
+    for (int i_1 = 0; i_1 < 4; ++i_1) {
       tilec_mbarrier_init(&full_bar[i_1], 1);
       tilec_mbarrier_init(&empty_bar[i_1], 8);
     }
@@ -673,8 +673,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // bmm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (producer: bulk copies)
         {
           for (int k = 0; k < (K + 63) / 64; ++k) {
-            const int stage = (filled + k) % 3;
-            const int phase = (filled + k) / 3 % 2;
+            const int stage = (filled + k) % 4;
+            const int phase = (filled + k) / 4 % 2;
             tilec_mbarrier_wait(&empty_bar[stage], phase ^ 1);
             tilec_mbarrier_expect_tx(&full_bar[stage], 49152);
             // bmm_warp_roles.tile:12: copy(A[bz, by * 128, k * 64], A_s)
@@ -723,11 +723,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         }
       }
       // bmm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (consumers: wgmma)
-      // warp roles: a producer warp group fills a ring of 3 stages by bulk copies
+      // warp roles: a producer warp group fills a ring of 4 stages by bulk copies
       {
         for (int k = 0; k < (K + 63) / 64; ++k) {
-          const int stage_1 = (consumed + k) % 3;
-          const int phase_1 = (consumed + k) / 3 % 2;
+          const int stage_1 = (consumed + k) % 4;
+          const int phase_1 = (consumed + k) / 4 % 2;
           tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
           // bmm_warp_roles.tile:14: gemm(A_s, B_s, acc)
           {
@@ -745,13 +745,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             tilec_wgmma_hold<128>(&acc[0]);
           }
           if (k > 0 && lane == 0) {
-            tilec_mbarrier_arrive(&empty_bar[(consumed + k - 1) % 3]);
+            tilec_mbarrier_arrive(&empty_bar[(consumed + k - 1) % 4]);
           }
         }
         tilec_wgmma_wait<0>();
         tilec_wgmma_hold<128>(&acc[0]);
         if ((K + 63) / 64 > 0 && lane == 0) {
-          tilec_mbarrier_arrive(&empty_bar[(consumed + (K + 63) / 64 - 1) % 3]);
+          tilec_mbarrier_arrive(&empty_bar[(consumed + (K + 63) / 64 - 1) % 4]);
         }
         consumed += (K + 63) / 64;
       }
@@ -858,7 +858,7 @@ extern "C" int bmm_warp_roles(const half* A, const half* B, const half* Bias, ha
   if (!(bulk_copies))
     return bmm_warp_roles_fallback(A, B, Bias, C, Batch, M, K, N,
                                    stream);  // rows not 16-byte aligned: no bulk copies
-  const int smem_bytes = 147504;
+  const int smem_bytes = 196672;
   cudaError_t err = cudaFuncSetAttribute(bmm_warp_roles_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)

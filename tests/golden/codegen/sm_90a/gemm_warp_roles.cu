@@ -595,10 +595,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int warp = tx / 32;
   const int warp_group = __shfl_sync(0xffffffffu, tx / 128, 0);
   half(*A_s)[8192] = reinterpret_cast<half(*)[8192]>(smem + 0);
-  half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 49152);
-  unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 147456);
-  unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 147480);
-  half* C_stage = reinterpret_cast<half*>(smem + 148480);
+  half(*B_s)[16384] = reinterpret_cast<half(*)[16384]>(smem + 65536);
+  unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 196608);
+  unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 196640);
+  half* C_stage = reinterpret_cast<half*>(smem + 197632);
   const int tiles = (N + 255) / 256 * ((M + 127) / 128);
   // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
   // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
@@ -609,7 +609,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const int block_tiles = rounds + (last_round_place < tiles % static_cast<int>(gridDim.x) ? 1 : 0);
   if (tx == 0) {
 #pragma unroll
-    for (int i_1 = 0; i_1 < 3; ++i_1) {
+    for (int i_1 = 0; i_1 < 4; ++i_1) {
       tilec_mbarrier_init(&full_bar[i_1], 1);
       tilec_mbarrier_init(&empty_bar[i_1], 8);
     }
@@ -634,8 +634,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // gemm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (producer: bulk copies)
         {
           for (int k = 0; k < (K + 63) / 64; ++k) {
-            const int stage = (filled + k) % 3;
-            const int phase = (filled + k) / 3 % 2;
+            const int stage = (filled + k) % 4;
+            const int phase = (filled + k) / 4 % 2;
             tilec_mbarrier_wait(&empty_bar[stage], phase ^ 1);
             tilec_mbarrier_expect_tx(&full_bar[stage], 49152);
             // gemm_warp_roles.tile:12: copy(A[by * 128, k * 64], A_s)
@@ -685,11 +685,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         }
       }
       // gemm_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (consumers: wgmma)
-      // warp roles: a producer warp group fills a ring of 3 stages by bulk copies
+      // warp roles: a producer warp group fills a ring of 4 stages by bulk copies
       {
         for (int k = 0; k < (K + 63) / 64; ++k) {
-          const int stage_1 = (consumed + k) % 3;
-          const int phase_1 = (consumed + k) / 3 % 2;
+          const int stage_1 = (consumed + k) % 4;
+          const int phase_1 = (consumed + k) / 4 % 2;
           tilec_mbarrier_wait(&full_bar[stage_1], phase_1);
           // gemm_warp_roles.tile:14: gemm(A_s, B_s, acc)
           {
@@ -707,46 +707,47 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             tilec_wgmma_hold<128>(&acc[0]);
           }
           if (k > 0 && lane == 0) {
-            tilec_mbarrier_arrive(&empty_bar[(consumed + k - 1) % 3]);
+            tilec_mbarrier_arrive(&empty_bar[(consumed + k - 1) % 4]);
           }
         }
         tilec_wgmma_wait<0>();
         tilec_wgmma_hold<128>(&acc[0]);
         if ((K + 63) / 64 > 0 && lane == 0) {
-          tilec_mbarrier_arrive(&empty_bar[(consumed + (K + 63) / 64 - 1) % 3]);
+          tilec_mbarrier_arrive(&empty_bar[(consumed + (K + 63) / 64 - 1) % 4]);
         }
         consumed += (K + 63) / 64;
       }
       // gemm_warp_roles.tile:15: copy(acc, C[by * 128, bx * 256])
       {
-        // through shared memory and bulk tensor stores, which finish while the next tile runs
-        if (tx == 0) {
-          tilec_bulk_wait_read<0>();
-        }
-        asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
+// through shared memory and bulk tensor stores, a column block at a time through two halves
+// of a stage; the stores finish while the next block is written and the next tile runs
 #pragma unroll
-        for (int g1_1 = 0; g1_1 < 32; ++g1_1) {
-#pragma unroll
-          for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
-            alignas(16) half C_stage_v[2];
-#pragma unroll
-            for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
-              C_stage_v[e1_1] = static_cast<half>(acc[g1_1 * 4 + g0_1 * 2 + e1_1]);
-            }
-            *reinterpret_cast<unsigned int*>(
-                &C_stage[(tx / 4 % 8 * 64 ^ tx / 4 % 8 * 8 ^ g1_1 % 8 * 8) + tx % 4 * 2 +
-                         warp_group * 4096 + warp % 4 * 1024 + g0_1 * 512 + g1_1 / 8 * 8192]) =
-                *reinterpret_cast<const unsigned int*>(&C_stage_v[0]);
+        for (int g1_1 = 0; g1_1 < 4; ++g1_1) {
+          if (tx == 0) {
+            tilec_bulk_wait_read<1>();
           }
-        }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
-        if (tx == 0) {
-          tilec_tma_store_2d(C_map, &C_stage[0], bx * 256, by * 128);
-          tilec_tma_store_2d(C_map, &C_stage[8192], bx * 256 + 64, by * 128);
-          tilec_tma_store_2d(C_map, &C_stage[16384], bx * 256 + 128, by * 128);
-          tilec_tma_store_2d(C_map, &C_stage[24576], bx * 256 + 192, by * 128);
-          tilec_bulk_commit();
+          asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
+#pragma unroll
+          for (int g1_2 = 0; g1_2 < 8; ++g1_2) {
+#pragma unroll
+            for (int g0_1 = 0; g0_1 < 2; ++g0_1) {
+              alignas(16) half C_stage_v[2];
+#pragma unroll
+              for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
+                C_stage_v[e1_1] = static_cast<half>(acc[g1_1 * 32 + g1_2 * 4 + g0_1 * 2 + e1_1]);
+              }
+              *reinterpret_cast<unsigned int*>(
+                  &C_stage[(tx / 4 % 8 * 64 ^ tx / 4 % 8 * 8 ^ g1_2 * 8) + tx % 4 * 2 +
+                           warp_group * 4096 + warp % 4 * 1024 + g0_1 * 512 + g1_1 % 2 * 8192]) =
+                  *reinterpret_cast<const unsigned int*>(&C_stage_v[0]);
+            }
+          }
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(256) : "memory");
+          if (tx == 0) {
+            tilec_tma_store_2d(C_map, &C_stage[g1_1 % 2 * 8192], bx * 256 + g1_1 * 64, by * 128);
+            tilec_bulk_commit();
+          }
         }
       }
     }
@@ -776,7 +777,7 @@ extern "C" int gemm_warp_roles(const half* A, const half* B, half* C, int M, int
   if (!(bulk_copies))
     return gemm_warp_roles_fallback(A, B, C, M, K, N,
                                     stream);  // rows not 16-byte aligned: no bulk copies
-  const int smem_bytes = 214016;
+  const int smem_bytes = 230400;
   cudaError_t err = cudaFuncSetAttribute(gemm_warp_roles_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)
