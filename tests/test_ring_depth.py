@@ -97,3 +97,26 @@ def test_column_blocks_refuse_a_layout_whose_first_digit_steps_rows() -> None:
     P = L.Part
     frag = L.Fragment((64, 64), (P(32, 1, 2), P(4, 0, 16)), (P(16, 0, 1), P(2, 1, 1)))
     assert L.column_blocks(frag, 32) is None
+
+
+def test_an_odd_number_of_column_blocks_is_staged_whole() -> None:
+    # halves taken in turn must alternate across a persistent block's tiles too: with 3 blocks the
+    # next tile's block 0 would rewrite the half the last store may still be reading
+    frag = wgmma_accumulator()
+    three = L.Fragment(
+        (128, 192), frag.thread_parts, tuple(L.Part(24, 1, 8) if p.extent == 32 else p for p in frag.local_parts)
+    )
+    assert L.staged_columns(three, 64) == (192, None)
+    assert L.staged_columns(frag, 64)[0] == 128 and L.staged_columns(frag, 128) == (256, None)  # 2 blocks: whole
+    cu = compile_file(str(GEMM), arch="sm_90a", defines={"block_N": "192"})
+    assert "tilec_bulk_wait_read<1>" not in cu and "tilec_bulk_wait_read<0>" in cu
+
+
+def test_the_ring_counts_the_staging_the_epilogue_takes() -> None:
+    # 64x256 on two warp groups side by side: the fragment's first digit does not step column
+    # blocks, so the whole tile is staged; the ring is deepened only as far as that leaves room
+    frag_first_rows = L.Fragment((64, 64), (L.Part(32, 1, 2),), (L.Part(2, 0, 32), L.Part(32, 0, 1), L.Part(2, 1, 1)))
+    assert L.staged_columns(frag_first_rows, 16) == (64, None)
+    cu = compile_file(str(GEMM), arch="sm_90a", defines={"block_M": "64", "threads": "256"})
+    smem = int(cu.split("const int smem_bytes = ")[-1].split(";")[0])
+    assert smem <= 232448 and "tilec_tma_store_2d" in cu

@@ -280,8 +280,9 @@ def _bulk_copy_text(s: tir.Copy, layouts: Layouts, roles: Roles | None, words: W
     stores = roles.maps.get(_pointer(s.dst.buffer), ())
     if not stores or s.src.buffer.scope != "fragment":
         return None
-    count = layouts.buffers[s.src.buffer].shape[-1] // stores[0].box[0]
-    if count > 2:  # sm90.bulk_store: a column block at a time through a stage of two
+    frag = layouts.buffers[s.src.buffer]
+    count = frag.shape[-1] // stores[0].box[0]
+    if L.staged_columns(frag, stores[0].box[0])[1] is not None:  # sm90.bulk_store: a block at a time
         return (
             f"{kind}: a column block at a time through the two halves of a swizzled shared staging tile "
             f"and {words['bulk_store']} ({_boxes(stores[0], count)}), which drain while the next block is "
@@ -709,8 +710,8 @@ def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words, overlap
         f" (num_stages={loop.num_stages} keeps the consumers' iterations apart; the producer's copies "
         f"still fill the other of {ring} stages while they compute)"
         if loop.num_stages < 2
-        else f" (num_stages={loop.num_stages}, deepened to {ring}: shared memory has room for them beside "
-        "the epilogue's staging, and the copies run further ahead of the tensor cores)"
+        else f" (num_stages={loop.num_stages}, deepened to {ring}: shared memory has room for them, and the "
+        "copies run further ahead of the tensor cores)"
         if loop.num_stages < ring
         else ""
     )

@@ -261,13 +261,28 @@ def column_blocks(frag: Fragment, width: int) -> Fragment | None:
     if not local or local[0].dim != last:
         return None
     top = local[0]
-    if width % top.stride or top.stride >= width or (top.extent * top.stride) % width:
+    if width % top.stride or top.stride >= width or top.extent * top.stride != frag.shape[last]:
         return None
     inside = [p for p in (*frag.thread_parts, *local[1:]) if p.dim == last]
     if sum((p.extent - 1) * p.stride for p in inside) >= top.stride:  # another digit reaches past a block
         return None
     split = (Part(top.extent * top.stride // width, last, width), Part(width // top.stride, last, top.stride))
     return Fragment(frag.shape, frag.thread_parts, (*split, *local[1:]))
+
+
+def staged_columns(frag: Fragment, width: int) -> tuple[int, Fragment | None]:
+    """How a fragment's store through a staging tile of `width`-column blocks (sm90.bulk_store)
+    stages it: (columns of the staging tile, the `column_blocks` layout it is written by), two
+    blocks a block at a time where the tile has an even number of blocks, more than two, and its
+    layout splits so; else (the tile's columns, None), the whole tile at once. An even number
+    keeps the halves alternating from one tile to the next (a persistent kernel's block stores
+    its tiles back to back, each store waited for only before its half is written again)."""
+    cols = frag.shape[-1]
+    blocks = cols // width if width else 0
+    if blocks <= 2 or blocks % 2 or cols % width:
+        return cols, None
+    split = column_blocks(frag, width)
+    return (2 * width, split) if split is not None else (cols, None)
 
 
 def merged(parts: tuple[Part, ...]) -> tuple[Part, ...]:

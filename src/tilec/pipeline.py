@@ -103,7 +103,8 @@ def _infer_layouts(u: Unit) -> Unit:
 def _plan_pipeline(u: Unit) -> Unit:
     # staging tiles as declared: their pads give way to the plan (`_unpad_staging`)
     rows = u.layouts.without_staging().row if u.layouts is not None else None
-    return replace(u, kernel=plan_pipeline(u.kernel, u.target, rows))
+    fragments = u.layouts.buffers if u.layouts is not None else None
+    return replace(u, kernel=plan_pipeline(u.kernel, u.target, rows, fragments))
 
 
 def _warn(u: Unit) -> Unit:

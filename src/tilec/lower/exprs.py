@@ -210,8 +210,13 @@ def _slot(ctx: LowerContext, buf: tir.Buffer, idx: tuple[tir.Expr, ...], loop: E
         dims.append(pos)
     digits = [digit for part, digit in zip(loop.layout.local_parts, loop.local) if part.extent > 1 and part.dim in dims]
     wanted = [p for p in frag.local_parts if p.extent > 1]
-    if len(digits) != len(wanted) and L.merged(loop.layout.local_parts) == L.merged(frag.local_parts):
-        wanted = [p for p in loop.layout.local_parts if p.extent > 1]  # the loop's digits split the fragment's
+    split = (  # the loop's register digits split the fragment's (layout.column_blocks), indexed as laid out
+        loop.layout.thread_parts == frag.thread_parts
+        and dims == list(range(len(frag.shape)))
+        and L.merged(loop.layout.local_parts) == L.merged(frag.local_parts)
+    )
+    if len(digits) != len(wanted) and split:
+        wanted = [p for p in loop.layout.local_parts if p.extent > 1]
     if len(digits) != len(wanted):
         raise error(buf.span, f"internal: fragment '{buf.name}' registers do not match the loop's layout")
     return L.slot(L.Fragment(frag.shape, frag.thread_parts, tuple(wanted)), digits)

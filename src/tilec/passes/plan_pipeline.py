@@ -61,11 +61,13 @@ the gemm's products instead of preceding them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from tilec import layout as L
 from tilec import schedules, tir, tir_walk
 from tilec.diagnostics import error
+from tilec.layout_algebra import widest_swizzle
 from tilec.passes.select import gemm_depth
 from tilec.shared_plan import declared_bytes
 from tilec.simplify import const, substitute
@@ -73,10 +75,16 @@ from tilec.sync import shared_reads_writes
 from tilec.targets import Target, instruction_named
 
 
-def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer], int] | None = None) -> tir.Kernel:
+def plan_pipeline(
+    kernel: tir.Kernel,
+    target: Target,
+    rows: Callable[[tir.Buffer], int] | None = None,
+    fragments: Mapping[tir.Buffer, L.Fragment] | None = None,
+) -> tir.Kernel:
     """`kernel` with the plan on its nodes: each producer and early copy's `pipeline`, each
     multi-buffered tile's `Alloc.stages`, a main-loop gemm's `fragments_ahead`, and the producers
-    a gemm is followed by (`then_issue`). `target`: the records of the gemms' instructions."""
+    a gemm is followed by (`then_issue`). `target`: the records of the gemms' instructions;
+    `fragments`: the fragments' layouts (infer_layouts), which say how an epilogue stages (ring_depth)."""
     kernel = tir_walk.map_kernel(kernel, _guards_hoisted)  # copies that open an `if` run ahead under it
     kernel = tir_walk.map_kernel(kernel, _indices_through_lets)
     multi = _stages_asked(kernel)  # every pipelined loop's tiles at their num_stages
@@ -122,7 +130,7 @@ def plan_pipeline(kernel: tir.Kernel, target: Target, rows: Callable[[tir.Buffer
                 single_ids.add(id(loop))
             elif _warp_specialized(kernel, loop, found, target):
                 specialized.add(id(loop))
-                if (depth := ring_depth(kernel, loop, found, target)) > loop.num_stages:
+                if (depth := ring_depth(kernel, loop, found, target, fragments or {})) > loop.num_stages:
                     rings[id(loop)] = depth
                     _deepen(stages, found, depth)
             elif gemm is not None:
@@ -281,7 +289,13 @@ RING_STAGES = 4
 RING_RESERVE = 2048
 
 
-def ring_depth(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> int:
+def ring_depth(
+    kernel: tir.Kernel,
+    loop: tir.For,
+    found: list[tir.Copy],
+    target: Target,
+    fragments: Mapping[tir.Buffer, L.Fragment],
+) -> int:
     """The stages of the ring of warp-role GEMM main loop `loop` (its producers `found`): its
     num_stages, deepened up to RING_STAGES where shared memory leaves room beside the kernel's
     other tiles and the epilogue's staging (`_epilogue_bytes`). With warp roles, num_stages sets
@@ -301,23 +315,29 @@ def ring_depth(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target:
     stage = sum(declared_bytes(b) for b in tiles)
     if tiles_bytes + stage * loop.num_stages <= target.smem_limit // 2:  # may fit twice: as asked
         return loop.num_stages
-    others = tiles_bytes + _epilogue_bytes(kernel) + RING_RESERVE
+    others = tiles_bytes + _epilogue_bytes(kernel, fragments) + RING_RESERVE
     depth = loop.num_stages
     while depth < RING_STAGES and others + stage * (depth + 1) <= target.smem_limit:
         depth += 1
     return depth
 
 
-def _epilogue_bytes(kernel: tir.Kernel) -> int:
-    """The staging the kernel's stores of whole fragments to 2-D tiles may take in shared memory
-    (sm90.bulk_store): two column blocks of the widest swizzle (128 bytes) a row, or the tile."""
+def _epilogue_bytes(kernel: tir.Kernel, fragments: Mapping[tir.Buffer, L.Fragment]) -> int:
+    """The staging the kernel's stores of whole fragments to 2-D tiles take in shared memory
+    (sm90.bulk_store), as layout.staged_columns decides it: two column blocks of the swizzle a row,
+    or the whole tile (also where the fragment's layout is not known). The largest such store."""
     most = 0
     for s in kernel.body:
         if isinstance(s, tir.Copy) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "global":
             shape = s.src.buffer.const_shape
-            if len(shape) == 2:
-                row = min(shape[1] * s.dst.buffer.dtype.bytes, 2 * 128)
-                most = max(most, shape[0] * row)
+            elem = s.dst.buffer.dtype.bytes
+            if len(shape) != 2:
+                continue
+            columns = shape[1]
+            sw = widest_swizzle(shape[1] * elem)
+            if sw is not None and (frag := fragments.get(s.src.buffer)) is not None:
+                columns = L.staged_columns(frag, sw // elem)[0]
+            most = max(most, shape[0] * columns * elem)
     return most
 
 

@@ -837,10 +837,11 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
         <proxy fence, barrier>
         if (tx == 0) { tilec_tma_store_2d(...) per column block; tilec_bulk_commit(); }
 
-    A tile of more than two swizzle-wide column blocks is stored a block at a time through a
-    stage of two (`_chunked_store`), which leaves its shared memory to the main loop's ring
-    (plan_pipeline.ring_depth counts on it). The stores clip to the tensor, so ragged tiles need
-    no checks; the consumers' last thread waits for its stores before the block exits."""
+    A tile of an even number of swizzle-wide column blocks, more than two, is stored a block at a
+    time through a stage of two (`_chunked_store`, layout.staged_columns), which leaves its shared
+    memory to the main loop's ring (plan_pipeline.ring_depth counts on the same staging). The
+    stores clip to the tensor, so ragged tiles need no checks; the consumers' last thread waits
+    for its stores before the block exits."""
     roles = ctx.state.roles
     if roles is None or not _bulk_storable(ctx, s):
         return None
@@ -850,8 +851,7 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
     sw = widest_swizzle(cols * dst.dtype.bytes)
     assert sw is not None, "_bulk_storable: the tile's rows fit a swizzle"
     width = sw // dst.dtype.bytes
-    chunks = L.column_blocks(frag, width) if cols // width > 2 else None
-    staged = 2 * width if chunks is not None else cols
+    staged, chunks = L.staged_columns(frag, width)
     stage = tir.Buffer(f"{dst.name}_stage", (int_(rows), int_(staged)), dst.dtype, "shared", s.span)
     place_descriptor_operand(stage, ctx.layouts)
     shared_view(ctx, ctx.name(stage), dst.dtype, (rows * staged,), ctx.layouts.align[stage])
