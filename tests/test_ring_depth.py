@@ -7,11 +7,10 @@ import pathlib
 
 import pytest
 
-from tilec import fragment_algebra as fa
+from test_layout import owners
 from tilec import layout as L
 from tilec import tir, tir_walk
 from tilec.driver import compile_file
-from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
 from tilec.passes.plan_pipeline import ring_stages
 from tilec.pipeline import run_passes
@@ -61,18 +60,6 @@ def test_the_deepened_gemm_fits_and_stores_a_column_block_at_a_time() -> None:
     assert "tilec_tma_store_2d(C_map, &C_stage[g1_1 % 2 * 8192], bx * 256 + g1_1 * 64, by * 128);" in cu
 
 
-def owners(frag: L.Fragment) -> dict[tuple[int, int], tuple[int, ...]]:
-    """(thread, register slot) -> tile index, by evaluating the layout as lowering does."""
-    tid = tir.Var("tid", DType.int32, "thread")
-    coords = L.thread_coords(frag, tid)
-    out = {}
-    for slot, digits in enumerate(L.local_digits(frag)):
-        index_of = fa.compile_index(L.tile_index(frag, coords, digits), (tid,))
-        for t in range(frag.threads):
-            out[(t, slot)] = index_of(t)
-    return out
-
-
 def wgmma_accumulator() -> L.Fragment:
     """The 128x256 wgmma accumulator of two warp groups, as infer_layouts gives examples/gemm.tile."""
     P = L.Part
@@ -106,8 +93,13 @@ def test_an_odd_number_of_column_blocks_is_staged_whole() -> None:
     three = L.Fragment(
         (128, 192), frag.thread_parts, tuple(L.Part(24, 1, 8) if p.extent == 32 else p for p in frag.local_parts)
     )
-    assert L.staged_columns(three, 64) == (192, None)
-    assert L.staged_columns(frag, 64)[0] == 128 and L.staged_columns(frag, 128) == (256, None)  # 2 blocks: whole
+    assert L.staged_columns(three, 2) == (192, None)
+    assert L.staged_columns(frag, 2)[0] == 128  # fp16: 4 blocks of 64, two staged
+    assert L.staged_columns(frag, 4)[0] == 64  # fp32: 8 blocks of 32, two staged
+    two = L.Fragment(
+        (128, 128), frag.thread_parts, tuple(L.Part(16, 1, 8) if p.extent == 32 else p for p in frag.local_parts)
+    )
+    assert L.staged_columns(two, 2) == (128, None)  # 2 blocks: the whole tile
     cu = compile_file(str(GEMM), arch="sm_90a", defines={"block_N": "192"})
     assert "tilec_bulk_wait_read<1>" not in cu and "tilec_bulk_wait_read<0>" in cu
 
@@ -116,7 +108,7 @@ def test_the_ring_counts_the_staging_the_epilogue_takes() -> None:
     # 64x256 on two warp groups side by side: the fragment's first digit does not step column
     # blocks, so the whole tile is staged; the ring is deepened only as far as that leaves room
     frag_first_rows = L.Fragment((64, 64), (L.Part(32, 1, 2),), (L.Part(2, 0, 32), L.Part(32, 0, 1), L.Part(2, 1, 1)))
-    assert L.staged_columns(frag_first_rows, 16) == (64, None)
+    assert L.staged_columns(frag_first_rows, 8) == (64, None)  # 8-byte elements: 4 blocks of 16
     cu = compile_file(str(GEMM), arch="sm_90a", defines={"block_M": "64", "threads": "256"})
     smem = int(cu.split("const int smem_bytes = ")[-1].split(";")[0])
     assert smem <= 232448 and "tilec_tma_store_2d" in cu

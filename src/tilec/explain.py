@@ -282,7 +282,7 @@ def _bulk_copy_text(s: tir.Copy, layouts: Layouts, roles: Roles | None, words: W
         return None
     frag = layouts.buffers[s.src.buffer]
     count = frag.shape[-1] // stores[0].box[0]
-    if L.staged_columns(frag, stores[0].box[0])[1] is not None:  # sm90.bulk_store: a block at a time
+    if L.staged_columns(frag, s.dst.buffer.dtype.bytes)[1] is not None:  # sm90.bulk_store: a block at a time
         return (
             f"{kind}: a column block at a time through the two halves of a swizzled shared staging tile "
             f"and {words['bulk_store']} ({_boxes(stores[0], count)}), which drain while the next block is "

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from tilec import tir
 from tilec.dtypes import DType
+from tilec.layout_algebra import widest_swizzle
 from tilec.simplify import int_, simplify
 
 I32 = DType.int32
@@ -270,14 +271,17 @@ def column_blocks(frag: Fragment, width: int) -> Fragment | None:
     return Fragment(frag.shape, frag.thread_parts, (*split, *local[1:]))
 
 
-def staged_columns(frag: Fragment, width: int) -> tuple[int, Fragment | None]:
-    """How a fragment's store through a staging tile of `width`-column blocks (sm90.bulk_store)
-    stages it: (columns of the staging tile, the `column_blocks` layout it is written by), two
-    blocks a block at a time where the tile has an even number of blocks, more than two, and its
-    layout splits so; else (the tile's columns, None), the whole tile at once. An even number
-    keeps the halves alternating from one tile to the next (a persistent kernel's block stores
-    its tiles back to back, each store waited for only before its half is written again)."""
+def staged_columns(frag: Fragment, elem_bytes: int) -> tuple[int, Fragment | None]:
+    """How a fragment's store through a swizzled staging tile (sm90.bulk_store) stages it, in
+    column blocks of the widest swizzle its rows take: (columns of the staging tile, the
+    `column_blocks` layout it is written by), two blocks written a block at a time where the tile
+    has an even number of blocks, more than two, and its layout splits so; else (the tile's
+    columns, None), the whole tile at once. An even number keeps the halves alternating from one
+    tile to the next (a persistent kernel's block stores its tiles back to back, each store
+    waited for only before its half is written again)."""
     cols = frag.shape[-1]
+    sw = widest_swizzle(cols * elem_bytes)
+    width = sw // elem_bytes if sw is not None else 0
     blocks = cols // width if width else 0
     if blocks <= 2 or blocks % 2 or cols % width:
         return cols, None

@@ -67,7 +67,6 @@ from dataclasses import dataclass, replace
 from tilec import layout as L
 from tilec import schedules, tir, tir_walk
 from tilec.diagnostics import error
-from tilec.layout_algebra import widest_swizzle
 from tilec.passes.select import gemm_depth
 from tilec.shared_plan import declared_bytes
 from tilec.simplify import const, substitute
@@ -311,11 +310,11 @@ def ring_depth(
     if any(c.guard is not None for c in found):  # a guarded ring (ring_guard): as asked
         return loop.num_stages
     allocs = [s.buffer for s in tir_walk.stmts(kernel.body) if isinstance(s, tir.Alloc) and s.buffer.scope == "shared"]
-    tiles_bytes = sum(declared_bytes(b) for b in allocs if b not in tiles)
+    other_tiles = sum(declared_bytes(b) for b in allocs if b not in tiles)
     stage = sum(declared_bytes(b) for b in tiles)
-    if tiles_bytes + stage * loop.num_stages <= target.smem_limit // 2:  # may fit twice: as asked
+    if other_tiles + stage * loop.num_stages <= target.smem_limit // 2:  # may fit twice: as asked
         return loop.num_stages
-    others = tiles_bytes + _epilogue_bytes(kernel, fragments) + RING_RESERVE
+    others = other_tiles + _epilogue_bytes(kernel, fragments) + RING_RESERVE
     depth = loop.num_stages
     while depth < RING_STAGES and others + stage * (depth + 1) <= target.smem_limit:
         depth += 1
@@ -333,10 +332,8 @@ def _epilogue_bytes(kernel: tir.Kernel, fragments: Mapping[tir.Buffer, L.Fragmen
             elem = s.dst.buffer.dtype.bytes
             if len(shape) != 2:
                 continue
-            columns = shape[1]
-            sw = widest_swizzle(shape[1] * elem)
-            if sw is not None and (frag := fragments.get(s.src.buffer)) is not None:
-                columns = L.staged_columns(frag, sw // elem)[0]
+            frag = fragments.get(s.src.buffer)
+            columns = L.staged_columns(frag, elem)[0] if frag is not None else shape[1]
             most = max(most, shape[0] * columns * elem)
     return most
 

@@ -851,7 +851,7 @@ def bulk_store(ctx: LowerContext, s: tir.Copy) -> list[T.Stmt] | None:
     sw = widest_swizzle(cols * dst.dtype.bytes)
     assert sw is not None, "_bulk_storable: the tile's rows fit a swizzle"
     width = sw // dst.dtype.bytes
-    staged, chunks = L.staged_columns(frag, width)
+    staged, chunks = L.staged_columns(frag, dst.dtype.bytes)
     stage = tir.Buffer(f"{dst.name}_stage", (int_(rows), int_(staged)), dst.dtype, "shared", s.span)
     place_descriptor_operand(stage, ctx.layouts)
     shared_view(ctx, ctx.name(stage), dst.dtype, (rows * staged,), ctx.layouts.align[stage])
