@@ -3,8 +3,9 @@
     compute-sanitizer --tool memcheck python3 bench/sanitize_sm90a.py
 
 Small calls of each prebuilt sm_90a GEMM variant (the example GEMM, its k32 build, the ReLU
-example): the warp-role kernel at 256x256x256 and at 2000x3000x200 (more tiles than
-multiprocessors: persistent blocks walk two, the TMA-store epilogue reuses its stage), its
+example): the warp-role kernel at 256x256x256, at 2000x3000x200 (more tiles than multiprocessors:
+persistent blocks walk two, the TMA-store epilogue reuses its stage) and at 384x264x136 (three
+tile rows: a cluster's second block past the last row runs the main loop alone), its
 cp.async fallback at 129x77x45; then the split-K example on warp roles, with empty splits; prints
 each one's largest error against float64."""
 
@@ -18,7 +19,7 @@ from tilec import runtime  # noqa: E402
 
 for variant, kernel in (("gemm-sm90a", "gemm"), ("gemm-sm90a-k32", "gemm"), ("gemm_relu-sm90a", "gemm_relu")):
     mod = runtime.load(os.path.join(os.environ.get("TILEC_PREBUILT", ".gpu"), f"{variant}.cu"))
-    for m, n, k in ((256, 256, 256), (2000, 3000, 200), (129, 77, 45)):
+    for m, n, k in ((256, 256, 256), (2000, 3000, 200), (384, 264, 136), (129, 77, 45)):
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
         b = torch.randn(k, n, device="cuda", dtype=torch.float16)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)

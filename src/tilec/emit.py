@@ -325,7 +325,10 @@ def _kernel(k: T.Kernel, sp: Spelling, align: int) -> list[str]:
         sp.tensor_map_param.format(name=p.name) if p.tensor_map else _param(p, sp, sp.restrict) for p in k.params
     )
     bound = f"{k.threads}, {k.min_blocks}" if k.min_blocks else str(k.threads)
-    out = [f"{sp.kernel_qualifiers.format(threads=bound)} {k.name}_kernel({params}) {{"]
+    qualifiers = sp.kernel_qualifiers.format(threads=bound)
+    if k.cluster:
+        qualifiers += " " + sp.cluster_dims.format(size=k.cluster)
+    out = [f"{qualifiers} {k.name}_kernel({params}) {{"]
     if k.dynamic_smem:
         out.append(sp.dynamic_smem.format(align=align))
     out += _body(k.body, sp)
@@ -367,7 +370,9 @@ def _launcher(k: T.Kernel, target: Target, linkage: str = 'extern "C"') -> list[
         if k.dynamic_smem > launch.smem_opt_in_above:
             out += [line.format(name=k.name) for line in launch.smem_opt_in]
     out += _body(k.host_prologue, sp)
-    if k.persistent:
+    if k.cluster:
+        out.append(launch.cluster_grid.format(name=k.name, threads=k.threads))
+    elif k.persistent:
         out.append(launch.persistent_grid.format(blocks=k.min_blocks))
     args = ", ".join(p.name for p in k.params)
     return out + [launch.launch.format(name=k.name, threads=k.threads, args=args), launch.status, "}"]

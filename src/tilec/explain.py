@@ -50,6 +50,7 @@ from tilec.passes.pack_subbyte import logical_dim
 from tilec.passes.plan_pipeline import (
     loop_refusal,
     overlap,
+    pair_shared,
     producers,
     refusals,
     ring_guard,
@@ -735,7 +736,20 @@ def _warp_roles_caption(kernel: tir.Kernel, loop: tir.For, words: Words, overlap
         f"copies as {words['bulk_copy']} into a ring of {ring} stages (full and empty "
         f"{words['ring_barrier']}s with phase bits), as far ahead as free stages allow, {ahead}; the consumers "
         f"(the block's threads) {consume}; {words['move_registers']} gives the producer's registers to them"
-        f"{_ring_guard_note(branch)}"
+        f"{_ring_guard_note(branch)}{_cluster_note(kernel, loop)}"
+    )
+
+
+def _cluster_note(kernel: tir.Kernel, loop: tir.For) -> str:
+    """What a loop whose blocks run in clusters of two (plan_pipeline.cluster_pairs) does differently."""
+    if loop.cluster != 2:
+        return ""
+    shared = ", ".join(c.dst.buffer.name for c in pair_shared(kernel, producers(loop)))
+    y = kernel.block_vars[1].name
+    return (
+        f"; the blocks run in clusters of two on neighbouring rows ({y} = 2 * pair row + rank), which read the "
+        f"same {shared}: each block loads every other box of it into both blocks' stages (TMA multicast), "
+        "and a stage is free once both blocks' consumers freed it"
     )
 
 
@@ -957,6 +971,12 @@ def _launch_text(kernel: tir.Kernel, lowered: T.Kernel, warp_size: int, words: W
         threads += f" = {-(-kernel.threads // warp_size)} x {words['warp_width']}"
     if lowered.consumer_threads:
         threads += f" + a producer warp group ({lowered.threads} in all)"
+    if lowered.cluster:
+        return (
+            f"{threads}, tiles ({grid}) walked in pairs of rows by clusters of {lowered.cluster} blocks, as many "
+            "as run at once (persistent; each pair loads the tiles it shares once, half by each block, "
+            "by TMA multicast)"
+        )
     if lowered.persistent:
         return f"{threads}, tiles ({grid}) walked by at most one block per multiprocessor (persistent)"
     return f"{threads}, grid ({grid})"

@@ -62,6 +62,8 @@ class Spelling:
     tensor_map_build_strided: str = ""
     tensor_map_build_strided_3d: str = ""
     fallback: str = ""
+    # a kernel head's cluster shape, after the qualifiers ({size}: blocks along x; T.Kernel.cluster)
+    cluster_dims: str = ""
     type_names: Mapping[DType, str] = field(default_factory=dict)  # element types the language names its own way
     explicit_types: frozenset[DType] = frozenset()  # element types a float converts to only by a cast
     # element types the file defines itself (HIP's fp8): C name -> its definition, emitted after
@@ -89,6 +91,8 @@ class Launch:
     # padded to keep them in L2 (lower/residency.py; its helper is Spelling.helpers["l2_resident"]);
     # empty where the target has none
     l2_resident: str = ""
+    # the launch grid of a persistent kernel in clusters of two ({name}, {threads}; T.Kernel.cluster)
+    cluster_grid: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -138,6 +142,9 @@ class Target:
     # bulk tensor copies (TMA) into swizzled tiles, completing on mbarriers, and warp groups that
     # trade registers: GEMM main loops on warp-group instructions get warp roles (plan_pipeline)
     bulk_copies: bool = False
+    # clusters of blocks whose bulk copies multicast a tile into every block of the cluster
+    # (sm_90a; plan_pipeline.cluster_pairs)
+    clusters: bool = False
     # the threads of one warp group, the consumers' unit under warp roles (0: no warp roles); a
     # kernel of one group whose fragments do not fit its registers gets two (pipeline._widened)
     warp_group: int = 0
@@ -189,6 +196,7 @@ HOPPER_SPELLING = replace(
     CUDA_SPELLING,
     barriers=cuda.HOPPER_BARRIERS,
     barrier_helpers=cuda.HOPPER_BARRIER_HELPERS,
+    cluster_dims=cuda.CLUSTER_DIMS,
     tensor_map_param=cuda.TENSOR_MAP_PARAM,
     tensor_map_decl=cuda.TENSOR_MAP_DECL,
     tensor_map_build=cuda.TENSOR_MAP_BUILD,
@@ -204,6 +212,7 @@ CUDA_LAUNCH = Launch(
     grid=cuda.GRID,
     tiles=cuda.TILES,
     persistent_grid=cuda.PERSISTENT_GRID,
+    cluster_grid=cuda.CLUSTER_GRID,
     smem_opt_in_above=cuda.SMEM_OPT_IN_ABOVE,
     smem_opt_in=cuda.SMEM_OPT_IN,
     launch=cuda.LAUNCH,
@@ -297,7 +306,7 @@ def _cuda(
         arch, "cuda", backend, capability, f"arch=compute_{num},code=sm_{num}", smem_limit, instructions,
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
         atomic_minmax_types=_ATOMIC_MINMAX_CUDA,
-        bulk_copies=bulk_copies, warp_group=4 * WARP_SIZE if bulk_copies else 0, missing_types=cuda.MISSING_TYPES,
+        bulk_copies=bulk_copies, clusters=bulk_copies, warp_group=4 * WARP_SIZE if bulk_copies else 0, missing_types=cuda.MISSING_TYPES,
         packed_copies=bulk_copies,
     )  # fmt: skip
 

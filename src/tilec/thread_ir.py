@@ -345,6 +345,8 @@ class Kernel:
     # `grid` counts tiles, not blocks: the launcher starts at most `min_blocks` blocks per
     # multiprocessor, which take the tiles in alternating rounds of gridDim.x (lower/kernel.py)
     persistent: bool = False
+    # 2: the persistent blocks run in clusters of two (backends/cuda/sm90.py _Pair), launched as such
+    cluster: int = 0
     # warp roles whose consumers issue a loop's first product of iteration k before the second
     # of k - 1, each product's tiles in a ring of their own (backends/cuda/sm90.py)
     overlapped_products: bool = False

@@ -391,6 +391,10 @@ class For:
     # a warp-role loop's ring, where the plan makes it deeper than num_stages (passes/plan_pipeline.py
     # ring_depth); 0: num_stages (plan_pipeline.ring_stages reads it)
     ring: int = 0
+    # 2: a warp-role GEMM loop whose kernel runs its blocks in clusters of two along the grid's y,
+    # each pair loading the tiles that do not depend on y once for both (passes/plan_pipeline.py
+    # cluster_pairs); 0: each block loads its own
+    cluster: int = 0
 
 
 @dataclass(frozen=True, slots=True)

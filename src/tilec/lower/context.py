@@ -183,6 +183,12 @@ class WarpRoles:
     max_blocks: int
     persistent: bool = True
     overlapped: bool = False  # its consumers overlap two products across iterations (sm90._overlap)
+    # the block's rank in a cluster of two along the grid's y (tir.For.cluster), which the tile
+    # walk reads (lower/kernel.py walks the tiles by pairs); None: no cluster
+    cluster_rank: tir.Var | None = None
+    # the consumers' warp-role loop, the last statement it lowers to: what follows it in the body
+    # (the epilogue) is skipped for a cluster's tile past the grid's last row
+    loop_end: T.Stmt | None = None
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def lower_kernel(kernel: tir.Kernel, layouts: Layouts, target: Target) -> T.Kern
         min_blocks=blocks,
         tensor_maps=roles.tensor_maps,
         persistent=roles.persistent,
+        cluster=2 if roles.cluster_rank is not None else 0,
         overlapped_products=roles.overlapped,
     )
 
@@ -152,28 +153,20 @@ def _warp_roles(
         if (tx >= threads) { producer entry; if (tx == threads) { state; walk(producer_tile) } }
         else { consumer entry; walk(flags, body) }
     """
+    rank = roles.cluster_rank
+    if rank is not None:
+        return _cluster_walk(ctx, roles, grid, body, per_sm, rank)
     ctx.state.helpers.add("persistent")
-    names = ("tiles", "rounds", "last_round_place", "block_tiles")
-    tiles, rounds, last_place, mine = (tir.Var(ctx.fresh(n), I32, "thread") for n in names)
     count = grid[0]
     for extent in grid[1:]:
         count = _op("*", count, extent)
     blocks = tir.Cast(builtin("grid_dim_x", DType.uint32), I32)
     block = tir.Cast(builtin("block_index_x", DType.uint32), I32)
-
-    def place(round_: tir.Expr) -> tir.Expr:  # this block's tile of a round, counted from the round's first
-        even = tir.BinOp("==", _op("%", round_, int_(2)), int_(0), DType.bool)
-        return tir.Select(even, block, _op("-", _op("-", blocks, int_(1)), block), I32)
-
-    in_last = tir.BinOp("<", last_place, _op("%", tiles, blocks), DType.bool)  # the last round is partial
-    head: list[T.Stmt] = [
-        _const(tiles, count),
-        T.Comment("persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's"),
-        T.Comment("blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones"),
-        _const(rounds, _op("//", tiles, blocks)),
-        _const(last_place, place(rounds)),
-        _const(mine, _op("+", rounds, tir.Select(in_last, int_(1), int_(0), I32))),
-    ]
+    note = (
+        "persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's",
+        "blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones",
+    )
+    head, mine, place = _rounds(ctx, count, blocks, block, note)
     t = T.Sym(ctx.fresh("t"), I32)
     tile = tir.Var(ctx.fresh("tile_id"), I32, "thread")
     first = _const(tile, _op("+", _op("*", symv(t), blocks), place(symv(t))))
@@ -188,6 +181,87 @@ def _warp_roles(
     consuming: list[T.Stmt] = [walk([*per_tile, *_edges_reread_tx(ctx, body)])]
     split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], consuming)
     return [*head, *kernel_wide, *roles.setup, split]
+
+
+def _rounds(
+    ctx: LowerContext, count: tir.Expr, blocks: tir.Expr, block: tir.Expr, note: tuple[str, ...]
+) -> tuple[list[T.Stmt], tir.Var, Callable[[tir.Expr], tir.Expr]]:
+    """The alternating rounds of a persistent walk of `count` tiles by `blocks` walkers (blocks,
+    or clusters), this one `block`: the declarations (`note` their comment), the walker's tile
+    count, and its place in a round (a function of the round)."""
+    names = ("tiles", "rounds", "last_round_place", "block_tiles")
+    tiles, rounds, last_place, mine = (tir.Var(ctx.fresh(n), I32, "thread") for n in names)
+
+    def place(round_: tir.Expr) -> tir.Expr:  # this block's tile of a round, counted from the round's first
+        even = tir.BinOp("==", _op("%", round_, int_(2)), int_(0), DType.bool)
+        return tir.Select(even, block, _op("-", _op("-", blocks, int_(1)), block), I32)
+
+    in_last = tir.BinOp("<", last_place, _op("%", tiles, blocks), DType.bool)  # the last round is partial
+    head: list[T.Stmt] = [
+        _const(tiles, count),
+        *(T.Comment(line) for line in note),
+        _const(rounds, _op("//", tiles, blocks)),
+        _const(last_place, place(rounds)),
+        _const(mine, _op("+", rounds, tir.Select(in_last, int_(1), int_(0), I32))),
+    ]
+    return head, mine, place
+
+
+def _cluster_walk(
+    ctx: LowerContext, roles: WarpRoles, grid: tuple[tir.Expr, ...], body: list[T.Stmt], per_sm: int, rank: tir.Var
+) -> list[T.Stmt]:
+    """The body of a persistent kernel with warp roles whose blocks run in clusters of two along
+    the grid's y (sm90._Pair): the clusters walk the grid's pairs of tile rows as `_warp_roles`'
+    blocks walk its tiles, in panels of half as many pair rows, and the block of rank r takes
+    row 2 * pair_row + r. Both blocks of a cluster walk the same pairs, so their rings stay in
+    step. Past an odd grid's last row, the second block still runs the main loop (its loads
+    read zeros; its ring serves the pair) but not the epilogue. Every thread of the cluster
+    waits for the other block before it exits: neither may leave while the other can still
+    write into its shared memory or arrive on its barriers.
+
+        const int cta_rank = blockIdx.x % 2;
+        <_rounds over tiles.x * ceil(tiles.y / 2) pairs by gridDim.x / 2 clusters>
+        <ring set-up: the cluster waits for both blocks' barriers>
+        <roles: per pair, by = pair_row * 2 + cta_rank; if (by < tiles.y) { epilogue }>
+        tilec_cluster_sync();
+    """
+    ctx.state.helpers.add("cluster_launch")
+    pair_rows = _op("//", _op("+", grid[1], int_(1)), int_(2))
+    count = _op("*", grid[0], pair_rows)
+    two = int_(2)
+    blocks = _op("//", tir.Cast(builtin("grid_dim_x", DType.uint32), I32), two)
+    block = _op("//", tir.Cast(builtin("block_index_x", DType.uint32), I32), two)
+    note = (
+        "persistent, in clusters of two blocks: the clusters take the pairs of tiles in rounds of",
+        "gridDim.x / 2, this one the round's (blockIdx.x / 2)-th in even rounds, counted from the",
+        "round's last in odd ones",
+    )
+    head, mine, place = _rounds(ctx, count, blocks, block, note)
+    rank_decl = _const(rank, _op("%", tir.Cast(builtin("block_index_x", DType.uint32), I32), two))
+    t = T.Sym(ctx.fresh("t"), I32)
+    tile = tir.Var(ctx.fresh("pair_id"), I32, "thread")
+    first = _const(tile, _op("+", _op("*", symv(t), blocks), place(symv(t))))
+    y = tir.Var(ctx.name(ctx.kernel.block_vars[1]), I32, "thread")
+    pair_row = tir.Var(ctx.fresh("pair_row"), I32, "thread")
+    sw = ctx.state.swizzle
+    halved = replace(sw, panel_size=max(1, sw.panel_size // 2)) if sw is not None else None
+    rows = _tile_index(ctx, tile, (grid[0], pair_rows), rows=pair_row, swizzle=halved)
+    indices = [first, *rows, _const(y, _op("+", _op("*", pair_row, two), rank))]
+
+    def walk(stmts: list[T.Stmt]) -> T.Loop:
+        return T.Loop(t, int_(0), mine, 1, False, (*indices, *stmts))
+
+    block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
+    per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]
+    kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
+    end = next(i for i, x in enumerate(body) if x is roles.loop_end) + 1
+    body = _edges_reread_tx(ctx, body)  # (statement for statement)
+    inside = tir.BinOp("<", y, tir.Cast(grid[1], I32) if grid[1].dtype != I32 else grid[1], DType.bool)
+    note = T.Comment("a pair's second tile past the grid's last row: its main loop served the pair, nothing to store")
+    tail = [note, T.IfThen(inside, tuple(body[end:]))] if body[end:] else []
+    consuming: list[T.Stmt] = [walk([*per_tile, *body[:end], *tail])]
+    split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], consuming)
+    return [rank_decl, *head, *kernel_wide, *roles.setup, split, T.Call(T.Intrin("tilec_cluster_sync", (), I32))]
 
 
 def _edges_reread_tx(ctx: LowerContext, body: list[T.Stmt]) -> list[T.Stmt]:
@@ -631,9 +705,19 @@ def _block_index(ctx: LowerContext) -> list[T.Stmt]:
     return [_const(tile_id, first), *_panels(ctx, sw, tile_id, extents, blocks), *z]
 
 
-def _tile_index(ctx: LowerContext, tile: tir.Var, grid: tuple[tir.Expr, ...]) -> list[T.Stmt]:
-    """The block variables of tile `tile` of `grid` (a persistent kernel): x fastest, or in panels."""
+def _tile_index(
+    ctx: LowerContext,
+    tile: tir.Var,
+    grid: tuple[tir.Expr, ...],
+    rows: tir.Var | None = None,
+    swizzle: tir.UseSwizzle | None = None,
+) -> list[T.Stmt]:
+    """The block variables of tile `tile` of `grid` (a persistent kernel): x fastest, or in panels.
+    `rows`: the name the grid's y takes instead of its block variable's (a cluster walk's pair
+    row), and `swizzle`: its panels (else the kernel's)."""
     blocks = [tir.Var(ctx.name(v), I32, "thread") for v in ctx.kernel.block_vars]
+    if rows is not None:
+        blocks[1] = rows
     if len(blocks) == 1:
         return [_const(blocks[0], tile)]
     plane: tir.Expr = tile
@@ -641,7 +725,7 @@ def _tile_index(ctx: LowerContext, tile: tir.Var, grid: tuple[tir.Expr, ...]) ->
     if len(blocks) == 3:
         area = _op("*", grid[0], grid[1])
         plane, z = _op("%", tile, area), [_const(blocks[2], _op("//", tile, area))]
-    sw = ctx.state.swizzle
+    sw = swizzle if rows is not None else ctx.state.swizzle
     if sw is None:
         return [_const(blocks[0], _op("%", plane, grid[0])), _const(blocks[1], _op("//", plane, grid[0])), *z]
     if len(blocks) == 3:

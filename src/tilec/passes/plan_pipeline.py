@@ -67,6 +67,7 @@ from dataclasses import dataclass, replace
 from tilec import layout as L
 from tilec import schedules, tir, tir_walk
 from tilec.diagnostics import error
+from tilec.layout_algebra import widest_swizzle
 from tilec.passes.select import gemm_depth
 from tilec.shared_plan import declared_bytes
 from tilec.simplify import const, substitute
@@ -94,6 +95,7 @@ def plan_pipeline(
     stages: dict[tir.Buffer, int] = {}
     specialized: set[int] = set()  # loops run by warp roles
     rings: dict[int, int] = {}  # of those, the ones whose ring is deeper than num_stages (ring_depth)
+    pairs: set[int] = set()  # of those, the ones whose blocks run in clusters of two (cluster_pairs)
     single_ids: set[int] = set()  # register-staged loops whose tiles keep one buffer
     planned: dict[int, tir.Schedule] = {}  # loops with order=/stage=, the plan on their schedules
     for loop in tir_walk.stmts(kernel.body):
@@ -132,6 +134,8 @@ def plan_pipeline(
                 if (depth := ring_depth(kernel, loop, found, target, fragments or {})) > loop.num_stages:
                     rings[id(loop)] = depth
                     _deepen(stages, found, depth)
+                if cluster_pairs(kernel, loop, found, target):
+                    pairs.add(id(loop))
             elif gemm is not None:
                 ahead.add(id(gemm))
             elif (g := _async_main_loop_gemm(loop, found, target)) is not None:
@@ -175,6 +179,7 @@ def plan_pipeline(
                     single_buffered=id(s) in single_ids,
                     schedule=sched,
                     ring=rings.get(id(s), 0),
+                    cluster=2 if id(s) in pairs else 0,
                 )
             case tir.Gemm() if id(s) in ahead or id(s) in issue or id(s) in chained:
                 return replace(
@@ -319,6 +324,63 @@ def ring_depth(
     while depth < RING_STAGES and others + stage * (depth + 1) <= target.smem_limit:
         depth += 1
     return depth
+
+
+# Clusters of two blocks for a GEMM main loop by warp roles (`cluster_pairs`): the pair's blocks
+# take vertically neighbouring tiles, so they read the same tiles of B; each loads half of those
+# boxes and the copy engine writes them into both blocks' shared memory (TMA multicast), a third
+# less traffic from L2 for a 128x256x64 tile (16 KB of A and 16 of B per block and step, not 16 + 32).
+CLUSTER_PAIRS = True
+
+
+def cluster_pairs(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], target: Target) -> bool:
+    """Whether the blocks of warp-role GEMM loop `loop` (its producers `found`) run in clusters of
+    two along the grid's y (tir.For.cluster): the loop at the top of a persistent kernel with a
+    2-D grid, in the GEMM form and unguarded, its trip count independent of y; some producers
+    (`pair_shared`) read tiles that do not depend on y, each of a 2-D tensor and loadable in two
+    halves (`pair_split`: each block of the pair loads one for both); nothing before the loop
+    touches global memory. The pair's second block
+    may get a tile row past the grid's last (an odd number of rows): its loads then read zeros
+    and its epilogue is skipped (lower/kernel.py), so every statement after the loop is safe."""
+    if not CLUSTER_PAIRS or not target.clusters or len(kernel.block_vars) != 2:
+        return False
+    if not any(s is loop for s in kernel.body) or any(c.guard is not None for c in found):
+        return False
+    body = _consumer_part(loop, found)
+    if body is None or not _one_gemm_first(body, {c.dst.buffer for c in found}):
+        return False
+    y = kernel.block_vars[1]
+    if y in tir_walk.variables(loop.start) | tir_walk.variables(loop.stop):
+        return False
+    shared = pair_shared(kernel, found)
+    if not shared or any(box_row_dim(c) != 0 or not pair_split(c) for c in shared):
+        return False
+    before = kernel.body[: next(i for i, s in enumerate(kernel.body) if s is loop)]
+    return not any(b.scope == "global" for s in before for b in tir_walk.buffers(s))
+
+
+def pair_shared(kernel: tir.Kernel, found: list[tir.Copy]) -> list[tir.Copy]:
+    """The producers of a loop whose tile's corner does not read the grid's y: the tiles a cluster
+    of two blocks along y loads once for both (cluster_pairs)."""
+    y = kernel.block_vars[1]
+    return [c for c in found if not any(y in tir_walk.variables(e) for e in c.src.starts)]
+
+
+def pair_split(c: tir.Copy) -> bool:
+    """Whether the two blocks of a cluster can each load half of a shared producer's tile: every
+    other box of an even number of them, or half the rows of one (a multiple of the swizzle's
+    8-row atom each, so that each half starts where the swizzle pattern does)."""
+    boxes = _boxes(c)
+    return (boxes > 0 and boxes % 2 == 0) or (boxes == 1 and c.dst.buffer.const_shape[0] % 16 == 0)
+
+
+def _boxes(c: tir.Copy) -> int:
+    """The TMA boxes of a producer's tile: one per swizzle-wide column block (0: no swizzle fits)."""
+    dst = c.dst.buffer
+    cols = dst.const_shape[1]
+    sw = widest_swizzle(cols * dst.dtype.bytes)
+    width = sw // dst.dtype.bytes if sw is not None else 0
+    return cols // width if width and cols % width == 0 else 0
 
 
 def _epilogue_bytes(kernel: tir.Kernel, fragments: Mapping[tir.Buffer, L.Fragment]) -> int:

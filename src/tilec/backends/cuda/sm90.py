@@ -67,6 +67,7 @@ from tilec.passes.plan_pipeline import (
     box_row_dim,
     consumer_body,
     overlap,
+    pair_shared,
     producers,
     ring_guard,
     ring_stages,
@@ -310,15 +311,16 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
         parts = list(zip((ring, second), plan.tiles(s), strict=True))
     else:
         parts = [(ring, copies)]
-    filled_decl, producer_code, maps = _producer(ctx, s, parts)
-    setup = _ring_setup(ctx, [r for r, _ in parts], threads)
+    pair = _pair(ctx, s)
+    filled_decl, producer_code, maps = _producer(ctx, s, parts, pair)
+    setup = _ring_setup(ctx, [r for r, _ in parts], threads, pair)
     if plan is not None:
         consumed_decl, consumer = _consumers_overlapped(ctx, s, parts, plan, lower)
     elif runs_products(s):
         consumed_decl, consumer = _consumers_of_products(ctx, s, ring, copies, lower)
     else:
         (g,) = [x for x in consumer_body(s) if isinstance(x, tir.Gemm)]
-        consumed_decl, consumer = _consumers(ctx, s, ring, g, lower)
+        consumed_decl, consumer = _consumers(ctx, s, ring, g, lower, pair)
     params = tuple(T.Param(m.name, DType.uint8, tensor_map=True) for m in maps)
     ctx.state.roles = WarpRoles(
         setup=setup,
@@ -335,6 +337,8 @@ def warp_specialized(ctx: LowerContext, s: tir.For, lower: StmtLowering) -> list
         max_blocks=2 if consumer_registers(groups, 2, producer) - fragments >= ADDRESS_REGISTERS else 1,
         persistent=any(x is s for x in ctx.kernel.body),
         overlapped=plan is not None,
+        cluster_rank=pair.rank if pair is not None else None,
+        loop_end=consumer[-1],
     )
     return consumer
 
@@ -378,6 +382,27 @@ def _overlap(ctx: LowerContext, s: tir.For, fragments: int, groups: int) -> Over
     if columns < OVERLAP_MIN_COLUMNS or fragments + allowance > consumer_registers(groups, 1, TIGHT_PRODUCER_REGISTERS):
         return None
     return plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Pair:
+    """A cluster of two blocks along the grid's y (tir.For.cluster): the block's rank in it
+    (`rank`, blockIdx.x % 2: lower/kernel.py walks the tiles by pairs) and the producer copies
+    whose tiles the two load once for both (plan_pipeline.pair_shared)."""
+
+    rank: tir.Var
+    shared: tuple[tir.Copy, ...]
+
+
+def _pair(ctx: LowerContext, s: tir.For) -> _Pair | None:
+    """The cluster of warp-role loop `s`'s blocks, where the plan gave it one."""
+    if s.cluster != 2:
+        return None
+    rank = tir.Var(ctx.fresh("cta_rank"), I32, "thread")
+    ctx.state.bounds[rank] = 1
+    ctx.state.nonneg.add(rank.name)
+    ctx.state.helpers.add("cluster")
+    return _Pair(rank, tuple(pair_shared(ctx.kernel, producers(s))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,11 +505,13 @@ def _counter(ctx: LowerContext, run: _Run, name: str) -> tuple[tir.Var, T.Decl, 
 
 
 def _producer(
-    ctx: LowerContext, s: tir.For, parts: list[tuple[_Ring, list[tir.Copy]]]
+    ctx: LowerContext, s: tir.For, parts: list[tuple[_Ring, list[tir.Copy]]], pair: _Pair | None = None
 ) -> tuple[T.Decl, tuple[T.Stmt, ...], list[T.TensorMap]]:
     """The producer thread's counter, its code per run of `s` (`_replayed` in the control around
     it) and its tensor maps: per iteration (taken, in a guarded ring), for each ring and the
-    copies it carries, wait for a free stage, announce its bytes, issue the copies' boxes."""
+    copies it carries, wait for a free stage, announce its bytes, issue the copies' boxes. In a
+    cluster (`pair`), the stage's bytes are all the block's own tiles' as before: the boxes of a
+    shared tile the other block loads land in this block's stage too, counted on its barrier."""
     ring = parts[0][0]
     run = _run(ctx, ring)
     filled, filled_decl, filled_step = _counter(ctx, run, "filled")
@@ -497,7 +524,8 @@ def _producer(
         issue.append(T.Barrier("mbarrier_wait", (_bar(r.empty, stage), tir.BinOp("^", phase, int_(1), I32))))
         issue.append(T.Barrier("mbarrier_expect_tx", (full, int_(tx_bytes))))
         for c in copies:
-            code, tmap = _bulk_copy(ctx, c, stage, full)
+            multicast = pair.rank if pair is not None and any(c is x for x in pair.shared) else None
+            code, tmap = _bulk_copy(ctx, c, stage, full, multicast)
             issue.append(T.Scope(source_comment(c), tuple(code), c.span, T.NO_ACCESS))
             maps.append(tmap)
         issue.append(T.Barrier("mbarrier_arrive", (full,)))
@@ -554,10 +582,14 @@ def _replay(ctx: LowerContext, level: Level, body: tuple[T.Stmt, ...]) -> list[T
     return [comment, T.IfThen(tir.UnaryOp("not", cond, DType.bool) if level.orelse else cond, body)]
 
 
-def _ring_setup(ctx: LowerContext, rings: list[_Ring], threads: int) -> tuple[T.Stmt, ...]:
+def _ring_setup(ctx: LowerContext, rings: list[_Ring], threads: int, pair: _Pair | None = None) -> tuple[T.Stmt, ...]:
     """One thread initializes the rings' barriers (a full one for the producer's arrival, an
-    empty one for each consumer warp's), then every thread of the block waits for it."""
-    warps = threads // ctx.target.warp_size
+    empty one for each consumer warp's), then every thread of the block waits for it. In a
+    cluster (`pair`) a stage is free once both blocks' consumers are done with it (the other
+    block's producer writes into it too): an empty barrier counts both blocks' warps, and every
+    thread of the cluster waits, so that no block arrives on or writes into a barrier of the
+    other's before it is set up."""
+    warps = threads // ctx.target.warp_size * (2 if pair is not None else 1)
     i = tir.Var(ctx.fresh("i"), I32, "thread")
     init = tuple(
         T.Barrier("mbarrier_init", (_bar(name, i), int_(count)))
@@ -571,7 +603,7 @@ def _ring_setup(ctx: LowerContext, rings: list[_Ring], threads: int) -> tuple[T.
             first,
             (T.Loop(T.Sym(i.name, I32), int_(0), int_(stages), 1, True, init), _call("tilec_mbarrier_init_fence")),
         ),
-        T.Barrier("named", (int_(0), int_(threads + WARP_GROUP))),
+        _call("tilec_cluster_sync") if pair is not None else T.Barrier("named", (int_(0), int_(threads + WARP_GROUP))),
     )
 
 
@@ -583,7 +615,7 @@ def _wait_full(ctx: LowerContext, ring: _Ring, position: tir.Expr) -> tuple[tir.
 
 
 def _consumers(
-    ctx: LowerContext, s: tir.For, ring: _Ring, g: tir.Gemm, lower: StmtLowering
+    ctx: LowerContext, s: tir.For, ring: _Ring, g: tir.Gemm, lower: StmtLowering, pair: _Pair | None = None
 ) -> tuple[T.Decl, list[T.Stmt]]:
     """The consumers' counter and their loop: per iteration (taken, in a guarded ring), wait for
     the stage to be full, the wgmmas (then the register work after the gemm, lowered by
@@ -604,10 +636,10 @@ def _consumers(
     for x in after:
         body += lower(ctx, x)
     at, total = run.at, run.total
-    body.append(_release(ctx, ring, tir.BinOp(">", at, int_(0), DType.bool), _minus_one(add(consumed, at))))
+    body.append(_release(ctx, ring, tir.BinOp(">", at, int_(0), DType.bool), _minus_one(add(consumed, at)), pair))
     acc = g.c.buffer
     hold = _hold(ctx.name(acc), ctx.layouts.buffers[acc].local_size, acc.dtype)
-    last = _release(ctx, ring, tir.BinOp(">", total, int_(0), DType.bool), _minus_one(add(consumed, total)))
+    last = _release(ctx, ring, tir.BinOp(">", total, int_(0), DType.bool), _minus_one(add(consumed, total)), pair)
     loop = T.Loop(T.Sym(ring.it.name, I32), int_(0), ring.count, 1, False, _iteration(ctx, ring, run, body))
     return consumed_decl, [
         T.Comment(f"{_first_line(s)} (consumers: wgmma)"),
@@ -803,12 +835,19 @@ def _without(body: tuple[T.Stmt, ...], tiles: frozenset[str]) -> tuple[T.Stmt, .
     return tuple(out)
 
 
-def _release(ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr) -> T.IfThen:
-    """Lane 0 of each consumer warp frees the stage of ring position `position`, when `cond`."""
+def _release(
+    ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr, pair: _Pair | None = None
+) -> T.IfThen:
+    """Lane 0 of each consumer warp frees the stage of ring position `position`, when `cond`; in a
+    cluster (`pair`), in both blocks' empty barriers (the other block's producer fills it too)."""
     lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
     at = tir.BinOp("%", position, int_(ring.stages), I32)
     when = lane0 if cond == tir.BoolImm(True) else tir.BinOp("and", cond, lane0, DType.bool)
-    return T.IfThen(when, (T.Barrier("mbarrier_arrive", (_bar(ring.empty, at),)),))
+    free: list[T.Stmt] = [T.Barrier("mbarrier_arrive", (_bar(ring.empty, at),))]
+    if pair is not None:
+        other = tir.BinOp("^", pair.rank, int_(1), I32)
+        free.append(T.Call(T.Intrin("tilec_mbarrier_arrive_remote", (T.AddressOf(_bar(ring.empty, at)), other), I32)))
+    return T.IfThen(when, tuple(free))
 
 
 def consumer_registers(groups: int, blocks: int, producer: int = PRODUCER_REGISTERS) -> int:
@@ -994,10 +1033,14 @@ def _per_register(helper: str, cname: str, size: int, dtype: DType) -> T.Call:
     return T.Call(T.Intrin(f"{name}<{size}>", (T.AddressOf(T.Subscript(cname, (int_(0),), dtype)),), I32))
 
 
-def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript) -> tuple[list[T.Stmt], T.TensorMap]:
+def _bulk_copy(
+    ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript, rank: tir.Var | None = None
+) -> tuple[list[T.Stmt], T.TensorMap]:
     """A producer copy as TMA boxes, one per swizzle-wide column block of its tile (the layout
     layout inference gave it), and the tensor map they read. A tensor of more dimensions is read
-    as a batch of matrices (plan_pipeline.box_row_dim): a 3-D map, boxes one deep in the batch."""
+    as a batch of matrices (plan_pipeline.box_row_dim): a 3-D map, boxes one deep in the batch.
+    A tile a cluster of two shares (`rank`: the block's in the cluster) is loaded half by each
+    block, every other box from its rank's, each box written into both blocks (`_multicast`)."""
     src, dst = c.src.buffer, c.dst.buffer
     r = box_row_dim(c)
     assert r is not None, "plan_pipeline gives warp roles only to copies a tensor map serves"
@@ -1015,6 +1058,10 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
         ctx.state.helpers.add("bulk_copy_3d")
     ctx.state.stage_of[dst] = stage
     sw, width, blocks = _column_blocks(ctx, dst)
+    if rank is not None:
+        out, box = _multicast(ctx, dst, (T.Sym(mname, DType.uint8), T.AddressOf(bar)), (x0, y0), rank)
+        del ctx.state.stage_of[dst]
+        return out, T.TensorMap(mname, tname, src.dtype, inner, outer, box, sw, None, _pitches(ctx, src))
     del ctx.state.stage_of[dst]
     out: list[T.Stmt] = []
     for at, col in blocks:
@@ -1022,6 +1069,31 @@ def _bulk_copy(ctx: LowerContext, c: tir.Copy, stage: tir.Expr, bar: T.Subscript
         load = "tilec_tma_load_3d" if batched else "tilec_tma_load_2d"
         out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
     return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch, _pitches(ctx, src))
+
+
+def _multicast(
+    ctx: LowerContext, tile: tir.Buffer, map_bar: tuple[T.Sym, T.AddressOf], at: tuple[tir.Expr, tir.Expr], rank: tir.Var
+) -> tuple[list[T.Stmt], tuple[int, int]]:
+    """The boxes of a shared tile (plan_pipeline.pair_shared) that the block of cluster rank
+    `rank` loads, each into both blocks' shared memory at the same place, completing on both
+    blocks' barriers at the same place (tile corner `at`, x the columns), and the box's shape:
+    column blocks rank, rank + 2, ... of the tile; of a tile of one column block, the half of its
+    rows of the rank (a box half as tall, starting on a multiple of the swizzle's 8-row atom)."""
+    rows, cols = tile.const_shape
+    width = _column_blocks(ctx, tile)[1]
+    x0, y0 = at
+    if cols == width:  # plan_pipeline.pair_split: rows / 2 a multiple of 8
+        row = simplify(tir.BinOp("*", rank, int_(rows // 2), I32))
+        half = T.AddressOf(ref_of(ctx, tile, (row, int_(0)), None).ref)
+        args = (half, *map_bar, x0, simplify(add(y0, row)), int_(0b11))
+        return [T.Call(T.Intrin("tilec_tma_load_2d_multicast", args, I32))], (width, rows // 2)
+    out: list[T.Stmt] = []
+    for i in range(cols // width // 2):
+        col = simplify(tir.BinOp("*", add(tir.BinOp("*", int_(2), int_(i), I32), rank), int_(width), I32))
+        box = T.AddressOf(ref_of(ctx, tile, (int_(0), col), None).ref)
+        args = (box, *map_bar, simplify(add(x0, col)), y0, int_(0b11))
+        out.append(T.Call(T.Intrin("tilec_tma_load_2d_multicast", args, I32)))
+    return out, (width, rows)
 
 
 def _folded(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Expr, ...], extent: tir.Expr) -> tir.Expr:

@@ -202,6 +202,11 @@ PROTOTYPE_DOC = "// Launches kernel `{name}` on `stream`; returns the launch's c
 GRID = "const dim3 grid({0}, {1}, {2});"
 TILES = "const dim3 tiles({0}, {1}, {2});"
 PERSISTENT_GRID = "const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z, {blocks}));"
+CLUSTER_GRID = (
+    "const dim3 grid(tilec_cluster_blocks(reinterpret_cast<const void*>({name}_kernel), {threads}, smem_bytes, "
+    "1ull * tiles.x * ((tiles.y + 1) / 2) * tiles.z));"
+)
+CLUSTER_DIMS = "__cluster_dims__({size}, 1, 1)"
 SMEM_OPT_IN_ABOVE = 48 * 1024  # bytes of dynamic shared memory a kernel gets without opting in
 SMEM_OPT_IN = (
     "cudaError_t err = cudaFuncSetAttribute({name}_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);",
@@ -602,7 +607,64 @@ static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
   const unsigned long long most = 1ull * sms * per_sm;
   return static_cast<unsigned>(tiles < most ? tiles : most);
 }"""
-SHARED_ADDRESS_HELPERS |= {"bulk_copy", "bulk_store"}
+HELPERS["cluster"] = """
+// Clusters of two blocks (__cluster_dims__(2, 1, 1)). cluster_sync: every thread of both blocks
+// waits for the others (release / acquire: what each wrote before is seen after). A multicast
+// load is one TMA box written into the shared memory of each block in `mask` (bit r: rank r) at
+// `smem`'s place, its bytes counted down on the barrier at `bar`'s place in each. arrive_remote:
+// an arrival on the barrier at `bar`'s place in the shared memory of the block of rank `rank`.
+__device__ __forceinline__ void tilec_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\\n barrier.cluster.wait.acquire;" ::: "memory");
+}
+__device__ __forceinline__ void tilec_tma_load_2d_multicast(void* smem, const CUtensorMap& map,
+                                                            unsigned long long* bar, int x, int y,
+                                                            unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(tilec_smem_addr(smem)), "l"(&map), "r"(tilec_smem_addr(bar)),
+      "r"(x), "r"(y), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tilec_mbarrier_arrive_remote(unsigned long long* bar, int rank) {
+  asm volatile(
+      "{\\n .reg .b32 remote;\\n mapa.shared::cluster.u32 remote, %0, %1;\\n"
+      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\\n}" ::"r"(tilec_smem_addr(bar)),
+      "r"(rank) : "memory");
+}"""
+HELPER_TYPES["cluster"] = ("CUtensorMap",)
+HELPERS["cluster_launch"] = """
+// Host: the blocks of a persistent kernel in clusters of two (each cluster takes one pair of tiles
+// of each round): two for each cluster the device runs at once, at most `pairs` clusters; 2 if
+// the device cannot be asked (the launch then reports why). The count depends on the kernel, its
+// block and shared memory and the device; each thread keeps the last 8 it asked for.
+static unsigned tilec_cluster_blocks(const void* kernel, int threads, int smem, unsigned long long pairs) {
+  struct asked {
+    const void* kernel;
+    int device, threads, smem, clusters;
+  };
+  thread_local asked seen[8];
+  thread_local int filled = 0, next = 0;
+  int device = 0, clusters = 0;
+  if (cudaGetDevice(&device) != cudaSuccess)
+    return 2;
+  for (int i = 0; i < filled && clusters == 0; ++i)
+    if (seen[i].kernel == kernel && seen[i].device == device && seen[i].threads == threads && seen[i].smem == smem)
+      clusters = seen[i].clusters;
+  if (clusters == 0) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(2, 1, 1);
+    config.blockDim = dim3(threads, 1, 1);
+    config.dynamicSmemBytes = smem;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1) {
+      cudaGetLastError();  // not the launch's error
+      return 2;
+    }
+    seen[next] = {kernel, device, threads, smem, clusters};
+    next = (next + 1) % 8;
+    filled = filled < 8 ? filled + 1 : 8;
+  }
+  return 2 * static_cast<unsigned>(pairs < static_cast<unsigned long long>(clusters) ? pairs : clusters);
+}"""
+SHARED_ADDRESS_HELPERS |= {"bulk_copy", "bulk_store", "cluster"}
 HELPERS["thread_index"] = """
 // threadIdx.x read by an instruction nvcc may not merge with another read: what a branch computes
 // from it stays in the branch (a persistent kernel's edge-tile copies: their per-element
