@@ -60,6 +60,25 @@ kernel gemm(A: Tensor((M, K), dtype), B: Tensor((K, N), dtype), C: Tensor((M, N)
 )
 
 
+ASSERT_BEFORE = (
+    HEAD
+    + """
+kernel gemm(A: Tensor((M, K), dtype), B: Tensor((K, N), dtype), C: Tensor((M, N), dtype)):
+    with Kernel(ceildiv(N, block_N), ceildiv(M, block_M), threads=256) as (bx, by):
+        A_shared = alloc_shared((block_M, block_K), dtype)
+        B_shared = alloc_shared((block_K, block_N), dtype)
+        C_local = alloc_fragment((block_M, block_N), float32)
+        clear(C_local)
+        device_assert(by * block_M < M, "row in range")
+        for k in Pipelined(ceildiv(K, block_K), num_stages=3):
+            copy(A[by * block_M, k * block_K], A_shared)
+            copy(B[k * block_K, bx * block_N], B_shared)
+            gemm(A_shared, B_shared, C_local)
+        copy(C_local, C[by * block_M, bx * block_N])
+"""
+)
+
+
 def _loop(path: pathlib.Path, defines: dict[str, str] | None = None, arch: str = "sm_90a") -> tir.For:
     (u,) = run_passes(elaborate_file(str(path), defines or {}), arch)
     (loop,) = [s for s in tir_walk.stmts(u.kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
@@ -143,6 +162,12 @@ def test_no_clusters_when_global_memory_is_read_before_the_loop(tmp_path: pathli
     # the pair's second block may get a row past the grid's: nothing may touch memory by its index
     # outside the main loop's bulk copies and the epilogue the kernel skips for it
     assert _loop(_written(tmp_path, BIAS_BEFORE)).cluster == 0
+
+
+def test_no_clusters_when_a_statement_outside_the_epilogue_reads_the_row(tmp_path: pathlib.Path) -> None:
+    # the pair's second block past the grid's last row would trap in the assert (found in review)
+    loop = _loop(_written(tmp_path, ASSERT_BEFORE))
+    assert loop.warp_specialized and loop.cluster == 0
 
 
 def test_no_clusters_when_the_trip_count_depends_on_the_row(tmp_path: pathlib.Path) -> None:

@@ -306,7 +306,8 @@ def _cuda(
         arch, "cuda", backend, capability, f"arch=compute_{num},code=sm_{num}", smem_limit, instructions,
         spelling, CUDA_LAUNCH, NVCC, cuda.HEADER_ORDER, CUDA_HEADERS, WARP_SIZE, atomic_add_types=_ATOMIC_ADD_CUDA,
         atomic_minmax_types=_ATOMIC_MINMAX_CUDA,
-        bulk_copies=bulk_copies, clusters=bulk_copies, warp_group=4 * WARP_SIZE if bulk_copies else 0, missing_types=cuda.MISSING_TYPES,
+        bulk_copies=bulk_copies, clusters=bulk_copies, warp_group=4 * WARP_SIZE if bulk_copies else 0,
+        missing_types=cuda.MISSING_TYPES,
         packed_copies=bulk_copies,
     )  # fmt: skip
 

@@ -244,7 +244,8 @@ def _cluster_walk(
     y = tir.Var(ctx.name(ctx.kernel.block_vars[1]), I32, "thread")
     pair_row = tir.Var(ctx.fresh("pair_row"), I32, "thread")
     sw = ctx.state.swizzle
-    halved = replace(sw, panel_size=max(1, sw.panel_size // 2)) if sw is not None else None
+    # panels of rows (order row) cover as many rows as before in half as many pair rows
+    halved = replace(sw, panel_size=max(1, sw.panel_size // 2)) if sw is not None and sw.order == "row" else sw
     rows = _tile_index(ctx, tile, (grid[0], pair_rows), rows=pair_row, swizzle=halved)
     indices = [first, *rows, _const(y, _op("+", _op("*", pair_row, two), rank))]
 
@@ -257,8 +258,8 @@ def _cluster_walk(
     end = next(i for i, x in enumerate(body) if x is roles.loop_end) + 1
     body = _edges_reread_tx(ctx, body)  # (statement for statement)
     inside = tir.BinOp("<", y, tir.Cast(grid[1], I32) if grid[1].dtype != I32 else grid[1], DType.bool)
-    note = T.Comment("a pair's second tile past the grid's last row: its main loop served the pair, nothing to store")
-    tail = [note, T.IfThen(inside, tuple(body[end:]))] if body[end:] else []
+    skip = T.Comment("a pair's second tile past the grid's last row: its main loop served the pair, nothing to store")
+    tail: list[T.Stmt] = [skip, T.IfThen(inside, tuple(body[end:]))] if body[end:] else []
     consuming: list[T.Stmt] = [walk([*per_tile, *body[:end], *tail])]
     split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], consuming)
     return [rank_decl, *head, *kernel_wide, *roles.setup, split, T.Call(T.Intrin("tilec_cluster_sync", (), I32))]

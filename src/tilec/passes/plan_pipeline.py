@@ -356,7 +356,15 @@ def cluster_pairs(kernel: tir.Kernel, loop: tir.For, found: list[tir.Copy], targ
     if not shared or any(box_row_dim(c) != 0 or not pair_split(c) for c in shared):
         return False
     before = kernel.body[: next(i for i, s in enumerate(kernel.body) if s is loop)]
-    return not any(b.scope == "global" for s in before for b in tir_walk.buffers(s))
+    if any(b.scope == "global" for s in before for b in tir_walk.buffers(s)):
+        return False
+    # (an assert or print reading y, before the loop or in it, would run for the row past the grid)
+    return not any(_reads(s, y) for s in [*before, *body[1:]])
+
+
+def _reads(s: tir.Stmt, var: tir.Var) -> bool:
+    """Whether any expression of `s` reads `var`."""
+    return any(var in tir_walk.variables(e) for x in tir_walk.stmts((s,)) for e in tir_walk.stmt_exprs(x))
 
 
 def pair_shared(kernel: tir.Kernel, found: list[tir.Copy]) -> list[tir.Copy]:

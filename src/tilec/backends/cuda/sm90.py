@@ -835,9 +835,7 @@ def _without(body: tuple[T.Stmt, ...], tiles: frozenset[str]) -> tuple[T.Stmt, .
     return tuple(out)
 
 
-def _release(
-    ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr, pair: _Pair | None = None
-) -> T.IfThen:
+def _release(ctx: LowerContext, ring: _Ring, cond: tir.Expr, position: tir.Expr, pair: _Pair | None = None) -> T.IfThen:
     """Lane 0 of each consumer warp frees the stage of ring position `position`, when `cond`; in a
     cluster (`pair`), in both blocks' empty barriers (the other block's producer fills it too)."""
     lane0 = tir.BinOp("==", simplify(tir.BinOp("%", ctx.tx, int_(ctx.target.warp_size), I32)), int_(0), DType.bool)
@@ -1059,9 +1057,9 @@ def _bulk_copy(
     ctx.state.stage_of[dst] = stage
     sw, width, blocks = _column_blocks(ctx, dst)
     if rank is not None:
-        out, box = _multicast(ctx, dst, (T.Sym(mname, DType.uint8), T.AddressOf(bar)), (x0, y0), rank)
+        halves, box = _multicast(ctx, dst, (T.Sym(mname, DType.uint8), T.AddressOf(bar)), (x0, y0), rank)
         del ctx.state.stage_of[dst]
-        return out, T.TensorMap(mname, tname, src.dtype, inner, outer, box, sw, None, _pitches(ctx, src))
+        return halves, T.TensorMap(mname, tname, src.dtype, inner, outer, box, sw, None, _pitches(ctx, src))
     del ctx.state.stage_of[dst]
     out: list[T.Stmt] = []
     for at, col in blocks:
@@ -1072,7 +1070,11 @@ def _bulk_copy(
 
 
 def _multicast(
-    ctx: LowerContext, tile: tir.Buffer, map_bar: tuple[T.Sym, T.AddressOf], at: tuple[tir.Expr, tir.Expr], rank: tir.Var
+    ctx: LowerContext,
+    tile: tir.Buffer,
+    map_bar: tuple[T.Sym, T.AddressOf],
+    at: tuple[tir.Expr, tir.Expr],
+    rank: tir.Var,
 ) -> tuple[list[T.Stmt], tuple[int, int]]:
     """The boxes of a shared tile (plan_pipeline.pair_shared) that the block of cluster rank
     `rank` loads, each into both blocks' shared memory at the same place, completing on both
@@ -1087,13 +1089,13 @@ def _multicast(
         half = T.AddressOf(ref_of(ctx, tile, (row, int_(0)), None).ref)
         args = (half, *map_bar, x0, simplify(add(y0, row)), int_(0b11))
         return [T.Call(T.Intrin("tilec_tma_load_2d_multicast", args, I32))], (width, rows // 2)
-    out: list[T.Stmt] = []
+    boxes: list[T.Stmt] = []
     for i in range(cols // width // 2):
         col = simplify(tir.BinOp("*", add(tir.BinOp("*", int_(2), int_(i), I32), rank), int_(width), I32))
         box = T.AddressOf(ref_of(ctx, tile, (int_(0), col), None).ref)
         args = (box, *map_bar, simplify(add(x0, col)), y0, int_(0b11))
-        out.append(T.Call(T.Intrin("tilec_tma_load_2d_multicast", args, I32)))
-    return out, (width, rows)
+        boxes.append(T.Call(T.Intrin("tilec_tma_load_2d_multicast", args, I32)))
+    return boxes, (width, rows)
 
 
 def _folded(ctx: LowerContext, starts: tuple[tir.Expr, ...], dims: tuple[tir.Expr, ...], extent: tir.Expr) -> tir.Expr:
