@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The clusters of two (plan_pipeline.cluster_pairs) on the GPU in one device call: SASS, an error
-# map of the example GEMM, the GPU checks of every sm_90a GEMM variant the clusters change, the
-# sanitizers, an interleaved A/B against the build without clusters, then the GEMM table.
+# The clusters of two (plan_pipeline.cluster_pairs, built with CLUSTER_PAIRS = True) on the GPU in
+# one device call: SASS, an error map of the example GEMM, the GPU checks of every sm_90a GEMM
+# variant the clusters change, the sanitizers, an interleaved A/B against the build without
+# clusters, then the GEMM table.
 #
-# Here:   PYTHONPATH=src python tests/gpu/prebuild.py --out .gpu           (this branch)
-#         git worktree add /tmp/base main && (cd /tmp/base && PYTHONPATH=src python \
-#             tests/gpu/prebuild.py --out /work/main/.gpu-base)            (main: no clusters)
+# Here:   PYTHONPATH=src python tests/gpu/prebuild.py --out .gpu-base      (CLUSTER_PAIRS = False)
+#         PYTHONPATH=src python tests/gpu/prebuild.py --out .gpu           (CLUSTER_PAIRS = True)
 #         bash /work/shared/anchors/pack-tilelang.sh .tilelang              (optional: TileLang)
 #         then a trimmed folder of the variants that differ (the carry limit is 64 MiB with
 #         .tilelang), e.g. .gpu-c/ with its manifest.json, and .gpu-c/base/gemm-sm90a-before.cu

@@ -5,7 +5,7 @@
 Small calls of each prebuilt sm_90a GEMM variant (the example GEMM, its k32 build, the ReLU
 example): the warp-role kernel at 256x256x256, at 2000x3000x200 (more tiles than multiprocessors:
 persistent blocks walk two, the TMA-store epilogue reuses its stage) and at 384x264x136 (three
-tile rows: a cluster's second block past the last row runs the main loop alone), its
+tile rows: with clusters, the last pair's second block runs the main loop alone), its
 cp.async fallback at 129x77x45; then the split-K example on warp roles, with empty splits; prints
 each one's largest error against float64."""
 

@@ -1,7 +1,8 @@
 """Clusters of two blocks for a GEMM main loop by warp roles on sm_90a (plan_pipeline.cluster_pairs):
 the pair takes neighbouring tile rows, loads the tile of B they share once (each block every
 other box, by TMA multicast into both), frees a stage once both blocks' consumers are done with
-it, and launches as clusters (sm90._Pair, lower/kernel._cluster_walk)."""
+it, and launches as clusters (sm90._Pair, lower/kernel._cluster_walk). Off by default until it has
+run on a GPU (plan_pipeline.CLUSTER_PAIRS); these tests turn it on."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tilec import tir, tir_walk
 from tilec.driver import compile_file
 from tilec.elaborate import elaborate_file
 from tilec.explain import explain_program, render_text
+from tilec.passes import plan_pipeline
 from tilec.pipeline import run_passes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -79,6 +81,12 @@ kernel gemm(A: Tensor((M, K), dtype), B: Tensor((K, N), dtype), C: Tensor((M, N)
 )
 
 
+@pytest.fixture(autouse=True)
+def clusters_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clusters are off until measured on a GPU (plan_pipeline.CLUSTER_PAIRS): on for these tests."""
+    monkeypatch.setattr(plan_pipeline, "CLUSTER_PAIRS", True)
+
+
 def _loop(path: pathlib.Path, defines: dict[str, str] | None = None, arch: str = "sm_90a") -> tir.For:
     (u,) = run_passes(elaborate_file(str(path), defines or {}), arch)
     (loop,) = [s for s in tir_walk.stmts(u.kernel.body) if isinstance(s, tir.For) and s.kind == "pipelined"]
@@ -93,6 +101,12 @@ def _written(tmp_path: pathlib.Path, text: str) -> pathlib.Path:
 
 def test_the_example_gemm_runs_in_clusters_of_two() -> None:
     assert _loop(GEMM).cluster == 2
+
+
+def test_clusters_are_off_until_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan_pipeline, "CLUSTER_PAIRS", False)
+    assert _loop(GEMM).cluster == 0
+    assert "__cluster_dims__" not in compile_file(str(GEMM), arch="sm_90a")
 
 
 def test_the_clustered_gemm_multicasts_b_and_frees_stages_in_both_blocks() -> None:

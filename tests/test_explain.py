@@ -292,7 +292,7 @@ def test_warp_roles_on_sm90a() -> None:
     program = elaborate(str(ROOT / "examples" / "gemm.tile"))
     text = explain.render_text(explain.explain_program(program, "sm_90a"))
     assert "256 threads + a producer warp group (384 in all)" in text
-    assert "walked in pairs of rows by clusters of 2 blocks, as many as run at once (persistent" in text
+    assert "walked by at most one block per multiprocessor (persistent)" in text
     assert "TMA (cp.async.bulk.tensor), 1 box of 64x128 (128-byte swizzle, map A_map)" in text
     assert "TMA (cp.async.bulk.tensor), 4 boxes of 64x64 (128-byte swizzle, map B_map)" in text
     assert "a column block at a time through the two halves of a swizzled shared staging tile" in text

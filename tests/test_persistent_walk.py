@@ -15,6 +15,7 @@ from tilec import thread_ir as T
 from tilec import tir
 from tilec.dtypes import DType
 from tilec.elaborate import elaborate_file
+from tilec.passes import plan_pipeline
 from tilec.pipeline import run_passes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -22,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def walk_kernel(path: pathlib.Path = ROOT / "bench" / "programs" / "bmm_bias.tile") -> T.Kernel:
     """A persistent kernel's Thread IR: by default one whose blocks walk alone (a batched grid: no
-    clusters); examples/gemm.tile's blocks walk in clusters of two."""
+    clusters); examples/gemm.tile's blocks walk in clusters of two where they are on."""
     (unit,) = run_passes(elaborate_file(str(path), text=path.read_text(), arch="sm_90a"), "sm_90a")
     assert unit.lowered is not None and unit.lowered.persistent
     return unit.lowered
@@ -94,11 +95,14 @@ def test_every_tile_is_taken_once_and_rounds_alternate(grid: int) -> None:
 
 @pytest.mark.parametrize("clusters", [1, 3, 33, 66])
 @pytest.mark.parametrize(("m", "n"), [(128, 256), (384, 256), (1152, 520), (4096, 4096), (8192, 8192), (4095, 8191)])
-def test_clusters_take_every_tile_once_on_neighbouring_rows(clusters: int, m: int, n: int) -> None:
+def test_clusters_take_every_tile_once_on_neighbouring_rows(
+    clusters: int, m: int, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """examples/gemm.tile (128x256 tiles, panels of 8 rows) in clusters of two: over the grid's
     tiles, each (bx, by) inside it taken by exactly one block; the two blocks of a cluster walk
     the same pairs, on rows 2p and 2p + 1 of one column (the second past the grid for an odd
     number of rows: the one place a row outside it appears)."""
+    monkeypatch.setattr(plan_pipeline, "CLUSTER_PAIRS", True)  # off until measured on a GPU
     k = walk_kernel(ROOT / "examples" / "gemm.tile")
     assert k.cluster == 2
     names = ("cta_rank", "tiles", "rounds", "last_round_place", "block_tiles")

@@ -126,69 +126,6 @@ __device__ __forceinline__ void tilec_bulk_wait() {
   asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// Clusters of two blocks (__cluster_dims__(2, 1, 1)). cluster_sync: every thread of both blocks
-// waits for the others (release / acquire: what each wrote before is seen after). A multicast
-// load is one TMA box written into the shared memory of each block in `mask` (bit r: rank r) at
-// `smem`'s place, its bytes counted down on the barrier at `bar`'s place in each. arrive_remote:
-// an arrival on the barrier at `bar`'s place in the shared memory of the block of rank `rank`.
-__device__ __forceinline__ void tilec_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n barrier.cluster.wait.acquire;" ::: "memory");
-}
-__device__ __forceinline__ void tilec_tma_load_2d_multicast(void* smem, const CUtensorMap& map,
-                                                            unsigned long long* bar, int x, int y,
-                                                            unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
-      "cluster"
-      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(tilec_smem_addr(smem)),
-      "l"(&map), "r"(tilec_smem_addr(bar)), "r"(x), "r"(y), "h"(mask)
-      : "memory");
-}
-__device__ __forceinline__ void tilec_mbarrier_arrive_remote(unsigned long long* bar, int rank) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(
-          tilec_smem_addr(bar)),
-      "r"(rank)
-      : "memory");
-}
-
-// Host: the blocks of a persistent kernel in clusters of two (each cluster takes one pair of tiles
-// of each round): two for each cluster the device runs at once, at most `pairs` clusters; 2 if
-// the device cannot be asked (the launch then reports why). The count depends on the kernel, its
-// block and shared memory and the device; each thread keeps the last 8 it asked for.
-static unsigned tilec_cluster_blocks(const void* kernel, int threads, int smem,
-                                     unsigned long long pairs) {
-  struct asked {
-    const void* kernel;
-    int device, threads, smem, clusters;
-  };
-  thread_local asked seen[8];
-  thread_local int filled = 0, next = 0;
-  int device = 0, clusters = 0;
-  if (cudaGetDevice(&device) != cudaSuccess)
-    return 2;
-  for (int i = 0; i < filled && clusters == 0; ++i)
-    if (seen[i].kernel == kernel && seen[i].device == device && seen[i].threads == threads &&
-        seen[i].smem == smem)
-      clusters = seen[i].clusters;
-  if (clusters == 0) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(2, 1, 1);
-    config.blockDim = dim3(threads, 1, 1);
-    config.dynamicSmemBytes = smem;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1) {
-      cudaGetLastError();  // not the launch's error
-      return 2;
-    }
-    seen[next] = {kernel, device, threads, smem, clusters};
-    next = (next + 1) % 8;
-    filled = filled < 8 ? filled + 1 : 8;
-  }
-  return 2 * static_cast<unsigned>(pairs < static_cast<unsigned long long>(clusters) ? pairs
-                                                                                     : clusters);
-}
-
 // cp.async: global -> shared copies that bypass registers, in commit groups; wait<N> returns once
 // at most N groups are still in flight (this thread's; a barrier then publishes them).
 __device__ __forceinline__ void tilec_cp_async_16(void* smem, const void* gmem) {
@@ -238,6 +175,19 @@ __device__ __forceinline__ void tilec_mbarrier_wait(unsigned long long* bar, uns
         : "r"(tilec_smem_addr(bar)), "r"(phase)
         : "memory");
   }
+}
+
+// Host: the blocks of a persistent kernel (each takes one tile of each round of gridDim.x tiles):
+// per_sm per multiprocessor of the current device, at most `tiles`; 1 if the device cannot be
+// asked (the launch then reports why).
+static unsigned tilec_persistent_blocks(unsigned long long tiles, int per_sm) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      sms < 1)
+    return 1;
+  const unsigned long long most = 1ull * sms * per_sm;
+  return static_cast<unsigned>(tiles < most ? tiles : most);
 }
 
 // wgmma: a warp group's asynchronous matrix multiply. fence orders the accumulator registers'
@@ -627,7 +577,7 @@ static int gemm_int8_warp_roles_fallback(const signed char* A, const signed char
   return (int)cudaGetLastError();
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2) __cluster_dims__(2, 1, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)
     gemm_int8_warp_roles_kernel(const signed char* __restrict__ A,
                                 const signed char* __restrict__ B, int* __restrict__ C, int M,
                                 int K, int N, const __grid_constant__ CUtensorMap A_map,
@@ -642,38 +592,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) __cluster_dims__(2, 1, 1)
   unsigned long long* full_bar = reinterpret_cast<unsigned long long*>(smem + 49152);
   unsigned long long* empty_bar = reinterpret_cast<unsigned long long*>(smem + 49176);
   int* C_stage = reinterpret_cast<int*>(smem + 50176);
-  const int cta_rank = static_cast<int>(blockIdx.x) % 2;
-  const int tiles = (N + 127) / 128 * (((M + 127) / 128 + 1) / 2);
-  // persistent, in clusters of two blocks: the clusters take the pairs of tiles in rounds of
-  // gridDim.x / 2, this one the round's (blockIdx.x / 2)-th in even rounds, counted from the
-  // round's last in odd ones
-  const int rounds = tiles / (static_cast<int>(gridDim.x) / 2);
-  const int last_round_place =
-      rounds % 2 == 0 ? static_cast<int>(blockIdx.x) / 2
-                      : static_cast<int>(gridDim.x) / 2 - 1 - static_cast<int>(blockIdx.x) / 2;
-  const int block_tiles =
-      rounds + (last_round_place < tiles % (static_cast<int>(gridDim.x) / 2) ? 1 : 0);
+  const int tiles = (N + 127) / 128 * ((M + 127) / 128);
+  // persistent: the blocks take the tiles in rounds of gridDim.x, this block the round's
+  // blockIdx.x-th in even rounds and its (gridDim.x - 1 - blockIdx.x)-th in odd ones
+  const int rounds = tiles / static_cast<int>(gridDim.x);
+  const int last_round_place = rounds % 2 == 0
+                                   ? static_cast<int>(blockIdx.x)
+                                   : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
+  const int block_tiles = rounds + (last_round_place < tiles % static_cast<int>(gridDim.x) ? 1 : 0);
   if (tx == 0) {
 #pragma unroll
     for (int i_1 = 0; i_1 < 3; ++i_1) {
       tilec_mbarrier_init(&full_bar[i_1], 1);
-      tilec_mbarrier_init(&empty_bar[i_1], 8);
+      tilec_mbarrier_init(&empty_bar[i_1], 4);
     }
     tilec_mbarrier_init_fence();
   }
-  tilec_cluster_sync();
+  asm volatile("bar.sync %0, %1;" ::"r"(0), "r"(256) : "memory");
   if (tx >= 128) {
     tilec_setmaxnreg_dec<40>();
     if (tx == 128) {
       int filled = 0;
       for (int t = 0; t < block_tiles; ++t) {
-        const int pair_id =
-            t * (static_cast<int>(gridDim.x) / 2) +
-            (t % 2 == 0 ? static_cast<int>(blockIdx.x) / 2
-                        : static_cast<int>(gridDim.x) / 2 - 1 - static_cast<int>(blockIdx.x) / 2);
-        const int bx = pair_id % ((N + 127) / 128);
-        const int pair_row = pair_id / ((N + 127) / 128);
-        const int by = pair_row * 2 + cta_rank;
+        const int tile_id =
+            t * static_cast<int>(gridDim.x) +
+            (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                        : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
+        const int bx = tile_id % ((N + 127) / 128);
+        const int by = tile_id / ((N + 127) / 128);
         // gemm_int8_warp_roles.tile:11: for k in Pipelined(ceildiv(K, 64), num_stages=3): (producer: bulk copies)
         {
           for (int k = 0; k < (K + 63) / 64; ++k) {
@@ -687,8 +633,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) __cluster_dims__(2, 1, 1)
             }
             // gemm_int8_warp_roles.tile:13: copy(B[bx * 128, k * 64], B_s)
             {
-              tilec_tma_load_2d_multicast(&B_s[stage][cta_rank * 4096], B_map, &full_bar[stage],
-                                          k * 64, bx * 128 + cta_rank * 64, 3);
+              tilec_tma_load_2d(&B_s[stage][0], B_map, &full_bar[stage], k * 64, bx * 128);
             }
             tilec_mbarrier_arrive(&full_bar[stage]);
           }
@@ -700,13 +645,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) __cluster_dims__(2, 1, 1)
     tilec_setmaxnreg_inc<216>();
     int consumed = 0;
     for (int t = 0; t < block_tiles; ++t) {
-      const int pair_id =
-          t * (static_cast<int>(gridDim.x) / 2) +
-          (t % 2 == 0 ? static_cast<int>(blockIdx.x) / 2
-                      : static_cast<int>(gridDim.x) / 2 - 1 - static_cast<int>(blockIdx.x) / 2);
-      const int bx = pair_id % ((N + 127) / 128);
-      const int pair_row = pair_id / ((N + 127) / 128);
-      const int by = pair_row * 2 + cta_rank;
+      const int tile_id =
+          t * static_cast<int>(gridDim.x) +
+          (t % 2 == 0 ? static_cast<int>(blockIdx.x)
+                      : static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x));
+      const int bx = tile_id % ((N + 127) / 128);
+      const int by = tile_id / ((N + 127) / 128);
       int acc[128];
       // gemm_int8_warp_roles.tile:10: clear(acc)
       {
@@ -750,54 +694,48 @@ extern "C" __global__ void __launch_bounds__(256, 2) __cluster_dims__(2, 1, 1)
           }
           if (k > 0 && lane == 0) {
             tilec_mbarrier_arrive(&empty_bar[(consumed + k - 1) % 3]);
-            tilec_mbarrier_arrive_remote(&empty_bar[(consumed + k - 1) % 3], cta_rank ^ 1);
           }
         }
         tilec_wgmma_wait<0>();
         tilec_wgmma_hold_s32<128>(&acc[0]);
         if ((K + 63) / 64 > 0 && lane == 0) {
           tilec_mbarrier_arrive(&empty_bar[(consumed + (K + 63) / 64 - 1) % 3]);
-          tilec_mbarrier_arrive_remote(&empty_bar[(consumed + (K + 63) / 64 - 1) % 3],
-                                       cta_rank ^ 1);
         }
         consumed += (K + 63) / 64;
       }
-      // a pair's second tile past the grid's last row: its main loop served the pair, nothing to store
-      if (by < (M + 127) / 128) {
-        // gemm_int8_warp_roles.tile:15: copy(acc, C[by * 128, bx * 128])
-        {
-          // through shared memory and bulk tensor stores, which finish while the next tile runs
-          if (tx == 0) {
-            tilec_bulk_wait_read<0>();
-          }
-          asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
+      // gemm_int8_warp_roles.tile:15: copy(acc, C[by * 128, bx * 128])
+      {
+        // through shared memory and bulk tensor stores, which finish while the next tile runs
+        if (tx == 0) {
+          tilec_bulk_wait_read<0>();
+        }
+        asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
 #pragma unroll
-          for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
+        for (int g0_2 = 0; g0_2 < 2; ++g0_2) {
 #pragma unroll
-            for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
+          for (int g1_1 = 0; g1_1 < 16; ++g1_1) {
 #pragma unroll
-              for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
-                alignas(16) int C_stage_v[2];
+            for (int g0_3 = 0; g0_3 < 2; ++g0_3) {
+              alignas(16) int C_stage_v[2];
 #pragma unroll
-                for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
-                  C_stage_v[e1_1] = acc[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1];
-                }
-                *reinterpret_cast<uint2*>(
-                    &C_stage[(tx / 4 % 8 * 32 ^ tx / 4 % 8 * 4 ^ g1_1 % 4 * 8 ^ tx % 4 * 2) +
-                             g0_2 * 2048 + warp * 512 + g0_3 * 256 + g1_1 / 4 * 4096]) =
-                    *reinterpret_cast<const uint2*>(&C_stage_v[0]);
+              for (int e1_1 = 0; e1_1 < 2; ++e1_1) {
+                C_stage_v[e1_1] = acc[g0_2 * 64 + g1_1 * 4 + g0_3 * 2 + e1_1];
               }
+              *reinterpret_cast<uint2*>(
+                  &C_stage[(tx / 4 % 8 * 32 ^ tx / 4 % 8 * 4 ^ g1_1 % 4 * 8 ^ tx % 4 * 2) +
+                           g0_2 * 2048 + warp * 512 + g0_3 * 256 + g1_1 / 4 * 4096]) =
+                  *reinterpret_cast<const uint2*>(&C_stage_v[0]);
             }
           }
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-          asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
-          if (tx == 0) {
-            tilec_tma_store_2d(C_map, &C_stage[0], bx * 128, by * 128);
-            tilec_tma_store_2d(C_map, &C_stage[4096], bx * 128 + 32, by * 128);
-            tilec_tma_store_2d(C_map, &C_stage[8192], bx * 128 + 64, by * 128);
-            tilec_tma_store_2d(C_map, &C_stage[12288], bx * 128 + 96, by * 128);
-            tilec_bulk_commit();
-          }
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, %1;" ::"r"(1), "r"(128) : "memory");
+        if (tx == 0) {
+          tilec_tma_store_2d(C_map, &C_stage[0], bx * 128, by * 128);
+          tilec_tma_store_2d(C_map, &C_stage[4096], bx * 128 + 32, by * 128);
+          tilec_tma_store_2d(C_map, &C_stage[8192], bx * 128 + 64, by * 128);
+          tilec_tma_store_2d(C_map, &C_stage[12288], bx * 128 + 96, by * 128);
+          tilec_bulk_commit();
         }
       }
     }
@@ -805,7 +743,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) __cluster_dims__(2, 1, 1)
       tilec_bulk_wait<0>();
     }
   }
-  tilec_cluster_sync();
 }
 
 // Launches gemm_int8_warp_roles_kernel on `stream`; returns the launch's cudaError_t (0 on success).
@@ -823,7 +760,7 @@ extern "C" int gemm_int8_warp_roles(const signed char* A, const signed char* B, 
   CUtensorMap B_map;
   CUtensorMap C_map;
   const bool bulk_copies = tilec_tensor_map_2d(&A_map, A, K, M, 64, 128, 1, 64) &&
-                           tilec_tensor_map_2d(&B_map, B, K, N, 64, 64, 1, 64) &&
+                           tilec_tensor_map_2d(&B_map, B, K, N, 64, 128, 1, 64) &&
                            tilec_tensor_map_2d(&C_map, C, N, M, 32, 128, 4, 128);
   if (!(bulk_copies))
     return gemm_int8_warp_roles_fallback(A, B, C, M, K, N,
@@ -833,9 +770,7 @@ extern "C" int gemm_int8_warp_roles(const signed char* A, const signed char* B, 
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess)
     return (int)err;
-  const dim3 grid(tilec_cluster_blocks(reinterpret_cast<const void*>(gemm_int8_warp_roles_kernel),
-                                       256, smem_bytes,
-                                       1ull * tiles.x * ((tiles.y + 1) / 2) * tiles.z));
+  const dim3 grid(tilec_persistent_blocks(1ull * tiles.x * tiles.y * tiles.z, 2));
   gemm_int8_warp_roles_kernel<<<grid, 256, smem_bytes, stream>>>(A, B, C, M, K, N, A_map, B_map,
                                                                  C_map);
   return (int)cudaGetLastError();
