@@ -20,65 +20,37 @@ from tilec.pipeline import run_passes
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GEMM = ROOT / "examples" / "gemm.tile"
 
-HEAD = """param block_M = 128
+
+def _gemm(before: str = "clear(C_local)", trips: str = "ceildiv(K, block_K)", bias: str = "") -> str:
+    """examples/gemm.tile's program with `before` in place of the accumulator's clear (one line or
+    two, at the kernel body's indent), `trips` as the main loop's trip count, and `bias`, a
+    parameter more."""
+    before = "\n        ".join(before.splitlines())
+    return f"""param block_M = 128
 param block_N = 256
 param block_K = 64
 param dtype = float16
-"""
 
-BIAS_BEFORE = (
-    HEAD
-    + """
-kernel gemm(A: Tensor((M, K), dtype), B: Tensor((K, N), dtype), Bias: Tensor((M,), float32), C: Tensor((M, N), dtype)):
+kernel gemm(A: Tensor((M, K), dtype), B: Tensor((K, N), dtype),{bias} C: Tensor((M, N), dtype)):
     with Kernel(ceildiv(N, block_N), ceildiv(M, block_M), threads=256) as (bx, by):
         A_shared = alloc_shared((block_M, block_K), dtype)
         B_shared = alloc_shared((block_K, block_N), dtype)
         C_local = alloc_fragment((block_M, block_N), float32)
-        for i, j in Parallel(block_M, block_N):
-            C_local[i, j] = Bias[by * block_M + i]
-        for k in Pipelined(ceildiv(K, block_K), num_stages=3):
+        {before}
+        for k in Pipelined({trips}, num_stages=3):
             copy(A[by * block_M, k * block_K], A_shared)
             copy(B[k * block_K, bx * block_N], B_shared)
             gemm(A_shared, B_shared, C_local)
         copy(C_local, C[by * block_M, bx * block_N])
 """
-)
-
-TRIANGLE = (
-    HEAD
-    + """
-kernel gemm(A: Tensor((M, K), dtype), B: Tensor((K, N), dtype), C: Tensor((M, N), dtype)):
-    with Kernel(ceildiv(N, block_N), ceildiv(M, block_M), threads=256) as (bx, by):
-        A_shared = alloc_shared((block_M, block_K), dtype)
-        B_shared = alloc_shared((block_K, block_N), dtype)
-        C_local = alloc_fragment((block_M, block_N), float32)
-        clear(C_local)
-        for k in Pipelined(by + 1, num_stages=3):
-            copy(A[by * block_M, k * block_K], A_shared)
-            copy(B[k * block_K, bx * block_N], B_shared)
-            gemm(A_shared, B_shared, C_local)
-        copy(C_local, C[by * block_M, bx * block_N])
-"""
-)
 
 
-ASSERT_BEFORE = (
-    HEAD
-    + """
-kernel gemm(A: Tensor((M, K), dtype), B: Tensor((K, N), dtype), C: Tensor((M, N), dtype)):
-    with Kernel(ceildiv(N, block_N), ceildiv(M, block_M), threads=256) as (bx, by):
-        A_shared = alloc_shared((block_M, block_K), dtype)
-        B_shared = alloc_shared((block_K, block_N), dtype)
-        C_local = alloc_fragment((block_M, block_N), float32)
-        clear(C_local)
-        device_assert(by * block_M < M, "row in range")
-        for k in Pipelined(ceildiv(K, block_K), num_stages=3):
-            copy(A[by * block_M, k * block_K], A_shared)
-            copy(B[k * block_K, bx * block_N], B_shared)
-            gemm(A_shared, B_shared, C_local)
-        copy(C_local, C[by * block_M, bx * block_N])
-"""
+BIAS_BEFORE = _gemm(
+    "for i, j in Parallel(block_M, block_N):\n    C_local[i, j] = Bias[by * block_M + i]",
+    bias=" Bias: Tensor((M,), float32),",
 )
+TRIANGLE = _gemm(trips="by + 1")
+ASSERT_BEFORE = _gemm('clear(C_local)\ndevice_assert(by * block_M < M, "row in range")')
 
 
 @pytest.fixture(autouse=True)
@@ -170,6 +142,11 @@ def test_no_clusters_off_sm90a_or_for_attention() -> None:
 
 def test_no_clusters_for_a_batched_grid() -> None:
     assert _loop(ROOT / "bench" / "programs" / "bmm_bias.tile").cluster == 0
+
+
+def test_the_template_of_the_refused_programs_runs_in_clusters(tmp_path: pathlib.Path) -> None:
+    # so that each refusal below is the doing of the one line it changes
+    assert _loop(_written(tmp_path, _gemm())).cluster == 2
 
 
 def test_no_clusters_when_global_memory_is_read_before_the_loop(tmp_path: pathlib.Path) -> None:

@@ -144,6 +144,7 @@ def _warp_roles(
     takes the next round's cheapest: by x alone, with 32 query tiles a head on 132 blocks, the
     busiest block would do 12% more than the mean; alternating, 3%. Tiles of equal cost are
     untouched, and each round still runs neighbouring tiles together (their K/V, their B panel).
+    Blocks in clusters of two walk pairs of tiles so (`_pair_walk`).
 
         const int tiles = <grid extents multiplied>;
         const int rounds = tiles / gridDim.x;  // whole rounds; round `rounds` has tiles % gridDim.x
@@ -154,8 +155,28 @@ def _warp_roles(
         else { consumer entry; walk(flags, body) }
     """
     rank = roles.cluster_rank
+    head, mine, t, indices = _tile_walk(ctx, grid) if rank is None else _pair_walk(ctx, grid, rank)
+
+    def walk(stmts: list[T.Stmt]) -> T.Loop:
+        return T.Loop(t, int_(0), mine, 1, False, (*indices, *stmts))
+
+    block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
+    per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]  # a tile's interior tests
+    kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
+    tile_body = _edges_reread_tx(ctx, body)  # (statement for statement)
+    exit: list[T.Stmt] = []
     if rank is not None:
-        return _cluster_walk(ctx, roles, grid, body, per_sm, rank)
+        end = next(i for i, x in enumerate(body) if x is roles.loop_end) + 1
+        tile_body = _past_the_grid(ctx, grid, tile_body, end)
+        exit.append(T.Call(T.Intrin("tilec_cluster_sync", (), I32)))
+    consuming: list[T.Stmt] = [walk([*per_tile, *tile_body])]
+    split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], consuming)
+    return [*head, *kernel_wide, *roles.setup, split, *exit]
+
+
+def _tile_walk(ctx: LowerContext, grid: tuple[tir.Expr, ...]) -> tuple[list[T.Stmt], tir.Var, T.Sym, list[T.Stmt]]:
+    """`_warp_roles`' walk of single blocks: its head, the block's tile count, the round variable
+    and the statements that open each round (the tile and its block indices)."""
     ctx.state.helpers.add("persistent")
     count = grid[0]
     for extent in grid[1:]:
@@ -170,17 +191,7 @@ def _warp_roles(
     t = T.Sym(ctx.fresh("t"), I32)
     tile = tir.Var(ctx.fresh("tile_id"), I32, "thread")
     first = _const(tile, _op("+", _op("*", symv(t), blocks), place(symv(t))))
-    indices = [first, *_tile_index(ctx, tile, grid)]
-
-    def walk(stmts: list[T.Stmt]) -> T.Loop:
-        return T.Loop(t, int_(0), mine, 1, False, (*indices, *stmts))
-
-    block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
-    per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]  # a tile's interior tests
-    kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
-    consuming: list[T.Stmt] = [walk([*per_tile, *_edges_reread_tx(ctx, body)])]
-    split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], consuming)
-    return [*head, *kernel_wide, *roles.setup, split]
+    return head, mine, t, [first, *_tile_index(ctx, tile, grid)]
 
 
 def _rounds(
@@ -207,27 +218,23 @@ def _rounds(
     return head, mine, place
 
 
-def _cluster_walk(
-    ctx: LowerContext, roles: WarpRoles, grid: tuple[tir.Expr, ...], body: list[T.Stmt], per_sm: int, rank: tir.Var
-) -> list[T.Stmt]:
-    """The body of a persistent kernel with warp roles whose blocks run in clusters of two along
-    the grid's y (sm90._Pair): the clusters walk the grid's pairs of tile rows as `_warp_roles`'
-    blocks walk its tiles, in panels of half as many pair rows, and the block of rank r takes
-    row 2 * pair_row + r. Both blocks of a cluster walk the same pairs, so their rings stay in
-    step. Past an odd grid's last row, the second block still runs the main loop (its loads
-    read zeros; its ring serves the pair) but not the epilogue. Every thread of the cluster
-    waits for the other block before it exits: neither may leave while the other can still
-    write into its shared memory or arrive on its barriers.
+def _pair_walk(
+    ctx: LowerContext, grid: tuple[tir.Expr, ...], rank: tir.Var
+) -> tuple[list[T.Stmt], tir.Var, T.Sym, list[T.Stmt]]:
+    """`_warp_roles`' walk of blocks in clusters of two along the grid's y (sm90._Pair): the
+    clusters walk the grid's pairs of tile rows as single blocks walk its tiles, in panels of half
+    as many pair rows, and the block of rank r takes row 2 * pair_row + r. Both blocks of a
+    cluster walk the same pairs, so their rings stay in step; `_past_the_grid` keeps the second
+    block from storing a row past the grid's, and the kernel ends with a cluster barrier: neither
+    block may leave while the other can still write into its shared memory or arrive on its
+    barriers.
 
         const int cta_rank = blockIdx.x % 2;
         <_rounds over tiles.x * ceil(tiles.y / 2) pairs by gridDim.x / 2 clusters>
-        <ring set-up: the cluster waits for both blocks' barriers>
-        <roles: per pair, by = pair_row * 2 + cta_rank; if (by < tiles.y) { epilogue }>
-        tilec_cluster_sync();
+        per pair: <pair_row, bx>; const int by = pair_row * 2 + cta_rank;
     """
     ctx.state.helpers.add("cluster_launch")
     pair_rows = _op("//", _op("+", grid[1], int_(1)), int_(2))
-    count = _op("*", grid[0], pair_rows)
     two = int_(2)
     blocks = _op("//", tir.Cast(builtin("grid_dim_x", DType.uint32), I32), two)
     block = _op("//", tir.Cast(builtin("block_index_x", DType.uint32), I32), two)
@@ -236,33 +243,30 @@ def _cluster_walk(
         "gridDim.x / 2, this one the round's (blockIdx.x / 2)-th in even rounds, counted from the",
         "round's last in odd ones",
     )
-    head, mine, place = _rounds(ctx, count, blocks, block, note)
+    head, mine, place = _rounds(ctx, _op("*", grid[0], pair_rows), blocks, block, note)
     rank_decl = _const(rank, _op("%", tir.Cast(builtin("block_index_x", DType.uint32), I32), two))
     t = T.Sym(ctx.fresh("t"), I32)
-    tile = tir.Var(ctx.fresh("pair_id"), I32, "thread")
-    first = _const(tile, _op("+", _op("*", symv(t), blocks), place(symv(t))))
+    pair = tir.Var(ctx.fresh("pair_id"), I32, "thread")
+    first = _const(pair, _op("+", _op("*", symv(t), blocks), place(symv(t))))
     y = tir.Var(ctx.name(ctx.kernel.block_vars[1]), I32, "thread")
     pair_row = tir.Var(ctx.fresh("pair_row"), I32, "thread")
     sw = ctx.state.swizzle
     # panels of rows (order row) cover as many rows as before in half as many pair rows
     halved = replace(sw, panel_size=max(1, sw.panel_size // 2)) if sw is not None and sw.order == "row" else sw
-    rows = _tile_index(ctx, tile, (grid[0], pair_rows), rows=pair_row, swizzle=halved)
-    indices = [first, *rows, _const(y, _op("+", _op("*", pair_row, two), rank))]
+    rows = _tile_index(ctx, pair, (grid[0], pair_rows), rows=pair_row, swizzle=halved)
+    return [rank_decl, *head], mine, t, [first, *rows, _const(y, _op("+", _op("*", pair_row, two), rank))]
 
-    def walk(stmts: list[T.Stmt]) -> T.Loop:
-        return T.Loop(t, int_(0), mine, 1, False, (*indices, *stmts))
 
-    block_names = {ctx.name(v) for v in ctx.kernel.block_vars}
-    per_tile = [d for d in ctx.state.prologue if _reads_any(d, block_names)]
-    kernel_wide = [d for d in ctx.state.prologue if d not in per_tile]
-    end = next(i for i, x in enumerate(body) if x is roles.loop_end) + 1
-    body = _edges_reread_tx(ctx, body)  # (statement for statement)
+def _past_the_grid(ctx: LowerContext, grid: tuple[tir.Expr, ...], body: list[T.Stmt], end: int) -> list[T.Stmt]:
+    """A cluster walk's consumer `body` with what follows the main loop (`body[end:]`, the
+    epilogue) skipped for a tile row past the grid's: an odd grid's last pair has one, whose
+    main loop runs all the same (its loads read zeros; its half of the shared tile serves the pair)."""
+    if not body[end:]:
+        return body
+    y = tir.Var(ctx.name(ctx.kernel.block_vars[1]), I32, "thread")
     inside = tir.BinOp("<", y, tir.Cast(grid[1], I32) if grid[1].dtype != I32 else grid[1], DType.bool)
     skip = T.Comment("a pair's second tile past the grid's last row: its main loop served the pair, nothing to store")
-    tail: list[T.Stmt] = [skip, T.IfThen(inside, tuple(body[end:]))] if body[end:] else []
-    consuming: list[T.Stmt] = [walk([*per_tile, *body[:end], *tail])]
-    split = _roles_split(ctx, roles, per_sm, [walk(list(roles.producer_tile))], consuming)
-    return [rank_decl, *head, *kernel_wide, *roles.setup, split, T.Call(T.Intrin("tilec_cluster_sync", (), I32))]
+    return [*body[:end], skip, T.IfThen(inside, tuple(body[end:]))]
 
 
 def _edges_reread_tx(ctx: LowerContext, body: list[T.Stmt]) -> list[T.Stmt]:

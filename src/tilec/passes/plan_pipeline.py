@@ -387,11 +387,9 @@ def pair_split(c: tir.Copy) -> bool:
 
 def _boxes(c: tir.Copy) -> int:
     """The TMA boxes of a producer's tile: one per swizzle-wide column block (0: no swizzle fits)."""
-    dst = c.dst.buffer
-    cols = dst.const_shape[1]
-    sw = widest_swizzle(cols * dst.dtype.bytes)
-    width = sw // dst.dtype.bytes if sw is not None else 0
-    return cols // width if width and cols % width == 0 else 0
+    row_bytes = c.dst.buffer.const_shape[1] * c.dst.buffer.dtype.bytes
+    sw = widest_swizzle(row_bytes)
+    return row_bytes // sw if sw is not None else 0
 
 
 def _epilogue_bytes(kernel: tir.Kernel, fragments: Mapping[tir.Buffer, L.Fragment]) -> int:

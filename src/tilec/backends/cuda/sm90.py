@@ -1056,22 +1056,22 @@ def _bulk_copy(
         ctx.state.helpers.add("bulk_copy_3d")
     ctx.state.stage_of[dst] = stage
     sw, width, blocks = _column_blocks(ctx, dst)
-    if rank is not None:
-        halves, box = _multicast(ctx, dst, (T.Sym(mname, DType.uint8), T.AddressOf(bar)), (x0, y0), rank)
-        del ctx.state.stage_of[dst]
-        return halves, T.TensorMap(mname, tname, src.dtype, inner, outer, box, sw, None, _pitches(ctx, src))
+    if rank is not None:  # (a 2-D tile of a 2-D tensor: plan_pipeline.cluster_pairs)
+        out, box = _multicast(ctx, dst, width, (T.Sym(mname, DType.uint8), T.AddressOf(bar)), (x0, y0), rank)
+    else:
+        out, box = [], (width, rows)
+        for at, col in blocks:
+            args = (at, T.Sym(mname, DType.uint8), T.AddressOf(bar), simplify(add(x0, int_(col))), y0)
+            load = "tilec_tma_load_3d" if batched else "tilec_tma_load_2d"
+            out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
     del ctx.state.stage_of[dst]
-    out: list[T.Stmt] = []
-    for at, col in blocks:
-        args = (at, T.Sym(mname, DType.uint8), T.AddressOf(bar), simplify(add(x0, int_(col))), y0)
-        load = "tilec_tma_load_3d" if batched else "tilec_tma_load_2d"
-        out.append(T.Call(T.Intrin(load, (*args, z0) if z0 is not None else args, I32)))
-    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, (width, rows), sw, batch, _pitches(ctx, src))
+    return out, T.TensorMap(mname, tname, src.dtype, inner, outer, box, sw, batch, _pitches(ctx, src))
 
 
 def _multicast(
     ctx: LowerContext,
     tile: tir.Buffer,
+    width: int,
     map_bar: tuple[T.Sym, T.AddressOf],
     at: tuple[tir.Expr, tir.Expr],
     rank: tir.Var,
@@ -1079,10 +1079,10 @@ def _multicast(
     """The boxes of a shared tile (plan_pipeline.pair_shared) that the block of cluster rank
     `rank` loads, each into both blocks' shared memory at the same place, completing on both
     blocks' barriers at the same place (tile corner `at`, x the columns), and the box's shape:
-    column blocks rank, rank + 2, ... of the tile; of a tile of one column block, the half of its
-    rows of the rank (a box half as tall, starting on a multiple of the swizzle's 8-row atom)."""
+    column blocks rank, rank + 2, ... of the tile (`width` columns each); of a tile of one column
+    block, the half of its rows of the rank (a box half as tall, starting on a multiple of the
+    swizzle's 8-row atom)."""
     rows, cols = tile.const_shape
-    width = _column_blocks(ctx, tile)[1]
     x0, y0 = at
     if cols == width:  # plan_pipeline.pair_split: rows / 2 a multiple of 8
         row = simplify(tir.BinOp("*", rank, int_(rows // 2), I32))
