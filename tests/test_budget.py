@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import cpu_speed
 from tilec import budget, driver, tir, tir_walk
 from tilec.budget import registers
 from tilec.diagnostics import CompileError, Diagnostic
@@ -85,7 +86,7 @@ def test_statement_budget_stops_exponential_macros() -> None:
     )
     start = time.process_time()
     (d,) = errors(kernel("x = alloc_fragment((128,), float32)\nm15(x)", pre=macros))
-    assert time.process_time() - start < 2.0
+    assert time.process_time() - start < 2.0 * cpu_speed.scale()
     assert d.message == f"kernel 'k' has more than {budget.MAX_STATEMENTS} statements once its macros are inlined"
     assert len(d.notes) == 15 and d.notes[-1].message == "in macro 'm15' called here"
 
@@ -172,7 +173,7 @@ def test_substituted_names_cannot_double_without_end() -> None:
     lets = ["a0 = N + 1"] + [f"a{i} = a{i - 1} * a{i - 1}" for i in range(1, 26)]
     start = time.process_time()
     (d,) = errors(lets_before_the_block(lets, "a25"))
-    assert time.process_time() - start < 2.0
+    assert time.process_time() - start < 2.0 * cpu_speed.scale()
     assert d.span.text == "a12 = a11 * a11"  # 2**14 - 1 terms: the first over the budget
     assert d.message.startswith("'a12' stands for an expression of 16383 terms, 14 levels deep")
 
@@ -190,7 +191,7 @@ def test_macro_arguments_cannot_double_without_end() -> None:
     body = "x = alloc_fragment((128,), float32)\nm15(x, s + 1.0)"
     start = time.process_time()
     (d,) = errors(kernel(body, params="A: Tensor((128,), float32), s: float32", pre=macros))
-    assert time.process_time() - start < 2.0
+    assert time.process_time() - start < 2.0 * cpu_speed.scale()
     assert d.span.text == "v * v" and d.message.startswith("'v' stands for an expression of 16383 terms")
 
 
@@ -262,7 +263,7 @@ def test_huge_tiles_finish_promptly(path: pathlib.Path, name: str, value: int) -
         driver.compile_program_text(driver.elaborate(str(path), {name: str(value)}), formatted=False)
     except CompileError:
         pass
-    assert time.process_time() - start < 2.0
+    assert time.process_time() - start < 2.0 * cpu_speed.scale()
 
 
 def test_register_estimate_counts_tiles_that_are_never_live_together_once() -> None:

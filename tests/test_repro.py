@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+import cpu_speed
 from tilec import cli, driver
 from tilec.diagnostics import CompileError, render_all
 from tilec.elaborate import _KernelState, elaborate_file
@@ -72,7 +73,7 @@ def test_expected_diagnostic(name: str, defines: dict[str, str], golden_name: st
     path = repro(name)
     start = time.process_time()
     text = diagnostics(path, defines)
-    assert time.process_time() - start < 2.0
+    assert time.process_time() - start < 2.0 * cpu_speed.scale()
     assert "Traceback" not in text and "internal" not in text
     assert text.count("error:") == 1
     golden.check(path.with_suffix(f".{golden_name}.err" if golden_name else ".err"), text)
@@ -220,7 +221,7 @@ def test_13_fresh_names_are_linear() -> None:
     start = time.process_time()
     names, state = Names(CUDA_SPELLING.reserved), _KernelState("k")
     given = [names.fresh("x") for _ in range(20_000)] + [state.fresh("x") for _ in range(20_000)]
-    assert time.process_time() - start < 1.0
+    assert time.process_time() - start < 1.0 * cpu_speed.scale()
     assert given[:3] == ["x", "x_1", "x_2"] and given[20_000:20_003] == ["x", "x_1", "x_2"]
     assert len(set(given[:20_000])) == 20_000
 

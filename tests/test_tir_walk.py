@@ -244,3 +244,12 @@ def test_children_of_every_expression_kind() -> None:
     for node, kids in nodes.values():
         assert tir_walk.children(node) == kids
     assert [type(x).__name__ for x in tir_walk.subexprs(T.AddressOf(sub))] == ["AddressOf", "Subscript", "Var"]
+
+
+def test_every_expression_node_type_has_children() -> None:
+    """`children` dispatches on the exact type (a table, for speed): the table must name every
+    member of Tile IR's and Thread IR's expression unions, and the vector reference."""
+    from tilec import thread_ir as T
+
+    kinds = set(typing.get_args(T.Expr)) | {T.VecRef}  # T.Expr: tir.Expr's members and its own
+    assert kinds <= set(tir_walk._CHILDREN), kinds - set(tir_walk._CHILDREN)

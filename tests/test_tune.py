@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+import cpu_speed
 from bench_scripts import load_bench
 from tilec import cli, driver
 from tilec.diagnostics import CompileError, render_all
@@ -457,4 +458,4 @@ def test_model_only_tuning_of_an_example_is_fast(path: str, capsys: pytest.Captu
         code, out, _ = run_cli(["tune", path, "--shape", EXAMPLE_SHAPES[path], "--arch", "sm_90a"], capsys)
         assert code == 0 and "choice: " in out
         best = min(best, time.process_time() - start)
-    assert best < 1.0
+    assert best < 1.0 * cpu_speed.scale()  # a second on the reference machine (tests/cpu_speed.py)

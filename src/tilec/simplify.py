@@ -181,8 +181,13 @@ def _merge_quotient_remainder(lin: Linear) -> Linear:
     return terms, c
 
 
+_LEAVES = frozenset({tir.IntImm, tir.Var, tir.FloatImm, tir.BoolImm})
+
+
 def simplify(e: tir.Expr) -> tir.Expr:
     """Canonical form of an expression (int math normalized, constants folded)."""
+    if type(e) in _LEAVES:  # most calls: taken before the `match` tries every other class
+        return e
     match e:
         case tir.BinOp(op, a, b, dtype):
             a, b = simplify(a), simplify(b)

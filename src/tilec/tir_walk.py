@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterator
-from typing import assert_never
+from typing import Any, assert_never
 
 from tilec import thread_ir as T
 from tilec import tir
@@ -31,25 +31,28 @@ Node = T.Expr | T.VecRef
 
 def children(e: Node) -> tuple[Node, ...]:
     """The direct sub-expressions of an expression node (an intrinsic's C text arguments aside)."""
-    match e:
-        case tir.BinOp(_, a, b):
-            return (a, b)
-        case tir.UnaryOp(_, a) | tir.Cast(a):
-            return (a,)
-        case tir.Select(c, a, b):
-            return (c, a, b)
-        case tir.Call(_, args):
-            return args
-        case T.Intrin(_, args):
-            return tuple(x for x in args if not isinstance(x, str))
-        case tir.Load(_, idx) | T.Subscript(_, idx):
-            return idx
-        case T.AddressOf(target) | T.VecRef(target):
-            return (target,)
-        case tir.IntImm() | tir.FloatImm() | tir.BoolImm() | tir.Var() | T.Sym() | T.Builtin():
-            return ()
-        case _:
-            assert_never(e)
+    return _CHILDREN[type(e)](e)  # a KeyError here is a node type missing from the table
+
+
+def _none(e: Node) -> tuple[Node, ...]:
+    return ()
+
+
+# By exact type rather than a `match`: the walk is the compiler's innermost loop, and most nodes
+# are leaves, which a `match` reaches only after trying every other class.
+_CHILDREN: dict[type, Callable[[Any], tuple[Node, ...]]] = {
+    tir.BinOp: lambda e: (e.a, e.b),
+    tir.UnaryOp: lambda e: (e.a,),
+    tir.Cast: lambda e: (e.value,),
+    tir.Select: lambda e: (e.cond, e.a, e.b),
+    tir.Call: lambda e: e.args,
+    T.Intrin: lambda e: tuple(x for x in e.args if not isinstance(x, str)),
+    tir.Load: lambda e: e.indices,
+    T.Subscript: lambda e: e.indices,
+    T.AddressOf: lambda e: (e.target,),
+    T.VecRef: lambda e: (e.target,),
+    **dict.fromkeys((tir.IntImm, tir.FloatImm, tir.BoolImm, tir.Var, T.Sym, T.Builtin), _none),
+}
 
 
 def subexprs(e: Node) -> Iterator[Node]:

@@ -36,17 +36,11 @@ def owner_map(
     if frag.replica_extent > 1:
         return None
     try:
-        index_fns = [fa.compile_index(index, vars) for index in indices]
+        pairs = fa.touches(frag, vars, indices)
     except (TypeError, ValueError):  # an index reads something besides the loop's variables
         return None
-    owner: dict[tuple[int, ...], int] = {}
-    for (thread, _), coords in fa.elements(frag).items():
-        if coords is None:
-            continue
-        for index_of in index_fns:
-            if owner.setdefault(index_of(*coords), thread) != thread:
-                return None
-    return frozenset(owner.items())
+    owner = dict(pairs)
+    return frozenset(owner.items()) if len(owner) == len(set(pairs)) else None  # else: two threads, one element
 
 
 def parallel_indices(body: tuple[tir.Stmt, ...], buf: tir.Buffer) -> list[tuple[tir.Expr, ...]] | None:
