@@ -111,7 +111,7 @@ def rewrite(node: Any, change: Callable[[Any], Any]) -> Any:
     if isinstance(node, tuple):
         return tuple(rewrite(x, change) for x in node)
     if dataclasses.is_dataclass(node) and not isinstance(node, type | tir.Var | T.Sym):
-        fields = {f.name: rewrite(getattr(node, f.name), change) for f in dataclasses.fields(node)}
+        fields = {f.name: rewrite(getattr(node, f.name), change) for f in dataclasses.fields(node) if f.init}
         node = dataclasses.replace(node, **fields)
     changed = change(node)
     return node if changed is None else changed

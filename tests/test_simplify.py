@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tilec import tir
 from tilec.dtypes import DType
 from tilec.emit import expr_text
-from tilec.simplify import divides, gcd_of, int_, simplify
+from tilec.simplify import _build, _linear, divides, gcd_of, int_, simplify
 
 I32 = DType.int32
 tx = tir.Var("tx", I32, "thread")
@@ -209,3 +209,13 @@ def test_a_negative_remainder_is_not_split_off() -> None:
         assert expr_text(simplify(e)) == expr_text(e)
     assert expr_text(simplify(b("//", b("-", b("*", k, 8), 16), 4))) == "k * 2 - 4"  # an exact remainder splits
     assert expr_text(simplify(b("//", b("+", b("*", k, 8), 3), 4))) == "k * 2"  # a nonnegative dividend splits
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(LEAVES, _extend, max_leaves=12))
+def test_a_built_form_decomposes_into_the_form_it_was_built_from(e: tir.Expr) -> None:
+    # simplify remembers, within one call, the linear form each node it built came from, and a
+    # parent reads that instead of decomposing the node again: sound only if the two agree.
+    lin = _linear(simplify(e))
+    if lin is not None:
+        assert _linear(_build(lin, I32)) == lin

@@ -98,6 +98,10 @@ class DType(enum.Enum):
     def __repr__(self) -> str:
         return self.tile_name
 
+    # Members are singletons compared by identity: hash them so too, in C (Enum's own hash is a
+    # Python method, and every IR node's hash goes through its dtype).
+    __hash__ = object.__hash__
+
 
 PACKED_OF: dict[DType, DType] = {
     DType.int4: DType.int4x2,

@@ -49,15 +49,22 @@ def mul(a: tir.Expr, b: tir.Expr | int) -> tir.Expr:
     return simplify(tir.BinOp("*", a, b, a.dtype))
 
 
-def _linear(e: tir.Expr) -> Linear | None:
+# Within one `simplify`: the nodes it built from a linear form (id -> node, form), so that a parent
+# reads its children's forms instead of decomposing their subtrees again (quadratic in depth).
+Built = dict[int, tuple[tir.Expr, Linear]]
+
+
+def _linear(e: tir.Expr, built: Built | None = None) -> Linear | None:
     """Decompose an int32 expression into a linear form, or None."""
+    if built and (hit := built.get(id(e))) is not None and hit[0] is e:
+        return hit[1]
     if isinstance(e, tir.IntImm):
         return {}, e.value
     if isinstance(e, tir.UnaryOp) and e.op == "-" and e.dtype.is_int:  # as _build writes -(k * 512) + 7680
-        la = _linear(e.a)
+        la = _linear(e.a, built)
         return None if la is None else scale(la, -1)
     if isinstance(e, tir.BinOp) and e.op in ("+", "-", "*") and e.dtype.is_int:
-        la, lb = _linear(e.a), _linear(e.b)
+        la, lb = _linear(e.a, built), _linear(e.b, built)
         if la is None or lb is None:
             return None
         if e.op == "+":
@@ -186,15 +193,21 @@ _LEAVES = frozenset({tir.IntImm, tir.Var, tir.FloatImm, tir.BoolImm})
 
 def simplify(e: tir.Expr) -> tir.Expr:
     """Canonical form of an expression (int math normalized, constants folded)."""
+    return e if type(e) in _LEAVES else _simplify(e, {})
+
+
+def _simplify(e: tir.Expr, built: Built) -> tir.Expr:
     if type(e) in _LEAVES:  # most calls: taken before the `match` tries every other class
         return e
     match e:
         case tir.BinOp(op, a, b, dtype):
-            a, b = simplify(a), simplify(b)
+            a, b = _simplify(a, built), _simplify(b, built)
             if dtype.is_int and op in ("+", "-", "*"):
-                lin = _linear(tir.BinOp(op, a, b, dtype))
+                lin = _linear(tir.BinOp(op, a, b, dtype), built)
                 if lin is not None:
-                    return _build(lin, dtype)
+                    out = _build(lin, dtype)
+                    built[id(out)] = (out, lin)
+                    return out
             if dtype.is_int and op in ("//", "%"):
                 return _divmod(e, a, b)
             if (
@@ -215,28 +228,28 @@ def simplify(e: tir.Expr) -> tir.Expr:
                     return b if b.value else a
             return tir.BinOp(op, a, b, dtype, e.span)
         case tir.UnaryOp(op, a, dtype):
-            a = simplify(a)
+            a = _simplify(a, built)
             if op == "-" and isinstance(a, tir.IntImm):
                 return tir.IntImm(-a.value, dtype)
             if op == "not" and isinstance(a, tir.BoolImm):
                 return tir.BoolImm(not a.value)
             return tir.UnaryOp(op, a, dtype, e.span)
         case tir.Select(cond, a, b, dtype):
-            cond = simplify(cond)
+            cond = _simplify(cond, built)
             if isinstance(cond, tir.BoolImm):
-                return simplify(a) if cond.value else simplify(b)
-            return tir.Select(cond, simplify(a), simplify(b), dtype, e.span)
+                return _simplify(a, built) if cond.value else _simplify(b, built)
+            return tir.Select(cond, _simplify(a, built), _simplify(b, built), dtype, e.span)
         case tir.Cast(value, dtype):
-            value = simplify(value)
+            value = _simplify(value, built)
             if value.dtype == dtype:
                 return value
             if isinstance(value, tir.IntImm) and dtype.is_int:
                 return tir.IntImm(value.value, dtype)
             return tir.Cast(value, dtype, e.span)
         case tir.Call(func, args, dtype):
-            return tir.Call(func, tuple(simplify(x) for x in args), dtype, e.span)
+            return tir.Call(func, tuple(_simplify(x, built) for x in args), dtype, e.span)
         case tir.Load(buffer, indices):
-            return tir.Load(buffer, tuple(simplify(x) for x in indices), e.span)
+            return tir.Load(buffer, tuple(_simplify(x, built) for x in indices), e.span)
         case _:
             return e
 

@@ -112,6 +112,14 @@ class BinOp:
     b: Expr
     dtype: DType
     span: Span = field(default=NO_SPAN, compare=False)
+    # The hash, computed on first use: index arithmetic is hashed over and over as dict keys (the
+    # simplifier's linear forms), and a dataclass's own hash would walk the whole tree each time.
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        if not self._hash:
+            object.__setattr__(self, "_hash", hash((self.op, self.a, self.b, self.dtype)) or 1)
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)

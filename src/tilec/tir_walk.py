@@ -329,4 +329,5 @@ def node_fields(node: object) -> tuple[str, ...]:
 
 @functools.cache
 def _fields_of(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else ()
+    # init fields only: a node's cache (tir.BinOp._hash) is not part of what it says
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init) if dataclasses.is_dataclass(cls) else ()
