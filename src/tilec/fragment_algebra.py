@@ -111,9 +111,12 @@ def _names(params: Sequence[tir.Var]) -> list[str]:
     return [f"p{i}" for i in range(len(params))]
 
 
+# What the generated text may name: it is our own, of ints, names and these
+_EVAL_GLOBALS: dict[str, Any] = {"__builtins__": {}, "int": int, "bool": bool, "range": range}
+
+
 def _compile(body: str, params: Sequence[tir.Var]) -> Callable[..., Any]:
-    source = f"lambda {', '.join(_names(params))}: {body}"
-    return eval(source, {"__builtins__": {}, "int": int, "bool": bool})  # our own text: ints and names
+    return eval(f"lambda {', '.join(_names(params))}: {body}", _EVAL_GLOBALS)
 
 
 def _python(x: tir.Expr, params: Sequence[tir.Var], names: list[str]) -> str:
@@ -171,7 +174,7 @@ def _tuple(items: Iterable[str]) -> str:
 
 
 def _run(comprehension: str) -> Any:
-    return eval(f"(lambda: {comprehension})", {"__builtins__": {}, "int": int, "bool": bool, "range": range})()
+    return _compile(comprehension, ())()
 
 
 def layout_slots(slot_shape: Sequence[int]) -> list[Slot]:

@@ -193,7 +193,7 @@ _LEAVES = frozenset({tir.IntImm, tir.Var, tir.FloatImm, tir.BoolImm})
 
 def simplify(e: tir.Expr) -> tir.Expr:
     """Canonical form of an expression (int math normalized, constants folded)."""
-    return e if type(e) in _LEAVES else _simplify(e, {})
+    return _simplify(e, {})
 
 
 def _simplify(e: tir.Expr, built: Built) -> tir.Expr:
